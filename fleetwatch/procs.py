@@ -1,0 +1,169 @@
+"""Run local servers (Prometheus, Alertmanager, etcd, fleetwatch itself) and wait for them.
+
+Shared by the tests, the benchmarks and ``fleetwatch demo``: every server listens on
+127.0.0.1 on a free port, is polled for readiness with a deadline (never a fixed sleep),
+and is stopped by its own process id, so nothing outlives the caller.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+class NotReadyError(RuntimeError):
+    """A server did not become ready before its deadline (its log tail is in the message)."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nobody listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def wait_until(
+    predicate: Callable[[], T | None],
+    timeout: float,
+    interval: float = 0.05,
+    what: str = "condition",
+) -> T:
+    """Poll ``predicate`` until it returns a truthy value, or raise ``TimeoutError``.
+
+    Exceptions raised by the predicate count as "not yet": servers that are still
+    starting refuse connections, and that is exactly what we are waiting out.
+    """
+    deadline = time.monotonic() + timeout
+    last_error: BaseException | None = None
+    while True:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except Exception as exc:  # "not ready yet" comes in many shapes
+            last_error = exc
+        if time.monotonic() >= deadline:
+            detail = f" (last error: {last_error!r})" if last_error else ""
+            raise TimeoutError(f"{what} not met within {timeout:.1f}s{detail}")
+        time.sleep(interval)
+
+
+def http_ok(url: str, timeout: float = 1.0) -> bool:
+    """True when ``url`` answers 2xx; any error is False."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return 200 <= resp.status < 300
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+class ManagedProcess:
+    """One child process with its log file, started and stopped by us.
+
+    The child gets its own process group so that stopping it also stops whatever it
+    started; it is stopped with SIGTERM, then SIGKILL after ``stop_timeout`` seconds.
+    """
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        log_path: Path,
+        ready_url: str | None = None,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> None:
+        self.argv = list(argv)
+        self.log_path = log_path
+        self.ready_url = ready_url
+        self.env = env
+        self.cwd = cwd
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None, "not started"
+        return self.proc.pid
+
+    def start(self, ready_timeout: float = 30.0) -> ManagedProcess:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child for its life
+        try:
+            self.proc = subprocess.Popen(
+                self.argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, **(self.env or {})},
+                cwd=self.cwd,
+                start_new_session=True,
+            )
+        finally:
+            log.close()
+        if self.ready_url is not None:
+            self.wait_ready(self.ready_url, ready_timeout)
+        return self
+
+    def wait_ready(self, url: str, timeout: float) -> None:
+        def ready() -> bool:
+            if not self.alive():
+                raise NotReadyError(f"{self.argv[0]} exited early:\n{self.log_tail()}")
+            return http_ok(url)
+
+        try:
+            wait_until(ready, timeout, what=f"{url} ready")
+        except (TimeoutError, NotReadyError) as exc:
+            self.stop()
+            raise NotReadyError(f"{exc}\n--- log of {self.argv[0]} ---\n{self.log_tail()}") from exc
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def signal(self, signum: int) -> None:
+        if self.alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.pid, signum)
+
+    def stop(self, stop_timeout: float = 10.0) -> int | None:
+        """Stop the child (SIGTERM, then SIGKILL) and return its exit code."""
+        if self.proc is None:
+            return None
+        if self.alive():
+            self.signal(signal.SIGTERM)
+            try:
+                self.proc.wait(stop_timeout)
+            except subprocess.TimeoutExpired:
+                self.signal(signal.SIGKILL)
+                self.proc.wait(stop_timeout)
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        """SIGKILL, no goodbye: for crash tests."""
+        if self.alive():
+            self.signal(signal.SIGKILL)
+            assert self.proc is not None
+            self.proc.wait(10)
+
+    def __enter__(self) -> ManagedProcess:
+        return self if self.proc is not None else self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

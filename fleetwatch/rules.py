@@ -1,0 +1,10 @@
+"""Placeholder: `fleetwatch rules` (issue 4)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def add_parsers(subparsers: Any) -> None:
+    p = subparsers.add_parser("rules", help="(not built yet)")
+    p.set_defaults(func=lambda args: 2)

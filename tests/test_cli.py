@@ -1,0 +1,15 @@
+"""The `fleetwatch` command gathers every subcommand."""
+
+from __future__ import annotations
+
+import pytest
+
+from fleetwatch.cli import build_parser
+
+
+@pytest.mark.parametrize("command", ["exporter", "discover", "reactor", "status", "rules", "demo"])
+def test_every_subcommand_is_registered(command: str) -> None:
+    parser = build_parser()
+    with pytest.raises(SystemExit) as exc:
+        parser.parse_args([command, "--help"])
+    assert exc.value.code == 0
