@@ -9,6 +9,7 @@ way to drive and parse ``wrk``.
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import re
@@ -259,6 +260,11 @@ def run_wrk(
 
 
 # --- summaries and result files ----------------------------------------------------------
+
+
+def is_number(value: object) -> bool:
+    """A real, finite number (what every benchmark figure must be)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def median(values: Sequence[float]) -> float:
