@@ -1,0 +1,42 @@
+"""Fixtures of the etcd and control-plane tests: one real 3-member etcd cluster per module."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+from etcdcluster import EtcdCluster
+
+T = TypeVar("T")
+
+
+@pytest.fixture(scope="module")
+def etcd_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdCluster]:
+    """Shared by the tests of one module: starting three members costs 0.2-2.7 s."""
+    root: Path = tmp_path_factory.mktemp("etcd")
+    cluster = EtcdCluster(root).start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+async def poll(
+    probe: Callable[[], Awaitable[T]],
+    accept: Callable[[T], bool],
+    within: float,
+    what: str,
+) -> T:
+    """Call ``probe`` until ``accept`` likes its answer; fail with the last answer seen."""
+    deadline = time.monotonic() + within
+    while True:
+        value = await probe()
+        if accept(value):
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"{what} not seen within {within:.0f}s; last: {value!r}")
+        await asyncio.sleep(0.1)  # poll interval, not a synchronisation
