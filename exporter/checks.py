@@ -1,0 +1,71 @@
+"""The extension seam: per-cluster checks that run after each probe.
+
+A :class:`ClusterCheck` (etcd membership, control-plane targets, ...) is given the cluster,
+an authenticated :class:`~exporter.probe.ApiClient` (the probe's session, TLS context and
+headers) and the probe's result. It returns a :class:`CheckResult`: samples of the metric
+families it declared up front (the exposition renders them with HELP/TYPE, adding the
+``cluster`` label) and Prometheus HTTP SD target groups (served on ``/sd/control-plane``).
+
+The cycle runs every check of a cluster concurrently, each within ``--probe.timeout``; a
+check that raises or times out yields no samples for that cluster this cycle and counts in
+``fleetwatch_exporter_check_errors_total{check}``. A check never sees another cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from exporter.discovery import Cluster
+from exporter.probe import ApiClient, ProbeResult
+
+
+@dataclass(frozen=True)
+class MetricFamily:
+    """A family a check publishes: name, type and help, as in the text format."""
+
+    name: str
+    type: Literal["gauge", "counter"]
+    help: str
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One sample of a declared family for this cluster; ``cluster`` is added for you."""
+
+    name: str
+    value: float
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TargetGroup:
+    """One Prometheus HTTP SD group: ``{"targets": [...], "labels": {...}}``."""
+
+    targets: tuple[str, ...]
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    samples: tuple[Sample, ...] = ()
+    targets: tuple[TargetGroup, ...] = ()
+
+
+class ClusterCheck(Protocol):
+    """What the cycle runs for each probeable cluster whose credentials resolved."""
+
+    #: short, stable name: the ``check`` label of the error counter and log lines
+    name: str
+    #: every family this check may publish (samples of other names are dropped)
+    families: Sequence[MetricFamily]
+
+    async def run(self, cluster: Cluster, api: ApiClient, probe: ProbeResult) -> CheckResult | None:
+        """Results for ``cluster`` this cycle, or None for "nothing to publish".
+
+        ``probe`` is this cycle's probe; a check decides itself whether a failed probe
+        means skipping (the API is unreachable) or not (etcd may be asked directly).
+        Use ``api.get_json(path, timeout)`` for API calls; it raises ``ApiError``.
+        """
+        ...

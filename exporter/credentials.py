@@ -1,0 +1,223 @@
+"""A kubeconfig context -> the TLS context and headers of an authenticated request.
+
+The kubernetes client resolves kubeconfigs exactly as its users expect (CA, client
+certificate and key as data or files, ``token``, ``tokenFile``, ``insecure-skip-tls-verify``,
+exec plugins), so we let it: ``KubeConfigLoader`` on the minimal per-context dict that
+discovery kept (0.7 ms, versus seconds for ``new_client_from_config`` on a big file). It is
+synchronous and may run a plugin, so it runs in a worker thread, never on the event loop.
+
+Results are cached per (file version, context), and ``ssl.SSLContext`` objects are shared
+between contexts with the same CA, client certificate and verification: aiohttp pools
+connections per SSL context, so a stable context is what makes keep-alive work across
+cycles. Tokens are stripped of surrounding whitespace (kubectl does; the client does not
+and then fails on the trailing newline of a ``tokenFile``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import ssl
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes.client import Configuration
+from kubernetes.config.config_exception import ConfigException
+from kubernetes.config.kube_config import KubeConfigLoader
+
+from exporter.discovery import ContextConfig, FileVersion
+
+log = logging.getLogger(__name__)
+
+#: Seconds before an exec credential's ``expirationTimestamp`` at which it is renewed.
+EXPIRY_MARGIN = 30.0
+
+
+class CredentialsError(Exception):
+    """The context cannot be turned into credentials; the message never holds one."""
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """Everything a request to one API server needs besides the URL."""
+
+    #: None for a plain-HTTP endpoint
+    ssl_context: ssl.SSLContext | None
+    #: the ``Authorization`` header, if any (kept out of ``repr``: it is a secret)
+    headers: Mapping[str, str] = field(repr=False)
+    #: ``tls-server-name`` of the cluster, to verify a name other than the URL's host
+    server_hostname: str | None = None
+    #: epoch seconds after which an exec credential must be fetched again
+    expires_at: float | None = None
+    #: True when an exec plugin produced them (a 401 then means "fetch them again")
+    from_exec: bool = False
+
+    def expired(self, now: float | None = None) -> bool:
+        if self.expires_at is None:
+            return False
+        return (now if now is not None else time.time()) >= self.expires_at - EXPIRY_MARGIN
+
+
+#: (CA file, cert file, key file, verify, and the files' mtimes: a renewed file is reloaded)
+_SslKey = tuple[str | None, str | None, str | None, bool, tuple[int, ...]]
+
+
+class _SslContexts:
+    """One ``SSLContext`` per (CA file, cert file, key file, verify): shared and stable."""
+
+    def __init__(self) -> None:
+        self._cache: dict[_SslKey, ssl.SSLContext] = {}
+
+    def get(self, key: _SslKey) -> ssl.SSLContext:
+        ctx = self._cache.get(key)
+        if ctx is None:
+            ctx = _make_ssl_context(*key[:4])
+            self._cache[key] = ctx
+        return ctx
+
+    def clear(self) -> None:
+        self._cache.clear()
+
+
+def _make_ssl_context(
+    ca_file: str | None, cert_file: str | None, key_file: str | None, verify: bool
+) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+    if verify:
+        if ca_file:
+            ctx.load_verify_locations(cafile=ca_file)
+    else:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    if cert_file and key_file:
+        ctx.load_cert_chain(cert_file, key_file)
+    return ctx
+
+
+def build_credentials(ctx: ContextConfig, ssl_contexts: _SslContexts | None = None) -> Credentials:
+    """Resolve one context with the kubernetes client (blocking: call it in a thread)."""
+    config = Configuration()
+    try:
+        loader = KubeConfigLoader(
+            config_dict=dict(ctx.config),
+            active_context=ctx.context,
+            config_base_path=ctx.base_path,
+        )
+        loader.load_and_set(config)
+    except (ConfigException, KeyError, ValueError, TypeError, OSError) as exc:
+        raise CredentialsError(_safe_reason(exc)) from None
+    user = _user_of(ctx.config)
+    from_exec = isinstance(user.get("exec"), dict)
+    token = config.api_key.get("BearerToken") if config.api_key else None
+    headers: dict[str, str] = {}
+    if token:
+        token = token.strip()
+        if "\n" in token or "\r" in token:
+            raise CredentialsError("the token has a line break inside it")
+        headers["Authorization"] = token
+    if from_exec and not token and not config.cert_file:
+        # The client logs the plugin's own error and carries on without credentials.
+        raise CredentialsError("the exec plugin gave no token and no client certificate")
+    expiry = getattr(loader, "expiry", None)
+    expires_at = expiry.timestamp() if expiry is not None else None
+    ssl_context: ssl.SSLContext | None = None
+    if config.host.startswith("https"):
+        key: _SslKey = (
+            config.ssl_ca_cert,
+            config.cert_file,
+            config.key_file,
+            bool(config.verify_ssl),
+            _mtimes(config.ssl_ca_cert, config.cert_file, config.key_file),
+        )
+        try:
+            ssl_context = (ssl_contexts or _SslContexts()).get(key)
+        except (ssl.SSLError, OSError) as exc:
+            raise CredentialsError(f"cannot load the TLS material: {_safe_reason(exc)}") from None
+    return Credentials(
+        ssl_context=ssl_context,
+        headers=headers,
+        server_hostname=getattr(config, "tls_server_name", None) or None,
+        expires_at=expires_at,
+        from_exec=from_exec,
+    )
+
+
+def _mtimes(*paths: str | None) -> tuple[int, ...]:
+    out: list[int] = []
+    for path in paths:
+        try:
+            out.append(os.stat(path).st_mtime_ns if path else 0)
+        except OSError:
+            out.append(0)
+    return tuple(out)
+
+
+def _user_of(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    users = config.get("users") or []
+    if users and isinstance(users[0], dict) and isinstance(users[0].get("user"), dict):
+        user: Mapping[str, Any] = users[0]["user"]
+        return user
+    return {}
+
+
+def _safe_reason(exc: BaseException) -> str:
+    """A short reason for a resolution error that cannot carry a secret.
+
+    Exceptions from the client may quote the plugin's stderr or a decoded value, so only
+    well-known shapes are passed through, cut short; the rest is named by type.
+    """
+    if isinstance(exc, OSError) and exc.strerror:
+        name = f" ({exc.filename})" if exc.filename else ""
+        return f"{exc.strerror.lower()}{name}"
+    if isinstance(exc, KeyError):
+        return f"missing key {exc.args[0]!r}" if exc.args else "missing key"
+    text = str(exc)
+    for safe in ("File does not exist", "exec: process returned", "exec: malformed", "Invalid"):
+        if text.startswith(safe):
+            return text.split(".")[0][:160]
+    return type(exc).__name__
+
+
+_Key = tuple[str, str, FileVersion]
+
+
+class CredentialCache:
+    """Credentials per (file, context, file version), built off the event loop.
+
+    Entries of an older version of a file are dropped by :meth:`prune`; an exec
+    credential is built again when it expires or when :meth:`invalidate` is called after
+    the API server refused it.
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[_Key, Credentials] = {}
+        self._ssl = _SslContexts()
+        self.builds = 0  #: how many times a context was resolved (tests check caching)
+
+    @staticmethod
+    def key(ctx: ContextConfig) -> _Key:
+        return (ctx.source, ctx.context, ctx.version)
+
+    async def get(self, ctx: ContextConfig) -> Credentials:
+        """Credentials of ``ctx``; raises :class:`CredentialsError`."""
+        key = self.key(ctx)
+        creds = self._entries.get(key)
+        if creds is not None and not creds.expired():
+            return creds
+        self.builds += 1
+        creds = await asyncio.to_thread(build_credentials, ctx, self._ssl)
+        self._entries[key] = creds
+        return creds
+
+    def invalidate(self, ctx: ContextConfig) -> None:
+        self._entries.pop(self.key(ctx), None)
+
+    def prune(self, live: set[_Key]) -> None:
+        """Forget the credentials of contexts that are gone or whose file changed."""
+        for key in [k for k in self._entries if k not in live]:
+            del self._entries[key]
+        if not self._entries:
+            self._ssl.clear()

@@ -1,0 +1,335 @@
+"""The probe cycle: re-scan, probe every probeable cluster concurrently, keep its state.
+
+Every ``interval`` seconds: discovery re-scans (cheap when nothing changed), every
+probeable cluster is probed under a semaphore of ``concurrency``, each probe (credentials
+included) bounded by ``timeout`` so one hung cluster never delays another, then the
+per-cluster checks of the extension seam run. Each phase ends with :meth:`Monitor.publish`
+handing an immutable :class:`Snapshot` to the exposition: scrapes serve the last snapshot
+and never wait for a probe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import aiohttp
+
+from exporter.checks import CheckResult, ClusterCheck, MetricFamily
+from exporter.credentials import CredentialCache, CredentialsError
+from exporter.discovery import Cluster, ContextConfig, Discovery, probeable
+from exporter.probe import ApiClient, ProbeResult, Reason, probe
+
+log = logging.getLogger(__name__)
+
+
+class DiscoverySource(Protocol):
+    """What the cycle needs from discovery (``exporter.discovery.Discoverer``)."""
+
+    def scan(self) -> Discovery: ...
+
+    def context_config(self, cluster: Cluster) -> ContextConfig | None: ...
+
+
+@dataclass
+class ClusterState:
+    """What the exporter remembers about one cluster between cycles."""
+
+    cluster: Cluster
+    probeable: bool = False
+    last: ProbeResult | None = None
+    consecutive_failures: int = 0
+    last_success: float = 0.0  #: epoch seconds, 0 if never
+    failures: dict[Reason, int] = field(default_factory=dict)
+    checks: dict[str, CheckResult] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    """Immutable copy of a :class:`ClusterState` for rendering in another thread."""
+
+    cluster: Cluster
+    probeable: bool
+    success: bool | None  #: None before the first probe
+    duration: float
+    consecutive_failures: int
+    last_success: float
+    failures: tuple[tuple[Reason, int], ...]
+    checks: tuple[CheckResult, ...]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything ``/metrics`` and ``/sd/control-plane`` show, as of one moment."""
+
+    clusters: tuple[ClusterView, ...]
+    check_families: tuple[MetricFamily, ...]
+    check_errors: tuple[tuple[str, int], ...]
+    discovery_errors_total: int
+    cycles_total: int
+    cycle_duration: float  #: seconds, last complete cycle (0 before the first)
+    last_cycle_end: float  #: epoch seconds, 0 before the first
+    interval: float
+    timeout: float
+
+
+@dataclass(frozen=True)
+class CycleSettings:
+    interval: float  #: seconds between the starts of two cycles
+    timeout: float  #: seconds one cluster may take (credentials + probe), and each check
+    concurrency: int  #: clusters probed at the same time
+
+
+Publisher = Callable[[Snapshot], Awaitable[None]]
+
+
+class Monitor:
+    """Owns discovery, credentials, the HTTP session and the per-cluster state."""
+
+    def __init__(
+        self,
+        settings: CycleSettings,
+        discovery: DiscoverySource,
+        publish: Publisher,
+        checks: Sequence[ClusterCheck] = (),
+    ) -> None:
+        self.settings = settings
+        self.discovery = discovery
+        self._publish = publish
+        self.checks = tuple(checks)
+        self.credentials = CredentialCache()
+        self.states: dict[str, ClusterState] = {}
+        self._warned_unprobeable: set[str] = set()
+        self._session: aiohttp.ClientSession | None = None
+        self.discovery_errors_total = 0
+        self.check_errors: dict[str, int] = {c.name: 0 for c in self.checks}
+        self.cycles_total = 0
+        self.cycle_duration = 0.0
+        self.last_cycle_end = 0.0
+        self.probes_started = 0  #: total probes sent (tests check "never probed")
+
+    async def __aenter__(self) -> Monitor:
+        # One connector for the life of the exporter: keep-alive across cycles. The limit
+        # is generous; the semaphore is what bounds concurrent clusters.
+        connector = aiohttp.TCPConnector(
+            limit=max(100, self.settings.concurrency * 4), keepalive_timeout=3600
+        )
+        self._session = aiohttp.ClientSession(connector=connector, trust_env=False)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        assert self._session is not None, "use `async with Monitor(...)`"
+        return self._session
+
+    # -- the loop ---------------------------------------------------------------------
+
+    async def run_forever(self) -> None:
+        """Run cycles every ``interval`` seconds until cancelled."""
+        while True:
+            started = time.monotonic()
+            await self.run_cycle()
+            elapsed = time.monotonic() - started
+            if elapsed > self.settings.interval:
+                log.warning(
+                    "probe cycle took %.1fs, longer than the interval of %.1fs; "
+                    "raise --probe.concurrency or --probe.interval",
+                    elapsed,
+                    self.settings.interval,
+                )
+            # Scheduling, not synchronisation: wait for the next cycle's start.
+            await asyncio.sleep(max(0.0, self.settings.interval - elapsed))
+
+    async def run_cycle(self) -> None:
+        started = time.monotonic()
+        discovery = self.discovery.scan()
+        self._apply_discovery(discovery)
+        await self.publish()
+        targets: list[tuple[ClusterState, ContextConfig | None]] = []
+        for state in self.states.values():
+            if state.probeable:
+                targets.append((state, self.discovery.context_config(state.cluster)))
+        live = {self.credentials.key(ctx) for _, ctx in targets if ctx is not None}
+        self.credentials.prune(live)
+        semaphore = asyncio.Semaphore(self.settings.concurrency)
+        async with asyncio.TaskGroup() as group:
+            for state, ctx in targets:
+                group.create_task(
+                    self._probe_cluster(semaphore, state, ctx), name=f"probe {state.cluster.name}"
+                )
+        self.cycles_total += 1
+        self.cycle_duration = time.monotonic() - started
+        self.last_cycle_end = time.time()
+        await self.publish()
+
+    def _apply_discovery(self, discovery: Discovery) -> None:
+        for problem in discovery.new_problems:
+            log.warning("kubeconfig problem, skipped: %s", problem)
+        self.discovery_errors_total += len(discovery.new_problems)
+        names = {c.name for c in discovery.clusters}
+        for gone in [n for n in self.states if n not in names]:
+            del self.states[gone]
+            self._warned_unprobeable.discard(gone)
+            log.info("cluster %s is no longer in any kubeconfig; its series are dropped", gone)
+        for cluster in discovery.clusters:
+            state = self.states.get(cluster.name)
+            if state is None:
+                state = self.states[cluster.name] = ClusterState(cluster)
+                log.info(
+                    "discovered cluster %s (%s) in %s",
+                    cluster.name,
+                    cluster.endpoint,
+                    cluster.kubeconfig_secret_ref,
+                )
+            elif state.cluster != cluster:
+                state.cluster = cluster  # endpoint or file changed: same cluster, new address
+            state.probeable = probeable(cluster.kubeconfig_secret_ref)
+            if not state.probeable:
+                if cluster.name not in self._warned_unprobeable:
+                    self._warned_unprobeable.add(cluster.name)
+                    log.warning(
+                        "cluster %s is not probed: kubeconfig_secret_ref %r is not a readable file",
+                        cluster.name,
+                        cluster.kubeconfig_secret_ref[:200],
+                    )
+            else:
+                self._warned_unprobeable.discard(cluster.name)
+
+    # -- one cluster ------------------------------------------------------------------
+
+    async def _probe_cluster(
+        self, semaphore: asyncio.Semaphore, state: ClusterState, ctx: ContextConfig | None
+    ) -> None:
+        async with semaphore:
+            try:
+                result, api = await self._probe_one(state.cluster, ctx)
+            except Exception as exc:  # a bug must not cost the other clusters their cycle
+                log.exception("probe of %s failed unexpectedly", state.cluster.name)
+                detail = f"internal error {type(exc).__name__}"
+                result, api = ProbeResult(False, Reason.HTTP_ERROR, 0.0, None, detail), None
+            self._record(state, result)
+            if api is not None and self.checks:
+                await self._run_checks(state, api, result)
+
+    async def _probe_one(
+        self, cluster: Cluster, ctx: ContextConfig | None
+    ) -> tuple[ProbeResult, ApiClient | None]:
+        timeout = self.settings.timeout
+        start = time.perf_counter()
+        if ctx is None:
+            return ProbeResult(False, Reason.CREDENTIALS, 0.0, None, "context not found"), None
+        self.probes_started += 1
+        try:
+            async with asyncio.timeout(timeout):
+                try:
+                    creds = await self.credentials.get(ctx)
+                except TimeoutError:
+                    raise CredentialsError(
+                        f"resolving the credentials took longer than {timeout:g}s"
+                    ) from None
+                api = ApiClient(self.session, cluster.endpoint, creds)
+                remaining = max(0.001, timeout - (time.perf_counter() - start))
+                result = await probe(api, remaining)
+                if result.reason is Reason.UNAUTHORIZED and creds.from_exec:
+                    # Exec tokens expire or get revoked: fetch a fresh one, try once more.
+                    self.credentials.invalidate(ctx)
+                    creds = await self.credentials.get(ctx)
+                    api = ApiClient(self.session, cluster.endpoint, creds)
+                    remaining = max(0.001, timeout - (time.perf_counter() - start))
+                    result = await probe(api, remaining)
+        except CredentialsError as exc:
+            return ProbeResult(
+                False, Reason.CREDENTIALS, time.perf_counter() - start, None, str(exc)
+            ), None
+        except TimeoutError:
+            return ProbeResult(
+                False, Reason.TIMEOUT, time.perf_counter() - start, None, "no answer in time"
+            ), None
+        return result, api
+
+    def _record(self, state: ClusterState, result: ProbeResult) -> None:
+        name = state.cluster.name
+        was_failing = state.consecutive_failures > 0
+        state.last = result
+        if result.success:
+            if was_failing:
+                log.info(
+                    "cluster %s: probe succeeded again after %d failures",
+                    name,
+                    state.consecutive_failures,
+                )
+            state.consecutive_failures = 0
+            state.last_success = time.time()
+            return
+        assert result.reason is not None
+        state.consecutive_failures += 1
+        state.failures[result.reason] = state.failures.get(result.reason, 0) + 1
+        log.warning(
+            "cluster %s: probe failed (%s): %s [%d in a row]",
+            name,
+            result.reason.value,
+            result.detail,
+            state.consecutive_failures,
+        )
+
+    async def _run_checks(self, state: ClusterState, api: ApiClient, result: ProbeResult) -> None:
+        async def one(check: ClusterCheck) -> tuple[str, CheckResult | None]:
+            try:
+                async with asyncio.timeout(self.settings.timeout):
+                    return check.name, await check.run(state.cluster, api, result)
+            except Exception as exc:  # a broken check costs its own series, nothing else
+                self.check_errors[check.name] = self.check_errors.get(check.name, 0) + 1
+                log.warning(
+                    "cluster %s: check %s failed: %s",
+                    state.cluster.name,
+                    check.name,
+                    "timed out" if isinstance(exc, TimeoutError) else type(exc).__name__,
+                )
+                return check.name, None
+
+        outcomes = await asyncio.gather(*(one(c) for c in self.checks))
+        state.checks = {name: res for name, res in outcomes if res is not None}
+
+    # -- publishing -------------------------------------------------------------------
+
+    def snapshot(self) -> Snapshot:
+        views = tuple(
+            ClusterView(
+                cluster=s.cluster,
+                probeable=s.probeable,
+                success=None if s.last is None else s.last.success,
+                duration=0.0 if s.last is None else s.last.duration,
+                consecutive_failures=s.consecutive_failures,
+                last_success=s.last_success,
+                failures=tuple(sorted(s.failures.items())),
+                checks=tuple(s.checks.values()),
+            )
+            for s in self.states.values()
+        )
+        families: dict[str, MetricFamily] = {}
+        for check in self.checks:
+            for fam in check.families:
+                families.setdefault(fam.name, fam)
+        return Snapshot(
+            clusters=views,
+            check_families=tuple(families.values()),
+            check_errors=tuple(sorted(self.check_errors.items())),
+            discovery_errors_total=self.discovery_errors_total,
+            cycles_total=self.cycles_total,
+            cycle_duration=self.cycle_duration,
+            last_cycle_end=self.last_cycle_end,
+            interval=self.settings.interval,
+            timeout=self.settings.timeout,
+        )
+
+    async def publish(self) -> None:
+        await self._publish(self.snapshot())

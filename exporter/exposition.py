@@ -1,0 +1,256 @@
+"""Cycle results -> the bytes of ``/metrics`` (and ``/sd/control-plane``), once per cycle.
+
+Scrapes serve bytes rendered here after each cycle phase (plain and gzipped), so a scrape
+costs a dictionary lookup whatever the fleet size and never waits for a probe. The text
+format (0.0.4) is written by hand: a family's samples are contiguous, each with
+HELP and TYPE, label values escaped (``\\``, ``"``, newline). Sample of the output::
+
+    # HELP fleetwatch_cluster_probe_success 1 if the last probe of the API server answered 200 ...
+    # TYPE fleetwatch_cluster_probe_success gauge
+    fleetwatch_cluster_probe_success{cluster="prod-eu"} 1
+    fleetwatch_cluster_probe_failures_total{cluster="prod-us",reason="timeout"} 3
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from exporter.checks import MetricFamily
+from exporter.cycle import ClusterView, Snapshot
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+#: The exporter's own families, in output order: (name, type, help).
+CLUSTER_FAMILIES: tuple[tuple[str, str, str], ...] = (
+    (
+        "fleetwatch_cluster_info",
+        "gauge",
+        "Always 1: one series per discovered cluster, with its API endpoint and kubeconfig file.",
+    ),
+    (
+        "fleetwatch_cluster_probeable",
+        "gauge",
+        "1 if the cluster's kubeconfig is a readable file, so it is probed; 0 if never probed.",
+    ),
+    (
+        "fleetwatch_cluster_probe_success",
+        "gauge",
+        "1 if the last probe of the API server (GET /readyz?verbose) answered 200, else 0; "
+        "absent before the first probe.",
+    ),
+    (
+        "fleetwatch_cluster_probe_duration_seconds",
+        "gauge",
+        "Duration of the last probe in seconds.",
+    ),
+    (
+        "fleetwatch_cluster_probe_consecutive_failures",
+        "gauge",
+        "Probes failed in a row since the last success; reset to 0 by a success.",
+    ),
+    (
+        "fleetwatch_cluster_probe_last_success_timestamp_seconds",
+        "gauge",
+        "Unix time of the last successful probe; 0 if never since the exporter started.",
+    ),
+    (
+        "fleetwatch_cluster_probe_failures_total",
+        "counter",
+        "Failed probes by reason (timeout, connect, tls, unauthorized, not_ready, http_error, "
+        "credentials) since the exporter started.",
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """One cycle's answers, ready to send."""
+
+    metrics: bytes
+    metrics_gzip: bytes
+    sd_control_plane: bytes
+
+
+def escape_label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def escape_help(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def fmt(value: float) -> str:
+    """A sample value as Go's ParseFloat reads it; integers without a decimal point."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int):
+        return str(value)
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    if value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return repr(value)
+
+
+def _header(out: list[str], name: str, kind: str, help_text: str) -> None:
+    out.append(f"# HELP {name} {escape_help(help_text)}\n# TYPE {name} {kind}\n")
+
+
+def render_metrics(snap: Snapshot) -> bytes:
+    """The whole ``/metrics`` body of one snapshot."""
+    out: list[str] = []
+    clusters = snap.clusters
+    # The label set of each cluster, escaped once and reused by every family.
+    keys = [f'cluster="{escape_label(v.cluster.name)}"' for v in clusters]
+    pairs = list(zip(keys, clusters, strict=True))
+    info, probeable_, success, duration, consecutive, last_success, failures = CLUSTER_FAMILIES
+
+    _header(out, *info)
+    out.extend(
+        f'fleetwatch_cluster_info{{{k},endpoint="{escape_label(v.cluster.endpoint)}",'
+        f'source="{escape_label(v.cluster.kubeconfig_secret_ref)}"}} 1\n'
+        for k, v in pairs
+    )
+    _header(out, *probeable_)
+    out.extend(f"fleetwatch_cluster_probeable{{{k}}} {1 if v.probeable else 0}\n" for k, v in pairs)
+    _header(out, *success)
+    out.extend(
+        f"fleetwatch_cluster_probe_success{{{k}}} {1 if v.success else 0}\n"
+        for k, v in pairs
+        if v.success is not None
+    )
+    _header(out, *duration)
+    out.extend(
+        f"fleetwatch_cluster_probe_duration_seconds{{{k}}} {fmt(v.duration)}\n"
+        for k, v in pairs
+        if v.success is not None
+    )
+    _header(out, *consecutive)
+    out.extend(
+        f"fleetwatch_cluster_probe_consecutive_failures{{{k}}} {v.consecutive_failures}\n"
+        for k, v in pairs
+        if v.probeable
+    )
+    _header(out, *last_success)
+    out.extend(
+        f"fleetwatch_cluster_probe_last_success_timestamp_seconds{{{k}}} {fmt(v.last_success)}\n"
+        for k, v in pairs
+        if v.probeable
+    )
+    _header(out, *failures)
+    out.extend(
+        f'fleetwatch_cluster_probe_failures_total{{{k},reason="{reason.value}"}} {count}\n'
+        for k, v in pairs
+        for reason, count in v.failures
+    )
+    _render_check_families(out, snap.check_families, pairs)
+    _render_exporter(out, snap)
+    return "".join(out).encode()
+
+
+def _render_check_families(
+    out: list[str], families: Iterable[MetricFamily], pairs: list[tuple[str, ClusterView]]
+) -> None:
+    by_name: dict[str, list[str]] = {f.name: [] for f in families}
+    for key, view in pairs:
+        for result in view.checks:
+            for sample in result.samples:
+                lines = by_name.get(sample.name)
+                if lines is None:
+                    continue  # undeclared family: dropped (its HELP/TYPE are unknown)
+                extra = "".join(
+                    f',{name}="{escape_label(value)}"'
+                    for name, value in sample.labels.items()
+                    if name != "cluster"
+                )
+                lines.append(f"{sample.name}{{{key}{extra}}} {fmt(sample.value)}\n")
+    for fam in families:
+        _header(out, fam.name, fam.type, fam.help)
+        out.extend(by_name[fam.name])
+
+
+def _render_exporter(out: list[str], snap: Snapshot) -> None:
+    for name, kind, help_text, value in (
+        (
+            "fleetwatch_exporter_clusters_discovered",
+            "gauge",
+            "Clusters found in the kubeconfig files by the last discovery scan.",
+            len(snap.clusters),
+        ),
+        (
+            "fleetwatch_exporter_discovery_errors_total",
+            "counter",
+            "Bad kubeconfig files or contexts, each counted once when it appears.",
+            snap.discovery_errors_total,
+        ),
+        (
+            "fleetwatch_exporter_cycle_duration_seconds",
+            "gauge",
+            "Duration of the last complete probe cycle in seconds.",
+            snap.cycle_duration,
+        ),
+        (
+            "fleetwatch_exporter_cycles_total",
+            "counter",
+            "Probe cycles completed since the exporter started.",
+            snap.cycles_total,
+        ),
+        (
+            "fleetwatch_exporter_last_cycle_timestamp_seconds",
+            "gauge",
+            "Unix time the last probe cycle ended; 0 before the first.",
+            snap.last_cycle_end,
+        ),
+        (
+            "fleetwatch_exporter_probe_interval_seconds",
+            "gauge",
+            "Configured seconds between two probe cycles (--probe.interval).",
+            snap.interval,
+        ),
+        (
+            "fleetwatch_exporter_probe_timeout_seconds",
+            "gauge",
+            "Configured timeout of one probe in seconds (--probe.timeout).",
+            snap.timeout,
+        ),
+    ):
+        _header(out, name, kind, help_text)
+        out.append(f"{name} {fmt(value)}\n")
+    if snap.check_errors:
+        _header(
+            out,
+            "fleetwatch_exporter_check_errors_total",
+            "counter",
+            "Per-cluster checks (etcd, control plane) that failed or timed out, by check.",
+        )
+        out.extend(
+            f'fleetwatch_exporter_check_errors_total{{check="{escape_label(name)}"}} {count}\n'
+            for name, count in snap.check_errors
+        )
+
+
+def render_sd(snap: Snapshot) -> bytes:
+    """``/sd/control-plane``: the target groups of every cluster's checks, as HTTP SD JSON."""
+    groups = [
+        {"targets": list(group.targets), "labels": {"cluster": view.cluster.name, **group.labels}}
+        for view in snap.clusters
+        for result in view.checks
+        for group in result.targets
+    ]
+    return json.dumps(groups, separators=(",", ":")).encode()
+
+
+def render(snap: Snapshot) -> Rendered:
+    """Everything one snapshot serves (CPU-bound: run it in a worker thread)."""
+    body = render_metrics(snap)
+    return Rendered(
+        metrics=body,
+        metrics_gzip=gzip.compress(body, compresslevel=6, mtime=0),
+        sd_control_plane=render_sd(snap),
+    )

@@ -1,0 +1,179 @@
+"""One probe of one API server -> a :class:`ProbeResult` with a reason from a fixed set.
+
+A probe is ``GET /readyz?verbose`` with the context's own credentials. Success is HTTP
+200; anything else is data: one :class:`Reason`, and for ``not_ready`` the checks the
+server reports as failed (``[-]etcd failed: reason withheld``).
+
+Requests share the exporter's one ``aiohttp.ClientSession`` so connections stay alive
+between cycles (aiohttp pools them per host and SSL context). A kept-alive connection that
+the server closed meanwhile is retried once on a fresh connection: aiohttp (>= 3.10) does
+exactly that for idempotent requests on ``ServerDisconnectedError``/``ClientOSError``
+before any response, and never on a timeout or a refused connection
+(``tests/exporter/test_probe.py::test_dead_keepalive_connection_is_retried`` holds it to it).
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+import time
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import aiohttp
+
+from exporter.credentials import Credentials
+
+#: Most of a ``/readyz?verbose`` body we read (a real one is about 2 KB).
+READYZ_MAX_BYTES = 64 * 1024
+#: Most of a JSON answer ``ApiClient.get_json`` reads (kube-system pod lists of big clusters).
+JSON_MAX_BYTES = 32 * 1024 * 1024
+
+
+class Reason(StrEnum):
+    """Why a probe failed: the ``reason`` label of ``fleetwatch_cluster_probe_failures_total``."""
+
+    TIMEOUT = "timeout"  #: no complete answer within --probe.timeout
+    CONNECT = "connect"  #: connection refused, reset, or closed before an answer
+    TLS = "tls"  #: TLS handshake failed (unknown CA, wrong name, refused client cert)
+    UNAUTHORIZED = "unauthorized"  #: 401 or 403: the credentials are not accepted
+    NOT_READY = "not_ready"  #: the server answered and lists failed checks ([-] lines)
+    HTTP_ERROR = "http_error"  #: any other answer than 200
+    CREDENTIALS = "credentials"  #: the kubeconfig context cannot be turned into credentials
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """Outcome of one probe. ``detail`` is for logs: short, and never a credential."""
+
+    success: bool
+    reason: Reason | None
+    duration: float  #: seconds, from the first byte sent to the verdict
+    status: int | None = None  #: HTTP status when there was an answer
+    detail: str = ""
+    failed_checks: tuple[str, ...] = ()
+
+
+class ApiError(Exception):
+    """A request to an API server failed; ``reason`` is one of :class:`Reason`."""
+
+    def __init__(self, reason: Reason, detail: str, status: int | None = None) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+        self.status = status
+
+
+class ApiClient:
+    """Authenticated GETs to one API server, over the exporter's shared session.
+
+    This is the seam other per-cluster checks use (``exporter/etcd.py``,
+    ``exporter/controlplane.py``): same connections, TLS context and headers as the probe.
+    """
+
+    def __init__(
+        self, session: aiohttp.ClientSession, endpoint: str, credentials: Credentials
+    ) -> None:
+        self.session = session
+        self.endpoint = endpoint.rstrip("/")
+        self.credentials = credentials
+
+    async def get(
+        self,
+        path: str,
+        timeout: float,  # noqa: ASYNC109 - becomes aiohttp's ClientTimeout, the request's own
+        max_bytes: int = JSON_MAX_BYTES,
+    ) -> tuple[int, bytes]:
+        """``(status, body)`` of ``GET endpoint+path``; :class:`ApiError` when no answer."""
+        creds = self.credentials
+        kwargs: dict[str, Any] = {}
+        if creds.ssl_context is not None:
+            kwargs["ssl"] = creds.ssl_context
+            if creds.server_hostname:
+                kwargs["server_hostname"] = creds.server_hostname
+        try:
+            async with self.session.get(
+                self.endpoint + path,
+                headers=creds.headers,
+                timeout=aiohttp.ClientTimeout(total=timeout),
+                allow_redirects=False,
+                **kwargs,
+            ) as resp:
+                body = await resp.content.read(max_bytes)
+                return resp.status, body
+        except Exception as exc:  # every failure becomes a reason; nothing escapes as a crash
+            reason, detail = classify_error(exc)
+            raise ApiError(reason, detail) from None
+
+    async def get_json(self, path: str, timeout: float) -> Any:  # noqa: ASYNC109 - as get()
+        """Decoded JSON of a 200 answer; any other status or bad JSON raises :class:`ApiError`."""
+        status, body = await self.get(path, timeout)
+        if status in (401, 403):
+            raise ApiError(Reason.UNAUTHORIZED, f"HTTP {status} on {path}", status)
+        if status != 200:
+            raise ApiError(Reason.HTTP_ERROR, f"HTTP {status} on {path}", status)
+        try:
+            return json.loads(body)
+        except ValueError:
+            raise ApiError(Reason.HTTP_ERROR, f"invalid JSON on {path}", status) from None
+
+
+def classify_error(exc: BaseException) -> tuple[Reason, str]:
+    """Map a client exception to a reason and a short detail without secrets."""
+    if isinstance(exc, TimeoutError):  # includes aiohttp's ServerTimeoutError
+        return Reason.TIMEOUT, "no answer in time"
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+        return Reason.TLS, f"certificate not accepted: {_short(exc.certificate_error)}"
+    if isinstance(exc, aiohttp.ClientSSLError | ssl.SSLError) or isinstance(
+        exc.__cause__, ssl.SSLError
+    ):
+        return Reason.TLS, f"TLS error: {_short(exc)}"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return Reason.CONNECT, f"cannot connect: {_short(exc.os_error)}"
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return Reason.CONNECT, "server closed the connection before answering"
+    if isinstance(exc, aiohttp.ClientOSError):
+        if "SSL" in str(exc) or "TLS" in str(exc):
+            return Reason.TLS, f"TLS error: {_short(exc)}"
+        return Reason.CONNECT, f"connection error: {_short(exc)}"
+    if isinstance(exc, aiohttp.InvalidURL):
+        return Reason.CONNECT, "the endpoint is not a valid URL"
+    if isinstance(exc, aiohttp.ClientError):
+        return Reason.HTTP_ERROR, f"{type(exc).__name__}"
+    return Reason.HTTP_ERROR, f"unexpected {type(exc).__name__}"
+
+
+def _short(value: object, limit: int = 160) -> str:
+    text = str(value).replace("\n", " ")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def failed_checks(body: bytes) -> tuple[str, ...]:
+    """Names of the ``[-]name failed...`` lines of a verbose health body."""
+    out: list[str] = []
+    for line in body.decode("utf-8", "replace").splitlines():
+        if line.startswith("[-]"):
+            name = line[3:].split(" ", 1)[0]
+            if name:
+                out.append(name[:100])
+    return tuple(out)
+
+
+async def probe(api: ApiClient, timeout: float) -> ProbeResult:  # noqa: ASYNC109 - as get()
+    """Probe ``/readyz?verbose`` once; never raises for a failure of the cluster."""
+    start = time.perf_counter()
+    try:
+        status, body = await api.get("/readyz?verbose", timeout, READYZ_MAX_BYTES)
+    except ApiError as exc:
+        return ProbeResult(False, exc.reason, time.perf_counter() - start, None, exc.detail)
+    duration = time.perf_counter() - start
+    if status == 200:
+        return ProbeResult(True, None, duration, status)
+    if status in (401, 403):
+        return ProbeResult(False, Reason.UNAUTHORIZED, duration, status, f"HTTP {status}")
+    checks = failed_checks(body)
+    if checks:
+        detail = f"HTTP {status}, failed checks: {', '.join(checks)}"
+        return ProbeResult(False, Reason.NOT_READY, duration, status, detail, checks)
+    return ProbeResult(False, Reason.HTTP_ERROR, duration, status, f"HTTP {status}")

@@ -1,0 +1,118 @@
+"""The exporter's HTTP side: ``/metrics``, ``/healthz``, ``/sd/control-plane``.
+
+``create_app`` builds the aiohttp application; the probe loop is a background task owned
+by ``cleanup_ctx`` (started with the app, cancelled and awaited on shutdown, so SIGTERM
+ends cleanly). Handlers only send bytes that the last cycle rendered: a scrape never waits
+for a probe, and a failed probe is a sample, never an HTTP error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Sequence
+
+from aiohttp import web
+
+from exporter.checks import ClusterCheck
+from exporter.cycle import CycleSettings, DiscoverySource, Monitor, Snapshot
+from exporter.discovery import Discoverer
+from exporter.exposition import CONTENT_TYPE, Rendered, render
+from exporter.settings import Settings
+
+log = logging.getLogger(__name__)
+
+MONITOR: web.AppKey[Monitor] = web.AppKey("monitor", Monitor)
+RENDERED: web.AppKey[list[Rendered]] = web.AppKey("rendered", list)
+
+_INDEX = b"""<html><head><title>fleetwatch exporter</title></head><body>
+<h1>fleetwatch exporter</h1>
+<p><a href="/metrics">/metrics</a> &middot; <a href="/sd/control-plane">/sd/control-plane</a>
+&middot; <a href="/healthz">/healthz</a></p></body></html>
+"""
+
+
+def create_app(
+    settings: Settings,
+    *,
+    checks: Sequence[ClusterCheck] = (),
+    routes: Sequence[web.AbstractRouteDef] = (),
+    discovery: DiscoverySource | None = None,
+    run_loop: bool = True,
+) -> web.Application:
+    """The exporter application.
+
+    ``checks`` run per cluster after each probe (the extension seam, ``exporter.checks``);
+    ``routes`` are mounted as given (extra endpoints of those checks). ``discovery``
+    replaces the kubeconfig scan (tests); ``run_loop=False`` leaves cycles to the caller
+    (``await app[MONITOR].run_cycle()``), for tests that want one cycle at a time.
+    """
+    app = web.Application()
+    slot: list[Rendered] = [render(_empty(settings))]
+    app[RENDERED] = slot
+
+    async def publish(snap: Snapshot) -> None:
+        # Rendering 10k clusters takes tens of ms of CPU: keep it off the event loop.
+        slot[0] = await asyncio.to_thread(render, snap)
+
+    monitor = Monitor(
+        CycleSettings(settings.interval, settings.timeout, settings.concurrency),
+        discovery or Discoverer(settings.kubeconfig_path, settings.kubeconfig_dir),
+        publish,
+        checks,
+    )
+    app[MONITOR] = monitor
+
+    async def probe_loop(app: web.Application) -> AsyncIterator[None]:
+        async with monitor:
+            task: asyncio.Task[None] | None = None
+            if run_loop:
+                task = asyncio.create_task(monitor.run_forever(), name="fleetwatch probe loop")
+                task.add_done_callback(_log_crash)
+            try:
+                yield
+            finally:
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+
+    app.cleanup_ctx.append(probe_loop)
+    app.router.add_get("/", _index)
+    app.router.add_get("/metrics", _metrics)
+    app.router.add_get("/healthz", _healthz)
+    app.router.add_get("/sd/control-plane", _sd_control_plane)
+    app.router.add_routes(routes)
+    return app
+
+
+def _log_crash(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("the probe loop stopped: %r", task.exception())
+
+
+def _empty(settings: Settings) -> Snapshot:
+    return Snapshot((), (), (), 0, 0, 0.0, 0.0, settings.interval, settings.timeout)
+
+
+async def _index(request: web.Request) -> web.Response:
+    return web.Response(body=_INDEX, content_type="text/html")
+
+
+async def _metrics(request: web.Request) -> web.Response:
+    rendered = request.app[RENDERED][0]
+    headers = {"Content-Type": CONTENT_TYPE, "Vary": "Accept-Encoding"}
+    if "gzip" in request.headers.get("Accept-Encoding", ""):
+        headers["Content-Encoding"] = "gzip"
+        return web.Response(body=rendered.metrics_gzip, headers=headers)
+    return web.Response(body=rendered.metrics, headers=headers)
+
+
+async def _healthz(request: web.Request) -> web.Response:
+    return web.Response(text="ok\n")
+
+
+async def _sd_control_plane(request: web.Request) -> web.Response:
+    body = request.app[RENDERED][0].sd_control_plane
+    return web.Response(body=body, content_type="application/json")

@@ -1,0 +1,123 @@
+"""The exporter's settings: one dataclass, filled from flags, then the environment.
+
+Flags win over environment variables (DESIGN.md); the variable names are the operations
+guide's. Invalid values raise :class:`SettingsError` with a message naming the setting.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LISTEN = "127.0.0.1:9713"
+DEFAULT_INTERVAL = 300.0
+DEFAULT_TIMEOUT = 10.0
+DEFAULT_CONCURRENCY = 64
+
+
+class SettingsError(ValueError):
+    """A setting has a value we refuse; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    #: host:port of /metrics. Loopback by default: the exporter is scraped locally or
+    #: through a proxy; exposing it is a decision to make explicitly.
+    listen_address: str = DEFAULT_LISTEN
+    #: main kubeconfig (``KUBECONFIG_PATH``, default ``~/.kube/config``); None: not read
+    kubeconfig_path: Path | None = None
+    #: folder of extra kubeconfigs (``KUBECONFIG_DIR``); None: none
+    kubeconfig_dir: Path | None = None
+    #: seconds between the starts of two probe cycles (``CLUSTER_HEALTH_INTERVAL``); 300
+    #: as in the guide: outages are minutes long, API servers should not be hammered
+    interval: float = DEFAULT_INTERVAL
+    #: seconds one cluster may take (credentials + probe), at most ``interval``; 10 s is
+    #: far above a healthy API server's answer and well under any useful interval
+    timeout: float = DEFAULT_TIMEOUT
+    #: clusters probed at the same time; 64 keeps a 1,000-cluster cycle around
+    #: 16 x timeout in the worst case while holding few sockets and threads
+    concurrency: int = DEFAULT_CONCURRENCY
+    #: optional YAML for the etcd/control-plane checks (``--config.file``)
+    config_file: Path | None = None
+    log_level: str = "info"
+
+    @property
+    def host_port(self) -> tuple[str, int]:
+        return parse_listen_address(self.listen_address)
+
+
+def parse_listen_address(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise SettingsError(
+            f"--web.listen-address {value!r}: expected host:port, e.g. {DEFAULT_LISTEN}"
+        )
+    host = host.strip("[]") or "0.0.0.0"
+    return host, int(port)
+
+
+def _positive_float(name: str, raw: str | float) -> float:
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise SettingsError(f"{name} {raw!r}: expected a number of seconds") from None
+    if not value > 0 or value != value or value == float("inf"):
+        raise SettingsError(f"{name} {raw!r}: must be a positive number of seconds")
+    return value
+
+
+def resolve(
+    *,
+    listen_address: str | None = None,
+    kubeconfig: str | None = None,
+    kubeconfig_dir: str | None = None,
+    interval: str | float | None = None,
+    timeout: str | float | None = None,
+    concurrency: int | None = None,
+    config_file: str | None = None,
+    log_level: str = "info",
+    env: Mapping[str, str] | None = None,
+) -> Settings:
+    """Settings from flag values (None when not given) and the environment."""
+    env = os.environ if env is None else env
+    path_raw = kubeconfig if kubeconfig is not None else env.get("KUBECONFIG_PATH", "")
+    path = Path(path_raw).expanduser() if path_raw else Path("~/.kube/config").expanduser()
+    dir_raw = kubeconfig_dir if kubeconfig_dir is not None else env.get("KUBECONFIG_DIR", "")
+    folder = Path(dir_raw).expanduser() if dir_raw else None
+    if interval is not None:
+        interval_v = _positive_float("--probe.interval", interval)
+    elif env.get("CLUSTER_HEALTH_INTERVAL"):
+        interval_v = _positive_float("CLUSTER_HEALTH_INTERVAL", env["CLUSTER_HEALTH_INTERVAL"])
+    else:
+        interval_v = DEFAULT_INTERVAL
+    if timeout is not None:
+        timeout_v = _positive_float("--probe.timeout", timeout)
+        if timeout_v > interval_v:
+            raise SettingsError(
+                f"--probe.timeout {timeout_v:g}s is longer than the probe interval "
+                f"{interval_v:g}s: a probe must end before the next cycle starts"
+            )
+    else:
+        timeout_v = min(DEFAULT_TIMEOUT, interval_v)
+        if timeout_v < DEFAULT_TIMEOUT:
+            log.info("probe timeout set to the interval, %gs (default 10s is longer)", timeout_v)
+    conc = DEFAULT_CONCURRENCY if concurrency is None else concurrency
+    if conc < 1:
+        raise SettingsError(f"--probe.concurrency {conc}: must be at least 1")
+    listen = listen_address or DEFAULT_LISTEN
+    parse_listen_address(listen)
+    return Settings(
+        listen_address=listen,
+        kubeconfig_path=path,
+        kubeconfig_dir=folder,
+        interval=interval_v,
+        timeout=timeout_v,
+        concurrency=conc,
+        config_file=Path(config_file) if config_file else None,
+        log_level=log_level,
+    )
