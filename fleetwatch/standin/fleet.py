@@ -1,0 +1,451 @@
+"""A fleet of stand-in Kubernetes API servers in one process, one port per cluster.
+
+Each cluster is a listening socket on 127.0.0.1 served by one shared aiohttp low-level
+server; a request finds its cluster from the local port of its connection. One TLS
+context serves every healthy cluster (kube-apiserver's serving certificate, signed by the
+fleet CA) and one more serves the ``wrong_ca`` clusters, so ten thousand clusters cost
+ten thousand sockets and small objects, not ten thousand contexts.
+
+Modes imitate what a probe meets in the field:
+
+====================  =============================================================
+``ok``                a healthy API server
+``down``              the process is gone: connections refused (the port is kept)
+``hang``              TLS handshake done, the request never answered
+``error``             HTTP 500 ``Internal Server Error`` (a broken proxy or server)
+``not_ready``         ``/readyz`` 500 with ``[-]etcd failed: reason withheld``
+``unauthorized``      401 ``Status`` even for good credentials (revoked, expired)
+``wrong_ca``          a serving certificate from a CA the kubeconfig does not trust
+====================  =============================================================
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import logging
+import re
+import resource
+import secrets
+import socket
+import ssl
+from collections.abc import Iterable
+from enum import StrEnum
+from pathlib import Path
+from types import TracebackType
+
+from aiohttp import web
+
+from fleetwatch.standin import responses
+from fleetwatch.standin.certs import FleetCerts
+from fleetwatch.standin.controlplane import ControlPlane, node_list, pod_list
+from fleetwatch.standin.kubeconfig import CaKind, Credential, write_kubeconfig
+
+log = logging.getLogger(__name__)
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
+_JSON = "application/json"
+_TEXT = "text/plain; charset=utf-8"
+
+
+class Mode(StrEnum):
+    """How a stand-in cluster answers (see the module docstring)."""
+
+    OK = "ok"
+    DOWN = "down"
+    HANG = "hang"
+    ERROR = "error"
+    NOT_READY = "not_ready"
+    UNAUTHORIZED = "unauthorized"
+    WRONG_CA = "wrong_ca"
+
+
+def parse_mode(mode: str) -> Mode:
+    """``Mode`` from its name, or ``ValueError`` naming the valid ones."""
+    try:
+        return Mode(mode)
+    except ValueError:
+        valid = ", ".join(m.value for m in Mode)
+        raise ValueError(f"unknown mode {mode!r}; expected one of: {valid}") from None
+
+
+class StandinCluster:
+    """One stand-in API server: its port, its bearer token, its mode and request count."""
+
+    __slots__ = (
+        "_listener",
+        "_placeholder",
+        "control_plane",
+        "index",
+        "mode",
+        "name",
+        "port",
+        "requests",
+        "token",
+    )
+
+    def __init__(self, name: str, index: int, token: str, control_plane: ControlPlane) -> None:
+        self.name = name
+        #: Position in the fleet; gives the cluster its own loopback node addresses.
+        self.index = index
+        self.token = token
+        self.mode = Mode.OK
+        self.port = 0
+        #: Requests received (any path, any answer); "was this cluster probed?".
+        self.requests = 0
+        self.control_plane = control_plane
+        self._listener: asyncio.Server | None = None
+        self._placeholder: socket.socket | None = None
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    def __repr__(self) -> str:  # never the token
+        return f"StandinCluster({self.name!r}, {self.url}, mode={self.mode.value})"
+
+
+def raise_nofile_limit() -> int:
+    """Raise the soft open-files limit to the hard one (one socket per cluster); return it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard and (hard == resource.RLIM_INFINITY or soft < hard):
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+class StandinFleet:
+    """Many stand-in API servers in the caller's event loop.
+
+    ``directory`` receives the PEM files, token files and, on request, kubeconfigs.
+    """
+
+    def __init__(self, directory: Path, *, control_plane: ControlPlane | None = None) -> None:
+        self.directory = Path(directory)
+        self.default_control_plane = control_plane or ControlPlane()
+        self._clusters: dict[str, StandinCluster] = {}
+        self._by_port: dict[int, StandinCluster] = {}
+        self._certs: FleetCerts | None = None
+        self._contexts: dict[bool, ssl.SSLContext] = {}
+        self._runner: web.ServerRunner | None = None
+        self._stopping = asyncio.Event()
+        self._next_index = 0
+
+    # -- life cycle ------------------------------------------------------------------
+
+    async def start(self) -> StandinFleet:
+        raise_nofile_limit()
+        self._certs = await asyncio.to_thread(FleetCerts.create, self.directory / "pki")
+        self._contexts = {
+            False: self._certs.server_context(),
+            True: self._certs.server_context(foreign=True),
+        }
+        server = web.Server(self._handle, handler_cancellation=True)
+        # Short shutdown: hung requests are released by _stopping, the rest are probes.
+        self._runner = web.ServerRunner(server, shutdown_timeout=2.0, handle_signals=False)
+        await self._runner.setup()
+        self._stopping.clear()
+        return self
+
+    async def stop(self) -> None:
+        """Close every port and connection; hung requests are released, not waited for."""
+        self._stopping.set()
+        for cluster in self._clusters.values():
+            self._unlisten(cluster, reserve=False)
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> StandinFleet:
+        return await self.start()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    @property
+    def running(self) -> bool:
+        return self._runner is not None
+
+    # -- clusters --------------------------------------------------------------------
+
+    @property
+    def certs(self) -> FleetCerts:
+        if self._certs is None:
+            raise RuntimeError("the fleet is not started")
+        return self._certs
+
+    @property
+    def clusters(self) -> dict[str, StandinCluster]:
+        """The clusters by name (a copy)."""
+        return dict(self._clusters)
+
+    def cluster(self, name: str) -> StandinCluster:
+        try:
+            return self._clusters[name]
+        except KeyError:
+            raise KeyError(f"no stand-in cluster named {name!r}") from None
+
+    async def add_cluster(
+        self, name: str, mode: str = "ok", *, control_plane: ControlPlane | None = None
+    ) -> StandinCluster:
+        """Serve one more cluster on a port the OS picks, in ``mode``."""
+        if self._runner is None:
+            raise RuntimeError("start the fleet before adding clusters")
+        if not _NAME.fullmatch(name):
+            raise ValueError(f"cluster name {name!r} must match {_NAME.pattern}")
+        if name in self._clusters:
+            raise ValueError(f"cluster {name!r} exists already")
+        new_mode = parse_mode(mode)
+        cluster = StandinCluster(
+            name,
+            self._next_index,
+            secrets.token_urlsafe(24),
+            control_plane or self.default_control_plane,
+        )
+        self._next_index += 1
+        await self._listen(cluster, new_mode)
+        cluster.mode = new_mode
+        self._clusters[name] = cluster
+        self._by_port[cluster.port] = cluster
+        if new_mode is Mode.DOWN:
+            self._unlisten(cluster, reserve=True)
+        return cluster
+
+    async def add_clusters(
+        self, count: int, prefix: str = "cluster", mode: str = "ok"
+    ) -> list[StandinCluster]:
+        """``count`` clusters named ``<prefix>-001`` ... (zero-padded to the count)."""
+        width = max(3, len(str(count)))
+        return [
+            await self.add_cluster(f"{prefix}-{i:0{width}d}", mode) for i in range(1, count + 1)
+        ]
+
+    async def set_mode(self, name: str, mode: str) -> StandinCluster:
+        """Switch a cluster's behaviour; ``down`` closes its port, any other mode reopens it.
+
+        Leaving or entering ``down`` or ``wrong_ca`` is a restart of the API server: open
+        connections are closed, so a client's pool cannot hide the change.
+        """
+        cluster = self.cluster(name)
+        new_mode = parse_mode(mode)
+        old_mode = cluster.mode
+        restart = Mode.DOWN in (old_mode, new_mode) or (
+            (old_mode is Mode.WRONG_CA) != (new_mode is Mode.WRONG_CA)
+        )
+        if restart and old_mode is not new_mode:
+            self._unlisten(cluster, reserve=True)
+            self._close_connections(cluster.port)
+            if new_mode is not Mode.DOWN:
+                await self._listen(cluster, new_mode)
+        cluster.mode = new_mode
+        return cluster
+
+    async def set_control_plane(self, name: str, control_plane: ControlPlane) -> StandinCluster:
+        """Replace the kube-system topology a cluster reports (nodes, static pods, CoreDNS)."""
+        cluster = self.cluster(name)
+        cluster.control_plane = control_plane
+        return cluster
+
+    def requests(self, name: str) -> int:
+        return self.cluster(name).requests
+
+    # -- kubeconfigs -----------------------------------------------------------------
+
+    def _resolve(self, clusters: Iterable[StandinCluster | str] | None) -> list[StandinCluster]:
+        if clusters is None:
+            return list(self._clusters.values())
+        return [c if isinstance(c, StandinCluster) else self.cluster(c) for c in clusters]
+
+    def write_kubeconfig(
+        self,
+        path: Path,
+        clusters: Iterable[StandinCluster | str] | None = None,
+        *,
+        credential: Credential = "client_cert_data",
+        ca: CaKind = "data",
+    ) -> Path:
+        """One kubeconfig with one context per cluster (context name = cluster name)."""
+        return write_kubeconfig(
+            Path(path),
+            self._resolve(clusters),
+            self.certs,
+            self.directory / "tokens",
+            credential=credential,
+            ca=ca,
+        )
+
+    def write_kubeconfig_dir(
+        self,
+        folder: Path,
+        clusters: Iterable[StandinCluster | str] | None = None,
+        *,
+        credential: Credential = "client_cert_data",
+        ca: CaKind = "data",
+    ) -> list[Path]:
+        """One ``<name>.yaml`` per cluster in ``folder`` (for ``KUBECONFIG_DIR``)."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        return [
+            self.write_kubeconfig(folder / f"{c.name}.yaml", [c], credential=credential, ca=ca)
+            for c in self._resolve(clusters)
+        ]
+
+    # -- sockets ---------------------------------------------------------------------
+
+    async def _listen(self, cluster: StandinCluster, mode: Mode) -> None:
+        """Listen on the cluster's port (a new one the first time) with the mode's TLS."""
+        assert self._runner is not None and self._runner.server is not None
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            # SO_REUSEADDR lets a restarted cluster bind its port again while old
+            # connections linger and while the placeholder keeps it reserved.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(("127.0.0.1", cluster.port))
+            sock.listen(128)
+            sock.setblocking(False)
+            cluster._listener = await asyncio.get_running_loop().create_server(
+                self._runner.server,
+                sock=sock,
+                ssl=self._contexts[mode is Mode.WRONG_CA],
+                ssl_handshake_timeout=10.0,
+            )
+        except BaseException:
+            sock.close()
+            raise
+        cluster.port = sock.getsockname()[1]
+        if cluster._placeholder is not None:
+            cluster._placeholder.close()
+            cluster._placeholder = None
+
+    def _unlisten(self, cluster: StandinCluster, *, reserve: bool) -> None:
+        """Stop listening; with ``reserve``, keep the port bound (not listening) for later.
+
+        A bound socket that does not listen refuses connections like a dead server, and
+        keeps other programs from taking the port until the cluster comes back.
+        """
+        if reserve and cluster._placeholder is None and cluster.port:
+            placeholder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            placeholder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if cluster._listener is not None:
+                cluster._listener.close()
+                cluster._listener = None
+            try:
+                placeholder.bind(("127.0.0.1", cluster.port))
+            except OSError:
+                placeholder.close()
+            else:
+                cluster._placeholder = placeholder
+        if cluster._listener is not None:
+            cluster._listener.close()
+            cluster._listener = None
+        if not reserve and cluster._placeholder is not None:
+            cluster._placeholder.close()
+            cluster._placeholder = None
+
+    def _close_connections(self, port: int) -> None:
+        if self._runner is None or self._runner.server is None:
+            return
+        for handler in self._runner.server.connections:
+            transport = handler.transport
+            if transport is not None and _local_port(transport) == port:
+                handler.force_close()
+                transport.close()
+
+    # -- requests --------------------------------------------------------------------
+
+    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        cluster = self._by_port.get(_local_port(request.transport))
+        if cluster is None:  # a connection that outlived its cluster
+            return _text(404, "404 page not found\n")
+        cluster.requests += 1
+        mode = cluster.mode
+        if mode in (Mode.HANG, Mode.DOWN):
+            # Never answer: wait until the client gives up (aiohttp cancels this handler
+            # when the connection closes) or the fleet stops, then drop the connection.
+            if mode is Mode.DOWN and request.transport is not None:
+                request.transport.close()
+            await self._stopping.wait()
+            if request.transport is not None:
+                request.transport.close()
+            raise asyncio.CancelledError
+        if mode is Mode.ERROR:
+            return _text(500, "Internal Server Error\n")
+        if mode is Mode.UNAUTHORIZED or not _authenticated(request, cluster.token):
+            return web.Response(status=401, text=responses.UNAUTHORIZED, content_type=_JSON)
+        if request.method not in ("GET", "HEAD"):
+            return web.Response(
+                status=405,
+                text=responses.status_json(
+                    405,
+                    "MethodNotAllowed",
+                    "the server does not allow this method on the requested resource",
+                ),
+                content_type=_JSON,
+            )
+        return self._route(request, cluster)
+
+    def _route(self, request: web.BaseRequest, cluster: StandinCluster) -> web.StreamResponse:
+        path = request.path
+        endpoint = path.strip("/")
+        if endpoint in responses.CHECKS:
+            failing = (
+                responses.ETCD_CHECKS
+                if (cluster.mode is Mode.NOT_READY and endpoint != "livez")
+                else frozenset()
+            )
+            status, body = responses.health_body(endpoint, "verbose" in request.query, failing)
+            response = _text(status, body)
+            response.headers["X-Content-Type-Options"] = "nosniff"
+            return response
+        if path in ("/version", "/version/"):
+            return web.json_response(responses.VERSION)
+        if path == "/api/v1/nodes":
+            return web.json_response(node_list(cluster.control_plane, cluster.index))
+        if path == "/api/v1/namespaces/kube-system/pods":
+            try:
+                body = pod_list(
+                    cluster.control_plane, cluster.index, request.query.get("labelSelector", "")
+                )
+            except ValueError as exc:
+                return web.Response(
+                    status=400,
+                    text=responses.status_json(400, "BadRequest", str(exc)),
+                    content_type=_JSON,
+                )
+            return web.json_response(body)
+        return web.Response(status=404, text=responses.NOT_FOUND, content_type=_JSON)
+
+
+def _local_port(transport: asyncio.BaseTransport | None) -> int:
+    if transport is None:
+        return 0
+    sockname = transport.get_extra_info("sockname")
+    return int(sockname[1]) if sockname else 0
+
+
+def _authenticated(request: web.BaseRequest, token: str) -> bool:
+    """kube-apiserver's authenticator union: a client certificate the CA signed, or a token.
+
+    The TLS layer has already verified any certificate the client sent against the fleet
+    CA, so its presence is proof enough.
+    """
+    transport = request.transport
+    if transport is not None and transport.get_extra_info("peercert"):
+        return True
+    header = request.headers.get("Authorization", "")
+    scheme, _, given = header.partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(
+        given.strip().encode(), token.encode()
+    )
+
+
+def _text(status: int, body: str) -> web.Response:
+    response = web.Response(status=status, text=body)
+    response.headers["Content-Type"] = _TEXT
+    return response

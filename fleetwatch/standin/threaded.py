@@ -1,0 +1,124 @@
+"""A stand-in fleet for synchronous code (sync tests, the demo): its own loop in a thread."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine, Iterable
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+from fleetwatch.standin.controlplane import ControlPlane
+from fleetwatch.standin.fleet import StandinCluster, StandinFleet
+from fleetwatch.standin.kubeconfig import CaKind, Credential
+
+T = TypeVar("T")
+
+
+class ThreadedFleet:
+    """``StandinFleet`` with blocking methods; the servers run on a private event loop."""
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        control_plane: ControlPlane | None = None,
+        call_timeout: float = 60.0,
+    ) -> None:
+        self.fleet = StandinFleet(directory, control_plane=control_plane)
+        self.call_timeout = call_timeout
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        if self._loop is None:
+            coro.close()
+            raise RuntimeError("the fleet is not started")
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(self.call_timeout)
+
+    def start(self) -> ThreadedFleet:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        self._thread = threading.Thread(target=loop.run_forever, name="standin-fleet", daemon=True)
+        self._thread.start()
+        try:
+            self._call(self.fleet.start())
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
+            return
+        try:
+            if self.fleet.running:
+                self._call(self.fleet.stop())
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(self.call_timeout)
+            loop.close()
+            self._loop = self._thread = None
+
+    def __enter__(self) -> ThreadedFleet:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def directory(self) -> Path:
+        return self.fleet.directory
+
+    @property
+    def clusters(self) -> dict[str, StandinCluster]:
+        return self.fleet.clusters
+
+    def cluster(self, name: str) -> StandinCluster:
+        return self.fleet.cluster(name)
+
+    def requests(self, name: str) -> int:
+        return self.fleet.requests(name)
+
+    def add_cluster(
+        self, name: str, mode: str = "ok", *, control_plane: ControlPlane | None = None
+    ) -> StandinCluster:
+        return self._call(self.fleet.add_cluster(name, mode, control_plane=control_plane))
+
+    def add_clusters(
+        self, count: int, prefix: str = "cluster", mode: str = "ok"
+    ) -> list[StandinCluster]:
+        return self._call(self.fleet.add_clusters(count, prefix, mode))
+
+    def set_mode(self, name: str, mode: str) -> StandinCluster:
+        return self._call(self.fleet.set_mode(name, mode))
+
+    def set_control_plane(self, name: str, control_plane: ControlPlane) -> StandinCluster:
+        return self._call(self.fleet.set_control_plane(name, control_plane))
+
+    def write_kubeconfig(
+        self,
+        path: Path,
+        clusters: Iterable[StandinCluster | str] | None = None,
+        *,
+        credential: Credential = "client_cert_data",
+        ca: CaKind = "data",
+    ) -> Path:
+        return self.fleet.write_kubeconfig(path, clusters, credential=credential, ca=ca)
+
+    def write_kubeconfig_dir(
+        self,
+        folder: Path,
+        clusters: Iterable[StandinCluster | str] | None = None,
+        *,
+        credential: Credential = "client_cert_data",
+        ca: CaKind = "data",
+    ) -> list[Path]:
+        return self.fleet.write_kubeconfig_dir(folder, clusters, credential=credential, ca=ca)
