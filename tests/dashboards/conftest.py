@@ -1,0 +1,16 @@
+"""Fixtures of the dashboard tests: a real Prometheus, empty or scraping a live fleetwatch."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from prom import Prometheus
+
+
+@pytest.fixture(scope="module")
+def empty_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
+    """No targets, no rules: every query must still parse and evaluate."""
+    config = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s"}}
+    with Prometheus(tmp_path_factory.mktemp("prom-empty"), config) as prom:
+        yield prom
