@@ -243,9 +243,15 @@ async def _ask(
         _request(session, "POST", f"{url}/v3/maintenance/status", timeout, ssl_arg),
         _request(session, "POST", f"{url}/v3/cluster/member/list", timeout, ssl_arg),
     )
+    healthy = health is not None and health[0] == 200 and _health_true(health[1])
+    if not healthy and status is not None:
+        # The member is up but not healthy: ask once more. A leader election makes
+        # /health answer 503 for about a second, and one blip must not read "quorum lost".
+        health = await _request(session, "GET", f"{url}/health", timeout, ssl_arg)
+        healthy = health is not None and health[0] == 200 and _health_true(health[1])
     return _EndpointAnswer(
         url=url,
-        healthy=health is not None and health[0] == 200 and _health_true(health[1]),
+        healthy=healthy,
         status=_parse_status(status[1]) if status is not None and status[0] == 200 else None,
         listing=_parse_listing(listing[1]) if listing is not None and listing[0] == 200 else None,
     )

@@ -1,0 +1,165 @@
+"""The API-server source against the stand-in API server, through the exporter's seam.
+
+A real exporter app (``exporter.server.create_app``) runs ``ControlPlaneCheck`` against
+stand-in clusters that serve kubeadm-shaped kube-system pods and nodes; we read its
+``/metrics`` and ``/sd/control-plane`` as Prometheus would.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient
+from prometheus_client.parser import text_string_to_metric_families
+
+from exporter.controlplane import ControlPlaneCheck
+from exporter.server import MONITOR, create_app
+from exporter.settings import Settings
+from fleetwatch.standin import StandinFleet
+from fleetwatch.standin.controlplane import ControlPlane
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+@pytest.fixture
+async def fleet(tmp_path: Path) -> AsyncIterator[StandinFleet]:
+    async with StandinFleet(tmp_path / "fleet") as started:
+        await started.add_cluster("kubeadm")  # kubeadm defaults: the localhost trap, DNS on cp-1
+        await started.add_cluster("fixed", control_plane=ControlPlane.hardened())
+        yield started
+
+
+@pytest.fixture
+async def exporter(
+    fleet: StandinFleet, tmp_path: Path, aiohttp_client: Any
+) -> tuple[web.Application, TestClient[Any, Any]]:
+    kubeconfig = fleet.write_kubeconfig(tmp_path / "kubeconfig")
+    settings = Settings(kubeconfig_path=kubeconfig, interval=60, timeout=5)
+    app = create_app(settings, checks=[ControlPlaneCheck()], run_loop=False)
+    client = await aiohttp_client(app)
+    return app, client
+
+
+async def cycle_and_scrape(app: web.Application, client: TestClient[Any, Any]) -> Samples:
+    await app[MONITOR].run_cycle()
+    resp = await client.get("/metrics")
+    assert resp.status == 200
+    samples: Samples = {}
+    for family in text_string_to_metric_families(await resp.text()):
+        for s in family.samples:
+            samples[(s.name, frozenset(s.labels.items()))] = s.value
+    return samples
+
+
+def value(samples: Samples, name: str, **labels: str) -> float | None:
+    return samples.get((name, frozenset(labels.items())))
+
+
+async def test_etcd_members_from_static_pods_and_a_not_ready_member(
+    exporter: tuple[web.Application, TestClient[Any, Any]], fleet: StandinFleet
+) -> None:
+    app, client = exporter
+    s = await cycle_and_scrape(app, client)
+    assert value(s, "fleetwatch_etcd_members", cluster="kubeadm") == 3
+    assert value(s, "fleetwatch_etcd_members_healthy", cluster="kubeadm") == 3
+    assert value(s, "fleetwatch_etcd_quorum_size", cluster="kubeadm") == 2
+    assert value(s, "fleetwatch_etcd_quorum_state", cluster="kubeadm", state="healthy") == 1
+    assert value(s, "fleetwatch_etcd_source_info", cluster="kubeadm", source="apiserver") == 1
+    for node in ("cp-1", "cp-2", "cp-3"):
+        assert value(s, "fleetwatch_etcd_member_healthy", cluster="kubeadm", member=node) == 1
+    # The static pods cannot tell who leads: no has_leader, no raft term, from this source.
+    assert value(s, "fleetwatch_etcd_has_leader", cluster="kubeadm") is None
+
+    plane = fleet.cluster("kubeadm").control_plane
+    await fleet.set_control_plane("kubeadm", plane.with_etcd_ready("cp-2", False))
+    s = await cycle_and_scrape(app, client)
+    assert value(s, "fleetwatch_etcd_members", cluster="kubeadm") == 3
+    assert value(s, "fleetwatch_etcd_members_healthy", cluster="kubeadm") == 2
+    assert value(s, "fleetwatch_etcd_member_healthy", cluster="kubeadm", member="cp-2") == 0
+    assert (
+        value(s, "fleetwatch_etcd_quorum_state", cluster="kubeadm", state="no_fault_tolerance") == 1
+    )
+    assert value(s, "fleetwatch_etcd_quorum_state", cluster="kubeadm", state="healthy") == 0
+    # The other cluster is untouched by this one's trouble.
+    assert value(s, "fleetwatch_etcd_members_healthy", cluster="fixed") == 3
+
+
+async def test_localhost_trap_flagged_per_component_and_node(
+    exporter: tuple[web.Application, TestClient[Any, Any]], fleet: StandinFleet
+) -> None:
+    app, client = exporter
+    s = await cycle_and_scrape(app, client)
+    name = "fleetwatch_controlplane_localhost_only"
+    for node in ("cp-1", "cp-2", "cp-3"):
+        for component in ("kube-scheduler", "kube-controller-manager", "etcd"):
+            assert value(s, name, cluster="kubeadm", component=component, node=node) == 1
+            assert value(s, name, cluster="fixed", component=component, node=node) == 0
+        assert value(s, name, cluster="kubeadm", component="kube-apiserver", node=node) == 0
+
+    # The fix (kubeadm extraArgs bind-address: 0.0.0.0) applied to the scheduler only.
+    plane = fleet.cluster("kubeadm").control_plane
+    await fleet.set_control_plane("kubeadm", plane.with_localhost_bound("kube-scheduler", False))
+    s = await cycle_and_scrape(app, client)
+    assert value(s, name, cluster="kubeadm", component="kube-scheduler", node="cp-1") == 0
+    assert value(s, name, cluster="kubeadm", component="etcd", node="cp-1") == 1
+
+
+async def test_coredns_replicas_and_nodes(
+    exporter: tuple[web.Application, TestClient[Any, Any]], fleet: StandinFleet
+) -> None:
+    app, client = exporter
+    s = await cycle_and_scrape(app, client)
+    assert value(s, "fleetwatch_coredns_replicas", cluster="kubeadm") == 2
+    assert value(s, "fleetwatch_coredns_nodes", cluster="kubeadm") == 1
+    assert value(s, "fleetwatch_coredns_replicas", cluster="fixed") == 2
+    assert value(s, "fleetwatch_coredns_nodes", cluster="fixed") == 2
+
+    plane = fleet.cluster("kubeadm").control_plane
+    await fleet.set_control_plane("kubeadm", plane.with_coredns_nodes("cp-1", "cp-2", "cp-3"))
+    s = await cycle_and_scrape(app, client)
+    assert value(s, "fleetwatch_coredns_replicas", cluster="kubeadm") == 3
+    assert value(s, "fleetwatch_coredns_nodes", cluster="kubeadm") == 3
+
+
+async def test_sd_targets_with_labels_and_kept_while_the_api_is_down(
+    exporter: tuple[web.Application, TestClient[Any, Any]], fleet: StandinFleet
+) -> None:
+    app, client = exporter
+    await app[MONITOR].run_cycle()
+    resp = await client.get("/sd/control-plane")
+    assert resp.status == 200
+    assert resp.content_type == "application/json"
+    groups = json.loads(await resp.text())
+    by_key = {
+        (g["labels"]["cluster"], g["labels"]["component"], g["labels"]["node"]): g for g in groups
+    }
+    assert len(by_key) == len(groups) == 2 * 3 * 4  # clusters x nodes x components
+    sched = by_key[("kubeadm", "kube-scheduler", "cp-1")]
+    assert sched["targets"] == ["127.1.0.1:10259"]
+    assert sched["labels"]["__scheme__"] == "https"
+    assert sched["labels"]["localhost_only"] == "true"
+    etcd = by_key[("kubeadm", "etcd", "cp-2")]
+    assert etcd["targets"] == ["127.1.0.2:2381"]
+    assert etcd["labels"]["__scheme__"] == "http"
+    assert by_key[("kubeadm", "kube-controller-manager", "cp-3")]["targets"] == ["127.1.0.3:10257"]
+    apiserver = by_key[("kubeadm", "kube-apiserver", "cp-1")]
+    assert apiserver["targets"] == ["127.1.0.1:6443"]
+    assert "localhost_only" not in apiserver["labels"]
+    assert all(
+        "localhost_only" not in g["labels"] for g in groups if g["labels"]["cluster"] == "fixed"
+    )
+    for g in groups:
+        assert all(t.startswith("127.") for t in g["targets"])  # nothing leaves the machine
+
+    # The API server goes away: its last known targets stay listed (scrape etcd now!).
+    await fleet.set_mode("kubeadm", "down")
+    await app[MONITOR].run_cycle()
+    groups_down = json.loads(await (await client.get("/sd/control-plane")).text())
+    assert sorted(json.dumps(g, sort_keys=True) for g in groups_down) == sorted(
+        json.dumps(g, sort_keys=True) for g in groups
+    )
