@@ -1,12 +1,235 @@
-"""Placeholder: `fleetwatch reactor` and `fleetwatch status` (issue 3)."""
+"""``fleetwatch reactor`` (the webhook receiver and API) and ``fleetwatch status`` (a table).
+
+Every setting has a flag; flags win over the environment (``FLEETWATCH_TOKEN``,
+``KUBECONFIG_PATH``, ``KUBECONFIG_DIR``).
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import logging
+import os
+import sys
+import urllib.error
+import urllib.request
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
+
+from reactor.context import (
+    DEFAULT_DB_PATH,
+    DEFAULT_LISTEN_ADDRESS,
+    DEFAULT_MAX_BODY_BYTES,
+    Settings,
+)
+
+log = logging.getLogger("reactor")
+
+DEFAULT_REACTOR_URL = f"http://{DEFAULT_LISTEN_ADDRESS}"
 
 
 def add_parsers(subparsers: Any) -> None:
-    for name in ("reactor", "status"):
-        p: argparse.ArgumentParser = subparsers.add_parser(name, help="(not built yet)")
-        p.set_defaults(func=lambda args: 2)
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "reactor",
+        help="receive Alertmanager notifications, degrade/restore apps, gate deployments",
+        description=(
+            "The reactor: an Alertmanager webhook receiver (POST /alerts) that keeps each "
+            "cluster's status, degrades the apps of a cluster that goes OFFLINE and restores "
+            "them when it is back, and answers 409 to deployments to an OFFLINE cluster. "
+            "State lives in a SQLite file."
+        ),
+    )
+    p.add_argument(
+        "--web.listen-address",
+        dest="listen_address",
+        default=DEFAULT_LISTEN_ADDRESS,
+        help=f"host:port to serve on (default {DEFAULT_LISTEN_ADDRESS})",
+    )
+    p.add_argument(
+        "--db.path",
+        dest="db_path",
+        type=Path,
+        default=DEFAULT_DB_PATH,
+        help=f"SQLite file of the state (default ./{DEFAULT_DB_PATH})",
+    )
+    p.add_argument(
+        "--web.token-file",
+        dest="token_file",
+        type=Path,
+        help="file holding the bearer token required on POST /alerts and every mutating call "
+        "(default: $FLEETWATCH_TOKEN; none: no authentication)",
+    )
+    p.add_argument(
+        "--web.max-body-bytes",
+        dest="max_body_bytes",
+        type=int,
+        default=DEFAULT_MAX_BODY_BYTES,
+        help=f"bigger request bodies get 413 (default {DEFAULT_MAX_BODY_BYTES})",
+    )
+    p.add_argument(
+        "--kubeconfig",
+        type=Path,
+        help="main kubeconfig scanned at start-up (default $KUBECONFIG_PATH or ~/.kube/config)",
+    )
+    p.add_argument(
+        "--kubeconfig-dir",
+        type=Path,
+        help="folder of extra kubeconfigs scanned at start-up (default $KUBECONFIG_DIR)",
+    )
+    p.add_argument(
+        "--log.level",
+        dest="log_level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="log level (default info)",
+    )
+    p.set_defaults(func=run_reactor)
+
+    s: argparse.ArgumentParser = subparsers.add_parser(
+        "status",
+        help="print the reactor's clusters and apps as a table",
+        description="Ask a running reactor for its clusters and apps and print them as tables.",
+    )
+    s.add_argument(
+        "--reactor",
+        default=DEFAULT_REACTOR_URL,
+        help=f"base URL of the reactor (default {DEFAULT_REACTOR_URL})",
+    )
+    s.add_argument("--timeout", type=float, default=10.0, help="seconds per request (default 10)")
+    s.set_defaults(func=run_status)
+
+
+def parse_listen_address(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"--web.listen-address must be host:port, got {text!r}")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def settings_from(args: argparse.Namespace, env: dict[str, str]) -> Settings:
+    """Flags and environment -> :class:`Settings` (raises ValueError with a clear message)."""
+    token: str | None = None
+    if args.token_file is not None:
+        try:
+            token = args.token_file.read_text().strip()
+        except OSError as exc:
+            raise ValueError(f"--web.token-file {args.token_file}: {exc.strerror}") from None
+        if not token:
+            raise ValueError(f"--web.token-file {args.token_file} is empty")
+    elif env.get("FLEETWATCH_TOKEN", "").strip():
+        token = env["FLEETWATCH_TOKEN"].strip()
+    if args.max_body_bytes < 1024:
+        raise ValueError("--web.max-body-bytes must be at least 1024")
+    kubeconfig = args.kubeconfig
+    if kubeconfig is None:
+        kubeconfig = Path(env.get("KUBECONFIG_PATH") or "~/.kube/config").expanduser()
+    kubeconfig_dir = args.kubeconfig_dir
+    if kubeconfig_dir is None and env.get("KUBECONFIG_DIR"):
+        kubeconfig_dir = Path(env["KUBECONFIG_DIR"])
+    return Settings(
+        db_path=args.db_path,
+        token=token,
+        max_body_bytes=args.max_body_bytes,
+        kubeconfig_path=kubeconfig,
+        kubeconfig_dir=kubeconfig_dir,
+    )
+
+
+def run_reactor(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        host, port = parse_listen_address(args.listen_address)
+        settings = settings_from(args, dict(os.environ))
+    except ValueError as exc:
+        print(f"fleetwatch reactor: {exc}", file=sys.stderr)
+        return 2
+
+    from aiohttp import web
+
+    from reactor.app import create_app
+
+    log.info(
+        "reactor on http://%s:%d, database %s, token %s",
+        host,
+        port,
+        settings.db_path,
+        "required" if settings.token else "not configured",
+    )
+    # access_log=None: one line per request would dominate the cost of a deployment call.
+    web.run_app(
+        create_app(settings),
+        host=host,
+        port=port,
+        access_log=None,
+        print=None,
+        shutdown_timeout=10,
+    )
+    return 0
+
+
+# -- fleetwatch status ----------------------------------------------------------------
+
+
+def _get(url: str, timeout: float) -> Any:
+    with urllib.request.urlopen(url, timeout=timeout) as resp:
+        return json.load(resp)
+
+
+def run_status(args: argparse.Namespace) -> int:
+    base = args.reactor.rstrip("/")
+    try:
+        clusters = _get(f"{base}/clusters", args.timeout)
+        apps = _get(f"{base}/apps", args.timeout)
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        print(f"fleetwatch status: cannot read {base}: {reason}", file=sys.stderr)
+        return 1
+    print(render_status(clusters, apps, datetime.now(UTC)))
+    return 0
+
+
+def render_status(clusters: list[dict[str, Any]], apps: list[dict[str, Any]], now: datetime) -> str:
+    """Two plain-text tables: clusters (status, since) and apps (status, reason)."""
+    cluster_rows = [
+        [c["name"], c["status"], _since(c.get("status_since"), now), c.get("source") or ""]
+        for c in clusters
+    ]
+    app_rows = [[a["name"], a["cluster"], a["status"], a.get("reason") or ""] for a in apps]
+    parts = [
+        _table(["CLUSTER", "STATUS", "SINCE", "SOURCE"], cluster_rows, "no clusters"),
+        "",
+        _table(["APP", "CLUSTER", "STATUS", "REASON"], app_rows, "no apps"),
+    ]
+    return "\n".join(parts)
+
+
+def _since(value: str | None, now: datetime) -> str:
+    if not value:
+        return "-"
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return value
+    seconds = int((now - moment).total_seconds())
+    stamp = moment.strftime("%Y-%m-%d %H:%M:%SZ")
+    if seconds < 0:
+        return stamp
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{stamp} ({seconds // size}{unit} ago)"
+    return f"{stamp} ({seconds}s ago)"
+
+
+def _table(header: list[str], rows: list[list[str]], empty: str) -> str:
+    if not rows:
+        return f"({empty})"
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    lines = [
+        "  ".join(str(cell).ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in [header, *rows]
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,342 @@
+"""HTTP handlers of the reactor API (DESIGN.md, "Reactor HTTP API").
+
+Handlers parse and check their input at the edge (precise 400 messages), then run one
+:class:`reactor.service.Service` operation on the store thread. The middleware turns the
+service's errors into statuses: NotFound 404, Conflict/Gated 409, StoreUnavailable 503
+(with ``Retry-After``: the only 5xx, because a retry can help); every error body is
+``{"error": "..."}``. Nothing that is refused has changed anything: validation happens
+before the transaction, and a refused transaction rolls back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from exporter.discovery import probeable
+from reactor.context import BACKEND, METRICS, SETTINGS
+from reactor.openapi import openapi_document
+from reactor.service import Conflict, Gated, NotFound
+from reactor.signals import PayloadError, format_time, parse_webhook, status_signals
+from reactor.statemachine import AppStatus
+from reactor.store import AppRecord, ClusterRecord, StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+#: Methods that change state: they need the bearer token when one is configured.
+MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+#: Bodies above this size are parsed off the event loop.
+PARSE_OFF_LOOP_BYTES = 64 * 1024
+
+MAX_NAME = 253
+MAX_TEXT = 4096
+
+
+class BadRequest(ValueError):
+    """Input the API cannot use; the message goes back with the 400."""
+
+
+def error(status: int, message: str, **extra: Any) -> web.Response:
+    return web.json_response({"error": message, **extra}, status=status)
+
+
+# -- middlewares ----------------------------------------------------------------------
+
+
+@web.middleware
+async def errors_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every error as JSON with the right status; 5xx only when a retry can help."""
+    try:
+        return await handler(request)
+    except BadRequest as exc:
+        return error(400, str(exc))
+    except NotFound as exc:
+        return error(404, str(exc))
+    except Gated as exc:
+        refusal = exc.refusal
+        return error(409, refusal.message, cluster=refusal.cluster, status=refusal.status.value)
+    except Conflict as exc:
+        return error(409, str(exc))
+    except StoreUnavailable as exc:
+        log.warning("store unavailable for %s %s: %s", request.method, request.path, exc)
+        return web.json_response(
+            {"error": f"the database is unavailable, retry later: {exc}"},
+            status=503,
+            headers={"Retry-After": "1"},
+        )
+    except web.HTTPRequestEntityTooLarge:
+        limit = request.app[SETTINGS].max_body_bytes
+        return error(413, f"body too large: the limit is {limit} bytes (--web.max-body-bytes)")
+    except web.HTTPException as exc:
+        if exc.status >= 400:
+            headers = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
+            return web.json_response({"error": exc.reason}, status=exc.status, headers=headers)
+        raise
+
+
+@web.middleware
+async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """With a token configured, mutating calls need ``Authorization: Bearer <token>``."""
+    token = request.app[SETTINGS].token
+    if token is not None and request.method in MUTATING:
+        given = request.headers.get("Authorization", "")
+        scheme, _, credentials = given.partition(" ")
+        ok = scheme.lower() == "bearer" and hmac.compare_digest(
+            credentials.strip().encode(), token.encode()
+        )
+        if not ok:
+            if request.path == "/alerts":
+                request.app[METRICS].notifications.labels("unauthorized").inc()
+            return web.json_response(
+                {"error": "missing or wrong bearer token"},
+                status=401,
+                headers={"WWW-Authenticate": 'Bearer realm="fleetwatch"'},
+            )
+    return await handler(request)
+
+
+# -- input ----------------------------------------------------------------------------
+
+
+async def read_object(request: web.Request, allowed: frozenset[str]) -> dict[str, Any]:
+    """The body as a JSON object whose keys are all in ``allowed``."""
+    body = await request.read()
+    try:
+        doc = json.loads(body)
+    except UnicodeDecodeError:
+        raise BadRequest("body is not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise BadRequest(f"body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise BadRequest("body is not valid JSON: nested too deeply") from None
+    if not isinstance(doc, dict):
+        raise BadRequest("body must be a JSON object")
+    unknown = sorted(set(doc) - allowed)
+    if unknown:
+        raise BadRequest(
+            f"unknown field {_clip(unknown[0])!r}; allowed: {', '.join(sorted(allowed))}"
+        )
+    return doc
+
+
+def need_name(doc: dict[str, Any], key: str) -> str:
+    if key not in doc:
+        raise BadRequest(f'missing "{key}"')
+    return check_name(doc[key], key)
+
+
+def check_name(value: Any, what: str) -> str:
+    """Names of clusters and apps: 1-253 printable characters, no spaces."""
+    if not isinstance(value, str):
+        raise BadRequest(f'"{what}" must be a string')
+    if not 0 < len(value) <= MAX_NAME:
+        raise BadRequest(f'"{what}" must have 1 to {MAX_NAME} characters')
+    if not value.isprintable() or any(ch.isspace() for ch in value):
+        raise BadRequest(f'"{what}" must be printable characters without spaces')
+    return value
+
+
+def need_text(doc: dict[str, Any], key: str) -> str:
+    if key not in doc:
+        raise BadRequest(f'missing "{key}"')
+    value = doc[key]
+    if not isinstance(value, str) or not value.strip():
+        raise BadRequest(f'"{key}" must be a non-empty string')
+    if len(value) > MAX_TEXT or not value.isprintable():
+        raise BadRequest(f'"{key}" must be at most {MAX_TEXT} printable characters')
+    return value
+
+
+def _clip(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+# -- output ---------------------------------------------------------------------------
+
+
+def cluster_json(cluster: ClusterRecord) -> dict[str, Any]:
+    state = cluster.state
+    return {
+        "name": cluster.name,
+        "endpoint": cluster.endpoint,
+        "kubeconfig_secret_ref": cluster.kubeconfig_secret_ref,
+        "status": state.status.value,
+        "status_since": format_time(state.status_since),
+        "source": cluster.source,
+        "outage_since": format_time(state.outage_since),
+    }
+
+
+def app_json(app: AppRecord) -> dict[str, Any]:
+    return {
+        "name": app.name,
+        "cluster": app.cluster,
+        "status": app.status.value,
+        "reason": app.reason,
+    }
+
+
+# -- handlers -------------------------------------------------------------------------
+
+
+async def post_alerts(request: web.Request) -> web.Response:
+    metrics = request.app[METRICS]
+    try:
+        body = await request.read()
+        if len(body) > PARSE_OFF_LOOP_BYTES:
+            webhook = await asyncio.to_thread(parse_webhook, body)
+        else:
+            webhook = parse_webhook(body)
+    except PayloadError as exc:
+        metrics.notifications.labels("rejected").inc()
+        log.warning("POST /alerts refused (400): %s", exc)
+        return error(400, str(exc))
+    except web.HTTPRequestEntityTooLarge:
+        metrics.notifications.labels("rejected").inc()
+        raise
+    found = status_signals(webhook)
+    if found.skipped:
+        shown = "; ".join(found.skipped[:3])
+        more = f" (and {len(found.skipped) - 3} more)" if len(found.skipped) > 3 else ""
+        log.info("notification: skipped %d alert(s): %s%s", len(found.skipped), shown, more)
+    try:
+        result = await request.app[BACKEND].run(lambda s: s.apply_signals(found.signals))
+    except StoreUnavailable:
+        metrics.notifications.labels("error").inc()
+        raise
+    metrics.notifications.labels("applied").inc()
+    metrics.last_notification.set(time.time())
+    return web.json_response(
+        {
+            "applied": len(found.signals),
+            "skipped": len(found.skipped),
+            "clusters_changed": len(result.clusters_changed),
+            "outages_opened": result.outages_opened,
+            "outages_closed": result.outages_closed,
+            "apps_degraded": result.apps_degraded,
+            "apps_restored": result.apps_restored,
+        }
+    )
+
+
+async def get_clusters(request: web.Request) -> web.Response:
+    clusters = await request.app[BACKEND].run(lambda s: s.clusters())
+    return web.json_response([cluster_json(c) for c in clusters])
+
+
+async def get_cluster(request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    cluster = await request.app[BACKEND].run(lambda s: s.cluster(name))
+    return web.json_response(cluster_json(cluster))
+
+
+async def post_clusters(request: web.Request) -> web.Response:
+    doc = await read_object(request, frozenset({"name", "endpoint", "kubeconfig_secret_ref"}))
+    name = need_name(doc, "name")
+    endpoint = need_text(doc, "endpoint")
+    parts = urlsplit(endpoint)
+    if parts.scheme not in ("https", "http") or not parts.netloc:
+        raise BadRequest('"endpoint" must be an http(s) URL such as https://10.0.0.1:6443')
+    ref = need_text(doc, "kubeconfig_secret_ref")
+    cluster = await request.app[BACKEND].run(lambda s: s.add_cluster(name, endpoint, ref))
+    if not await asyncio.to_thread(probeable, ref):
+        log.warning(
+            "cluster %s: kubeconfig_secret_ref %r is not a readable file; it cannot be probed "
+            "and stays UNKNOWN",
+            name,
+            ref,
+        )
+    return web.json_response(cluster_json(cluster), status=201)
+
+
+async def get_apps(request: web.Request) -> web.Response:
+    apps = await request.app[BACKEND].run(lambda s: s.apps())
+    return web.json_response([app_json(a) for a in apps])
+
+
+async def get_app(request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    app = await request.app[BACKEND].run(lambda s: s.app(name))
+    return web.json_response(app_json(app))
+
+
+async def post_apps(request: web.Request) -> web.Response:
+    doc = await read_object(request, frozenset({"name", "cluster"}))
+    name, cluster = need_name(doc, "name"), need_name(doc, "cluster")
+    app = await request.app[BACKEND].run(lambda s: s.add_app(name, cluster))
+    return web.json_response(app_json(app), status=201)
+
+
+async def patch_app(request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    doc = await read_object(request, frozenset({"cluster", "status", "reason"}))
+    backend = request.app[BACKEND]
+    if "cluster" in doc:
+        if "status" in doc or "reason" in doc:
+            raise BadRequest('give either "cluster" (a reassignment) or "status", not both')
+        target = need_name(doc, "cluster")
+        app = await backend.run(lambda s: s.reassign(name, target))
+        return web.json_response(app_json(app))
+    if "status" not in doc:
+        raise BadRequest('give "cluster" (a reassignment) or "status" (a health report)')
+    status = doc["status"]
+    if status == AppStatus.DEGRADED.value:
+        reason = need_text(doc, "reason")
+        app = await backend.run(lambda s: s.report(name, AppStatus.DEGRADED, reason))
+    elif status == AppStatus.DEPLOYED.value:
+        if doc.get("reason") is not None:
+            raise BadRequest('"reason" goes only with status DEGRADED')
+        app = await backend.run(lambda s: s.report(name, AppStatus.DEPLOYED, None))
+    else:
+        raise BadRequest('"status" must be "DEGRADED" (with a "reason") or "DEPLOYED"')
+    return web.json_response(app_json(app))
+
+
+async def post_deployments(request: web.Request) -> web.Response:
+    doc = await read_object(request, frozenset({"app", "cluster"}))
+    app_name, cluster = need_name(doc, "app"), need_name(doc, "cluster")
+    app = await request.app[BACKEND].run(lambda s: s.deploy(app_name, cluster))
+    return web.json_response(app_json(app), status=201)
+
+
+async def get_healthz(request: web.Request) -> web.Response:
+    return web.json_response({"status": "ok"})
+
+
+async def get_metrics(request: web.Request) -> web.Response:
+    metrics = request.app[METRICS]
+    counts = await request.app[BACKEND].run(lambda s: s.counts())
+    metrics.status.apps, metrics.status.clusters = counts.apps, counts.clusters
+    body = generate_latest(metrics.registry)
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+async def get_openapi(request: web.Request) -> web.Response:
+    return web.json_response(openapi_document())
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_post("/alerts", post_alerts)
+    app.router.add_get("/clusters", get_clusters)
+    app.router.add_post("/clusters", post_clusters)
+    app.router.add_get("/clusters/{name:.+}", get_cluster)
+    app.router.add_get("/apps", get_apps)
+    app.router.add_post("/apps", post_apps)
+    app.router.add_get("/apps/{name:.+}", get_app)
+    app.router.add_patch("/apps/{name:.+}", patch_app)
+    app.router.add_post("/deployments", post_deployments)
+    app.router.add_get("/healthz", get_healthz)
+    app.router.add_get("/metrics", get_metrics)
+    app.router.add_get("/openapi.json", get_openapi)

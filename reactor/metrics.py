@@ -1,0 +1,107 @@
+"""The reactor's own metrics, on an injected registry (never the global one).
+
+Sample of ``GET /metrics``::
+
+    fleetwatch_reactor_apps{status="DEGRADED"} 12.0
+    fleetwatch_reactor_clusters{status="OFFLINE"} 1.0
+    fleetwatch_reactor_outages_opened_total 1.0
+    fleetwatch_reactor_apps_degraded_total 12.0
+    fleetwatch_reactor_deployments_refused_total 3.0
+    fleetwatch_reactor_notifications_total{outcome="applied"} 40.0
+    fleetwatch_reactor_last_notification_timestamp_seconds 1.7964e+09
+
+The gauges of apps and clusters by status come from the store: the ``/metrics`` handler
+reads the counts (one ``GROUP BY`` each, on the store thread) and hands them to
+:class:`StatusCollector` just before rendering, so they are never out of step with the
+database, whoever wrote it. The counters count what this process did since it started.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from reactor.statemachine import AppStatus, Status
+
+#: Outcomes of ``POST /alerts``: applied (200), rejected (400/413), unauthorized (401),
+#: error (503: the store could not serve; Alertmanager retries).
+OUTCOMES = ("applied", "rejected", "unauthorized", "error")
+
+
+class StatusCollector(Collector):
+    """Apps and clusters by status, from the last counts read from the store."""
+
+    def __init__(self) -> None:
+        self.apps: dict[AppStatus, int] = {s: 0 for s in AppStatus}
+        self.clusters: dict[Status, int] = {s: 0 for s in Status}
+
+    def collect(self) -> Iterator[Metric]:
+        apps = GaugeMetricFamily(
+            "fleetwatch_reactor_apps", "Apps known to the reactor, by status.", labels=["status"]
+        )
+        for app_status, count in self.apps.items():
+            apps.add_metric([app_status.value], count)
+        yield apps
+        clusters = GaugeMetricFamily(
+            "fleetwatch_reactor_clusters",
+            "Clusters known to the reactor, by status.",
+            labels=["status"],
+        )
+        for cluster_status, count in self.clusters.items():
+            clusters.add_metric([cluster_status.value], count)
+        yield clusters
+
+
+class ReactorMetrics:
+    """Every metric of the reactor, registered on ``registry``."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        self.status = StatusCollector()
+        registry.register(self.status)
+        self.outages_opened = Counter(
+            "fleetwatch_reactor_outages_opened",
+            "Outages opened: a cluster seen ONLINE became OFFLINE (each one ran a cascade).",
+            registry=registry,
+        )
+        self.outages_closed = Counter(
+            "fleetwatch_reactor_outages_closed",
+            "Outages closed: the cluster was seen ONLINE again (each one ran a restore).",
+            registry=registry,
+        )
+        self.apps_degraded = Counter(
+            "fleetwatch_reactor_apps_degraded",
+            "Apps set DEGRADED (cluster_offline) by a cascade.",
+            registry=registry,
+        )
+        self.apps_restored = Counter(
+            "fleetwatch_reactor_apps_restored",
+            "Apps set DEPLOYED again when the outage that degraded them closed.",
+            registry=registry,
+        )
+        self.deployments = Counter(
+            "fleetwatch_reactor_deployments",
+            "Deployments accepted (POST /deployments answered 201).",
+            registry=registry,
+        )
+        self.deployments_refused = Counter(
+            "fleetwatch_reactor_deployments_refused",
+            "Deployments and reassignments refused by the gate (target cluster OFFLINE).",
+            registry=registry,
+        )
+        self.notifications = Counter(
+            "fleetwatch_reactor_notifications",
+            "Alertmanager notifications received on POST /alerts, by outcome.",
+            ["outcome"],
+            registry=registry,
+        )
+        for outcome in OUTCOMES:
+            self.notifications.labels(outcome)
+        self.last_notification = Gauge(
+            "fleetwatch_reactor_last_notification_timestamp_seconds",
+            "When the last notification was applied (Unix time); 0 before the first one.",
+            registry=registry,
+        )

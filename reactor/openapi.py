@@ -1,0 +1,327 @@
+"""The OpenAPI 3 document of the reactor API, written by hand (served at ``/openapi.json``).
+
+Kept next to the handlers and checked by tests/reactor/test_openapi.py: every route of the
+app is in it and every path in it is a route.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from fleetwatch import __version__
+
+NAME = {"type": "string", "minLength": 1, "maxLength": 253, "pattern": r"^\S+$"}
+TIME = {"type": "string", "format": "date-time", "nullable": True}
+
+
+def _error(description: str) -> dict[str, Any]:
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+    }
+
+
+def _json(ref: str, description: str, array: bool = False) -> dict[str, Any]:
+    schema: dict[str, Any] = {"$ref": f"#/components/schemas/{ref}"}
+    if array:
+        schema = {"type": "array", "items": schema}
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _body(ref: str) -> dict[str, Any]:
+    return {
+        "required": True,
+        "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{ref}"}}},
+    }
+
+
+NAME_PARAM = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
+SECURED = [{"bearer": []}]
+E400 = _error("Bad input (not JSON, a missing or invalid field); nothing changed.")
+E401 = _error("Missing or wrong bearer token (only when the reactor has one).")
+E404 = _error("Unknown cluster or app name.")
+E413 = _error("Body larger than --web.max-body-bytes.")
+E503 = _error("The database is busy or unavailable; retry (Retry-After is set).")
+
+
+@cache
+def openapi_document() -> dict[str, Any]:
+    return {
+        "openapi": "3.0.3",
+        "info": {
+            "title": "fleetwatch reactor",
+            "version": __version__,
+            "description": (
+                "Receives Alertmanager notifications about cluster status, degrades the apps "
+                "of a cluster that went OFFLINE and restores them when it is ONLINE again, "
+                "and gates deployments: 409 when the target cluster is OFFLINE."
+            ),
+        },
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "schemas": {
+                "Error": {
+                    "type": "object",
+                    "required": ["error"],
+                    "properties": {
+                        "error": {"type": "string"},
+                        "cluster": {"type": "string", "description": "409 of the gate"},
+                        "status": {"type": "string", "description": "409 of the gate"},
+                    },
+                },
+                "Cluster": {
+                    "type": "object",
+                    "required": ["name", "status", "source"],
+                    "properties": {
+                        "name": {"type": "string"},
+                        "endpoint": {"type": "string", "nullable": True},
+                        "kubeconfig_secret_ref": {"type": "string", "nullable": True},
+                        "status": {"type": "string", "enum": ["ONLINE", "OFFLINE", "UNKNOWN"]},
+                        "status_since": TIME,
+                        "source": {"type": "string", "enum": ["discovery", "api", "alerts"]},
+                        "outage_since": {
+                            **TIME,
+                            "description": "start of the open outage, null when none is open",
+                        },
+                    },
+                },
+                "NewCluster": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["name", "endpoint", "kubeconfig_secret_ref"],
+                    "properties": {
+                        "name": NAME,
+                        "endpoint": {
+                            "type": "string",
+                            "format": "uri",
+                            "example": "https://10.0.0.1:6443",
+                        },
+                        "kubeconfig_secret_ref": {
+                            "type": "string",
+                            "minLength": 1,
+                            "maxLength": 4096,
+                        },
+                    },
+                },
+                "App": {
+                    "type": "object",
+                    "required": ["name", "cluster", "status", "reason"],
+                    "properties": {
+                        "name": {"type": "string"},
+                        "cluster": {"type": "string"},
+                        "status": {"type": "string", "enum": ["PENDING", "DEPLOYED", "DEGRADED"]},
+                        "reason": {"type": "string", "nullable": True},
+                    },
+                },
+                "NewApp": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["name", "cluster"],
+                    "properties": {"name": NAME, "cluster": NAME},
+                },
+                "AppPatch": {
+                    "description": (
+                        "Either {cluster} (a reassignment: PENDING on the new cluster, gated) "
+                        "or {status, reason} (a health report: DEGRADED with a reason, or "
+                        "DEPLOYED again, gated)."
+                    ),
+                    "oneOf": [
+                        {
+                            "type": "object",
+                            "additionalProperties": False,
+                            "required": ["cluster"],
+                            "properties": {"cluster": NAME},
+                        },
+                        {
+                            "type": "object",
+                            "additionalProperties": False,
+                            "required": ["status"],
+                            "properties": {
+                                "status": {"type": "string", "enum": ["DEGRADED", "DEPLOYED"]},
+                                "reason": {"type": "string", "nullable": True, "maxLength": 4096},
+                            },
+                        },
+                    ],
+                },
+                "Deployment": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["app", "cluster"],
+                    "properties": {"app": NAME, "cluster": NAME},
+                },
+                "Webhook": {
+                    "type": "object",
+                    "description": "Alertmanager webhook payload, version 4.",
+                    "required": ["alerts"],
+                    "properties": {
+                        "version": {"type": "string", "enum": ["4"]},
+                        "groupKey": {"type": "string"},
+                        "truncatedAlerts": {"type": "integer"},
+                        "status": {"type": "string"},
+                        "receiver": {"type": "string"},
+                        "groupLabels": {"type": "object"},
+                        "commonLabels": {"type": "object"},
+                        "commonAnnotations": {"type": "object"},
+                        "externalURL": {"type": "string"},
+                        "alerts": {
+                            "type": "array",
+                            "items": {"$ref": "#/components/schemas/Alert"},
+                        },
+                    },
+                },
+                "Alert": {
+                    "type": "object",
+                    "required": ["status", "labels", "startsAt"],
+                    "properties": {
+                        "status": {"type": "string", "enum": ["firing", "resolved"]},
+                        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                        "annotations": {"type": "object"},
+                        "startsAt": {"type": "string", "format": "date-time"},
+                        "endsAt": {
+                            "type": "string",
+                            "format": "date-time",
+                            "description": "0001-01-01T00:00:00Z while firing",
+                        },
+                        "generatorURL": {"type": "string"},
+                        "fingerprint": {"type": "string"},
+                    },
+                },
+                "NotificationResult": {
+                    "type": "object",
+                    "properties": {
+                        k: {"type": "integer"}
+                        for k in (
+                            "applied",
+                            "skipped",
+                            "clusters_changed",
+                            "outages_opened",
+                            "outages_closed",
+                            "apps_degraded",
+                            "apps_restored",
+                        )
+                    },
+                },
+            },
+        },
+        "paths": {
+            "/alerts": {
+                "post": {
+                    "summary": "Alertmanager webhook (FleetClusterOnline / FleetClusterOffline)",
+                    "description": (
+                        "400 only for a body that is not a v4 webhook; alerts with other names "
+                        "or without a cluster label are skipped and the rest is applied. An "
+                        "unknown cluster named by a status alert is created (source alerts)."
+                    ),
+                    "security": SECURED,
+                    "requestBody": _body("Webhook"),
+                    "responses": {
+                        "200": _json("NotificationResult", "Applied (one transaction)."),
+                        "400": E400,
+                        "401": E401,
+                        "413": E413,
+                        "503": E503,
+                    },
+                }
+            },
+            "/clusters": {
+                "get": {
+                    "summary": "All clusters with their status",
+                    "responses": {"200": _json("Cluster", "Clusters by name.", array=True)},
+                },
+                "post": {
+                    "summary": "Add a cluster by hand (UNKNOWN until status alerts arrive)",
+                    "security": SECURED,
+                    "requestBody": _body("NewCluster"),
+                    "responses": {
+                        "201": _json("Cluster", "Created."),
+                        "400": E400,
+                        "401": E401,
+                        "409": _error("A cluster of that name exists."),
+                        "413": E413,
+                        "503": E503,
+                    },
+                },
+            },
+            "/clusters/{name}": {
+                "get": {
+                    "summary": "One cluster",
+                    "parameters": [NAME_PARAM],
+                    "responses": {"200": _json("Cluster", "The cluster."), "404": E404},
+                }
+            },
+            "/apps": {
+                "get": {
+                    "summary": "All apps",
+                    "responses": {"200": _json("App", "Apps by name.", array=True)},
+                },
+                "post": {
+                    "summary": "Add an app (PENDING)",
+                    "security": SECURED,
+                    "requestBody": _body("NewApp"),
+                    "responses": {
+                        "201": _json("App", "Created, PENDING."),
+                        "400": E400,
+                        "401": E401,
+                        "404": E404,
+                        "409": _error("An app of that name exists."),
+                        "413": E413,
+                        "503": E503,
+                    },
+                },
+            },
+            "/apps/{name}": {
+                "get": {
+                    "summary": "One app",
+                    "parameters": [NAME_PARAM],
+                    "responses": {"200": _json("App", "The app."), "404": E404},
+                },
+                "patch": {
+                    "summary": "Reassign an app, or report its health",
+                    "security": SECURED,
+                    "parameters": [NAME_PARAM],
+                    "requestBody": _body("AppPatch"),
+                    "responses": {
+                        "200": _json("App", "The app after the change."),
+                        "400": E400,
+                        "401": E401,
+                        "404": E404,
+                        "409": _error("Gated: the target cluster is OFFLINE."),
+                        "413": E413,
+                        "503": E503,
+                    },
+                },
+            },
+            "/deployments": {
+                "post": {
+                    "summary": "Record a deployment: the app is DEPLOYED on that cluster",
+                    "security": SECURED,
+                    "requestBody": _body("Deployment"),
+                    "responses": {
+                        "201": _json("App", "The app, DEPLOYED on the cluster."),
+                        "400": E400,
+                        "401": E401,
+                        "404": E404,
+                        "409": _error("Gated: the cluster is OFFLINE."),
+                        "413": E413,
+                        "503": E503,
+                    },
+                }
+            },
+            "/healthz": {
+                "get": {"summary": "Liveness", "responses": {"200": {"description": "Alive."}}}
+            },
+            "/metrics": {
+                "get": {
+                    "summary": "Prometheus metrics (fleetwatch_reactor_...)",
+                    "responses": {"200": {"description": "Text exposition format."}},
+                }
+            },
+            "/openapi.json": {
+                "get": {
+                    "summary": "This document",
+                    "responses": {"200": {"description": "OpenAPI 3 document."}},
+                }
+            },
+        },
+    }

@@ -1,0 +1,278 @@
+"""The reactor's operations: each one is exactly one store transaction.
+
+One function per thing the API (or start-up discovery) can ask: apply a notification, add
+a cluster, deploy an app... Each opens one write transaction, consults the pure rules
+(``reactor.statemachine``, ``reactor.gate``), writes, and commits; an exception anywhere
+rolls everything back. Counters are bumped only after the commit, so a rolled-back call
+counts nothing.
+
+Calls are synchronous and blocking (SQLite): the HTTP layer runs them on its single store
+thread, never on the event loop. That thread also serialises them, which is what makes a
+deployment racing with a cascade either refused or degraded with the others.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from reactor import gate
+from reactor.metrics import ReactorMetrics
+from reactor.signals import Signal
+from reactor.statemachine import (
+    AlertState,
+    AppStatus,
+    CloseOutage,
+    DegradeApps,
+    OpenOutage,
+    RestoreApps,
+    StatusAlert,
+    apply,
+)
+from reactor.store import AppRecord, ClusterRecord, StatusCounts, Store, Transaction
+
+log = logging.getLogger(__name__)
+
+SOURCE_DISCOVERY = "discovery"
+SOURCE_API = "api"
+SOURCE_ALERTS = "alerts"
+
+
+class NotFound(LookupError):
+    """An unknown cluster or app name (HTTP 404)."""
+
+
+class Conflict(RuntimeError):
+    """A name that exists already (HTTP 409)."""
+
+
+class Gated(Conflict):
+    """The gate refused a deployment or a reassignment (HTTP 409)."""
+
+    def __init__(self, refusal: gate.Refusal) -> None:
+        super().__init__(refusal.message)
+        self.refusal = refusal
+
+
+@dataclass(frozen=True, slots=True)
+class NotificationResult:
+    clusters_changed: list[str] = field(default_factory=list)
+    clusters_created: list[str] = field(default_factory=list)
+    outages_opened: int = 0
+    outages_closed: int = 0
+    apps_degraded: int = 0
+    apps_restored: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class DiscoveredCluster:
+    name: str
+    endpoint: str
+    kubeconfig_secret_ref: str
+
+
+class Service:
+    """The operations over one :class:`Store`. Not thread-safe: call from one thread."""
+
+    def __init__(
+        self,
+        store: Store,
+        metrics: ReactorMetrics | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.metrics = metrics
+        self.clock = clock
+
+    # -- notifications ---------------------------------------------------------------
+
+    def apply_signals(self, signals: Sequence[Signal]) -> NotificationResult:
+        """Apply the status signals of one notification, in one transaction."""
+        by_cluster: dict[str, list[tuple[StatusAlert, AlertState]]] = defaultdict(list)
+        for signal in signals:
+            by_cluster[signal.cluster].append((signal.alert, signal.state))
+        now = int(self.clock() * 1_000_000)
+        changed: list[str] = []
+        created: list[str] = []
+        opened = closed = degraded = restored = 0
+        with self.store.write() as tx:
+            for name, updates in by_cluster.items():
+                cluster = tx.cluster(name)
+                if cluster is None:
+                    cluster = tx.insert_cluster(name, None, None, SOURCE_ALERTS)
+                    created.append(name)
+                transition = apply(cluster.state, updates)
+                if not transition.changed:
+                    continue
+                changed.append(name)
+                tx.save_state(cluster.id, transition.state)
+                outage_id = cluster.outage_id
+                for effect in transition.effects:
+                    if isinstance(effect, OpenOutage):
+                        outage_id = tx.open_outage(cluster.id, effect.started_at, now)
+                        opened += 1
+                    elif isinstance(effect, DegradeApps):
+                        assert outage_id is not None
+                        degraded += tx.degrade_apps(cluster.id, outage_id)
+                    elif isinstance(effect, RestoreApps):
+                        assert outage_id is not None
+                        restored += tx.restore_apps(cluster.id, outage_id)
+                    elif isinstance(effect, CloseOutage):
+                        assert outage_id is not None
+                        tx.close_outage(cluster.id, outage_id, effect.closed_at)
+                        outage_id = None
+                        closed += 1
+                if transition.state.status is not cluster.state.status:
+                    log.info(
+                        "cluster %s: %s -> %s%s",
+                        name,
+                        cluster.state.status.value,
+                        transition.state.status.value,
+                        "".join(f"; {type(e).__name__}" for e in transition.effects),
+                    )
+        if self.metrics is not None:
+            self.metrics.outages_opened.inc(opened)
+            self.metrics.outages_closed.inc(closed)
+            self.metrics.apps_degraded.inc(degraded)
+            self.metrics.apps_restored.inc(restored)
+        return NotificationResult(changed, created, opened, closed, degraded, restored)
+
+    # -- clusters --------------------------------------------------------------------
+
+    def upsert_discovered(self, clusters: Iterable[DiscoveredCluster]) -> tuple[int, int]:
+        """Start-up discovery: add new clusters, update endpoint/ref of known ones.
+
+        Nothing else about a known cluster changes (its status, source, apps). Returns
+        (added, updated).
+        """
+        added = updated = 0
+        with self.store.write() as tx:
+            for found in clusters:
+                known = tx.cluster(found.name)
+                if known is None:
+                    tx.insert_cluster(
+                        found.name, found.endpoint, found.kubeconfig_secret_ref, SOURCE_DISCOVERY
+                    )
+                    added += 1
+                elif (known.endpoint, known.kubeconfig_secret_ref) != (
+                    found.endpoint,
+                    found.kubeconfig_secret_ref,
+                ):
+                    tx.set_cluster_location(known.id, found.endpoint, found.kubeconfig_secret_ref)
+                    updated += 1
+        return added, updated
+
+    def add_cluster(self, name: str, endpoint: str, ref: str) -> ClusterRecord:
+        with self.store.write() as tx:
+            if tx.cluster(name) is not None:
+                raise Conflict(f"cluster {name!r} exists already")
+            return tx.insert_cluster(name, endpoint, ref, SOURCE_API)
+
+    def cluster(self, name: str) -> ClusterRecord:
+        with self.store.read() as tx:
+            return _need_cluster(tx, name)
+
+    def clusters(self) -> list[ClusterRecord]:
+        with self.store.read() as tx:
+            return tx.clusters()
+
+    # -- apps ------------------------------------------------------------------------
+
+    def add_app(self, name: str, cluster: str) -> AppRecord:
+        with self.store.write() as tx:
+            target = _need_cluster(tx, cluster)
+            if tx.app(name) is not None:
+                raise Conflict(f"app {name!r} exists already")
+            return tx.insert_app(name, target.id)
+
+    def app(self, name: str) -> AppRecord:
+        with self.store.read() as tx:
+            return _need_app(tx, name)
+
+    def apps(self) -> list[AppRecord]:
+        with self.store.read() as tx:
+            return tx.apps()
+
+    def deploy(self, app: str, cluster: str) -> AppRecord:
+        """The app is DEPLOYED on ``cluster`` (moved there if needed), unless the gate says no."""
+        try:
+            with self.store.write() as tx:
+                record = _need_app(tx, app)
+                target = _need_cluster(tx, cluster)
+                _check_gate(target)
+                tx.set_app(record.id, target.id, AppStatus.DEPLOYED, None)
+        except Gated:
+            self._count_refusal()
+            raise
+        if self.metrics is not None:
+            self.metrics.deployments.inc()
+        return AppRecord(
+            record.id, record.name, target.id, target.name, AppStatus.DEPLOYED, None, None
+        )
+
+    def reassign(self, app: str, cluster: str) -> AppRecord:
+        """Move the app to ``cluster`` as PENDING (gated); the same cluster changes nothing."""
+        try:
+            with self.store.write() as tx:
+                record = _need_app(tx, app)
+                target = _need_cluster(tx, cluster)
+                if target.id == record.cluster_id:
+                    return record
+                _check_gate(target)
+                tx.set_app(record.id, target.id, AppStatus.PENDING, None)
+        except Gated:
+            self._count_refusal()
+            raise
+        return AppRecord(
+            record.id, record.name, target.id, target.name, AppStatus.PENDING, None, None
+        )
+
+    def report(self, app: str, status: AppStatus, reason: str | None) -> AppRecord:
+        """A deployment health report: DEGRADED with a reason, or DEPLOYED again (gated).
+
+        Either way the app leaves any outage: a cluster recovery never undoes a report.
+        """
+        try:
+            with self.store.write() as tx:
+                record = _need_app(tx, app)
+                if status is AppStatus.DEPLOYED:
+                    target = _need_cluster(tx, record.cluster)
+                    _check_gate(target)
+                tx.set_app(record.id, record.cluster_id, status, reason)
+        except Gated:
+            self._count_refusal()
+            raise
+        return AppRecord(
+            record.id, record.name, record.cluster_id, record.cluster, status, reason, None
+        )
+
+    def counts(self) -> StatusCounts:
+        with self.store.read() as tx:
+            return tx.status_counts()
+
+    def _count_refusal(self) -> None:
+        if self.metrics is not None:
+            self.metrics.deployments_refused.inc()
+
+
+def _need_cluster(tx: Transaction, name: str) -> ClusterRecord:
+    cluster = tx.cluster(name)
+    if cluster is None:
+        raise NotFound(f"cluster {name!r} not found")
+    return cluster
+
+
+def _need_app(tx: Transaction, name: str) -> AppRecord:
+    app = tx.app(name)
+    if app is None:
+        raise NotFound(f"app {name!r} not found")
+    return app
+
+
+def _check_gate(cluster: ClusterRecord) -> None:
+    refusal = gate.check(cluster.name, cluster.state.status)
+    if refusal is not None:
+        raise Gated(refusal)

@@ -1,0 +1,196 @@
+"""Alertmanager webhook (version 4) -> status signals for the state machine.
+
+The body is parsed once, here, into dataclasses. A body that is not a v4 webhook raises
+:class:`PayloadError` whose message says what is wrong and where (the API answers 400:
+Alertmanager does not retry 4xx). Inside a valid webhook, an alert that cannot be used
+(another alertname, no ``cluster`` label, a "resolved" without ``endsAt``) is skipped and
+reported, never fatal: Alertmanager would otherwise re-send the whole group forever.
+
+What Alertmanager 0.25 really sends (FACTS.md): ``version "4"``, ``alerts[]`` each with its
+own ``status``, ``labels``, ``startsAt``, ``endsAt`` (``0001-01-01T00:00:00Z`` while firing),
+``fingerprint``. We go by each alert's own status, never the group's.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from reactor.statemachine import AlertState, StatusAlert
+
+
+class PayloadError(ValueError):
+    """The body is not an Alertmanager v4 webhook; the message is sent back with the 400."""
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    status: str  #: "firing" or "resolved"
+    labels: Mapping[str, str]
+    starts_at: int  #: microseconds since the epoch
+    ends_at: int | None  #: microseconds since the epoch; None for Go's zero time or when absent
+
+
+@dataclass(frozen=True, slots=True)
+class Webhook:
+    receiver: str | None
+    alerts: tuple[Alert, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Signal:
+    """One usable status alert: what it says about which cluster."""
+
+    cluster: str
+    alert: StatusAlert
+    state: AlertState
+
+
+@dataclass(frozen=True, slots=True)
+class Signals:
+    signals: tuple[Signal, ...]
+    #: one human line per skipped alert, e.g. "alerts[2]: alertname 'Foo' is not a status alert"
+    skipped: tuple[str, ...]
+
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+_RFC3339 = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?([Zz]|[+-]\d{2}:\d{2})"
+)
+
+
+def parse_time(value: object, where: str) -> int | None:
+    """RFC 3339 -> microseconds since the epoch; Go's zero time -> None.
+
+    Alertmanager sends nanoseconds; we keep microseconds, which fit a 64-bit integer for
+    any year a timestamp can spell (nanoseconds would overflow after 2262).
+    """
+    if not isinstance(value, str):
+        raise PayloadError(f"{where} must be an RFC 3339 timestamp string, got {_kind(value)}")
+    m = _RFC3339.fullmatch(value)
+    if m is None:
+        raise PayloadError(f"{where} is not an RFC 3339 timestamp: {_clip(value)!r}")
+    year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
+    fraction, zone = m.group(7) or "", m.group(8)
+    if (
+        year == 1
+        and (month, day, hour, minute, second) == (1, 1, 0, 0, 0)
+        and not fraction.strip("0")
+    ):
+        return None
+    try:
+        offset = 0
+        if zone not in ("Z", "z"):
+            sign = 1 if zone[0] == "+" else -1
+            zh, zm = int(zone[1:3]), int(zone[4:6])
+            if zh > 23 or zm > 59:
+                raise ValueError("zone offset out of range")
+            offset = sign * (zh * 3600 + zm * 60)
+        moment = datetime(year, month, day, hour, minute, second, tzinfo=UTC)
+        moment -= timedelta(seconds=offset)
+    except (ValueError, OverflowError) as exc:
+        raise PayloadError(f"{where} is not a valid time: {_clip(value)!r} ({exc})") from None
+    micros = int(fraction.ljust(6, "0")[:6] or 0)
+    return (moment - EPOCH) // timedelta(microseconds=1) + micros
+
+
+def format_time(us: int | None) -> str | None:
+    """Microseconds since the epoch -> RFC 3339 in UTC, as short as exact."""
+    if us is None:
+        return None
+    moment = EPOCH + timedelta(microseconds=us)
+    text = moment.strftime("%Y-%m-%dT%H:%M:%S")
+    if moment.microsecond:
+        text += "." + f"{moment.microsecond:06d}".rstrip("0")
+    return text + "Z"
+
+
+def parse_webhook(body: bytes) -> Webhook:
+    """Bytes of a POST /alerts -> :class:`Webhook`, or :class:`PayloadError` saying why not."""
+    try:
+        doc = json.loads(body)
+    except UnicodeDecodeError:
+        raise PayloadError("body is not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise PayloadError(f"body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise PayloadError("body is not valid JSON: nested too deeply") from None
+    if not isinstance(doc, dict):
+        raise PayloadError(f"body must be a JSON object (a webhook), got {_kind(doc)}")
+    version = doc.get("version", "4")
+    if version != "4":
+        raise PayloadError(f'unsupported webhook version {_clip(str(version))!r}; expected "4"')
+    if "alerts" not in doc:
+        raise PayloadError('missing "alerts": not an Alertmanager webhook')
+    raw_alerts = doc["alerts"]
+    if not isinstance(raw_alerts, list):
+        raise PayloadError(f'"alerts" must be an array, got {_kind(raw_alerts)}')
+    receiver = doc.get("receiver")
+    alerts = tuple(_parse_alert(raw, f"alerts[{i}]") for i, raw in enumerate(raw_alerts))
+    return Webhook(receiver=receiver if isinstance(receiver, str) else None, alerts=alerts)
+
+
+def _parse_alert(raw: Any, where: str) -> Alert:
+    if not isinstance(raw, dict):
+        raise PayloadError(f"{where} must be an object, got {_kind(raw)}")
+    for key in ("labels", "status", "startsAt"):
+        if key not in raw:
+            raise PayloadError(f'{where} has no "{key}"')
+    labels = raw["labels"]
+    if not isinstance(labels, dict):
+        raise PayloadError(f"{where}.labels must be an object, got {_kind(labels)}")
+    for key, value in labels.items():
+        if not isinstance(value, str):
+            raise PayloadError(f"{where}.labels.{_clip(key)} must be a string, got {_kind(value)}")
+    status = raw["status"]
+    if status not in ("firing", "resolved"):
+        raise PayloadError(
+            f'{where}.status must be "firing" or "resolved", got {_clip(repr(status))}'
+        )
+    starts_at = parse_time(raw["startsAt"], f"{where}.startsAt")
+    if starts_at is None:
+        raise PayloadError(f"{where}.startsAt is the zero time")
+    ends_at = parse_time(raw["endsAt"], f"{where}.endsAt") if "endsAt" in raw else None
+    return Alert(status=status, labels=labels, starts_at=starts_at, ends_at=ends_at)
+
+
+def status_signals(webhook: Webhook) -> Signals:
+    """The usable status alerts of a webhook, and a line for each alert skipped."""
+    signals: list[Signal] = []
+    skipped: list[str] = []
+    for i, alert in enumerate(webhook.alerts):
+        name = alert.labels.get("alertname")
+        try:
+            kind = StatusAlert(name)
+        except ValueError:
+            skipped.append(f"alerts[{i}]: alertname {_clip(str(name))!r} is not a status alert")
+            continue
+        cluster = alert.labels.get("cluster", "")
+        if not cluster:
+            skipped.append(f"alerts[{i}]: {kind.value} without a cluster label")
+            continue
+        firing = alert.status == "firing"
+        if not firing and alert.ends_at is None:
+            skipped.append(f"alerts[{i}]: resolved {kind.value} of {cluster!r} without endsAt")
+            continue
+        state = AlertState(
+            firing=firing, starts_at=alert.starts_at, ends_at=None if firing else alert.ends_at
+        )
+        signals.append(Signal(cluster=cluster, alert=kind, state=state))
+    return Signals(signals=tuple(signals), skipped=tuple(skipped))
+
+
+def _kind(value: object) -> str:
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}.get(
+        type(value), "null" if value is None else "a number"
+    )
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    """Echo at most ``limit`` characters of the caller's input back in a message or a log."""
+    return text if len(text) <= limit else text[:limit] + "..."

@@ -1,0 +1,218 @@
+"""The rules of fleetwatch, as pure code: cluster statuses, outages, the cascade and the restore.
+
+Read this module to know what the reactor does; everything else is plumbing (parsing the
+webhook, storing rows, serving HTTP). Nothing here does I/O, so every rule is tested as a
+table of inputs and expected outputs (tests/reactor/test_statemachine.py).
+
+Status signals (DESIGN.md, "Status signals"). Alertmanager tells us about two alerts per
+cluster: ``FleetClusterOnline`` fires while it is ONLINE, ``FleetClusterOffline`` while it
+is OFFLINE. For each of the two we keep the latest thing we know: *firing since startsAt*
+or *resolved at endsAt*. An alert instance is named by its ``startsAt``; a later
+``startsAt`` is a newer instance, and within one instance "resolved" is newer than
+"firing". Anything not newer than what we hold is ignored, so duplicates, repeats and
+out-of-order deliveries change nothing.
+
+The status of a cluster is the status of the firing alert with the latest ``startsAt``
+(so a lost "resolved" of the older alert does not matter), UNKNOWN when neither fires.
+On a tie (both firing since the same instant, which the rules never produce) OFFLINE wins:
+it is the safe answer for the gate.
+
+Outages and the cascade (DESIGN.md, "Cascade"):
+
+* An outage opens when the cluster is OFFLINE, no outage is open, and it has been ONLINE
+  since the last outage (``was_online``). A passing UNKNOWN does not clear ``was_online``;
+  a cluster never seen ONLINE opens no outage (the cascade never starts from UNKNOWN).
+  Opening it degrades the apps DEPLOYED on the cluster (:class:`DegradeApps`).
+* While an outage is open, each time the cluster becomes OFFLINE again (after a passing
+  UNKNOWN, during which deployments were allowed) the apps DEPLOYED there join the same
+  outage: no app stays DEPLOYED on an OFFLINE cluster.
+* The outage closes when the cluster is ONLINE with a ``startsAt`` later than the outage's
+  start: the apps it degraded that are still DEGRADED for ``cluster_offline`` on that
+  cluster go back to DEPLOYED (:class:`RestoreApps`). Nothing else restores anything.
+
+What the app effects mean, exactly (the store runs them as one set-based statement each):
+
+* :class:`DegradeApps` - every app of the cluster with status DEPLOYED becomes DEGRADED with
+  reason ``cluster_offline`` and is remembered as a member of the open outage.
+* :class:`RestoreApps` - every member of the open outage that is still on that cluster and
+  still DEGRADED with reason ``cluster_offline`` becomes DEPLOYED (reason cleared).
+* Any other change of an app (deployment, reassignment, a health report) takes it out of
+  whatever outage it was in, so a recovery never undoes a later decision about it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from enum import StrEnum
+
+
+class Status(StrEnum):
+    """Status of a cluster (DESIGN.md, "Statuses")."""
+
+    ONLINE = "ONLINE"
+    OFFLINE = "OFFLINE"
+    UNKNOWN = "UNKNOWN"
+
+
+class AppStatus(StrEnum):
+    """Status of an app."""
+
+    PENDING = "PENDING"  #: created or reassigned, not deployed yet
+    DEPLOYED = "DEPLOYED"
+    DEGRADED = "DEGRADED"  #: always with a reason
+
+
+#: The reason the cascade writes; only apps degraded with it (by an outage) are restored.
+CLUSTER_OFFLINE = "cluster_offline"
+
+
+class StatusAlert(StrEnum):
+    """The two alerts that carry a cluster's status (names fixed in docs/ARCHITECTURE.md)."""
+
+    ONLINE = "FleetClusterOnline"
+    OFFLINE = "FleetClusterOffline"
+
+
+@dataclass(frozen=True, slots=True)
+class AlertState:
+    """What we know of one status alert: firing since ``starts_at``, or resolved at ``ends_at``.
+
+    Times are microseconds since the Unix epoch (see ``reactor.signals.parse_time``).
+    """
+
+    firing: bool
+    starts_at: int
+    ends_at: int | None = None
+
+    @property
+    def order(self) -> tuple[int, int, int]:
+        """Newer information sorts later: a later instance, then resolved after firing."""
+        return (self.starts_at, 0 if self.firing else 1, self.ends_at or 0)
+
+
+def is_newer(candidate: AlertState, known: AlertState | None) -> bool:
+    return known is None or candidate.order > known.order
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterState:
+    """Everything the rules need to know about one cluster between two notifications."""
+
+    online: AlertState | None = None
+    offline: AlertState | None = None
+    #: seen ONLINE since the last outage opened (or ever, when there was none)
+    was_online: bool = False
+    #: ``startsAt`` of the OFFLINE signal that opened the current outage; None: none open
+    outage_since: int | None = None
+
+    @property
+    def status(self) -> Status:
+        return status_of(self.online, self.offline)[0]
+
+    @property
+    def status_since(self) -> int | None:
+        return status_of(self.online, self.offline)[1]
+
+
+def status_of(online: AlertState | None, offline: AlertState | None) -> tuple[Status, int | None]:
+    """The status and since when: the firing alert with the latest ``startsAt`` wins.
+
+    UNKNOWN's "since" is the latest ``endsAt`` of the two (when the last one resolved),
+    or None when we never heard of either.
+    """
+    on = online is not None and online.firing
+    off = offline is not None and offline.firing
+    if on and off:
+        assert online is not None and offline is not None
+        if online.starts_at > offline.starts_at:
+            return Status.ONLINE, online.starts_at
+        return Status.OFFLINE, offline.starts_at
+    if on:
+        assert online is not None
+        return Status.ONLINE, online.starts_at
+    if off:
+        assert offline is not None
+        return Status.OFFLINE, offline.starts_at
+    ends = [a.ends_at for a in (online, offline) if a is not None and a.ends_at is not None]
+    return Status.UNKNOWN, max(ends) if ends else None
+
+
+# Effects: what the store must do, in this order, in the same transaction.
+
+
+@dataclass(frozen=True, slots=True)
+class OpenOutage:
+    """Record a new outage of the cluster, started at ``started_at`` (the OFFLINE startsAt)."""
+
+    started_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class DegradeApps:
+    """DEPLOYED apps of the cluster -> DEGRADED (``cluster_offline``), in the open outage."""
+
+
+@dataclass(frozen=True, slots=True)
+class RestoreApps:
+    """Members of the open outage still DEGRADED (``cluster_offline``) there -> DEPLOYED."""
+
+
+@dataclass(frozen=True, slots=True)
+class CloseOutage:
+    """Close the open outage; ``closed_at`` is the startsAt of the ONLINE signal that closed it."""
+
+    closed_at: int
+
+
+Effect = OpenOutage | DegradeApps | RestoreApps | CloseOutage
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    state: ClusterState
+    effects: tuple[Effect, ...]
+    #: False when nothing in the updates was newer than what we knew (duplicates, stale)
+    changed: bool
+
+
+def apply(state: ClusterState, updates: Iterable[tuple[StatusAlert, AlertState]]) -> Transition:
+    """Fold one notification's updates for one cluster into its state; say what to do.
+
+    All the updates of one notification are folded first and the status is evaluated once,
+    so a notification that carries both an OFFLINE and a later ONLINE for the same cluster
+    (a flap already over) opens no outage.
+    """
+    online, offline = state.online, state.offline
+    for alert, update in updates:
+        if alert is StatusAlert.ONLINE:
+            if is_newer(update, online):
+                online = update
+        elif is_newer(update, offline):
+            offline = update
+    if online == state.online and offline == state.offline:
+        return Transition(state, (), changed=False)
+
+    before = state.status
+    status, _ = status_of(online, offline)
+    was_online, outage_since = state.was_online, state.outage_since
+    effects: list[Effect] = []
+    if status is Status.ONLINE:
+        assert online is not None
+        if outage_since is not None and online.starts_at > outage_since:
+            effects += [RestoreApps(), CloseOutage(closed_at=online.starts_at)]
+            outage_since = None
+        was_online = True
+    elif status is Status.OFFLINE:
+        assert offline is not None
+        if outage_since is None:
+            if was_online:
+                outage_since = offline.starts_at
+                was_online = False
+                effects += [OpenOutage(started_at=outage_since), DegradeApps()]
+        elif before is not Status.OFFLINE:
+            effects.append(DegradeApps())
+    new_state = replace(
+        state, online=online, offline=offline, was_online=was_online, outage_since=outage_since
+    )
+    return Transition(new_state, tuple(effects), changed=True)

@@ -1,0 +1,386 @@
+"""Durable state of the reactor: the Store interface and its SQLite implementation.
+
+The rules live in ``reactor.statemachine`` and the operations in ``reactor.service``; a
+store only reads and writes rows, inside transactions. Every mutating transaction starts
+with ``BEGIN IMMEDIATE`` (the write lock is taken up front, so two writers never interleave
+a read and a write), and everything one notification or one API call changes commits
+together or not at all: a ``kill -9`` in the middle leaves the previous state.
+
+The cascade and the restore are one set-based ``UPDATE`` each (no Python loop over apps),
+so an outage of a cluster carrying 100,000 apps commits in well under a second. An app's
+membership of the outage that degraded it is its ``outage_id`` column: an app is degraded
+by at most one open outage at a time (the one of its own cluster).
+
+A PostgreSQL store (several reactor replicas) is planned: implement :class:`Store` and
+:class:`Transaction` with the same SQL (it is plain SQL-92 apart from the pragmas; use
+``SELECT ... FOR UPDATE`` on the cluster row, or ``LOCK TABLE``, where SQLite relies on
+its single writer) and map its serialisation/lock errors to :class:`StoreUnavailable`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from reactor.statemachine import (
+    CLUSTER_OFFLINE,
+    AlertState,
+    AppStatus,
+    ClusterState,
+    Status,
+)
+
+
+class StoreUnavailable(RuntimeError):
+    """The database cannot serve right now (locked, busy, disk full): a retry may succeed."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterRecord:
+    id: int
+    name: str
+    endpoint: str | None
+    kubeconfig_secret_ref: str | None
+    source: str  #: "discovery", "api" or "alerts": who created it
+    state: ClusterState
+    outage_id: int | None  #: the open outage, if any
+
+
+@dataclass(frozen=True, slots=True)
+class AppRecord:
+    id: int
+    name: str
+    cluster_id: int
+    cluster: str
+    status: AppStatus
+    reason: str | None
+    outage_id: int | None  #: the open outage that degraded it, if any
+
+
+@dataclass(frozen=True, slots=True)
+class StatusCounts:
+    apps: dict[AppStatus, int]
+    clusters: dict[Status, int]
+
+
+class Transaction(Protocol):
+    """Reads and writes inside one transaction (see :meth:`Store.write`)."""
+
+    def cluster(self, name: str) -> ClusterRecord | None: ...
+    def clusters(self) -> list[ClusterRecord]: ...
+    def insert_cluster(
+        self, name: str, endpoint: str | None, ref: str | None, source: str
+    ) -> ClusterRecord: ...
+    def set_cluster_location(self, cluster_id: int, endpoint: str, ref: str) -> None: ...
+    def save_state(self, cluster_id: int, state: ClusterState) -> None: ...
+    def open_outage(self, cluster_id: int, started_at: int, opened_at: int) -> int: ...
+    def degrade_apps(self, cluster_id: int, outage_id: int) -> int: ...
+    def restore_apps(self, cluster_id: int, outage_id: int) -> int: ...
+    def close_outage(self, cluster_id: int, outage_id: int, closed_at: int) -> None: ...
+    def app(self, name: str) -> AppRecord | None: ...
+    def apps(self) -> list[AppRecord]: ...
+    def insert_app(self, name: str, cluster_id: int) -> AppRecord: ...
+    def set_app(
+        self, app_id: int, cluster_id: int, status: AppStatus, reason: str | None
+    ) -> None: ...
+    def status_counts(self) -> StatusCounts: ...
+
+
+class Store(Protocol):
+    """A database of clusters, apps and outages. Not thread-safe: one caller at a time."""
+
+    def write(self) -> AbstractContextManager[Transaction]:
+        """A read-write transaction holding the write lock from its first statement."""
+        ...
+
+    def read(self) -> AbstractContextManager[Transaction]:
+        """A read-only snapshot."""
+        ...
+
+    def dump(self) -> dict[str, list[tuple[Any, ...]]]:
+        """Every row of every table, in a stable order (tests compare before and after)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+SCHEMA_VERSION = 1
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS clusters (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    endpoint TEXT,
+    kubeconfig_secret_ref TEXT,
+    source TEXT NOT NULL,
+    status TEXT NOT NULL DEFAULT 'UNKNOWN',
+    status_since INTEGER,
+    online_firing INTEGER,
+    online_starts_at INTEGER,
+    online_ends_at INTEGER,
+    offline_firing INTEGER,
+    offline_starts_at INTEGER,
+    offline_ends_at INTEGER,
+    was_online INTEGER NOT NULL DEFAULT 0,
+    outage_id INTEGER
+);
+CREATE TABLE IF NOT EXISTS outages (
+    id INTEGER PRIMARY KEY,
+    cluster_id INTEGER NOT NULL REFERENCES clusters(id),
+    started_at INTEGER NOT NULL,
+    opened_at INTEGER NOT NULL,
+    closed_at INTEGER,
+    apps_degraded INTEGER NOT NULL DEFAULT 0,
+    apps_restored INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS apps (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    cluster_id INTEGER NOT NULL REFERENCES clusters(id),
+    status TEXT NOT NULL,
+    reason TEXT,
+    outage_id INTEGER REFERENCES outages(id)
+);
+CREATE INDEX IF NOT EXISTS apps_by_cluster_status ON apps (cluster_id, status);
+CREATE INDEX IF NOT EXISTS apps_by_outage ON apps (outage_id) WHERE outage_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS outages_by_cluster ON outages (cluster_id);
+"""
+
+_CLUSTER_COLUMNS = (
+    "c.id, c.name, c.endpoint, c.kubeconfig_secret_ref, c.source, "
+    "c.online_firing, c.online_starts_at, c.online_ends_at, "
+    "c.offline_firing, c.offline_starts_at, c.offline_ends_at, "
+    "c.was_online, c.outage_id, o.started_at"
+)
+_CLUSTER_SELECT = (
+    f"SELECT {_CLUSTER_COLUMNS} FROM clusters c LEFT JOIN outages o ON o.id = c.outage_id"
+)
+_APP_SELECT = (
+    "SELECT a.id, a.name, a.cluster_id, c.name, a.status, a.reason, a.outage_id "
+    "FROM apps a JOIN clusters c ON c.id = a.cluster_id"
+)
+
+
+def _alert(firing: int | None, starts_at: int | None, ends_at: int | None) -> AlertState | None:
+    if firing is None or starts_at is None:
+        return None
+    return AlertState(firing=bool(firing), starts_at=starts_at, ends_at=ends_at)
+
+
+def _cluster(row: tuple[Any, ...]) -> ClusterRecord:
+    state = ClusterState(
+        online=_alert(row[5], row[6], row[7]),
+        offline=_alert(row[8], row[9], row[10]),
+        was_online=bool(row[11]),
+        outage_since=row[13],
+    )
+    return ClusterRecord(row[0], row[1], row[2], row[3], row[4], state, row[12])
+
+
+def _app(row: tuple[Any, ...]) -> AppRecord:
+    return AppRecord(row[0], row[1], row[2], row[3], AppStatus(row[4]), row[5], row[6])
+
+
+class SQLiteTransaction:
+    """:class:`Transaction` over one sqlite3 connection."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def cluster(self, name: str) -> ClusterRecord | None:
+        row = self.db.execute(f"{_CLUSTER_SELECT} WHERE c.name = ?", (name,)).fetchone()
+        return None if row is None else _cluster(row)
+
+    def clusters(self) -> list[ClusterRecord]:
+        return [_cluster(r) for r in self.db.execute(f"{_CLUSTER_SELECT} ORDER BY c.name")]
+
+    def insert_cluster(
+        self, name: str, endpoint: str | None, ref: str | None, source: str
+    ) -> ClusterRecord:
+        cur = self.db.execute(
+            "INSERT INTO clusters (name, endpoint, kubeconfig_secret_ref, source) "
+            "VALUES (?, ?, ?, ?)",
+            (name, endpoint, ref, source),
+        )
+        assert cur.lastrowid is not None
+        return ClusterRecord(cur.lastrowid, name, endpoint, ref, source, ClusterState(), None)
+
+    def set_cluster_location(self, cluster_id: int, endpoint: str, ref: str) -> None:
+        self.db.execute(
+            "UPDATE clusters SET endpoint = ?, kubeconfig_secret_ref = ? WHERE id = ?",
+            (endpoint, ref, cluster_id),
+        )
+
+    def save_state(self, cluster_id: int, state: ClusterState) -> None:
+        on, off = state.online, state.offline
+        self.db.execute(
+            "UPDATE clusters SET status = ?, status_since = ?, "
+            "online_firing = ?, online_starts_at = ?, online_ends_at = ?, "
+            "offline_firing = ?, offline_starts_at = ?, offline_ends_at = ?, was_online = ? "
+            "WHERE id = ?",
+            (
+                state.status.value,
+                state.status_since,
+                None if on is None else int(on.firing),
+                None if on is None else on.starts_at,
+                None if on is None else on.ends_at,
+                None if off is None else int(off.firing),
+                None if off is None else off.starts_at,
+                None if off is None else off.ends_at,
+                int(state.was_online),
+                cluster_id,
+            ),
+        )
+
+    def open_outage(self, cluster_id: int, started_at: int, opened_at: int) -> int:
+        cur = self.db.execute(
+            "INSERT INTO outages (cluster_id, started_at, opened_at) VALUES (?, ?, ?)",
+            (cluster_id, started_at, opened_at),
+        )
+        assert cur.lastrowid is not None
+        self.db.execute(
+            "UPDATE clusters SET outage_id = ? WHERE id = ?", (cur.lastrowid, cluster_id)
+        )
+        return cur.lastrowid
+
+    def degrade_apps(self, cluster_id: int, outage_id: int) -> int:
+        cur = self.db.execute(
+            "UPDATE apps SET status = 'DEGRADED', reason = ?, outage_id = ? "
+            "WHERE cluster_id = ? AND status = 'DEPLOYED'",
+            (CLUSTER_OFFLINE, outage_id, cluster_id),
+        )
+        self.db.execute(
+            "UPDATE outages SET apps_degraded = apps_degraded + ? WHERE id = ?",
+            (cur.rowcount, outage_id),
+        )
+        return cur.rowcount
+
+    def restore_apps(self, cluster_id: int, outage_id: int) -> int:
+        cur = self.db.execute(
+            "UPDATE apps SET status = 'DEPLOYED', reason = NULL, outage_id = NULL "
+            "WHERE outage_id = ? AND cluster_id = ? AND status = 'DEGRADED' AND reason = ?",
+            (outage_id, cluster_id, CLUSTER_OFFLINE),
+        )
+        self.db.execute(
+            "UPDATE outages SET apps_restored = apps_restored + ? WHERE id = ?",
+            (cur.rowcount, outage_id),
+        )
+        return cur.rowcount
+
+    def close_outage(self, cluster_id: int, outage_id: int, closed_at: int) -> None:
+        # Members that were not restored (none, as every other change of an app leaves its
+        # outage) must not point at a closed outage.
+        self.db.execute("UPDATE apps SET outage_id = NULL WHERE outage_id = ?", (outage_id,))
+        self.db.execute("UPDATE outages SET closed_at = ? WHERE id = ?", (closed_at, outage_id))
+        self.db.execute("UPDATE clusters SET outage_id = NULL WHERE id = ?", (cluster_id,))
+
+    def app(self, name: str) -> AppRecord | None:
+        row = self.db.execute(f"{_APP_SELECT} WHERE a.name = ?", (name,)).fetchone()
+        return None if row is None else _app(row)
+
+    def apps(self) -> list[AppRecord]:
+        return [_app(r) for r in self.db.execute(f"{_APP_SELECT} ORDER BY a.name")]
+
+    def insert_app(self, name: str, cluster_id: int) -> AppRecord:
+        cur = self.db.execute(
+            "INSERT INTO apps (name, cluster_id, status) VALUES (?, ?, 'PENDING')",
+            (name, cluster_id),
+        )
+        assert cur.lastrowid is not None
+        cluster = self.db.execute(
+            "SELECT name FROM clusters WHERE id = ?", (cluster_id,)
+        ).fetchone()
+        return AppRecord(cur.lastrowid, name, cluster_id, cluster[0], AppStatus.PENDING, None, None)
+
+    def set_app(self, app_id: int, cluster_id: int, status: AppStatus, reason: str | None) -> None:
+        self.db.execute(
+            "UPDATE apps SET cluster_id = ?, status = ?, reason = ?, outage_id = NULL WHERE id = ?",
+            (cluster_id, status.value, reason, app_id),
+        )
+
+    def status_counts(self) -> StatusCounts:
+        apps = {s: 0 for s in AppStatus}
+        for status, count in self.db.execute("SELECT status, count(*) FROM apps GROUP BY status"):
+            apps[AppStatus(status)] = count
+        clusters = {s: 0 for s in Status}
+        for status, count in self.db.execute(
+            "SELECT status, count(*) FROM clusters GROUP BY status"
+        ):
+            clusters[Status(status)] = count
+        return StatusCounts(apps=apps, clusters=clusters)
+
+
+class SQLiteStore:
+    """:class:`Store` in one SQLite file, in WAL mode.
+
+    ``synchronous=NORMAL``: a commit is durable against the process dying (``kill -9``) and
+    the file is never corrupted; a power cut may lose the last commits (WAL's usual trade;
+    Alertmanager's repeats re-deliver the cluster signals).
+    """
+
+    def __init__(self, path: Path | str, busy_timeout_s: float = 5.0) -> None:
+        self.path = str(path)
+        try:
+            # isolation_level=None: we issue BEGIN IMMEDIATE / COMMIT ourselves.
+            # check_same_thread=False: the app runs every call on one worker thread, but
+            # not necessarily the one that opened the file.
+            self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            self.db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+            mode = self.db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal" and self.path != ":memory:":
+                raise StoreUnavailable(f"{self.path}: cannot switch to WAL mode (got {mode})")
+            self.db.execute("PRAGMA synchronous = NORMAL")
+            self.db.execute("PRAGMA foreign_keys = ON")
+            with self.write():
+                version = self.db.execute("PRAGMA user_version").fetchone()[0]
+                if version > SCHEMA_VERSION:
+                    raise StoreUnavailable(
+                        f"{self.path}: schema version {version} is newer than this reactor's "
+                        f"({SCHEMA_VERSION})"
+                    )
+                for statement in SCHEMA.split(";"):
+                    if statement.strip():
+                        self.db.execute(statement)
+                self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"{self.path}: {exc}") from exc
+
+    @contextmanager
+    def write(self) -> Iterator[Transaction]:
+        with self._transaction("BEGIN IMMEDIATE") as tx:
+            yield tx
+
+    @contextmanager
+    def read(self) -> Iterator[Transaction]:
+        with self._transaction("BEGIN") as tx:
+            yield tx
+
+    @contextmanager
+    def _transaction(self, begin: str) -> Iterator[Transaction]:
+        try:
+            self.db.execute(begin)
+        except sqlite3.OperationalError as exc:
+            raise StoreUnavailable(str(exc)) from exc
+        try:
+            yield SQLiteTransaction(self.db)
+            self.db.execute("COMMIT")
+        except BaseException as exc:
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.OperationalError):
+                raise StoreUnavailable(str(exc)) from exc
+            raise
+
+    def dump(self) -> dict[str, list[tuple[Any, ...]]]:
+        with self.read():
+            return {
+                table: self.db.execute(f"SELECT * FROM {table} ORDER BY id").fetchall()
+                for table in ("clusters", "outages", "apps")
+            }
+
+    def close(self) -> None:
+        self.db.close()
