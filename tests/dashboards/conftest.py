@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from livestack import LiveStack
 from prom import Prometheus
 
 
@@ -14,3 +15,15 @@ def empty_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prome
     config = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s"}}
     with Prometheus(tmp_path_factory.mktemp("prom-empty"), config) as prom:
         yield prom
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
+    """fleetwatch exporter and reactor on a stand-in fleet, scraped by Prometheus with
+    the shipped rules, once every panel family has data."""
+    stack = LiveStack(tmp_path_factory.mktemp("live")).start()
+    try:
+        stack.wait_for_data()
+        yield stack
+    finally:
+        stack.stop()

@@ -1,0 +1,153 @@
+"""The dashboards against a live fleetwatch: no query errors, and the panels show the fleet.
+
+The fleet: alpha and beta healthy, gamma down from the start (so OFFLINE after N failed
+probes, with failures of reason ``connect``). See livestack.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from grafana_json import Json, Query, dashboard_files, load, panels, queries, substitute
+from livestack import CLUSTERS, DOWN, LiveStack
+
+DASHBOARDS = {path.name: load(path) for path in dashboard_files()}
+FLEET = DASHBOARDS["fleet-overview.json"]
+DETAIL = DASHBOARDS["cluster-detail.json"]
+
+#: The panels a wall screen is for: each must show data for this fleet.
+CORE_FLEET_PANELS = (
+    "ONLINE",
+    "OFFLINE",
+    "UNKNOWN",
+    "Failing, not yet OFFLINE",
+    "Storm guard",
+    "Cluster status",
+    "Status history",
+    "Clusters by status (whole fleet)",
+    "Clusters",
+    "Failure reasons (time range)",
+    "Time since last successful probe (10 stalest)",
+    "Probe latency (10 slowest)",
+    "Consecutive failures",
+    "Probe failures by reason",
+    "Share of the fleet failing (storm guard)",
+    "Exporter: probe cycle duration and clusters",
+)
+
+
+def panel(dashboard: Json, title: str) -> Json:
+    [found] = [p for p in panels(dashboard) if p.get("title") == title]
+    return found
+
+
+def run_target(live: LiveStack, target: Json, values: dict[str, str]) -> list[Any]:
+    prom = live.prometheus
+    assert prom is not None
+    expr = substitute(target["expr"], values)
+    return prom.instant(expr) if target.get("instant") else prom.range(expr)
+
+
+def run_query(live: LiveStack, q: Query, values: dict[str, str]) -> list[Any]:
+    prom = live.prometheus
+    assert prom is not None
+    if q.label_values is not None:
+        metric, label = q.label_values
+        return prom.label_values(label, substitute(metric, values))
+    expr = substitute(q.expr, values)
+    return prom.instant(expr) if q.instant else prom.range(expr)
+
+
+def last(series: Json) -> float:
+    """Last value of an instant or range result."""
+    value = series["value"] if "value" in series else series["values"][-1]
+    return float(value[1])
+
+
+def by_label(result: list[Json], label: str) -> dict[str, float]:
+    return {s["metric"][label]: last(s) for s in result}
+
+
+CHOICES = {
+    "fleet-overview.json": [{"cluster": ".*"}, {"cluster": "(alpha|gamma)"}, {"cluster": DOWN}],
+    "cluster-detail.json": [{"cluster": c} for c in CLUSTERS],
+    "reactor.json": [{"cluster": ".*"}],
+}
+
+
+@pytest.mark.parametrize("name", sorted(DASHBOARDS))
+def test_every_expression_runs_without_error_on_live_data(live: LiveStack, name: str) -> None:
+    failures = []
+    for values in CHOICES[name]:
+        for q in queries(DASHBOARDS[name]):
+            try:
+                run_query(live, q, values)
+            except AssertionError as exc:
+                failures.append(f"{q} [{values}]: {exc}")
+    assert not failures, "\n".join(failures)
+
+
+def test_cluster_variable_lists_the_fleet(live: LiveStack) -> None:
+    [q] = [q for q in queries(FLEET) if q.kind == "variable"]
+    assert sorted(run_query(live, q, {})) == sorted(CLUSTERS)
+
+
+@pytest.mark.parametrize("title", CORE_FLEET_PANELS)
+def test_core_fleet_overview_panels_return_data(live: LiveStack, title: str) -> None:
+    p = panel(FLEET, title)
+    for target in p["targets"]:
+        assert run_target(live, target, {"cluster": ".*"}), f"{title} {target['refId']}: no data"
+
+
+def test_fleet_overview_shows_each_status(live: LiveStack) -> None:
+    everyone = {"cluster": ".*"}
+    [grid] = panel(FLEET, "Cluster status")["targets"]
+    assert by_label(run_target(live, grid, everyone), "cluster") == {
+        "alpha": 1.0,
+        "beta": 1.0,
+        "gamma": 2.0,
+    }
+    counts = {
+        title: last(run_target(live, panel(FLEET, title)["targets"][0], everyone)[0])
+        for title in ("ONLINE", "OFFLINE", "UNKNOWN")
+    }
+    assert counts == {"ONLINE": 2.0, "OFFLINE": 1.0, "UNKNOWN": 0.0}
+    only_alpha = {"cluster": "alpha"}
+    assert last(run_target(live, panel(FLEET, "OFFLINE")["targets"][0], only_alpha)[0]) == 0.0
+    [reasons] = panel(FLEET, "Failure reasons (time range)")["targets"]
+    assert set(by_label(run_target(live, reasons, everyone), "reason")) == {"connect"}
+
+
+def test_fleet_overview_table_has_one_row_per_cluster(live: LiveStack) -> None:
+    t = panel(FLEET, "Clusters")
+    rows: dict[str, dict[str, float]] = {}
+    for target in t["targets"]:
+        for s in run_target(live, target, {"cluster": ".*"}):
+            rows.setdefault(s["metric"]["cluster"], {})[target["refId"]] = last(s)
+    assert sorted(rows) == sorted(CLUSTERS)
+    assert rows[DOWN]["A"] == 2.0 and rows[DOWN]["C"] >= 2
+    assert "B" not in rows[DOWN], "never succeeded: no 'since last success'"
+    assert 0 <= rows["alpha"]["B"] < 10 and rows["alpha"]["C"] == 0
+
+
+def test_cluster_detail_of_the_down_cluster(live: LiveStack) -> None:
+    values = {"cluster": DOWN}
+
+    def one(title: str, ref: int = 0) -> list[Json]:
+        return run_target(live, panel(DETAIL, title)["targets"][ref], values)
+
+    assert last(one("Status")[0]) == 2.0
+    assert last(one("Consecutive failures")[0]) >= 2
+    assert one("Since last successful probe") == [], "never probed successfully"
+    assert set(by_label(one("Probe failures by reason"), "reason")) == {"connect"}
+    assert last(one("Probeable")[0]) == 1.0
+    [endpoint] = one("Endpoint")
+    assert endpoint["metric"]["endpoint"].startswith("https://127.0.0.1:")
+
+
+def test_status_annotations_mark_the_outage(live: LiveStack) -> None:
+    dashboard = FLEET
+    [offline] = [q for q in queries(dashboard) if q.where == "annotation 'Cluster OFFLINE'"]
+    assert {s["metric"]["cluster"] for s in run_query(live, offline, {"cluster": ".*"})} == {DOWN}
+    assert run_query(live, offline, {"cluster": "alpha"}) == []
