@@ -1,0 +1,321 @@
+"""The rules and the Alertmanager example, checked by the real promtool and amtool."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from promtool_cases import SHIPPED_RULE_FILE, render_test_file
+
+from fleetwatch import rules
+from fleetwatch.rules import RulesError, RuleSettings, render_rules
+
+ROOT = Path(__file__).resolve().parents[2]
+ALERTS = ROOT / "alerts"
+SHIPPED_RULES = ALERTS / "fleetwatch.rules.yml"
+SHIPPED_TESTS = ALERTS / "tests" / "fleetwatch.test.yml"
+ALERTMANAGER = ALERTS / "alertmanager.yml"
+FLEETWATCH = [sys.executable, "-m", "fleetwatch.cli"]
+
+
+def _clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CLUSTER_HEALTH_")}
+    return {**env, **extra}
+
+
+def _fleetwatch_rules(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*FLEETWATCH, "rules", *args],
+        capture_output=True,
+        text=True,
+        env=_clean_env(**env),
+        timeout=30,
+        check=False,
+    )
+
+
+def _promtool(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["promtool", *args], capture_output=True, text=True, cwd=cwd, timeout=60, check=False
+    )
+
+
+# --- the shipped files are the renderer's output -------------------------------------------
+
+
+def test_shipped_rules_equal_fleetwatch_rules_defaults() -> None:
+    result = _fleetwatch_rules()
+    assert result.returncode == 0, result.stderr
+    assert SHIPPED_RULES.read_text() == result.stdout, (
+        "alerts/fleetwatch.rules.yml is stale: run "
+        "`.venv/bin/fleetwatch rules > alerts/fleetwatch.rules.yml`"
+    )
+
+
+def test_shipped_unit_tests_equal_generated() -> None:
+    assert SHIPPED_TESTS.read_text() == render_test_file(RuleSettings(), SHIPPED_RULE_FILE), (
+        "alerts/tests/fleetwatch.test.yml is stale: run "
+        "`.venv/bin/python tests/rules/promtool_cases.py > alerts/tests/fleetwatch.test.yml`"
+    )
+
+
+def test_rendered_yaml_is_the_rule_definitions() -> None:
+    """Comments aside, the file is exactly the dicts of fleetwatch.rules (nothing lost in YAML)."""
+    settings = RuleSettings()
+    loaded = yaml.safe_load(render_rules(settings))
+    ours = [{"name": g.name, "rules": [r.body for r in g.rules]} for g in rules.groups(settings)]
+    assert loaded["groups"][: len(ours)] == ours
+
+
+# --- promtool -------------------------------------------------------------------------------
+
+
+def test_promtool_check_rules_is_clean() -> None:
+    result = _promtool("check", "rules", str(SHIPPED_RULES))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout
+    assert "WARNING" not in (result.stdout + result.stderr).upper()
+
+
+def test_promtool_unit_tests_of_shipped_rules_pass() -> None:
+    result = _promtool("test", "rules", str(SHIPPED_TESTS))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout
+
+
+@pytest.mark.parametrize(("threshold", "interval"), [(1, 60.0), (3, 60.0), (5, 30.0), (2, 600.0)])
+def test_promtool_unit_tests_for_other_thresholds(
+    tmp_path: Path, threshold: int, interval: float
+) -> None:
+    """N-1 failures are ONLINE, N are OFFLINE, whatever N is (the same cases, re-rendered)."""
+    settings = RuleSettings(failure_threshold=threshold, probe_interval=interval)
+    (tmp_path / "rules.yml").write_text(render_rules(settings))
+    (tmp_path / "test.yml").write_text(render_test_file(settings, "rules.yml"))
+    check = _promtool("check", "rules", "rules.yml", cwd=tmp_path)
+    assert check.returncode == 0, check.stdout + check.stderr
+    result = _promtool("test", "rules", "test.yml", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_broken_rule_fails_the_unit_tests(tmp_path: Path) -> None:
+    """The unit tests can fail: the threshold moved by one must be caught."""
+    good = render_rules(RuleSettings(failure_threshold=2))
+    broken = good.replace(">= bool 2", ">= bool 3").replace("<  bool 2", "<  bool 3")
+    assert broken != good
+    (tmp_path / "rules.yml").write_text(broken)
+    (tmp_path / "test.yml").write_text(render_test_file(RuleSettings(), "rules.yml"))
+    result = _promtool("test", "rules", "test.yml", cwd=tmp_path)
+    assert result.returncode != 0
+    assert "FAILED" in result.stdout + result.stderr
+
+
+def test_annotations_use_known_templates() -> None:
+    """Only the template actions the unit-test builder knows how to expect."""
+    allowed = {
+        "{{ $labels.cluster }}",
+        "{{ $labels.instance }}",
+        "{{ $value }}",
+        "{{ $value | humanizePercentage }}",
+    }
+    for group in rules.groups(RuleSettings()):
+        for rule in group.rules:
+            for text in rule.body.get("annotations", {}).values():
+                assert set(re.findall(r"\{\{.*?\}\}", text)) <= allowed, text
+
+
+def test_threshold_appears_only_in_the_status_rule() -> None:
+    """N is applied once (the status code); every alert reads that code."""
+    settings = RuleSettings(failure_threshold=7)
+    exprs = {
+        r.body.get("record") or r.body["alert"]: r.body["expr"]
+        for g in rules.groups(settings)
+        for r in g.rules
+    }
+    using = {name for name, expr in exprs.items() if re.search(r"\b7\b", expr)}
+    assert using == {"cluster:fleetwatch_status:code"}
+
+
+def test_status_alerts_have_the_contract_labels() -> None:
+    bodies = {
+        r.body["alert"]: r.body
+        for g in rules.groups(RuleSettings())
+        for r in g.rules
+        if "alert" in r.body
+    }
+    assert bodies["FleetClusterOnline"]["labels"] == {"severity": "none"}
+    assert bodies["FleetClusterOffline"]["labels"] == {"severity": "critical"}
+    assert bodies["FleetClusterProbeFailing"]["labels"] == {"severity": "warning"}
+    assert {"FleetwatchExporterDown", "FleetwatchExporterAbsent", "FleetProbeStorm"} <= set(bodies)
+    # Status signals need a fresh startsAt per episode: never held, never delayed.
+    for name in ("FleetClusterOnline", "FleetClusterOffline"):
+        assert "for" not in bodies[name] and "keep_firing_for" not in bodies[name]
+
+
+# --- the control-plane seam -----------------------------------------------------------------
+
+
+def test_control_plane_groups_are_appended(monkeypatch: pytest.MonkeyPatch) -> None:
+    extra = [{"name": "fleetwatch-etcd", "rules": [{"alert": "X", "expr": "vector(1)\n"}]}]
+    monkeypatch.setattr(rules.rules_controlplane, "rule_groups", lambda: extra)
+    loaded = yaml.safe_load(render_rules(RuleSettings()))
+    assert loaded["groups"][-1] == extra[0]
+    assert [g["name"] for g in loaded["groups"]][:2] == ["fleetwatch-status", "fleetwatch-exporter"]
+
+
+# --- the command line -----------------------------------------------------------------------
+
+
+def test_threshold_comes_from_the_environment() -> None:
+    result = _fleetwatch_rules(CLUSTER_HEALTH_FAILURE_THRESHOLD="4")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == render_rules(RuleSettings(failure_threshold=4))
+
+
+def test_flags_win_over_the_environment() -> None:
+    result = _fleetwatch_rules(
+        "--failure-threshold",
+        "3",
+        "--probe-interval",
+        "30",
+        CLUSTER_HEALTH_FAILURE_THRESHOLD="4",
+        CLUSTER_HEALTH_INTERVAL="60",
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == render_rules(RuleSettings(failure_threshold=3, probe_interval=30))
+    assert "keep_firing_for: 1m\n" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (["--failure-threshold", "0"], {}, "failure threshold must be at least 1, got 0"),
+        (
+            [],
+            {"CLUSTER_HEALTH_FAILURE_THRESHOLD": "two"},
+            "CLUSTER_HEALTH_FAILURE_THRESHOLD='two' is not a valid int",
+        ),
+        (
+            [],
+            {"CLUSTER_HEALTH_INTERVAL": "-5"},
+            "probe interval must be a positive number of seconds, got -5.0",
+        ),
+        (["--storm-fraction", "1.5"], {}, "storm fraction must be in (0, 1], got 1.5"),
+        (["--storm-fraction", "0"], {}, "storm fraction must be in (0, 1], got 0.0"),
+        (["--storm-min-clusters", "1"], {}, "storm minimum fleet size must be at least 2, got 1"),
+        (["--exporter-job", 'a"b'], {}, "exporter job must be a plain job name"),
+    ],
+)
+def test_bad_settings_are_refused_clearly(
+    args: list[str], env: dict[str, str], message: str
+) -> None:
+    result = _fleetwatch_rules(*args, **env)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert message in result.stderr
+
+
+def test_bad_settings_raise_rules_error() -> None:
+    with pytest.raises(RulesError, match="at least 1"):
+        RuleSettings(failure_threshold=-1)
+
+
+def test_durations_are_prometheus_durations() -> None:
+    assert rules.prom_duration(600) == "10m"
+    assert rules.prom_duration(2) == "2s"
+    assert rules.prom_duration(90.5) == "1m30s500ms"
+    assert rules.prom_duration(7200) == "2h"
+
+
+# --- PrometheusRule -------------------------------------------------------------------------
+
+
+def test_prometheusrule_format(tmp_path: Path) -> None:
+    result = _fleetwatch_rules("--format", "prometheusrule", "--failure-threshold", "3")
+    assert result.returncode == 0, result.stderr
+    obj: dict[str, Any] = yaml.safe_load(result.stdout)
+    assert obj["apiVersion"] == "monitoring.coreos.com/v1"
+    assert obj["kind"] == "PrometheusRule"
+    assert obj["metadata"]["name"] == "fleetwatch"
+    plain = yaml.safe_load(render_rules(RuleSettings(failure_threshold=3)))
+    assert obj["spec"] == plain
+    # The spec is a valid rules file for the same Prometheus.
+    (tmp_path / "spec.yml").write_text(yaml.safe_dump(obj["spec"]))
+    check = _promtool("check", "rules", str(tmp_path / "spec.yml"))
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+# --- Alertmanager ---------------------------------------------------------------------------
+
+
+def test_amtool_check_config_passes() -> None:
+    result = subprocess.run(
+        ["amtool", "check-config", str(ALERTMANAGER)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("labels", "receivers"),
+    [
+        (["alertname=FleetClusterOnline", "severity=none", "cluster=a"], "fleetwatch-reactor"),
+        (
+            ["alertname=FleetClusterOffline", "severity=critical", "cluster=a"],
+            "fleetwatch-reactor,oncall-pager",
+        ),
+        (["alertname=FleetProbeStorm", "severity=critical"], "oncall-pager"),
+        (["alertname=FleetwatchExporterDown", "severity=critical"], "oncall-pager"),
+        (["alertname=FleetClusterProbeFailing", "severity=warning", "cluster=a"], "team-chat"),
+    ],
+)
+def test_alertmanager_routes(labels: list[str], receivers: str) -> None:
+    """Online goes to the reactor only; Offline to the reactor and people (amtool decides)."""
+    result = subprocess.run(
+        [
+            "amtool",
+            "config",
+            "routes",
+            "test",
+            f"--config.file={ALERTMANAGER}",
+            f"--verify.receivers={receivers}",
+            *labels,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_alertmanager_reactor_receiver_and_storm_inhibition() -> None:
+    config = yaml.safe_load(ALERTMANAGER.read_text())
+    reactor = next(r for r in config["receivers"] if r["name"] == "fleetwatch-reactor")
+    webhook = reactor["webhook_configs"][0]
+    assert webhook["url"] == "http://127.0.0.1:9714/alerts"
+    assert webhook["send_resolved"] is True
+    assert "credentials_file" in webhook["http_config"]["authorization"]
+    status_routes = [r for r in config["route"]["routes"] if r["receiver"] == "fleetwatch-reactor"]
+    assert len(status_routes) == 2
+    for route in status_routes:
+        assert route["group_by"] == ["alertname", "cluster"]
+        assert route["group_wait"] == "0s"
+    storm = config["inhibit_rules"][0]
+    assert storm["source_matchers"] == ['alertname = "FleetProbeStorm"']
+    assert "FleetClusterOffline" in storm["target_matchers"][0]
+    # The rules file defines every alert name the route and inhibit rules name.
+    names = {
+        r.body["alert"] for g in rules.groups(RuleSettings()) for r in g.rules if "alert" in r.body
+    }
+    mentioned = set(re.findall(r"Fleet\w+", ALERTMANAGER.read_text()))
+    assert mentioned <= names
