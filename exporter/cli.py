@@ -1,12 +1,281 @@
-"""Placeholder: `fleetwatch exporter` and `fleetwatch discover` (issue 2)."""
+"""``fleetwatch exporter`` and ``fleetwatch discover``: flags, environment, logging, start-up."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import json
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
+
+from exporter.checks import ClusterCheck
+from exporter.discovery import Discoverer, probeable
+from exporter.settings import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_LISTEN,
+    Settings,
+    SettingsError,
+    resolve,
+)
+
+log = logging.getLogger("exporter")
+
+ENVIRONMENT = """\
+environment (flags win over it):
+  KUBECONFIG_PATH          main kubeconfig (default: ~/.kube/config)
+  KUBECONFIG_DIR           folder of extra kubeconfigs: *.yaml, *.yml, *.conf, read in name order
+  CLUSTER_HEALTH_INTERVAL  seconds between two probe cycles (default: 300)
+"""
+
+EXPORTER_DESCRIPTION = """\
+Probe the API server of every cluster named in your kubeconfigs (GET /readyz?verbose with
+each context's own credentials) every interval, and publish the results on /metrics for
+Prometheus. Kubeconfigs are re-scanned each cycle: a file dropped into the folder is probed
+on the next cycle, a removed one stops being published. Endpoints: /metrics, /healthz,
+/sd/control-plane (Prometheus HTTP service discovery of control-plane targets)."""
+
+DISCOVER_DESCRIPTION = """\
+List the clusters the exporter would probe (each context of the kubeconfigs once: name,
+API endpoint, kubeconfig file, probeable) and every problem found on the way (a missing
+or invalid file, a context whose cluster or user is missing, a duplicate name). Exits 0
+even when some files are broken; the problems are part of the answer."""
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
 def add_parsers(subparsers: Any) -> None:
-    for name in ("exporter", "discover"):
-        p: argparse.ArgumentParser = subparsers.add_parser(name, help="(not built yet)")
-        p.set_defaults(func=lambda args: 2)
+    fmt = argparse.RawDescriptionHelpFormatter
+    exp: argparse.ArgumentParser = subparsers.add_parser(
+        "exporter",
+        help="probe every cluster's API server and serve the results on /metrics",
+        description=EXPORTER_DESCRIPTION,
+        epilog=ENVIRONMENT,
+        formatter_class=fmt,
+    )
+    exp.add_argument(
+        "--web.listen-address",
+        dest="listen_address",
+        metavar="HOST:PORT",
+        default=None,
+        help=f"address of /metrics (default: {DEFAULT_LISTEN})",
+    )
+    exp.add_argument(
+        "--probe.interval",
+        dest="interval",
+        metavar="SECONDS",
+        default=None,
+        help="seconds between two probe cycles (default: $CLUSTER_HEALTH_INTERVAL or 300)",
+    )
+    exp.add_argument(
+        "--probe.timeout",
+        dest="timeout",
+        metavar="SECONDS",
+        default=None,
+        help="seconds one cluster may take, credentials included; at most the interval "
+        "(default: 10, or the interval if shorter)",
+    )
+    exp.add_argument(
+        "--probe.concurrency",
+        dest="concurrency",
+        metavar="N",
+        type=int,
+        default=None,
+        help=f"clusters probed at the same time (default: {DEFAULT_CONCURRENCY})",
+    )
+    _add_discovery_flags(exp)
+    exp.add_argument(
+        "--config.file",
+        dest="config_file",
+        metavar="FILE",
+        default=None,
+        help="optional YAML for the etcd and control-plane checks (e.g. direct etcd endpoints)",
+    )
+    exp.add_argument(
+        "--config.check",
+        dest="config_check",
+        action="store_true",
+        help="check --config.file and the other settings, print the result and exit (0: valid)",
+    )
+    exp.add_argument(
+        "--log.level",
+        dest="log_level",
+        choices=LOG_LEVELS,
+        default="info",
+        help="least severe log level written to stderr (default: info)",
+    )
+    exp.set_defaults(func=run_exporter)
+
+    disc: argparse.ArgumentParser = subparsers.add_parser(
+        "discover",
+        help="list the clusters found in the kubeconfigs, and the problems",
+        description=DISCOVER_DESCRIPTION,
+        epilog=ENVIRONMENT.replace(
+            "  CLUSTER_HEALTH_INTERVAL  seconds between two probe cycles (default: 300)\n", ""
+        ),
+        formatter_class=fmt,
+    )
+    _add_discovery_flags(disc)
+    disc.add_argument(
+        "--output",
+        choices=("table", "json"),
+        default="table",
+        help="table for people, json for scripts (default: table)",
+    )
+    disc.set_defaults(func=run_discover)
+
+
+def _add_discovery_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        default=None,
+        help="main kubeconfig (default: $KUBECONFIG_PATH or ~/.kube/config)",
+    )
+    parser.add_argument(
+        "--kubeconfig-dir",
+        dest="kubeconfig_dir",
+        metavar="DIR",
+        default=None,
+        help="folder of extra kubeconfigs, *.yaml, *.yml and *.conf (default: $KUBECONFIG_DIR)",
+    )
+
+
+class _NoKubeClientLogs(logging.Filter):
+    """Drop the kubernetes client's own log lines: they may quote an exec plugin's stderr.
+
+    Its failures reach us as exceptions anyway, which credentials.py reports safely.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return f"{os.sep}kubernetes{os.sep}" not in record.pathname
+
+
+def setup_logging(level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%Y-%m-%dT%H:%M:%S")
+    )
+    handler.addFilter(_NoKubeClientLogs())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+
+
+def load_checks(config_file: Path | None) -> Sequence[ClusterCheck]:
+    """The per-cluster checks of the etcd/control-plane part, built from ``--config.file``.
+
+    Raises whatever ``exporter.config.load_config`` raises for a bad file.
+    """
+    try:
+        config_mod = importlib.import_module("exporter.config")
+    except ImportError:
+        config_mod = None
+    config: Any = None
+    if config_file is not None:
+        if config_mod is None or not hasattr(config_mod, "load_config"):
+            log.warning("this build has no config schema; %s is accepted unread", config_file)
+            return ()
+        config = config_mod.load_config(config_file)
+    build = getattr(config_mod, "build_checks", None)
+    if build is None:
+        return ()
+    checks: Sequence[ClusterCheck] = build(config)
+    return checks
+
+
+def run_exporter(args: argparse.Namespace) -> int:
+    setup_logging(args.log_level)
+    try:
+        settings = resolve(
+            listen_address=args.listen_address,
+            kubeconfig=args.kubeconfig,
+            kubeconfig_dir=args.kubeconfig_dir,
+            interval=args.interval,
+            timeout=args.timeout,
+            concurrency=args.concurrency,
+            config_file=args.config_file,
+            log_level=args.log_level,
+        )
+    except SettingsError as exc:
+        print(f"fleetwatch exporter: {exc}", file=sys.stderr)
+        return 2
+    try:
+        checks = load_checks(settings.config_file)
+    except Exception as exc:  # the config module's own errors carry the precise message
+        print(f"fleetwatch exporter: --config.file: {exc}", file=sys.stderr)
+        return 1
+    if args.config_check:
+        what = f"{settings.config_file}" if settings.config_file else "settings (no --config.file)"
+        print(f"{what}: OK")
+        return 0
+    return serve(settings, checks)
+
+
+def serve(settings: Settings, checks: Sequence[ClusterCheck]) -> int:
+    from aiohttp import web
+
+    from exporter.server import create_app
+
+    host, port = settings.host_port
+    log.info(
+        "fleetwatch exporter on http://%s:%d/metrics: kubeconfig %s, folder %s, "
+        "interval %gs, timeout %gs, concurrency %d",
+        host,
+        port,
+        settings.kubeconfig_path,
+        settings.kubeconfig_dir or "(none)",
+        settings.interval,
+        settings.timeout,
+        settings.concurrency,
+    )
+    try:
+        web.run_app(
+            create_app(settings, checks=checks),
+            host=host,
+            port=port,
+            print=None,
+            access_log=None,
+            shutdown_timeout=5.0,
+        )
+    except OSError as exc:
+        log.error("cannot listen on %s: %s", settings.listen_address, exc.strerror or exc)
+        return 1
+    log.info("stopped")
+    return 0
+
+
+def run_discover(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.ERROR)  # problems are in the output, not the log
+    settings = resolve(kubeconfig=args.kubeconfig, kubeconfig_dir=args.kubeconfig_dir)
+    found = Discoverer(settings.kubeconfig_path, settings.kubeconfig_dir).scan()
+    clusters = [
+        {
+            "name": c.name,
+            "endpoint": c.endpoint,
+            "source": c.kubeconfig_secret_ref,
+            "probeable": probeable(c.kubeconfig_secret_ref),
+        }
+        for c in found.clusters
+    ]
+    problems = [
+        {"source": p.source, "context": p.context, "reason": p.reason} for p in found.problems
+    ]
+    if args.output == "json":
+        json.dump({"clusters": clusters, "problems": problems}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    rows = [("NAME", "ENDPOINT", "PROBEABLE", "SOURCE")] + [
+        (c["name"], c["endpoint"], "yes" if c["probeable"] else "no", c["source"]) for c in clusters
+    ]
+    widths = [max(len(str(r[i])) for r in rows) for i in range(3)]
+    for row in rows:
+        print("  ".join(str(v).ljust(w) for v, w in zip(row[:3], widths, strict=True)), row[3])
+    print(f"\n{len(clusters)} cluster(s), {len(problems)} problem(s)")
+    for p in found.problems:
+        print(f"  problem: {p}")
+    return 0

@@ -1,0 +1,51 @@
+"""Fixtures of the exporter tests: a stand-in fleet, a Monitor that records what it publishes."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+from exporter_testlib import MonitorFactory, Recorder
+
+from exporter.checks import ClusterCheck
+from exporter.cycle import CycleSettings, DiscoverySource, Monitor
+from exporter.discovery import Discoverer
+from fleetwatch.standin import StandinFleet
+
+
+@pytest.fixture
+async def fleet(tmp_path: Path) -> AsyncIterator[StandinFleet]:
+    async with StandinFleet(tmp_path / "fleet") as started:
+        yield started
+
+
+@pytest.fixture
+def kubeconfig_dir(tmp_path: Path) -> Path:
+    folder = tmp_path / "kubeconfigs"
+    folder.mkdir()
+    return folder
+
+
+@pytest.fixture
+def make_monitor(kubeconfig_dir: Path) -> MonitorFactory:
+    @asynccontextmanager
+    async def factory(
+        *,
+        probe_timeout: float = 2.0,
+        interval: float = 60.0,
+        concurrency: int = 16,
+        discovery: DiscoverySource | None = None,
+        checks: Sequence[ClusterCheck] = (),
+        kubeconfig: Path | None = None,
+    ) -> AsyncIterator[tuple[Monitor, Recorder]]:
+        recorder = Recorder()
+        source = discovery or Discoverer(kubeconfig, kubeconfig_dir)
+        monitor = Monitor(
+            CycleSettings(interval, probe_timeout, concurrency), source, recorder, checks
+        )
+        async with monitor:
+            yield monitor, recorder
+
+    return factory

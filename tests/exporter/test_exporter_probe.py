@@ -1,0 +1,231 @@
+"""Probes against the stand-in API server: every credential kind, every failure mode."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from exporter_testlib import MonitorFactory
+
+from exporter.discovery import Cluster, ContextConfig, Discovery
+from exporter.probe import Reason
+from fleetwatch.standin import StandinFleet
+
+CREDENTIAL_KINDS = [
+    ("client_cert_data", "data"),
+    ("client_cert_files", "file"),
+    ("token", "data"),
+    ("token_file", "file"),
+    ("exec_token", "data"),
+    ("exec_cert", "file"),
+    ("insecure", "data"),
+]
+
+
+@pytest.mark.parametrize(("credential", "ca"), CREDENTIAL_KINDS)
+async def test_each_credential_kind_probes_successfully(
+    fleet: StandinFleet,
+    kubeconfig_dir: Path,
+    make_monitor: MonitorFactory,
+    credential: str,
+    ca: str,
+) -> None:
+    await fleet.add_cluster("c1")
+    fleet.write_kubeconfig(kubeconfig_dir / "k.yaml", ["c1"], credential=credential, ca=ca)  # type: ignore[arg-type]
+    async with make_monitor(probe_timeout=5.0) as (monitor, rec):
+        await monitor.run_cycle()
+    view = rec.view("c1")
+    assert view.success is True, monitor.states["c1"].last
+    assert view.consecutive_failures == 0
+    assert view.last_success > time.time() - 60
+    assert fleet.requests("c1") == 1
+
+
+async def test_token_file_with_trailing_newline(
+    fleet: StandinFleet, kubeconfig_dir: Path, make_monitor: MonitorFactory
+) -> None:
+    await fleet.add_cluster("c1")
+    fleet.write_kubeconfig(kubeconfig_dir / "k.yaml", ["c1"], credential="token_file")
+    token_file = fleet.directory / "tokens" / "c1.token"
+    assert token_file.read_text().endswith("\n")
+    async with make_monitor() as (monitor, rec):
+        await monitor.run_cycle()
+    assert rec.view("c1").success is True
+
+
+MODES = [
+    ("down", Reason.CONNECT),
+    ("hang", Reason.TIMEOUT),
+    ("error", Reason.HTTP_ERROR),
+    ("not_ready", Reason.NOT_READY),
+    ("unauthorized", Reason.UNAUTHORIZED),
+    ("wrong_ca", Reason.TLS),
+]
+
+
+async def test_each_failure_mode_is_success_0_with_its_reason(
+    fleet: StandinFleet,
+    kubeconfig_dir: Path,
+    make_monitor: MonitorFactory,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    for mode, _ in MODES:
+        await fleet.add_cluster(f"m-{mode}", mode)
+    fleet.write_kubeconfig(kubeconfig_dir / "k.yaml")
+    async with make_monitor(probe_timeout=1.0) as (monitor, rec):
+        await monitor.run_cycle()
+    for mode, reason in MODES:
+        view = rec.view(f"m-{mode}")
+        assert view.success is False, mode
+        assert dict(view.failures) == {reason: 1}, mode
+        assert view.consecutive_failures == 1
+        assert view.last_success == 0
+    assert monitor.states["m-not_ready"].last.failed_checks == ("etcd", "etcd-readiness")  # type: ignore[union-attr]
+    assert "failed checks: etcd, etcd-readiness" in caplog.text
+
+
+async def test_unresolvable_credentials_are_reason_credentials(
+    fleet: StandinFleet, kubeconfig_dir: Path, make_monitor: MonitorFactory
+) -> None:
+    await fleet.add_cluster("c1")
+    path = fleet.write_kubeconfig(kubeconfig_dir / "k.yaml", ["c1"], credential="client_cert_files")
+    path.write_text(path.read_text().replace(str(fleet.certs.files.client_key), "/nonexistent.key"))
+    async with make_monitor() as (monitor, rec):
+        await monitor.run_cycle()
+    view = rec.view("c1")
+    assert (view.success, dict(view.failures)) == (False, {Reason.CREDENTIALS: 1})
+    assert fleet.requests("c1") == 0
+
+
+async def test_consecutive_failures_count_up_and_reset(
+    fleet: StandinFleet, kubeconfig_dir: Path, make_monitor: MonitorFactory
+) -> None:
+    await fleet.add_cluster("c1", "error")
+    fleet.write_kubeconfig(kubeconfig_dir / "k.yaml")
+    async with make_monitor() as (monitor, rec):
+        for expected in (1, 2, 3):
+            await monitor.run_cycle()
+            assert rec.view("c1").consecutive_failures == expected
+        await fleet.set_mode("c1", "ok")
+        await monitor.run_cycle()
+        view = rec.view("c1")
+        assert (view.success, view.consecutive_failures) == (True, 0)
+        assert dict(view.failures) == {Reason.HTTP_ERROR: 3}
+        await fleet.set_mode("c1", "down")
+        await monitor.run_cycle()
+        assert rec.view("c1").consecutive_failures == 1
+        assert rec.view("c1").last_success > 0
+
+
+async def test_one_hung_cluster_does_not_delay_the_others(
+    fleet: StandinFleet, kubeconfig_dir: Path, make_monitor: MonitorFactory
+) -> None:
+    await fleet.add_cluster("hung", "hang")
+    await fleet.add_clusters(4, prefix="ok")
+    fleet.write_kubeconfig(kubeconfig_dir / "k.yaml", credential="token")
+    timeout = 1.0
+    async with make_monitor(probe_timeout=timeout, concurrency=8) as (monitor, rec):
+        await monitor.run_cycle()  # warm: credentials resolved, connections open
+        started = time.monotonic()
+        await monitor.run_cycle()
+        elapsed = time.monotonic() - started
+    assert elapsed < timeout + 1.0
+    assert dict(rec.view("hung").failures) == {Reason.TIMEOUT: 2}
+    for i in range(1, 5):
+        view = rec.view(f"ok-00{i}")
+        assert view.success is True
+        assert view.duration < timeout / 2  # answered while the hung one was still waiting
+
+
+class _StaticDiscovery:
+    """A discovery source returning fixed clusters: the reactor's Secret-name case."""
+
+    def __init__(self, clusters: tuple[Cluster, ...]) -> None:
+        self.clusters = clusters
+
+    def scan(self) -> Discovery:
+        return Discovery(self.clusters, ())
+
+    def context_config(self, cluster: Cluster) -> ContextConfig | None:
+        return None
+
+
+async def test_unprobeable_cluster_is_never_probed_nor_failing(
+    make_monitor: MonitorFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    secret = Cluster("prod", "https://127.0.0.1:1", "kube-system/prod-kubeconfig", "prod")
+    async with make_monitor(discovery=_StaticDiscovery((secret,))) as (monitor, rec):
+        for _ in range(3):
+            await monitor.run_cycle()
+    view = rec.view("prod")
+    assert (view.probeable, view.success, view.consecutive_failures) == (False, None, 0)
+    assert view.failures == ()
+    assert monitor.probes_started == 0
+    warnings = [r for r in caplog.records if "is not a readable file" in r.getMessage()]
+    assert len(warnings) == 1
+
+
+async def test_vanished_cluster_state_is_dropped_and_new_file_probed(
+    fleet: StandinFleet, kubeconfig_dir: Path, make_monitor: MonitorFactory
+) -> None:
+    await fleet.add_cluster("a", "error")
+    await fleet.add_cluster("b")
+    fleet.write_kubeconfig(kubeconfig_dir / "a.yaml", ["a"])
+    async with make_monitor() as (monitor, rec):
+        await monitor.run_cycle()
+        assert [v.cluster.name for v in rec.last.clusters] == ["a"]
+        (kubeconfig_dir / "a.yaml").unlink()
+        fleet.write_kubeconfig(kubeconfig_dir / "b.yaml", ["b"])
+        await monitor.run_cycle()
+    assert [v.cluster.name for v in rec.last.clusters] == ["b"]
+    assert rec.view("b").success is True
+    assert set(monitor.states) == {"b"}
+
+
+async def test_connections_are_kept_alive_between_cycles(
+    fleet: StandinFleet, kubeconfig_dir: Path, make_monitor: MonitorFactory
+) -> None:
+    await fleet.add_cluster("c1")
+    fleet.write_kubeconfig(kubeconfig_dir / "k.yaml", credential="token")
+    async with make_monitor() as (monitor, rec):
+        await monitor.run_cycle()
+        connector = monitor.session.connector
+        assert connector is not None
+        await monitor.run_cycle()
+        await monitor.run_cycle()
+        assert monitor.credentials.builds == 1
+        # one pooled connection serves all three probes
+        assert sum(len(v) for v in connector._conns.values()) == 1  # type: ignore[attr-defined]
+    assert rec.view("c1").success is True
+
+
+async def test_dead_keepalive_connection_is_retried_once(
+    kubeconfig_dir: Path, make_monitor: MonitorFactory
+) -> None:
+    """A server that closes each kept-alive connection without answering its 2nd request."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        body = b"[+]ping ok\nreadyz check passed\n"
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        await writer.drain()
+        with contextlib.suppress(asyncio.IncompleteReadError):
+            await reader.readuntil(b"\r\n\r\n")  # the next request on this connection: drop it
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    doc = {
+        "clusters": [{"name": "p", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+        "contexts": [{"name": "plain", "context": {"cluster": "p"}}],
+    }
+    (kubeconfig_dir / "plain.yaml").write_text(yaml.safe_dump(doc))
+    async with server, make_monitor() as (monitor, rec):
+        for _ in range(3):
+            await monitor.run_cycle()
+            assert rec.view("plain").success is True, monitor.states["plain"].last
+        server.close()
