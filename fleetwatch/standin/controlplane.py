@@ -137,7 +137,7 @@ def node_list(plane: ControlPlane, cluster_index: int) -> dict[str, Any]:
     """``GET /api/v1/nodes``."""
     items = []
     control = set(plane.control_plane_nodes)
-    for name, ip in _node_ips(plane, cluster_index).items():
+    for number, (name, ip) in enumerate(_node_ips(plane, cluster_index).items(), start=1):
         labels = {
             "kubernetes.io/arch": "amd64",
             "kubernetes.io/hostname": name,
@@ -162,10 +162,16 @@ def node_list(plane: ControlPlane, cluster_index: int) -> dict[str, Any]:
                     ],
                     "conditions": [_condition("Ready", ready)],
                     "nodeInfo": {
-                        "kubeletVersion": KUBELET_VERSION,
-                        "containerRuntimeVersion": "containerd://1.7.18",
-                        "operatingSystem": "linux",
                         "architecture": "amd64",
+                        "bootID": f"{cluster_index:08x}-0000-4000-8000-{number:012x}",
+                        "containerRuntimeVersion": "containerd://1.7.18",
+                        "kernelVersion": "6.1.0-21-amd64",
+                        "kubeProxyVersion": KUBELET_VERSION,
+                        "kubeletVersion": KUBELET_VERSION,
+                        "machineID": f"{cluster_index:016x}{number:016x}",
+                        "operatingSystem": "linux",
+                        "osImage": "Debian GNU/Linux 12 (bookworm)",
+                        "systemUUID": f"{cluster_index:08x}-0000-4000-8000-{number:012x}",
                     },
                 },
             }
