@@ -2,9 +2,10 @@
 
 Each cluster is a listening socket on 127.0.0.1 (its own port, kept across restarts)
 served by one shared aiohttp low-level server; a request finds its cluster from the
-local port of its connection. One TLS context serves every healthy cluster (kube-apiserver's serving certificate, signed by the
-fleet CA) and one more serves the ``wrong_ca`` clusters, so ten thousand clusters cost
-ten thousand sockets and small objects, not ten thousand contexts.
+local port of its connection. One TLS context serves every healthy cluster
+(kube-apiserver's serving certificate, signed by the fleet CA) and one more serves the
+``wrong_ca`` clusters, so ten thousand clusters cost ten thousand sockets and small
+objects, not ten thousand contexts.
 
 Modes imitate what a probe meets in the field:
 
