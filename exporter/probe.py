@@ -6,10 +6,10 @@ server reports as failed (``[-]etcd failed: reason withheld``).
 
 Requests share the exporter's one ``aiohttp.ClientSession`` so connections stay alive
 between cycles (aiohttp pools them per host and SSL context). A kept-alive connection that
-the server closed meanwhile is retried once on a fresh connection: aiohttp (>= 3.10) does
-exactly that for idempotent requests on ``ServerDisconnectedError``/``ClientOSError``
-before any response, and never on a timeout or a refused connection
-(``tests/exporter/test_probe.py::test_dead_keepalive_connection_is_retried`` holds it to it).
+the server closed meanwhile is retried once on a fresh connection: aiohttp does exactly
+that (since 3.9, aio-libs/aiohttp#7363) for idempotent requests on
+``ServerDisconnectedError``/``ClientOSError``, and never on a timeout or a refused
+connection; ``test_dead_keepalive_connection_is_retried_once`` holds it to it.
 """
 
 from __future__ import annotations

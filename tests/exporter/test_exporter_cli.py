@@ -1,0 +1,160 @@
+"""The command line through a real subprocess: `fleetwatch exporter` and `fleetwatch discover`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from exporter.settings import SettingsError, resolve
+from fleetwatch.procs import ManagedProcess, free_port, wait_until
+from fleetwatch.standin import ThreadedFleet
+
+#: the installed console script, next to the interpreter running the tests
+_SCRIPT = Path(sys.executable).parent / "fleetwatch"
+FLEETWATCH = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "fleetwatch.cli"]
+
+
+@pytest.fixture
+def threaded_fleet(tmp_path: Path) -> Iterator[ThreadedFleet]:
+    with ThreadedFleet(tmp_path / "fleet") as fleet:
+        yield fleet
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*FLEETWATCH, *args], capture_output=True, text=True, timeout=60, env=env)
+
+
+def test_exporter_serves_metrics_and_stops_on_sigterm(
+    threaded_fleet: ThreadedFleet, tmp_path: Path
+) -> None:
+    threaded_fleet.add_cluster("good")
+    threaded_fleet.add_cluster("down", "down")
+    folder = tmp_path / "kube"
+    threaded_fleet.write_kubeconfig_dir(folder, credential="token_file")
+    port = free_port()
+    log = tmp_path / "exporter.log"
+    proc = ManagedProcess(
+        [
+            *FLEETWATCH,
+            "exporter",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--kubeconfig",
+            str(tmp_path / "no-main-config"),
+            "--kubeconfig-dir",
+            str(folder),
+            "--probe.interval=1",
+            "--probe.timeout=0.5",
+        ],
+        log,
+        ready_url=f"http://127.0.0.1:{port}/healthz",
+    )
+    with proc:
+
+        def scraped() -> str | None:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as resp:
+                text: str = resp.read().decode()
+            done = 'fleetwatch_cluster_probe_consecutive_failures{cluster="down"} 2' in text
+            return text if done else None
+
+        text = wait_until(scraped, 20, what="two cycles scraped")
+        assert 'fleetwatch_cluster_probe_success{cluster="good"} 1' in text
+        assert 'fleetwatch_cluster_probe_success{cluster="down"} 0' in text
+        assert 'reason="connect"' in text
+        code = proc.stop()
+    assert code == 0, proc.log_tail()
+    logs = log.read_text()
+    assert "file not found" in logs  # the missing main kubeconfig, reported once
+    assert logs.count("file not found") == 1
+    for cluster in threaded_fleet.clusters.values():
+        assert cluster.token not in logs
+
+
+def test_discover_json_lists_clusters_and_problems(
+    threaded_fleet: ThreadedFleet, tmp_path: Path
+) -> None:
+    threaded_fleet.add_cluster("a")
+    folder = tmp_path / "kube"
+    threaded_fleet.write_kubeconfig_dir(folder)
+    (folder / "broken.yaml").write_text(": : :")
+    env = {"KUBECONFIG_PATH": str(tmp_path / "missing"), "PATH": "/usr/bin:/bin"}
+    result = run("discover", "--output", "json", "--kubeconfig-dir", str(folder), env=env)
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["clusters"] == [
+        {
+            "name": "a",
+            "endpoint": threaded_fleet.cluster("a").url,
+            "source": str(folder / "a.yaml"),
+            "probeable": True,
+        }
+    ]
+    assert [(Path(p["source"]).name, p["context"]) for p in doc["problems"]] == [
+        ("missing", None),
+        ("broken.yaml", None),
+    ]
+    table = run("discover", "--kubeconfig-dir", str(folder), env=env)
+    assert table.returncode == 0
+    assert table.stdout.splitlines()[0].split() == ["NAME", "ENDPOINT", "PROBEABLE", "SOURCE"]
+    assert "1 cluster(s), 2 problem(s)" in table.stdout
+
+
+def test_timeout_longer_than_interval_is_refused() -> None:
+    result = run("exporter", "--probe.interval=5", "--probe.timeout=6", "--config.check")
+    assert result.returncode == 2
+    assert "--probe.timeout 6s is longer than the probe interval 5s" in result.stderr
+
+
+def test_settings_from_env_and_flags() -> None:
+    env = {"KUBECONFIG_PATH": "/k/config", "KUBECONFIG_DIR": "/k/d", "CLUSTER_HEALTH_INTERVAL": "7"}
+    s = resolve(env=env)
+    assert (str(s.kubeconfig_path), str(s.kubeconfig_dir), s.interval, s.timeout) == (
+        "/k/config",
+        "/k/d",
+        7.0,
+        7.0,  # the default 10 s is clamped to the interval
+    )
+    s = resolve(env=env, kubeconfig="/flag", interval="60", timeout="3")
+    assert (str(s.kubeconfig_path), s.interval, s.timeout) == ("/flag", 60.0, 3.0)
+    for bad in (
+        {"interval": "0"},
+        {"interval": "soon"},
+        {"concurrency": 0},
+        {"listen_address": "9713"},
+    ):
+        with pytest.raises(SettingsError):
+            resolve(env={}, **bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("command", ["exporter", "discover"])
+def test_help_names_every_flag_and_variable(command: str) -> None:
+    result = run(command, "--help")
+    assert result.returncode == 0
+    for word in ("--kubeconfig", "--kubeconfig-dir", "KUBECONFIG_PATH", "KUBECONFIG_DIR"):
+        assert word in result.stdout
+    if command == "exporter":
+        for flag in (
+            "--web.listen-address",
+            "--probe.interval",
+            "--probe.timeout",
+            "--probe.concurrency",
+            "--config.file",
+            "--config.check",
+            "--log.level",
+            "CLUSTER_HEALTH_INTERVAL",
+            "127.0.0.1:9713",
+        ):
+            assert flag in result.stdout
+    else:
+        assert "--output {table,json}" in result.stdout
+
+
+def test_config_check_accepts_no_file() -> None:
+    result = run("exporter", "--config.check")
+    assert result.returncode == 0
+    assert "OK" in result.stdout
