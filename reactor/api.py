@@ -48,8 +48,8 @@ class BadRequest(ValueError):
     """Input the API cannot use; the message goes back with the 400."""
 
 
-def error(status: int, message: str, **extra: Any) -> web.Response:
-    return web.json_response({"error": message, **extra}, status=status)
+def error(code: int, message: str, **extra: Any) -> web.Response:
+    return web.json_response({"error": message, **extra}, status=code)
 
 
 # -- middlewares ----------------------------------------------------------------------
@@ -84,6 +84,10 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
             headers = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
             return web.json_response({"error": exc.reason}, status=exc.status, headers=headers)
         raise
+    except Exception:
+        # A bug, not bad input: say so, keep the traceback in the log, not in the answer.
+        log.exception("internal error on %s %s", request.method, request.path)
+        return error(500, "internal error (see the reactor's log)")
 
 
 @web.middleware
@@ -114,7 +118,7 @@ async def read_object(request: web.Request, allowed: frozenset[str]) -> dict[str
     """The body as a JSON object whose keys are all in ``allowed``."""
     body = await request.read()
     try:
-        doc = json.loads(body)
+        doc = json.loads(body.decode("utf-8"))
     except UnicodeDecodeError:
         raise BadRequest("body is not UTF-8 text") from None
     except json.JSONDecodeError as exc:

@@ -113,7 +113,7 @@ def format_time(us: int | None) -> str | None:
 def parse_webhook(body: bytes) -> Webhook:
     """Bytes of a POST /alerts -> :class:`Webhook`, or :class:`PayloadError` saying why not."""
     try:
-        doc = json.loads(body)
+        doc = json.loads(body.decode("utf-8"))
     except UnicodeDecodeError:
         raise PayloadError("body is not UTF-8 text") from None
     except json.JSONDecodeError as exc:
