@@ -6,7 +6,6 @@ import argparse
 import importlib
 import json
 import logging
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -144,22 +143,11 @@ def _add_discovery_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
-class _NoKubeClientLogs(logging.Filter):
-    """Drop the kubernetes client's own log lines: they may quote an exec plugin's stderr.
-
-    Its failures reach us as exceptions anyway, which credentials.py reports safely.
-    """
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return f"{os.sep}kubernetes{os.sep}" not in record.pathname
-
-
 def setup_logging(level: str) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(
         logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%Y-%m-%dT%H:%M:%S")
     )
-    handler.addFilter(_NoKubeClientLogs())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

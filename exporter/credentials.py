@@ -184,6 +184,24 @@ def _safe_reason(exc: BaseException) -> str:
 _Key = tuple[str, str, FileVersion]
 
 
+class _NoKubeClientRecords(logging.Filter):
+    """Drops what the kubernetes client logs on the root logger (``logging.error(str(e))``).
+
+    Those lines quote an exec plugin's stderr, which may hold a token; the failure reaches
+    us anyway as missing credentials and is reported by :func:`build_credentials`.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return f"{os.sep}kubernetes{os.sep}" not in record.pathname
+
+
+def silence_kube_client_root_logs() -> None:
+    """Install the filter on the root logger, once (idempotent)."""
+    root = logging.getLogger()
+    if not any(isinstance(f, _NoKubeClientRecords) for f in root.filters):
+        root.addFilter(_NoKubeClientRecords())
+
+
 class CredentialCache:
     """Credentials per (file, context, file version), built off the event loop.
 
@@ -193,6 +211,7 @@ class CredentialCache:
     """
 
     def __init__(self) -> None:
+        silence_kube_client_root_logs()
         self._entries: dict[_Key, Credentials] = {}
         self._ssl = _SslContexts()
         self.builds = 0  #: how many times a context was resolved (tests check caching)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 import time
 from pathlib import Path
 
@@ -229,3 +230,71 @@ async def test_dead_keepalive_connection_is_retried_once(
             await monitor.run_cycle()
             assert rec.view("plain").success is True, monitor.states["plain"].last
         server.close()
+
+
+async def test_exec_token_is_fetched_again_after_a_401(
+    fleet: StandinFleet, kubeconfig_dir: Path, make_monitor: MonitorFactory
+) -> None:
+    cluster = await fleet.add_cluster("c1")
+    fleet.write_kubeconfig(kubeconfig_dir / "k.yaml", credential="exec_token")
+    async with make_monitor() as (monitor, rec):
+        await monitor.run_cycle()
+        assert rec.view("c1").success is True
+        # the token is rotated: the cached one is now refused, the plugin gives the new one
+        cluster.token = "rotated-token-0123456789"
+        (fleet.directory / "tokens" / "c1.token").write_text(cluster.token + "\n")
+        await monitor.run_cycle()
+    view = rec.view("c1")
+    assert (view.success, view.consecutive_failures, view.failures) == (True, 0, ())
+    assert monitor.credentials.builds == 2
+
+
+async def test_expired_exec_credential_is_fetched_again(
+    fleet: StandinFleet, kubeconfig_dir: Path, tmp_path: Path, make_monitor: MonitorFactory
+) -> None:
+    cluster = await fleet.add_cluster("c1")
+    plugin = tmp_path / "plugin.py"
+    status = {"token": cluster.token, "expirationTimestamp": "2020-01-01T00:00:00Z"}
+    plugin.write_text(
+        "import json\n"
+        "print(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1beta1',\n"
+        f"  'kind': 'ExecCredential', 'status': {status!r}}}))\n"
+    )
+    doc = yaml.safe_load(fleet.write_kubeconfig(kubeconfig_dir / "k.yaml").read_text())
+    doc["users"][0]["user"] = {
+        "exec": {
+            "apiVersion": "client.authentication.k8s.io/v1beta1",
+            "command": sys.executable,
+            "args": [str(plugin)],
+        }
+    }
+    (kubeconfig_dir / "k.yaml").write_text(yaml.safe_dump(doc))
+    async with make_monitor() as (monitor, rec):
+        for _ in range(2):
+            await monitor.run_cycle()
+            assert rec.view("c1").success is True
+    assert monitor.credentials.builds == 2  # expired at once: fetched every cycle
+
+
+async def test_failing_exec_plugin_is_reason_credentials(
+    fleet: StandinFleet,
+    kubeconfig_dir: Path,
+    make_monitor: MonitorFactory,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    await fleet.add_cluster("c1")
+    doc = yaml.safe_load(fleet.write_kubeconfig(kubeconfig_dir / "k.yaml").read_text())
+    doc["users"][0]["user"] = {
+        "exec": {
+            "apiVersion": "client.authentication.k8s.io/v1beta1",
+            "command": sys.executable,
+            "args": ["-c", "import sys; sys.exit('leaked-secret-on-stderr')"],
+        }
+    }
+    (kubeconfig_dir / "k.yaml").write_text(yaml.safe_dump(doc))
+    async with make_monitor() as (monitor, rec):
+        await monitor.run_cycle()
+    assert dict(rec.view("c1").failures) == {Reason.CREDENTIALS: 1}
+    assert fleet.requests("c1") == 0
+    assert "exec plugin gave no token" in caplog.text
+    assert "leaked-secret" not in caplog.text  # the client's own log line quotes stderr
