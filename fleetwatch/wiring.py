@@ -1,0 +1,297 @@
+"""fleetwatch wired into a real Prometheus and Alertmanager, on this machine.
+
+The whole loop (exporter -> Prometheus rules -> Alertmanager route -> reactor) as local
+processes: used by ``fleetwatch demo`` and the end-to-end tests, so both run exactly the
+rules ``fleetwatch rules`` renders and the route of ``alerts/alertmanager.yml``. Every
+process listens on 127.0.0.1, keeps its files in the folder it is given, and is stopped
+by its own pid (``fleetwatch.procs``).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fleetwatch.procs import ManagedProcess, free_port
+from fleetwatch.rules import RuleSettings, render_rules
+
+REPO = Path(__file__).resolve().parents[1]
+SHIPPED_ALERTMANAGER = REPO / "alerts" / "alertmanager.yml"
+STATUS_ALERTS = frozenset({"FleetClusterOnline", "FleetClusterOffline"})
+PROMETHEUS_BIN = "prometheus"
+ALERTMANAGER_BIN = "prometheus-alertmanager"
+#: Variables a child must not inherit from the caller's shell: the loop sets its own.
+_RESET_ENV = {
+    "KUBECONFIG_PATH": "",
+    "KUBECONFIG_DIR": "",
+    "CLUSTER_HEALTH_INTERVAL": "",
+    "CLUSTER_HEALTH_FAILURE_THRESHOLD": "",
+    "FLEETWATCH_TOKEN": "",
+}
+
+
+def fleetwatch_argv(*args: str) -> list[str]:
+    """The ``fleetwatch`` command of this interpreter (works from a checkout or a venv)."""
+    return [sys.executable, "-m", "fleetwatch.cli", *args]
+
+
+def have_prometheus() -> bool:
+    return shutil.which(PROMETHEUS_BIN) is not None and shutil.which(ALERTMANAGER_BIN) is not None
+
+
+def prom_seconds(seconds: float) -> str:
+    """A Prometheus/Alertmanager duration for a number of seconds (``1.5`` -> ``1500ms``)."""
+    millis = max(1, round(seconds * 1000))
+    return f"{millis // 1000}s" if millis % 1000 == 0 else f"{millis}ms"
+
+
+# --- configuration files ----------------------------------------------------------------
+
+
+def prometheus_config(
+    *,
+    exporter: str,
+    alertmanager: str,
+    rule_file: Path,
+    interval: float,
+    reactor: str | None = None,
+    exporter_job: str = "fleetwatch-exporter",
+) -> dict[str, Any]:
+    """Scrape the exporter (and the reactor) every ``interval``, evaluate the rules as often."""
+    every = prom_seconds(interval)
+
+    def job(name: str, target: str) -> dict[str, Any]:
+        return {
+            "job_name": name,
+            "scrape_timeout": prom_seconds(min(interval, 10.0)),
+            "static_configs": [{"targets": [target]}],
+        }
+
+    scrape = [job(exporter_job, exporter)]
+    if reactor is not None:
+        scrape.append(job("fleetwatch-reactor", reactor))
+    return {
+        "global": {"scrape_interval": every, "evaluation_interval": every},
+        "rule_files": [str(rule_file)],
+        "alerting": {"alertmanagers": [{"static_configs": [{"targets": [alertmanager]}]}]},
+        "scrape_configs": scrape,
+    }
+
+
+def alertmanager_config(
+    *,
+    reactor_url: str,
+    token_file: Path,
+    group_interval: str,
+    repeat_interval: str,
+    base: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The shipped route (``alerts/alertmanager.yml``) pointed at a reactor, with faster timings.
+
+    Only the reactor's URL and token file and the status routes' ``group_interval`` and
+    ``repeat_interval`` change; receivers, matchers and inhibit rules stay as shipped.
+    """
+    config = copy.deepcopy(base if base is not None else load_shipped_alertmanager())
+    for receiver in config["receivers"]:
+        if receiver["name"] == "fleetwatch-reactor":
+            for hook in receiver["webhook_configs"]:
+                hook["url"] = reactor_url.rstrip("/") + "/alerts"
+                hook["http_config"]["authorization"]["credentials_file"] = str(token_file)
+    for route in config["route"].get("routes", []):
+        if route.get("receiver") == "fleetwatch-reactor":
+            route["group_interval"] = group_interval
+            route["repeat_interval"] = repeat_interval
+    return config
+
+
+def load_shipped_alertmanager() -> dict[str, Any]:
+    if not SHIPPED_ALERTMANAGER.is_file():
+        raise FileNotFoundError(f"{SHIPPED_ALERTMANAGER} not found: run from a fleetwatch checkout")
+    loaded: dict[str, Any] = yaml.safe_load(SHIPPED_ALERTMANAGER.read_text())
+    return loaded
+
+
+def write_yaml(path: Path, data: Any) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+# --- processes ----------------------------------------------------------------------------
+
+
+def start_prometheus(
+    folder: Path, config: dict[str, Any], port: int | None = None
+) -> ManagedProcess:
+    port = port or free_port()
+    config_file = write_yaml(folder / "prometheus.yml", config)
+    url = f"http://127.0.0.1:{port}"
+    proc = ManagedProcess(
+        [
+            PROMETHEUS_BIN,
+            f"--config.file={config_file}",
+            f"--storage.tsdb.path={folder / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            f"--web.external-url={url}",
+            "--log.level=warn",
+        ],
+        folder / "prometheus.log",
+        ready_url=f"{url}/-/ready",
+    )
+    return proc.start(ready_timeout=30)
+
+
+def start_alertmanager(
+    folder: Path, config: dict[str, Any], port: int | None = None
+) -> ManagedProcess:
+    port = port or free_port()
+    config_file = write_yaml(folder / "alertmanager.yml", config)
+    url = f"http://127.0.0.1:{port}"
+    proc = ManagedProcess(
+        [
+            ALERTMANAGER_BIN,
+            f"--config.file={config_file}",
+            f"--storage.path={folder / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            f"--web.external-url={url}",
+            # Empty: no gossip. Otherwise Alertmanager binds 0.0.0.0:9094.
+            "--cluster.listen-address=",
+            "--log.level=warn",
+        ],
+        folder / "alertmanager.log",
+        ready_url=f"{url}/-/ready",
+    )
+    return proc.start(ready_timeout=30)
+
+
+def start_exporter(
+    folder: Path,
+    *,
+    port: int,
+    kubeconfig: Path,
+    interval: float,
+    kubeconfig_dir: Path | None = None,
+    extra: Sequence[str] = (),
+) -> ManagedProcess:
+    args = [
+        "exporter",
+        f"--web.listen-address=127.0.0.1:{port}",
+        f"--probe.interval={interval:g}",
+        f"--kubeconfig={kubeconfig}",
+    ]
+    if kubeconfig_dir is not None:
+        args.append(f"--kubeconfig-dir={kubeconfig_dir}")
+    proc = ManagedProcess(
+        fleetwatch_argv(*args, *extra),
+        folder / "exporter.log",
+        ready_url=f"http://127.0.0.1:{port}/healthz",
+        env=_RESET_ENV,
+    )
+    return proc.start(ready_timeout=30)
+
+
+def start_reactor(
+    folder: Path,
+    *,
+    port: int,
+    db_path: Path,
+    token_file: Path,
+    kubeconfig: Path,
+    kubeconfig_dir: Path | None = None,
+) -> ManagedProcess:
+    args = [
+        "reactor",
+        f"--web.listen-address=127.0.0.1:{port}",
+        f"--db.path={db_path}",
+        f"--web.token-file={token_file}",
+        f"--kubeconfig={kubeconfig}",
+    ]
+    if kubeconfig_dir is not None:
+        args.append(f"--kubeconfig-dir={kubeconfig_dir}")
+    proc = ManagedProcess(
+        fleetwatch_argv(*args),
+        folder / "reactor.log",
+        ready_url=f"http://127.0.0.1:{port}/healthz",
+        env=_RESET_ENV,
+    )
+    return proc.start(ready_timeout=30)
+
+
+# --- a small JSON client (stdlib: the demo and the tests need nothing more) -------------
+
+
+class ApiError(RuntimeError):
+    def __init__(self, status: int, body: Any) -> None:
+        super().__init__(f"HTTP {status}: {body}")
+        self.status = status
+        self.body = body
+
+
+@dataclass
+class JsonClient:
+    """JSON over HTTP to one base URL, with a bearer token and a timeout on every call."""
+
+    base: str
+    token: str | None = None
+    timeout: float = 5.0
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def call(self, method: str, path: str, body: Any = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        headers = {"Accept": "application/json", **self.headers}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        request = urllib.request.Request(
+            self.base.rstrip("/") + path, data=data, method=method, headers=headers
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as resp:
+                raw = resp.read()
+        except urllib.error.HTTPError as exc:
+            raw = exc.read()
+            try:
+                parsed = json.loads(raw)
+            except ValueError:
+                parsed = raw.decode(errors="replace")
+            raise ApiError(exc.code, parsed) from None
+        return json.loads(raw) if raw else None
+
+    def get(self, path: str) -> Any:
+        return self.call("GET", path)
+
+    def post(self, path: str, body: Any) -> Any:
+        return self.call("POST", path, body)
+
+    def put(self, path: str, body: Any) -> Any:
+        return self.call("PUT", path, body)
+
+    def patch(self, path: str, body: Any) -> Any:
+        return self.call("PATCH", path, body)
+
+
+def prometheus_query(base: str, expr: str, timeout: float = 5.0) -> list[dict[str, Any]]:
+    """Instant query; the result vector."""
+    url = f"{base.rstrip('/')}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+    with urllib.request.urlopen(url, timeout=timeout) as resp:
+        body = json.load(resp)
+    result: list[dict[str, Any]] = body["data"]["result"]
+    return result
+
+
+def render_rules_file(path: Path, settings: RuleSettings) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_rules(settings))
+    return path
