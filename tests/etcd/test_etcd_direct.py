@@ -7,15 +7,20 @@ Each test first checks the state it starts from, so a failure points at the righ
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import aiohttp
 import pytest
 from conftest import poll
+from controlplane_promtool import observed_states_test
 from etcdcluster import EtcdCluster
 
 from exporter.config import EtcdConfig
 from exporter.etcd import NO_LEADER_ERROR, EtcdReport, QuorumState, probe_etcd
+from fleetwatch.rules import RuleSettings, render_rules
 
 #: Every observed report, by step: test_etcd_rules_live feeds them to the alert rules.
 OBSERVED: dict[str, EtcdReport] = {}
@@ -137,3 +142,20 @@ async def test_nothing_answers(session: aiohttp.ClientSession) -> None:
     assert report.has_leader is False
     assert report.quorum.state is QuorumState.LOST
     assert [m.name for m in report.members] == [url.removeprefix("http://")]
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed")
+def test_alert_rules_on_the_observed_states(tmp_path: Path) -> None:
+    """The alerts' expressions against what this real cluster reported at each step above."""
+    assert set(OBSERVED) == {"healthy", "no_fault_tolerance", "lost", "restored"}
+    (tmp_path / "rules.yml").write_text(render_rules(RuleSettings()))
+    (tmp_path / "observed.test.yml").write_text(observed_states_test(OBSERVED, "rules.yml"))
+    result = subprocess.run(
+        ["promtool", "test", "rules", "observed.test.yml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
