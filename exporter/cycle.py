@@ -151,8 +151,9 @@ class Monitor:
 
     async def run_cycle(self) -> None:
         started = time.monotonic()
-        discovery = self.discovery.scan()
-        self._apply_discovery(discovery)
+        # Parsing a changed kubeconfig of thousands of contexts takes a second: off the loop.
+        discovery, readable = await asyncio.to_thread(self._scan)
+        self._apply_discovery(discovery, readable)
         await self.publish()
         targets: list[tuple[ClusterState, ContextConfig | None]] = []
         for state in self.states.values():
@@ -171,7 +172,13 @@ class Monitor:
         self.last_cycle_end = time.time()
         await self.publish()
 
-    def _apply_discovery(self, discovery: Discovery) -> None:
+    def _scan(self) -> tuple[Discovery, dict[str, bool]]:
+        """Discovery plus "is it a readable file" per distinct kubeconfig_secret_ref."""
+        discovery = self.discovery.scan()
+        refs = {c.kubeconfig_secret_ref for c in discovery.clusters}
+        return discovery, {ref: probeable(ref) for ref in refs}
+
+    def _apply_discovery(self, discovery: Discovery, readable: dict[str, bool]) -> None:
         for problem in discovery.new_problems:
             log.warning("kubeconfig problem, skipped: %s", problem)
         self.discovery_errors_total += len(discovery.new_problems)
@@ -192,7 +199,7 @@ class Monitor:
                 )
             elif state.cluster != cluster:
                 state.cluster = cluster  # endpoint or file changed: same cluster, new address
-            state.probeable = probeable(cluster.kubeconfig_secret_ref)
+            state.probeable = readable.get(cluster.kubeconfig_secret_ref, False)
             if not state.probeable:
                 if cluster.name not in self._warned_unprobeable:
                     self._warned_unprobeable.add(cluster.name)

@@ -222,3 +222,51 @@ def test_exposition_escapes_label_values() -> None:
     got = samples(text)
     assert got[key("fleetwatch_exporter_check_errors_total", check=odd)] == 1
     assert got[key("fleetwatch_exporter_cycle_duration_seconds")] == 0.25
+
+
+#: The families of the README's metrics table (and DESIGN.md's exporter rows), in order.
+DOCUMENTED_FAMILIES = [
+    ("fleetwatch_cluster_info", "gauge"),
+    ("fleetwatch_cluster_probeable", "gauge"),
+    ("fleetwatch_cluster_probe_success", "gauge"),
+    ("fleetwatch_cluster_probe_duration_seconds", "gauge"),
+    ("fleetwatch_cluster_probe_consecutive_failures", "gauge"),
+    ("fleetwatch_cluster_probe_last_success_timestamp_seconds", "gauge"),
+    ("fleetwatch_cluster_probe_failures", "counter"),
+    ("fleetwatch_exporter_clusters_discovered", "gauge"),
+    ("fleetwatch_exporter_discovery_errors", "counter"),
+    ("fleetwatch_exporter_cycle_duration_seconds", "gauge"),
+    ("fleetwatch_exporter_cycles", "counter"),
+    ("fleetwatch_exporter_last_cycle_timestamp_seconds", "gauge"),
+    ("fleetwatch_exporter_probe_interval_seconds", "gauge"),
+    ("fleetwatch_exporter_probe_timeout_seconds", "gauge"),
+]
+
+
+async def test_scrape_has_exactly_the_documented_families(
+    mixed_fleet: StandinFleet, kubeconfig_dir: Path, aiohttp_client: ClientFactory
+) -> None:
+    app = create_app(settings(kubeconfig_dir), run_loop=False)
+    client = await aiohttp_client(app)
+    await app[MONITOR].run_cycle()
+    families = [(f.name, f.type) for f in text_string_to_metric_families(await scrape(client))]
+    assert families == DOCUMENTED_FAMILIES
+
+
+async def test_background_loop_runs_cycles_and_stops_with_the_app(
+    mixed_fleet: StandinFleet, kubeconfig_dir: Path, aiohttp_client: ClientFactory
+) -> None:
+    fast = Settings(kubeconfig_path=None, kubeconfig_dir=kubeconfig_dir, interval=0.2, timeout=0.2)
+    app = create_app(fast)
+    client = await aiohttp_client(app)
+
+    async def cycles() -> float:
+        return samples(await scrape(client))[key("fleetwatch_exporter_cycles_total")]
+
+    deadline = asyncio.get_running_loop().time() + 10
+    while await cycles() < 2:
+        assert asyncio.get_running_loop().time() < deadline, "the loop did not run two cycles"
+        await asyncio.sleep(0.05)  # polling with a deadline
+    await client.close()
+    tasks = [t for t in asyncio.all_tasks() if t.get_name() == "fleetwatch probe loop"]
+    assert tasks == []
