@@ -85,13 +85,17 @@ class _SslContexts:
 def _make_ssl_context(
     ca_file: str | None, cert_file: str | None, key_file: str | None, verify: bool
 ) -> ssl.SSLContext:
-    ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
-    if verify:
-        if ca_file:
-            ctx.load_verify_locations(cafile=ca_file)
+    if verify and not ca_file:
+        ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)  # the system store
     else:
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
+        # The kubeconfig's CA replaces the system store, as in client-go; not loading the
+        # system store also makes a context cost 0.3 ms instead of 65 ms.
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        if ca_file and verify:
+            ctx.load_verify_locations(cafile=ca_file)
+        if not verify:  # insecure-skip-tls-verify: true, and only then
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
     if cert_file and key_file:
         ctx.load_cert_chain(cert_file, key_file)
     return ctx
@@ -206,8 +210,9 @@ class CredentialCache:
     """Credentials per (file, context, file version), built off the event loop.
 
     Entries of an older version of a file are dropped by :meth:`prune`; an exec
-    credential is built again when it expires or when :meth:`invalidate` is called after
-    the API server refused it.
+    credential is built again when it expires. Files a kubeconfig points to (a rotated
+    ``tokenFile``, a renewed exec token) can change without the kubeconfig changing, so
+    the cycle calls :meth:`invalidate` when the API server refuses cached credentials.
     """
 
     def __init__(self) -> None:
@@ -222,14 +227,19 @@ class CredentialCache:
 
     async def get(self, ctx: ContextConfig) -> Credentials:
         """Credentials of ``ctx``; raises :class:`CredentialsError`."""
+        creds, _fresh = await self.resolve(ctx)
+        return creds
+
+    async def resolve(self, ctx: ContextConfig) -> tuple[Credentials, bool]:
+        """``(credentials, fresh)``: fresh when built by this call rather than cached."""
         key = self.key(ctx)
         creds = self._entries.get(key)
         if creds is not None and not creds.expired():
-            return creds
+            return creds, False
         self.builds += 1
         creds = await asyncio.to_thread(build_credentials, ctx, self._ssl)
         self._entries[key] = creds
-        return creds
+        return creds, True
 
     def invalidate(self, ctx: ContextConfig) -> None:
         self._entries.pop(self.key(ctx), None)

@@ -238,7 +238,7 @@ class Monitor:
         try:
             async with asyncio.timeout(timeout):
                 try:
-                    creds = await self.credentials.get(ctx)
+                    creds, fresh = await self.credentials.resolve(ctx)
                 except TimeoutError:
                     raise CredentialsError(
                         f"resolving the credentials took longer than {timeout:g}s"
@@ -246,10 +246,11 @@ class Monitor:
                 api = ApiClient(self.session, cluster.endpoint, creds)
                 remaining = max(0.001, timeout - (time.perf_counter() - start))
                 result = await probe(api, remaining)
-                if result.reason is Reason.UNAUTHORIZED and creds.from_exec:
-                    # Exec tokens expire or get revoked: fetch a fresh one, try once more.
+                if result.reason is Reason.UNAUTHORIZED and not fresh:
+                    # Cached credentials refused: an exec token expired or was revoked, a
+                    # tokenFile was rotated. Resolve them again and try once more.
                     self.credentials.invalidate(ctx)
-                    creds = await self.credentials.get(ctx)
+                    creds, _ = await self.credentials.resolve(ctx)
                     api = ApiClient(self.session, cluster.endpoint, creds)
                     remaining = max(0.001, timeout - (time.perf_counter() - start))
                     result = await probe(api, remaining)

@@ -158,3 +158,15 @@ def test_config_check_accepts_no_file() -> None:
     result = run("exporter", "--config.check")
     assert result.returncode == 0
     assert "OK" in result.stdout
+
+
+def test_config_check_validates_the_config_file(tmp_path: Path) -> None:
+    good = tmp_path / "good.yml"
+    good.write_text("clusters:\n  prod:\n    etcd:\n      endpoints: [http://127.0.0.1:2379]\n")
+    result = run("exporter", "--config.file", str(good), "--config.check")
+    assert (result.returncode, result.stdout.strip()) == (0, f"{good}: OK"), result.stderr
+    bad = tmp_path / "bad.yml"
+    bad.write_text("clusters:\n  prod:\n    etcd:\n      endpoint: [http://127.0.0.1:2379]\n")
+    result = run("exporter", "--config.file", str(bad), "--config.check")
+    assert result.returncode == 1
+    assert "endpoint" in result.stderr and str(bad) in result.stderr

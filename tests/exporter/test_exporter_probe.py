@@ -232,15 +232,16 @@ async def test_dead_keepalive_connection_is_retried_once(
         server.close()
 
 
-async def test_exec_token_is_fetched_again_after_a_401(
-    fleet: StandinFleet, kubeconfig_dir: Path, make_monitor: MonitorFactory
+@pytest.mark.parametrize("credential", ["exec_token", "token_file"])
+async def test_rotated_token_is_fetched_again_after_a_401(
+    fleet: StandinFleet, kubeconfig_dir: Path, make_monitor: MonitorFactory, credential: str
 ) -> None:
     cluster = await fleet.add_cluster("c1")
-    fleet.write_kubeconfig(kubeconfig_dir / "k.yaml", credential="exec_token")
+    fleet.write_kubeconfig(kubeconfig_dir / "k.yaml", credential=credential)  # type: ignore[arg-type]
     async with make_monitor() as (monitor, rec):
         await monitor.run_cycle()
         assert rec.view("c1").success is True
-        # the token is rotated: the cached one is now refused, the plugin gives the new one
+        # the token is rotated: the cached one is now refused, the file has the new one
         cluster.token = "rotated-token-0123456789"
         (fleet.directory / "tokens" / "c1.token").write_text(cluster.token + "\n")
         await monitor.run_cycle()
