@@ -9,6 +9,7 @@ requests in flight.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Protocol
@@ -21,9 +22,12 @@ from reactor.api import add_routes, auth_middleware, errors_middleware
 from reactor.context import BACKEND, METRICS, SETTINGS, Backend, Settings
 from reactor.metrics import ReactorMetrics
 from reactor.service import DiscoveredCluster, Service
-from reactor.store import SQLiteStore, Store
+from reactor.store import SQLiteStore, Store, StoreUnavailable
 
 log = logging.getLogger(__name__)
+
+#: Seconds between two WAL checkpoints: the WAL stays small, and no commit pays for one.
+HOUSEKEEPING_INTERVAL_S = 1.0
 
 
 class Scanner(Protocol):
@@ -61,21 +65,39 @@ def create_app(
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         backend = app[BACKEND]
-        loop = asyncio.get_running_loop()
-        store = await loop.run_in_executor(backend.executor, store_factory or open_store)
+        backend.thread.start()
+        try:
+            store = await backend.thread.call(store_factory or open_store)
+        except BaseException:
+            await backend.thread.stop()
+            raise
         backend.service = Service(store, app[METRICS])
+        housekeeping = asyncio.create_task(keep_house(store), name="fleetwatch-store-housekeeping")
         try:
             if discoverer is not None:
                 await discover(backend, discoverer)
             yield
         finally:
-            await loop.run_in_executor(backend.executor, store.close)
+            housekeeping.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await housekeeping
+            await backend.thread.call(store.close)
             backend.service = None
-            backend.shutdown()
+            await backend.thread.stop()
 
     app.cleanup_ctx.append(lifecycle)
     add_routes(app)
     return app
+
+
+async def keep_house(store: Store, interval_s: float = HOUSEKEEPING_INTERVAL_S) -> None:
+    """Store housekeeping (the SQLite WAL checkpoint) every ``interval_s``, off the loop."""
+    while True:
+        await asyncio.sleep(interval_s)
+        try:
+            await asyncio.to_thread(store.checkpoint)
+        except StoreUnavailable as exc:
+            log.warning("store housekeeping failed, will retry: %s", exc)
 
 
 async def discover(backend: Backend, discoverer: Scanner) -> None:
