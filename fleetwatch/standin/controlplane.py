@@ -57,6 +57,9 @@ class ControlPlane:
     """Nodes whose own Ready condition is False."""
     coredns_nodes: tuple[str, ...] = field(default=("cp-1", "cp-1"))
     """Node of each CoreDNS replica; kubeadm init leaves both on the first node."""
+    serve_metrics: bool = False
+    """Really listen at the node addresses where the components would answer a scrape
+    (see ``metrics.py``); off by default: it costs four sockets per control-plane node."""
 
     def __post_init__(self) -> None:
         if self.nodes < 1 or self.workers < 0 or self.nodes + self.workers > 200:
@@ -118,6 +121,11 @@ def node_ip(cluster_index: int, node_number: int) -> str:
     distinct addresses before they repeat.
     """
     return f"127.{1 + (cluster_index // 256) % 254}.{cluster_index % 256}.{node_number}"
+
+
+def node_ips(plane: ControlPlane, cluster_index: int) -> dict[str, str]:
+    """Node name -> its loopback InternalIP."""
+    return _node_ips(plane, cluster_index)
 
 
 def _node_ips(plane: ControlPlane, cluster_index: int) -> dict[str, str]:
@@ -216,9 +224,11 @@ def _command(component: str, node: str, ip: str, plane: ControlPlane) -> list[st
             f"--trusted-ca-file={pki}/etcd/ca.crt",
         ]
     if component == "kube-apiserver":
+        bind_flags = ["--bind-address=127.0.0.1"] if local else []
         return [
             "kube-apiserver",
             f"--advertise-address={ip}",
+            *bind_flags,
             "--allow-privileged=true",
             "--authorization-mode=Node,RBAC",
             f"--client-ca-file={pki}/ca.crt",

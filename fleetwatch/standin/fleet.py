@@ -43,6 +43,7 @@ from fleetwatch.standin import responses
 from fleetwatch.standin.certs import FleetCerts
 from fleetwatch.standin.controlplane import ControlPlane, node_list, pod_list
 from fleetwatch.standin.kubeconfig import CaKind, Credential, write_kubeconfig
+from fleetwatch.standin.metrics import MetricsListeners, wanted_endpoints
 
 log = logging.getLogger(__name__)
 
@@ -176,7 +177,13 @@ class StandinFleet:
     ``directory`` receives the PEM files, token files and, on request, kubeconfigs.
     """
 
-    def __init__(self, directory: Path, *, control_plane: ControlPlane | None = None) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        control_plane: ControlPlane | None = None,
+        first_index: int = 0,
+    ) -> None:
         self.directory = Path(directory)
         self.default_control_plane = control_plane or ControlPlane()
         self._clusters: dict[str, StandinCluster] = {}
@@ -185,8 +192,11 @@ class StandinFleet:
         self._contexts: dict[bool, ssl.SSLContext] = {}
         self._runner: web.ServerRunner | None = None
         self._stopping = asyncio.Event()
-        self._next_index = 0
+        #: Node addresses derive from the cluster's index; fleets that serve component
+        #: metrics side by side in one machine need different ``first_index`` values.
+        self._next_index = first_index
         self._ports = PortPicker()
+        self._metrics: MetricsListeners | None = None
 
     # -- life cycle ------------------------------------------------------------------
 
@@ -197,6 +207,7 @@ class StandinFleet:
             False: self._certs.server_context(),
             True: self._certs.server_context(foreign=True),
         }
+        self._metrics = MetricsListeners(self._contexts[False])
         server = web.Server(self._handle, handler_cancellation=True)
         # Short shutdown: hung requests are released by _stopping, the rest are probes.
         self._runner = web.ServerRunner(server, shutdown_timeout=2.0, handle_signals=False)
@@ -209,6 +220,8 @@ class StandinFleet:
         self._stopping.set()
         for cluster in self._clusters.values():
             self._unlisten(cluster, reserve=False)
+        if self._metrics is not None:
+            await self._metrics.stop()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -271,6 +284,7 @@ class StandinFleet:
         self._by_port[cluster.port] = cluster
         if new_mode is Mode.DOWN:
             self._unlisten(cluster, reserve=True)
+        await self._reconcile_metrics(cluster)
         return cluster
 
     async def add_clusters(
@@ -300,13 +314,23 @@ class StandinFleet:
             if new_mode is not Mode.DOWN:
                 await self._listen(cluster, new_mode)
         cluster.mode = new_mode
+        await self._reconcile_metrics(cluster)
         return cluster
 
     async def set_control_plane(self, name: str, control_plane: ControlPlane) -> StandinCluster:
         """Replace the kube-system topology a cluster reports (nodes, static pods, CoreDNS)."""
         cluster = self.cluster(name)
         cluster.control_plane = control_plane
+        await self._reconcile_metrics(cluster)
         return cluster
+
+    async def _reconcile_metrics(self, cluster: StandinCluster) -> None:
+        if self._metrics is None:
+            return
+        wanted = wanted_endpoints(
+            cluster.name, cluster.control_plane, cluster.index, cluster.mode is not Mode.DOWN
+        )
+        await self._metrics.reconcile(cluster.name, wanted)
 
     def requests(self, name: str) -> int:
         return self.cluster(name).requests
@@ -460,7 +484,7 @@ class StandinFleet:
             return web.json_response(node_list(cluster.control_plane, cluster.index))
         if path == "/api/v1/namespaces/kube-system/pods":
             try:
-                body = pod_list(
+                pods = pod_list(
                     cluster.control_plane, cluster.index, request.query.get("labelSelector", "")
                 )
             except ValueError as exc:
@@ -469,7 +493,7 @@ class StandinFleet:
                     text=responses.status_json(400, "BadRequest", str(exc)),
                     content_type=_JSON,
                 )
-            return web.json_response(body)
+            return web.json_response(pods)
         return web.Response(status=404, text=responses.NOT_FOUND, content_type=_JSON)
 
 

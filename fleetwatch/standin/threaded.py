@@ -24,9 +24,10 @@ class ThreadedFleet:
         directory: Path,
         *,
         control_plane: ControlPlane | None = None,
+        first_index: int = 0,
         call_timeout: float = 60.0,
     ) -> None:
-        self.fleet = StandinFleet(directory, control_plane=control_plane)
+        self.fleet = StandinFleet(directory, control_plane=control_plane, first_index=first_index)
         self.call_timeout = call_timeout
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
