@@ -36,12 +36,22 @@ async def poll(
     within: float,
     what: str,
 ) -> T:
-    """Call ``probe`` until ``accept`` likes its answer; fail with the last answer seen."""
+    """Call ``probe`` until ``accept`` likes its answer; fail with the last answer seen.
+
+    The async twin of ``fleetwatch.procs.wait_until``, for tests whose servers share the
+    event loop (a blocking poll would starve them).
+    """
     deadline = time.monotonic() + within
+    last: object = None
     while True:
-        value = await probe()
-        if accept(value):
-            return value
+        try:
+            value = await probe()
+        except Exception as exc:  # a server still starting refuses: "not yet"
+            last = exc
+        else:
+            if accept(value):
+                return value
+            last = value
         if time.monotonic() >= deadline:
-            raise AssertionError(f"{what} not seen within {within:.0f}s; last: {value!r}")
+            raise AssertionError(f"{what} not seen within {within:.0f}s; last: {last!r}")
         await asyncio.sleep(0.1)  # poll interval, not a synchronisation
