@@ -43,6 +43,7 @@ async def _serve(args: argparse.Namespace) -> int:
     from aiohttp import web
 
     from fleetwatch.standin.control import cluster_json, create_app
+    from fleetwatch.standin.controlplane import ControlPlane
     from fleetwatch.standin.fleet import StandinFleet
 
     directory = Path(args.dir)
@@ -50,7 +51,9 @@ async def _serve(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    async with StandinFleet(directory / "fleet") as fleet:
+    plane = ControlPlane(serve_metrics=args.serve_metrics)
+    fleet = StandinFleet(directory / "fleet", control_plane=plane, first_index=args.first_index)
+    async with fleet:
         clusters = await fleet.add_clusters(args.clusters, args.prefix, args.mode)
         kubeconfigs = await asyncio.to_thread(
             fleet.write_kubeconfig_dir, directory, clusters, credential=args.credential
@@ -94,6 +97,17 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=0,
         help="port of the control API on 127.0.0.1 (default: any free)",
+    )
+    serve.add_argument(
+        "--serve-metrics",
+        action="store_true",
+        help="listen at the loopback node addresses where control-plane metrics would answer",
+    )
+    serve.add_argument(
+        "--first-index",
+        type=int,
+        default=0,
+        help="index of the first cluster (node addresses derive from it; default 0)",
     )
     exe = sub.add_parser("exec-credential", help="client-go exec plugin (prints ExecCredential)")
     exe.add_argument("--token-file")

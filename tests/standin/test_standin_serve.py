@@ -17,7 +17,7 @@ from fleetwatch.procs import ManagedProcess, free_port, wait_until
 from fleetwatch.standin.__main__ import main
 
 
-def _http(method: str, url: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
+def _http(method: str, url: str, body: object = None) -> tuple[int, Any]:
     data = json.dumps(body).encode() if body is not None else None
     request = urllib.request.Request(url, data=data, method=method)
     try:
@@ -113,3 +113,24 @@ def test_exec_credential_prints_an_exec_credential(
         "status": {"token": "secret-value"},
     }
     assert main(["exec-credential"]) == 2
+
+
+def test_control_api_changes_the_topology(served: Any) -> None:
+    _, summary, _ = served
+    url = summary["control_url"] + "/clusters/demo-003/control-plane"
+    status, plane = _http("GET", url)
+    assert status == 200
+    assert plane["localhost_bound"] == ["etcd", "kube-controller-manager", "kube-scheduler"]
+    assert plane["coredns_nodes"] == ["cp-1", "cp-1"]
+
+    change = {"etcd_not_ready": ["cp-2"], "coredns_nodes": ["cp-1", "cp-3"]}
+    status, plane = _http("PUT", url, change)
+    assert status == 200 and plane["etcd_not_ready"] == ["cp-2"]
+    assert plane["nodes"] == 3  # fields not given are kept
+    assert _http("GET", url)[1]["coredns_nodes"] == ["cp-1", "cp-3"]
+
+    for bad in ({"etcd_not_ready": ["cp-9"]}, {"colour": "blue"}, {"nodes": "three"}, [1]):
+        status, error = _http("PUT", url, bad)
+        assert status == 400 and error["error"]
+    assert _http("GET", url)[1]["etcd_not_ready"] == ["cp-2"]
+    assert _http("GET", summary["control_url"] + "/clusters/nope/control-plane")[0] == 404
