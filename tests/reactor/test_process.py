@@ -1,0 +1,224 @@
+"""`fleetwatch reactor` as a real process: kill -9 in a cascade, restart, `fleetwatch status`."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import dump_db
+from reactor_payloads import OFFLINE, ONLINE, alert, webhook
+
+from fleetwatch.procs import ManagedProcess, free_port, wait_until
+from reactor.service import Service
+from reactor.signals import parse_webhook, status_signals
+from reactor.store import SQLiteStore
+
+BIG = 300_000  # apps on the cluster that goes down: the cascade takes long enough to be hit
+
+
+def reactor(
+    tmp_path: Path, db_path: Path, *extra: str, name: str = "reactor"
+) -> tuple[ManagedProcess, str]:
+    """A ``fleetwatch reactor`` process on a free port (not started) and its base URL."""
+    port = free_port()
+    argv = [
+        sys.executable,
+        "-m",
+        "fleetwatch.cli",
+        "reactor",
+        f"--web.listen-address=127.0.0.1:{port}",
+        f"--db.path={db_path}",
+        f"--kubeconfig={tmp_path / 'no-kubeconfig'}",
+        *extra,
+    ]
+    url = f"http://127.0.0.1:{port}"
+    return ManagedProcess(argv, tmp_path / f"{name}.log", ready_url=f"{url}/healthz"), url
+
+
+def call(
+    url: str, method: str = "GET", body: Any = None, token: str | None = None, timeout: float = 30
+) -> tuple[int, Any]:
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, json.load(resp)
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.load(exc)
+
+
+def seed_big(db_path: Path) -> None:
+    store = SQLiteStore(db_path)
+    service = Service(store)
+    service.add_cluster("c1", "https://127.0.0.1:6443", "c1-secret")
+    service.add_cluster("c2", "https://127.0.0.1:6444", "c2-secret")
+    online = webhook(alert(ONLINE, "c1", 0), alert(ONLINE, "c2", 0))
+    service.apply_signals(status_signals(parse_webhook(json.dumps(online).encode())).signals)
+    with store.write() as tx:
+        tx.db.executemany(
+            "INSERT INTO apps (name, cluster_id, status) VALUES (?, ?, 'DEPLOYED')",
+            ((f"app-{i}", 1 if i < BIG else 2) for i in range(BIG + 10)),
+        )
+    store.close()
+
+
+def summary(db_path: Path) -> tuple[str, int, dict[str, int]]:
+    """(status of c1, outages, apps of c1 by status) read straight from the file."""
+    db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    try:
+        status = db.execute("SELECT status FROM clusters WHERE name = 'c1'").fetchone()[0]
+        outages = db.execute("SELECT count(*) FROM outages").fetchone()[0]
+        by_status = dict(
+            db.execute("SELECT status, count(*) FROM apps WHERE cluster_id = 1 GROUP BY status")
+        )
+        return status, outages, by_status
+    finally:
+        db.close()
+
+
+def writer_busy(db_path: Path) -> bool:
+    """True while another connection holds the write lock (a transaction in progress)."""
+    db = sqlite3.connect(db_path, timeout=0, isolation_level=None)
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        db.execute("ROLLBACK")
+        return False
+    except sqlite3.OperationalError as exc:
+        return "locked" in str(exc) or "busy" in str(exc)
+    finally:
+        db.close()
+
+
+def test_kill_9_during_a_large_cascade_is_all_or_nothing(tmp_path: Path) -> None:
+    db_path = tmp_path / "state.db"
+    seed_big(db_path)
+    down = webhook(alert(ONLINE, "c1", 0, 5), alert(OFFLINE, "c1", 5))
+    proc, url = reactor(tmp_path, db_path)
+    proc.start()
+    try:
+        answers: list[BaseException | tuple[int, Any]] = []
+
+        def send() -> None:
+            try:
+                answers.append(call(f"{url}/alerts", "POST", down))
+            except (urllib.error.URLError, OSError) as exc:
+                answers.append(exc)
+
+        sender = threading.Thread(target=send)
+        sender.start()
+        wait_until(lambda: writer_busy(db_path), 30, interval=0.001, what="cascade in progress")
+        proc.kill()
+        sender.join(30)
+    finally:
+        proc.stop()
+    assert answers and isinstance(answers[0], BaseException), "answered before the kill"
+
+    # Nothing half-applied: either none of the cascade or all of it.
+    status, outages, apps = summary(db_path)
+    assert (status, outages, apps) in [
+        ("ONLINE", 0, {"DEPLOYED": BIG}),
+        ("OFFLINE", 1, {"DEGRADED": BIG}),
+    ]
+
+    # Restarted, it serves that state; Alertmanager's retry then applies the cascade once.
+    proc, url = reactor(tmp_path, db_path, name="restarted")
+    proc.start()
+    try:
+        code, cluster = call(f"{url}/clusters/c1")
+        assert (code, cluster["status"]) == (200, status)
+        code, result = call(f"{url}/alerts", "POST", down)
+        assert code == 200
+        assert result["apps_degraded"] == (BIG if outages == 0 else 0)
+        assert summary(db_path) == ("OFFLINE", 1, {"DEGRADED": BIG})
+        code, other = call(f"{url}/apps/app-{BIG}")
+        assert other["cluster"] == "c2" and other["status"] == "DEPLOYED"
+    finally:
+        assert proc.stop() == 0, proc.log_tail()
+
+
+@pytest.fixture
+def token_file(tmp_path: Path) -> Path:
+    path = tmp_path / "token"
+    path.write_text("process-token\n")  # the trailing newline is stripped
+    return path
+
+
+def test_status_table_and_restart(tmp_path: Path, token_file: Path) -> None:
+    db_path = tmp_path / "state.db"
+    proc, url = reactor(tmp_path, db_path, f"--web.token-file={token_file}")
+    proc.start()
+    token = "process-token"
+    try:
+        for name in ("prod-a", "prod-b"):
+            body = {"name": name, "endpoint": f"https://{name}:6443", "kubeconfig_secret_ref": name}
+            assert call(f"{url}/clusters", "POST", body)[0] == 401
+            assert call(f"{url}/clusters", "POST", body, token)[0] == 201
+        for app, cluster in (("web", "prod-a"), ("api", "prod-a"), ("batch", "prod-b")):
+            call(f"{url}/apps", "POST", {"name": app, "cluster": cluster}, token)
+            call(f"{url}/deployments", "POST", {"app": app, "cluster": cluster}, token)
+        call(f"{url}/apps/batch", "PATCH", {"status": "DEGRADED", "reason": "crashloop"}, token)
+        call(f"{url}/alerts", "POST", webhook(alert(ONLINE, "prod-a", 0)), token)
+        code, _ = call(
+            f"{url}/alerts",
+            "POST",
+            webhook(alert(ONLINE, "prod-a", 0, 5), alert(OFFLINE, "prod-a", 5)),
+            token,
+        )
+        assert code == 200
+        before = dump_db(db_path)
+    finally:
+        assert proc.stop() == 0, proc.log_tail()
+    assert dump_db(db_path) == before
+
+    proc, url = reactor(tmp_path, db_path, name="again")
+    proc.start()
+    try:
+        out = subprocess.run(
+            [sys.executable, "-m", "fleetwatch.cli", "status", "--reactor", url],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    finally:
+        proc.stop()
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].split() == ["CLUSTER", "STATUS", "SINCE", "SOURCE"]
+    assert lines[1].split()[:4] == ["prod-a", "OFFLINE", "2026-11-30", "02:05:00Z"]
+    assert lines[2].split() == ["prod-b", "UNKNOWN", "-", "api"]
+    apps = {line.split()[0]: line.split()[1:] for line in lines[lines.index("") + 2 :]}
+    assert lines[lines.index("") + 1].split() == ["APP", "CLUSTER", "STATUS", "REASON"]
+    assert apps == {
+        "api": ["prod-a", "DEGRADED", "cluster_offline"],
+        "batch": ["prod-b", "DEGRADED", "crashloop"],
+        "web": ["prod-a", "DEGRADED", "cluster_offline"],
+    }
+
+
+def test_status_of_a_reactor_that_is_not_there() -> None:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fleetwatch.cli",
+            "status",
+            "--reactor",
+            f"http://127.0.0.1:{free_port()}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert out.returncode == 1
+    assert "cannot read http://127.0.0.1:" in out.stderr
