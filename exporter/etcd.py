@@ -172,8 +172,8 @@ async def probe_etcd(
     listing = next((a.listing for a in answers if a.listing is not None), None)
     if listing is None:
         # Nobody answered the member list: all we know are the configured endpoints.
-        members = tuple(EtcdMember(name=_url_label(a.url), healthy=False) for a in answers)
-        return EtcdReport(source="direct", members=members, has_leader=False)
+        members = tuple(_member_of_endpoint(a) for a in answers)
+        return EtcdReport(source="direct", members=members, has_leader=_has_leader(members))
 
     matched: dict[int, _EndpointAnswer] = {}
     for listed in listing:
@@ -203,6 +203,22 @@ def _member(listed: _ListedMember, answer: _EndpointAnswer | None) -> EtcdMember
         name=name,
         healthy=answer.healthy,
         member_id=listed.member_id,
+        leader_id=status.leader_id,
+        raft_term=status.raft_term,
+        db_size_bytes=status.db_size_bytes,
+        errors=status.errors,
+    )
+
+
+def _member_of_endpoint(answer: _EndpointAnswer) -> EtcdMember:
+    """A configured endpoint as a member, named host:port, when no member list came back."""
+    status = answer.status
+    if status is None:
+        return EtcdMember(name=_url_label(answer.url), healthy=answer.healthy)
+    return EtcdMember(
+        name=_url_label(answer.url),
+        healthy=answer.healthy,
+        member_id=status.member_id,
         leader_id=status.leader_id,
         raft_term=status.raft_term,
         db_size_bytes=status.db_size_bytes,
