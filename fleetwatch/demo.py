@@ -1,10 +1,412 @@
-"""Placeholder: `fleetwatch demo` (issue 4)."""
+"""`fleetwatch demo`: the whole loop on this machine, to watch a cluster fail and its apps degrade.
+
+One command starts a stand-in fleet (TLS API servers on 127.0.0.1, kubeconfigs in a
+temporary folder), the exporter, the reactor with a few apps deployed and, when
+``prometheus`` and ``prometheus-alertmanager`` are installed, both of them wired with the
+rules of ``fleetwatch rules`` and the route of ``alerts/alertmanager.yml``. It prints the
+URLs, then every status change the reactor makes. ``fleetwatch demo down NAME`` and
+``fleetwatch demo up NAME`` (another terminal) switch a stand-in cluster through the fleet's
+control API. Ctrl-C (or SIGTERM) stops every child by its pid and removes the folder.
+"""
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
 from typing import Any
+
+from fleetwatch import wiring
+from fleetwatch.procs import ManagedProcess, NotReadyError, wait_until
+from fleetwatch.rules import RuleSettings
+from fleetwatch.wiring import ApiError, JsonClient
+
+#: Usual ports of each part; taken when free (``--free-ports`` never takes them).
+USUAL_PORTS = {"exporter": 9713, "reactor": 9714, "prometheus": 9090, "alertmanager": 9093}
+PREFIX = "demo"
+#: Apps deployed by the demo: name -> index of its cluster (the first has two).
+APPS = (("shop-frontend", 0), ("shop-api", 0), ("payments", 1), ("search", 2), ("reports", 3))
+FAILURE_MODES = ("down", "hang", "error", "not_ready", "unauthorized", "wrong_ca")
+
+
+def default_state_file() -> Path:
+    """Where a running demo tells ``demo down``/``up`` how to reach its fleet."""
+    return Path(tempfile.gettempdir()) / f"fleetwatch-demo-{os.getuid()}.json"
+
+
+def _port(name: str, free_only: bool) -> int | None:
+    """The usual port of a part when nobody listens there; None: any free one."""
+    if free_only:
+        return None
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", USUAL_PORTS[name]))
+        except OSError:
+            return None
+    return USUAL_PORTS[name]
+
+
+@dataclass
+class Demo:
+    """The demo's children and folder; ``stop()`` undoes ``start()`` whatever got started."""
+
+    clusters: int
+    interval: float
+    threshold: int
+    free_ports: bool
+    state_file: Path
+    with_prometheus: bool
+    root: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="fleetwatch-demo-")))
+    procs: dict[str, ManagedProcess] = field(default_factory=dict)
+    urls: dict[str, str] = field(default_factory=dict)
+    names: list[str] = field(default_factory=list)
+    token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+
+    # -- start ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        token_file = self.root / "token"
+        token_file.write_text(self.token + "\n")
+        token_file.chmod(0o600)
+        kube_dir = self.root / "kubeconfigs"
+        # An empty main kubeconfig: the demo must never read (and probe) the user's own.
+        empty = self.root / "empty-kubeconfig.yaml"
+        empty.write_text("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n")
+
+        def standin(port: int) -> ManagedProcess:
+            return ManagedProcess(
+                [
+                    sys.executable,
+                    "-m",
+                    "fleetwatch.standin",
+                    "serve",
+                    f"--clusters={self.clusters}",
+                    f"--prefix={PREFIX}",
+                    f"--dir={kube_dir}",
+                    f"--control-port={port}",
+                ],
+                self.root / "standin.log",
+                ready_url=f"http://127.0.0.1:{port}/healthz",
+            )
+
+        self.procs["standin"], control_port = wiring.start_on_port(standin, None)
+        self.urls["control"] = f"http://127.0.0.1:{control_port}"
+        control = JsonClient(self.urls["control"])
+        self.names = [c["name"] for c in control.get("/clusters")]
+
+        self.procs["reactor"], reactor_port = wiring.start_reactor(
+            self.root / "reactor",
+            port=_port("reactor", self.free_ports),
+            db_path=self.root / "reactor" / "fleetwatch.db",
+            token_file=token_file,
+            kubeconfig=empty,
+            kubeconfig_dir=kube_dir,
+        )
+        self.urls["reactor"] = f"http://127.0.0.1:{reactor_port}"
+        self.procs["exporter"], exporter_port = wiring.start_exporter(
+            self.root / "exporter",
+            port=_port("exporter", self.free_ports),
+            kubeconfig=empty,
+            kubeconfig_dir=kube_dir,
+            interval=self.interval,
+        )
+        self.urls["exporter"] = f"http://127.0.0.1:{exporter_port}"
+        if self.with_prometheus:
+            self._start_prometheus(token_file, exporter_port, reactor_port)
+        self._deploy_apps()
+        self._write_state()
+
+    def _start_prometheus(self, token_file: Path, exporter_port: int, reactor_port: int) -> None:
+        self.procs["alertmanager"], am_port = wiring.start_alertmanager(
+            self.root / "alertmanager",
+            wiring.alertmanager_config(
+                reactor_url=self.urls["reactor"],
+                token_file=token_file,
+                group_interval="1s",
+                repeat_interval="5m",
+            ),
+            _port("alertmanager", self.free_ports),
+        )
+        self.urls["alertmanager"] = f"http://127.0.0.1:{am_port}"
+        rules = wiring.render_rules_file(
+            self.root / "prometheus" / "fleetwatch.rules.yml",
+            RuleSettings(failure_threshold=self.threshold, probe_interval=self.interval),
+        )
+        self.procs["prometheus"], prom_port = wiring.start_prometheus(
+            self.root / "prometheus",
+            wiring.prometheus_config(
+                exporter=f"127.0.0.1:{exporter_port}",
+                alertmanager=f"127.0.0.1:{am_port}",
+                rule_file=rules,
+                interval=min(self.interval, 1.0),
+                reactor=f"127.0.0.1:{reactor_port}",
+            ),
+            _port("prometheus", self.free_ports),
+        )
+        self.urls["prometheus"] = f"http://127.0.0.1:{prom_port}"
+
+    def _deploy_apps(self) -> None:
+        reactor = JsonClient(self.urls["reactor"], self.token)
+        for app, index in APPS:
+            cluster = self.names[index % len(self.names)]
+            reactor.post("/apps", {"name": app, "cluster": cluster})
+            reactor.post("/deployments", {"app": app, "cluster": cluster})
+
+    def _write_state(self) -> None:
+        state = {
+            "pid": os.getpid(),
+            "control_url": self.urls["control"],
+            "reactor_url": self.urls["reactor"],
+            "clusters": self.names,
+            "children": {name: proc.pid for name, proc in self.procs.items()},
+            "folder": str(self.root),
+            "detection_seconds": self.threshold * self.interval,
+        }
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state))
+        tmp.replace(self.state_file)
+
+    def wait_online(self, timeout: float) -> bool:
+        """Until the reactor has seen every cluster ONLINE (the cascade starts from there)."""
+        reactor = JsonClient(self.urls["reactor"])
+
+        def online() -> bool:
+            statuses = {c["name"]: c["status"] for c in reactor.get("/clusters")}
+            return all(statuses.get(n) == "ONLINE" for n in self.names)
+
+        try:
+            wait_until(online, timeout, interval=0.2, what="every cluster ONLINE")
+        except TimeoutError:
+            return False
+        return True
+
+    # -- stop -------------------------------------------------------------------------
+
+    def dead_child(self) -> str | None:
+        for name, proc in self.procs.items():
+            if proc.proc is not None and not proc.alive():
+                return f"{name} exited ({proc.proc.returncode}):\n{proc.log_tail(15)}"
+        return None
+
+    def stop(self) -> None:
+        for name in ("exporter", "prometheus", "alertmanager", "reactor", "standin"):
+            proc = self.procs.get(name)
+            if proc is not None:
+                with contextlib.suppress(Exception):
+                    proc.stop(stop_timeout=5)
+        with contextlib.suppress(FileNotFoundError):
+            state = json.loads(self.state_file.read_text())
+            if state.get("pid") == os.getpid():
+                self.state_file.unlink()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    # -- what people see ----------------------------------------------------------------
+
+    def banner(self) -> str:
+        first = self.names[0]
+        lines = [
+            "",
+            f"fleetwatch demo is running. Ctrl-C stops everything and removes {self.root}",
+            "",
+            f"  stand-in clusters  {', '.join(self.names)} (TLS API servers on 127.0.0.1)",
+            f"  exporter           {self.urls['exporter']}/metrics",
+            f"  reactor            {self.urls['reactor']}/apps  and  /clusters",
+        ]
+        if "prometheus" in self.urls:
+            lines += [
+                f"  prometheus         {self.urls['prometheus']}/alerts",
+                f"  alertmanager       {self.urls['alertmanager']}",
+            ]
+        lines += [
+            "",
+            "In another terminal:",
+            f"  fleetwatch demo down {first}      # its API server stops answering",
+            f"  fleetwatch status --reactor {self.urls['reactor']}",
+            f"  fleetwatch demo up {first}        # it answers again; its apps are restored",
+            "",
+        ]
+        if "prometheus" in self.urls:
+            lines.append(
+                f"A cluster is OFFLINE after {self.threshold} failed probes, one every "
+                f"{self.interval:g} s: expect its apps DEGRADED about "
+                f"{self.threshold * self.interval:g}-{self.threshold * self.interval + 3:g} s "
+                "after `down`."
+            )
+        else:
+            lines.append(
+                "prometheus and prometheus-alertmanager are not installed, so nothing turns "
+                "the probes into statuses: the reactor will not react. Install them "
+                "(apt-get install prometheus prometheus-alertmanager) or run scripts/demo.sh."
+            )
+        lines.append("")
+        return "\n".join(lines)
+
+
+class Watcher:
+    """Prints what the reactor changes (cluster statuses, app statuses) as it happens."""
+
+    def __init__(self, reactor_url: str) -> None:
+        self.client = JsonClient(reactor_url, timeout=2.0)
+        self.seen: dict[str, str] = {}
+
+    def poll(self) -> list[str]:
+        try:
+            clusters = self.client.get("/clusters")
+            apps = self.client.get("/apps")
+        except (ApiError, OSError, ValueError):
+            return []
+        now: dict[str, str] = {}
+        for c in clusters:
+            now[f"cluster {c['name']}"] = c["status"]
+        for a in apps:
+            reason = f" ({a['reason']})" if a.get("reason") else ""
+            now[f"app {a['name']} on {a['cluster']}"] = a["status"] + reason
+        lines = [f"{key:32} {value}" for key, value in now.items() if self.seen.get(key) != value]
+        self.seen = now
+        return lines
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    with_prometheus = wiring.have_prometheus() and not args.no_prometheus
+    demo = Demo(
+        clusters=args.clusters,
+        interval=args.interval,
+        threshold=args.failure_threshold,
+        free_ports=args.free_ports,
+        state_file=Path(args.state_file),
+        with_prometheus=with_prometheus,
+    )
+    stop = threading.Event()
+    previous = {
+        signum: signal.signal(signum, lambda *_: stop.set())
+        for signum in (signal.SIGINT, signal.SIGTERM)
+    }
+    try:
+        print(f"starting the fleetwatch demo in {demo.root} ...", flush=True)
+        try:
+            demo.start()
+        except (NotReadyError, ApiError, OSError, TimeoutError) as exc:
+            print(f"fleetwatch demo: could not start: {exc}", file=sys.stderr)
+            return 1
+        if with_prometheus and not demo.wait_online(timeout=30):
+            print("warning: not every cluster is ONLINE yet", file=sys.stderr)
+        print(demo.banner(), flush=True)
+        print("ready", flush=True)
+        watcher = Watcher(demo.urls["reactor"])
+        while not stop.wait(0.5):
+            for line in watcher.poll():
+                print(f"{datetime.now():%H:%M:%S}  {line}", flush=True)
+            problem = demo.dead_child()
+            if problem is not None:
+                print(f"fleetwatch demo: {problem}", file=sys.stderr)
+                return 1
+        print("stopping the demo ...", flush=True)
+        return 0
+    finally:
+        demo.stop()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def run_switch(args: argparse.Namespace) -> int:
+    """``demo down NAME`` / ``demo up NAME``: switch a cluster of the running demo."""
+    path = Path(args.state_file)
+    try:
+        state = json.loads(path.read_text())
+    except (OSError, ValueError):
+        print(
+            "fleetwatch demo: no demo is running (start one with `fleetwatch demo`)",
+            file=sys.stderr,
+        )
+        return 1
+    mode = "ok" if args.action == "up" else args.how
+    try:
+        JsonClient(state["control_url"]).put(f"/clusters/{args.name}/mode", {"mode": mode})
+    except ApiError as exc:
+        message = exc.body.get("error") if isinstance(exc.body, dict) else exc.body
+        known = ", ".join(state.get("clusters", []))
+        print(f"fleetwatch demo: {message} (clusters: {known})", file=sys.stderr)
+        return 1
+    except OSError:
+        print(
+            f"fleetwatch demo: the demo (pid {state.get('pid')}) does not answer; is it still "
+            "running?",
+            file=sys.stderr,
+        )
+        return 1
+    if args.action == "down":
+        print(
+            f"{args.name} is {mode}: it fails its probes now; its apps turn DEGRADED after "
+            f"about {state.get('detection_seconds', 0):g} s. Watch: fleetwatch status "
+            f"--reactor {state['reactor_url']}"
+        )
+    else:
+        print(f"{args.name} answers again: the apps its outage degraded are restored shortly.")
+    return 0
 
 
 def add_parsers(subparsers: Any) -> None:
-    p = subparsers.add_parser("demo", help="(not built yet)")
-    p.set_defaults(func=lambda args: 2)
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "demo",
+        help="run a stand-in fleet, the exporter, the reactor and Prometheus + Alertmanager",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--clusters", type=int, default=4, help="stand-in clusters (default 4)")
+    p.add_argument("--interval", type=float, default=2.0, help="seconds between probes (default 2)")
+    p.add_argument(
+        "--failure-threshold", type=int, default=2, help="failed probes before OFFLINE (default 2)"
+    )
+    p.add_argument(
+        "--free-ports",
+        action="store_true",
+        help="use free ports, not the usual 9713/9714/9090/9093",
+    )
+    p.add_argument(
+        "--no-prometheus", action="store_true", help="do not start Prometheus and Alertmanager"
+    )
+    p.add_argument(
+        "--state-file",
+        default=str(default_state_file()),
+        help="where the running demo tells `demo down`/`up` how to reach it (default %(default)s)",
+    )
+    p.set_defaults(func=_run_checked)
+    actions = p.add_subparsers(dest="action", metavar="{down,up}")
+    for action, text in (("down", "make a demo cluster fail"), ("up", "bring it back")):
+        a: argparse.ArgumentParser = actions.add_parser(action, help=text)
+        a.add_argument("name", help="cluster name, e.g. demo-001")
+        if action == "down":
+            a.add_argument(
+                "--how",
+                choices=FAILURE_MODES,
+                default="down",
+                help="how it fails: down (connection refused), hang, error (500), ... "
+                "(default down)",
+            )
+        # SUPPRESS: given before the action (`demo --state-file F down X`) it must not be
+        # overwritten by this parser's default.
+        a.add_argument("--state-file", default=argparse.SUPPRESS, help="as for `demo`")
+        a.set_defaults(func=run_switch)
+
+
+def _run_checked(args: argparse.Namespace) -> int:
+    if args.clusters < 1 or args.clusters > 100:
+        print("fleetwatch demo: --clusters must be between 1 and 100", file=sys.stderr)
+        return 2
+    if not args.interval > 0 or args.failure_threshold < 1:
+        print(
+            "fleetwatch demo: --interval must be > 0 and --failure-threshold >= 1", file=sys.stderr
+        )
+        return 2
+    return run_demo(args)

@@ -16,14 +16,14 @@ import sys
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from fleetwatch.procs import ManagedProcess, free_port
+from fleetwatch.procs import ManagedProcess, NotReadyError, free_port
 from fleetwatch.rules import RuleSettings, render_rules
 
 REPO = Path(__file__).resolve().parents[1]
@@ -131,101 +131,131 @@ def write_yaml(path: Path, data: Any) -> Path:
 # --- processes ----------------------------------------------------------------------------
 
 
+def start_on_port(
+    build: Callable[[int], ManagedProcess], port: int | None, ready_timeout: float = 30.0
+) -> tuple[ManagedProcess, int]:
+    """Start ``build(port)``; with no port given, on a free one, retried if it gets taken.
+
+    A free port can be taken by someone else between ``free_port()`` and the child's bind
+    (other test runs share this machine): then we try another one, twice at most.
+    """
+    attempts = 1 if port else 3
+    for attempt in range(attempts):
+        chosen = port or free_port()
+        proc = build(chosen)
+        try:
+            proc.start(ready_timeout=ready_timeout)
+        except NotReadyError as exc:
+            if attempt + 1 < attempts and "address already in use" in str(exc).lower():
+                continue
+            raise
+        return proc, chosen
+    raise AssertionError("unreachable")
+
+
 def start_prometheus(
     folder: Path, config: dict[str, Any], port: int | None = None
-) -> ManagedProcess:
-    port = port or free_port()
+) -> tuple[ManagedProcess, int]:
     config_file = write_yaml(folder / "prometheus.yml", config)
-    url = f"http://127.0.0.1:{port}"
-    proc = ManagedProcess(
-        [
-            PROMETHEUS_BIN,
-            f"--config.file={config_file}",
-            f"--storage.tsdb.path={folder / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-            f"--web.external-url={url}",
-            "--log.level=warn",
-        ],
-        folder / "prometheus.log",
-        ready_url=f"{url}/-/ready",
-    )
-    return proc.start(ready_timeout=30)
+
+    def build(port: int) -> ManagedProcess:
+        url = f"http://127.0.0.1:{port}"
+        return ManagedProcess(
+            [
+                PROMETHEUS_BIN,
+                f"--config.file={config_file}",
+                f"--storage.tsdb.path={folder / 'data'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                f"--web.external-url={url}",
+                "--log.level=warn",
+            ],
+            folder / "prometheus.log",
+            ready_url=f"{url}/-/ready",
+        )
+
+    return start_on_port(build, port)
 
 
 def start_alertmanager(
     folder: Path, config: dict[str, Any], port: int | None = None
-) -> ManagedProcess:
-    port = port or free_port()
+) -> tuple[ManagedProcess, int]:
     config_file = write_yaml(folder / "alertmanager.yml", config)
-    url = f"http://127.0.0.1:{port}"
-    proc = ManagedProcess(
-        [
-            ALERTMANAGER_BIN,
-            f"--config.file={config_file}",
-            f"--storage.path={folder / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-            f"--web.external-url={url}",
-            # Empty: no gossip. Otherwise Alertmanager binds 0.0.0.0:9094.
-            "--cluster.listen-address=",
-            "--log.level=warn",
-        ],
-        folder / "alertmanager.log",
-        ready_url=f"{url}/-/ready",
-    )
-    return proc.start(ready_timeout=30)
+
+    def build(port: int) -> ManagedProcess:
+        url = f"http://127.0.0.1:{port}"
+        return ManagedProcess(
+            [
+                ALERTMANAGER_BIN,
+                f"--config.file={config_file}",
+                f"--storage.path={folder / 'data'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                f"--web.external-url={url}",
+                # Empty: no gossip. Otherwise Alertmanager binds 0.0.0.0:9094.
+                "--cluster.listen-address=",
+                "--log.level=warn",
+            ],
+            folder / "alertmanager.log",
+            ready_url=f"{url}/-/ready",
+        )
+
+    return start_on_port(build, port)
 
 
 def start_exporter(
     folder: Path,
     *,
-    port: int,
     kubeconfig: Path,
     interval: float,
+    port: int | None = None,
     kubeconfig_dir: Path | None = None,
     extra: Sequence[str] = (),
-) -> ManagedProcess:
-    args = [
-        "exporter",
-        f"--web.listen-address=127.0.0.1:{port}",
-        f"--probe.interval={interval:g}",
-        f"--kubeconfig={kubeconfig}",
-    ]
-    if kubeconfig_dir is not None:
-        args.append(f"--kubeconfig-dir={kubeconfig_dir}")
-    proc = ManagedProcess(
-        fleetwatch_argv(*args, *extra),
-        folder / "exporter.log",
-        ready_url=f"http://127.0.0.1:{port}/healthz",
-        env=_RESET_ENV,
-    )
-    return proc.start(ready_timeout=30)
+) -> tuple[ManagedProcess, int]:
+    def build(port: int) -> ManagedProcess:
+        args = [
+            "exporter",
+            f"--web.listen-address=127.0.0.1:{port}",
+            f"--probe.interval={interval:g}",
+            f"--kubeconfig={kubeconfig}",
+        ]
+        if kubeconfig_dir is not None:
+            args.append(f"--kubeconfig-dir={kubeconfig_dir}")
+        return ManagedProcess(
+            fleetwatch_argv(*args, *extra),
+            folder / "exporter.log",
+            ready_url=f"http://127.0.0.1:{port}/healthz",
+            env=_RESET_ENV,
+        )
+
+    return start_on_port(build, port)
 
 
 def start_reactor(
     folder: Path,
     *,
-    port: int,
     db_path: Path,
     token_file: Path,
     kubeconfig: Path,
+    port: int | None = None,
     kubeconfig_dir: Path | None = None,
-) -> ManagedProcess:
-    args = [
-        "reactor",
-        f"--web.listen-address=127.0.0.1:{port}",
-        f"--db.path={db_path}",
-        f"--web.token-file={token_file}",
-        f"--kubeconfig={kubeconfig}",
-    ]
-    if kubeconfig_dir is not None:
-        args.append(f"--kubeconfig-dir={kubeconfig_dir}")
-    proc = ManagedProcess(
-        fleetwatch_argv(*args),
-        folder / "reactor.log",
-        ready_url=f"http://127.0.0.1:{port}/healthz",
-        env=_RESET_ENV,
-    )
-    return proc.start(ready_timeout=30)
+) -> tuple[ManagedProcess, int]:
+    def build(port: int) -> ManagedProcess:
+        args = [
+            "reactor",
+            f"--web.listen-address=127.0.0.1:{port}",
+            f"--db.path={db_path}",
+            f"--web.token-file={token_file}",
+            f"--kubeconfig={kubeconfig}",
+        ]
+        if kubeconfig_dir is not None:
+            args.append(f"--kubeconfig-dir={kubeconfig_dir}")
+        return ManagedProcess(
+            fleetwatch_argv(*args),
+            folder / "reactor.log",
+            ready_url=f"http://127.0.0.1:{port}/healthz",
+            env=_RESET_ENV,
+        )
+
+    return start_on_port(build, port)
 
 
 # --- a small JSON client (stdlib: the demo and the tests need nothing more) -------------

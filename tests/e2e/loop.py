@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetwatch import wiring
-from fleetwatch.procs import ManagedProcess, free_port, wait_until
+from fleetwatch.procs import ManagedProcess, wait_until
 from fleetwatch.rules import RuleSettings
 from fleetwatch.standin import ThreadedFleet
 from fleetwatch.wiring import ApiError, JsonClient
@@ -114,16 +114,17 @@ class Loop:
         self.threshold = threshold
         self.token = secrets.token_urlsafe(24)
         self.token_file = root / "token"
-        self.exporter_port = free_port()
-        self.reactor_port = free_port()
         self.db_path = root / "reactor" / "fleetwatch.db"
         self.kubeconfig = root / "kubeconfig.yaml"
+        #: Ports are picked when each part starts (and kept across its restarts).
+        self.exporter_port: int | None = None
+        self.reactor_port: int | None = None
         self.prometheus: ManagedProcess | None = None
         self.alertmanager: ManagedProcess | None = None
         self.exporter: ManagedProcess | None = None
         self.reactor_proc: ManagedProcess | None = None
         self.proxy: FlakyProxy | None = None
-        self.reactor = JsonClient(f"http://127.0.0.1:{self.reactor_port}", self.token)
+        self.reactor = JsonClient("http://127.0.0.1:0", self.token)
 
     # -- life cycle ---------------------------------------------------------------------
 
@@ -146,9 +147,10 @@ class Loop:
             self.root / "rules.yml",
             RuleSettings(failure_threshold=self.threshold, probe_interval=INTERVAL),
         )
-        self.proxy = FlakyProxy(f"http://127.0.0.1:{self.reactor_port}")
-        am_port = free_port()
-        self.alertmanager = wiring.start_alertmanager(
+        self.start_reactor()
+        self.proxy = FlakyProxy(self.reactor.base)
+        self.start_exporter()
+        self.alertmanager, am_port = wiring.start_alertmanager(
             self.root / "alertmanager",
             wiring.alertmanager_config(
                 reactor_url=self.proxy.url,
@@ -156,11 +158,9 @@ class Loop:
                 group_interval="1s",
                 repeat_interval="1m",
             ),
-            am_port,
         )
         self.am_url = f"http://127.0.0.1:{am_port}"
-        prom_port = free_port()
-        self.prometheus = wiring.start_prometheus(
+        self.prometheus, prom_port = wiring.start_prometheus(
             self.root / "prometheus",
             wiring.prometheus_config(
                 exporter=f"127.0.0.1:{self.exporter_port}",
@@ -168,27 +168,25 @@ class Loop:
                 rule_file=rules,
                 interval=INTERVAL,
             ),
-            prom_port,
         )
         self.prom_url = f"http://127.0.0.1:{prom_port}"
-        self.start_reactor()
-        self.start_exporter()
 
     def start_reactor(self) -> None:
-        self.reactor_proc = wiring.start_reactor(
+        self.reactor_proc, self.reactor_port = wiring.start_reactor(
             self.root / "reactor",
             port=self.reactor_port,
             db_path=self.db_path,
             token_file=self.token_file,
             kubeconfig=self.kubeconfig,
         )
+        self.reactor.base = f"http://127.0.0.1:{self.reactor_port}"
 
     def stop_reactor(self) -> None:
         if self.reactor_proc is not None:
             self.reactor_proc.stop()
 
     def start_exporter(self) -> None:
-        self.exporter = wiring.start_exporter(
+        self.exporter, self.exporter_port = wiring.start_exporter(
             self.root / "exporter",
             port=self.exporter_port,
             kubeconfig=self.kubeconfig,

@@ -10,7 +10,7 @@ from fleetwatch.wiring import ApiError
 
 
 def test_a_cluster_goes_down_and_comes_back(
-    make_loop: Callable[..., Loop], record_timing: Callable[[str, float, float], None]
+    make_loop: Callable[..., Loop], record_timing: Callable[[str, float, float | None], None]
 ) -> None:
     loop = make_loop(["st-east", "st-west"])
     loop.wait_cluster("st-east", "ONLINE")
@@ -63,7 +63,7 @@ def test_a_cluster_goes_down_and_comes_back(
 
     up_at = loop.set_mode("st-east", "ok")
     restored_at = loop.wait_app("web", "DEPLOYED")
-    record_timing("cluster back -> apps DEPLOYED", restored_at - up_at, 0)
+    record_timing("cluster back -> apps DEPLOYED", restored_at - up_at, None)
     loop.wait_app("api", "DEPLOYED")
     assert loop.cluster_status("st-east") == "ONLINE"
     assert loop.apps() == {

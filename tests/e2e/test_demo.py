@@ -1,0 +1,109 @@
+"""`fleetwatch demo` as a newcomer runs it: start, take a cluster down, bring it back, Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from fleetwatch.procs import wait_until
+from fleetwatch.wiring import JsonClient
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is gone for our purpose; /proc tells them apart.
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in status
+
+
+def _fleetwatch(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "fleetwatch.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+
+
+def test_demo_down_up_and_ctrl_c(tmp_path: Path) -> None:
+    state_file = tmp_path / "demo.json"
+    out = tmp_path / "demo.out"
+    with out.open("w") as sink:
+        demo = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "fleetwatch.cli",
+                "demo",
+                "--free-ports",
+                "--interval=1",
+                f"--state-file={state_file}",
+            ],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        wait_until(
+            lambda: "\nready\n" in out.read_text() or demo.poll() is not None,
+            90,
+            interval=0.1,
+            what="the demo's banner",
+        )
+        text = out.read_text()
+        assert demo.poll() is None, text
+        state = json.loads(state_file.read_text())
+        for url in ("/metrics", "/alerts", state["reactor_url"]):
+            assert url in text
+        assert "fleetwatch demo down demo-001" in text
+        reactor = JsonClient(state["reactor_url"])
+        apps_on_001 = {a["name"] for a in reactor.get("/apps") if a["cluster"] == "demo-001"}
+        assert apps_on_001
+
+        result = _fleetwatch("demo", "down", "demo-001", f"--state-file={state_file}")
+        assert result.returncode == 0, result.stderr
+
+        def statuses() -> dict[str, str]:
+            return {a["name"]: a["status"] for a in reactor.get("/apps")}
+
+        wait_until(
+            lambda: all(statuses()[a] == "DEGRADED" for a in apps_on_001),
+            30,
+            what="demo-001's apps DEGRADED",
+        )
+        assert {a for a, s in statuses().items() if s == "DEGRADED"} == apps_on_001
+
+        result = _fleetwatch("demo", "up", "demo-001", f"--state-file={state_file}")
+        assert result.returncode == 0, result.stderr
+        wait_until(lambda: set(statuses().values()) == {"DEPLOYED"}, 30, what="every app DEPLOYED")
+        bad = _fleetwatch("demo", "down", "nope", f"--state-file={state_file}")
+        assert bad.returncode == 1
+        assert "no cluster named 'nope'" in bad.stderr
+
+        demo.send_signal(signal.SIGINT)
+        assert demo.wait(30) == 0
+        children = state["children"]
+        assert set(children) == {"standin", "reactor", "exporter", "prometheus", "alertmanager"}
+        wait_until(
+            lambda: not any(_alive(pid) for pid in children.values()), 10, what="children gone"
+        )
+        assert not Path(state["folder"]).exists()
+        assert not state_file.exists()
+        gone = _fleetwatch("demo", "up", "demo-001", f"--state-file={state_file}")
+        assert gone.returncode == 1
+        assert "no demo is running" in gone.stderr
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait(10)
