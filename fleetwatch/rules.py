@@ -403,6 +403,10 @@ def groups(settings: RuleSettings) -> list[Group]:
 class _Dumper(yaml.SafeDumper):
     """Block style for multi-line strings (PromQL), plain dicts in insertion order."""
 
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        # Lists indented under their key, as in the hand-written part of the file.
+        super().increase_indent(flow, False)
+
 
 def _str_representer(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
     # PromQL keeps its line breaks; long prose (annotations) is folded to stay readable.
