@@ -210,6 +210,7 @@ def serve(settings: Settings, checks: Sequence[ClusterCheck]) -> int:
     from exporter.server import create_app
 
     host, port = settings.host_port
+    _raise_open_files_limit()
     log.info(
         "fleetwatch exporter on http://%s:%d/metrics: kubeconfig %s, folder %s, "
         "interval %gs, timeout %gs, concurrency %d",
@@ -235,6 +236,19 @@ def serve(settings: Settings, checks: Sequence[ClusterCheck]) -> int:
         return 1
     log.info("stopped")
     return 0
+
+
+def _raise_open_files_limit() -> None:
+    """One kept-alive connection per cluster: lift the soft open-files limit to the hard one."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        target = hard if hard != resource.RLIM_INFINITY else max(soft, 1_048_576)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError):
+            log.warning("open-files limit stays %d; big fleets need one per cluster", soft)
 
 
 def run_discover(args: argparse.Namespace) -> int:

@@ -19,12 +19,14 @@ import asyncio
 import logging
 import os
 import ssl
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from kubernetes.client import Configuration
+from kubernetes.config import kube_config
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.config.kube_config import KubeConfigLoader
 
@@ -103,14 +105,15 @@ def _make_ssl_context(
 
 def build_credentials(ctx: ContextConfig, ssl_contexts: _SslContexts | None = None) -> Credentials:
     """Resolve one context with the kubernetes client (blocking: call it in a thread)."""
+    make_kube_client_temp_files_thread_safe()
     config = Configuration()
     try:
-        loader = KubeConfigLoader(
+        loader = KubeConfigLoader(  # type: ignore[no-untyped-call]  # the client is untyped
             config_dict=dict(ctx.config),
             active_context=ctx.context,
             config_base_path=ctx.base_path,
         )
-        loader.load_and_set(config)
+        loader.load_and_set(config)  # type: ignore[no-untyped-call]
     except (ConfigException, KeyError, ValueError, TypeError, OSError) as exc:
         raise CredentialsError(_safe_reason(exc)) from None
     user = _user_of(ctx.config)
@@ -197,6 +200,30 @@ class _NoKubeClientRecords(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return f"{os.sep}kubernetes{os.sep}" not in record.pathname
+
+
+_TEMP_FILE_LOCK = threading.Lock()
+
+
+def make_kube_client_temp_files_thread_safe() -> None:
+    """Serialise the kubernetes client's temp-file writer (idempotent).
+
+    The client writes ``*-data`` credentials to temp files shared by content: it registers
+    the file name *before* writing it, so a second thread resolving the same content at
+    the same time gets an empty file (``no certificate or crl found``; see
+    ``test_same_embedded_certs_resolved_by_many_threads_at_once``). Wrapping that one
+    function in a lock costs microseconds, and lets exec plugins still run in parallel.
+    """
+    original: Any = kube_config._create_temp_file_with_content
+    if getattr(original, "_fleetwatch_locked", False):
+        return
+
+    def locked(*args: Any, **kwargs: Any) -> Any:
+        with _TEMP_FILE_LOCK:
+            return original(*args, **kwargs)
+
+    locked._fleetwatch_locked = True  # type: ignore[attr-defined]
+    kube_config._create_temp_file_with_content = locked
 
 
 def silence_kube_client_root_logs() -> None:

@@ -22,7 +22,7 @@ import aiohttp
 from exporter.checks import CheckResult, ClusterCheck, MetricFamily
 from exporter.credentials import CredentialCache, CredentialsError
 from exporter.discovery import Cluster, ContextConfig, Discovery, probeable
-from exporter.probe import ApiClient, ProbeResult, Reason, probe
+from exporter.probe import ApiClient, ProbeResult, Reason, limit_tls_read_buffers, probe
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +113,7 @@ class Monitor:
         self.probes_started = 0  #: total probes sent (tests check "never probed")
 
     async def __aenter__(self) -> Monitor:
+        limit_tls_read_buffers()  # one kept-alive TLS connection per cluster: keep them small
         # One connector for the life of the exporter: keep-alive across cycles. The limit
         # is generous; the semaphore is what bounds concurrent clusters.
         connector = aiohttp.TCPConnector(
@@ -137,7 +138,10 @@ class Monitor:
         """Run cycles every ``interval`` seconds until cancelled."""
         while True:
             started = time.monotonic()
-            await self.run_cycle()
+            try:
+                await self.run_cycle()
+            except Exception:  # a bug in one cycle must not stop the next ones
+                log.exception("probe cycle failed; the next one starts on schedule")
             elapsed = time.monotonic() - started
             if elapsed > self.settings.interval:
                 log.warning(

@@ -246,6 +246,10 @@ class Discoverer:
         problems: list[DiscoveryProblem] = []
         seen: dict[str, str] = {}
         live: set[str] = set()
+        folder = self.kubeconfig_dir
+        if folder is not None and not folder.is_dir():
+            reason = "folder not found" if not folder.exists() else "not a folder"
+            problems.append(DiscoveryProblem(str(folder), None, reason))
         for path in kubeconfig_files(self.kubeconfig_path, self.kubeconfig_dir):
             source = str(path)
             live.add(source)

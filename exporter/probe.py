@@ -31,6 +31,21 @@ READYZ_MAX_BYTES = 64 * 1024
 JSON_MAX_BYTES = 32 * 1024 * 1024
 
 
+#: Read buffer of each TLS connection. asyncio allocates ``SSLProtocol.max_size`` (256 KiB)
+#: per connection; with one kept-alive connection per cluster that is 2.5 GB for 10,000
+#: clusters. A TLS record is at most 16 KiB, so 32 KiB loses nothing (measured: 1,000
+#: clusters, RSS 386 -> 166 MiB, steady cycle as fast).
+TLS_READ_BUFFER_BYTES = 32 * 1024
+
+
+def limit_tls_read_buffers(size: int = TLS_READ_BUFFER_BYTES) -> None:
+    """Lower asyncio's per-connection TLS read buffer for this process (idempotent)."""
+    from asyncio import sslproto
+
+    if getattr(sslproto.SSLProtocol, "max_size", 0) > size:
+        sslproto.SSLProtocol.max_size = size
+
+
 class Reason(StrEnum):
     """Why a probe failed: the ``reason`` label of ``fleetwatch_cluster_probe_failures_total``."""
 

@@ -99,7 +99,11 @@ def test_missing_folder_and_directory_named_yaml(tmp_path: Path) -> None:
     (tmp_path / "dir.yaml").mkdir()
     found = Discoverer(None, tmp_path).scan()
     assert [p.reason for p in found.problems] == ["not a file"]
-    assert Discoverer(None, tmp_path / "absent").scan().clusters == ()
+    absent = Discoverer(None, tmp_path / "absent").scan()
+    assert absent.clusters == ()
+    assert [(p.source, p.reason) for p in absent.problems] == [
+        (str(tmp_path / "absent"), "folder not found")
+    ]
 
 
 def test_file_added_and_removed_between_scans(tmp_path: Path) -> None:

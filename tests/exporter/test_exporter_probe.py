@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import copy
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -12,6 +15,7 @@ import pytest
 import yaml
 from exporter_testlib import MonitorFactory
 
+from exporter.credentials import CredentialsError, build_credentials
 from exporter.discovery import Cluster, ContextConfig, Discovery
 from exporter.probe import Reason
 from fleetwatch.standin import StandinFleet
@@ -299,3 +303,35 @@ async def test_failing_exec_plugin_is_reason_credentials(
     assert fleet.requests("c1") == 0
     assert "exec plugin gave no token" in caplog.text
     assert "leaked-secret" not in caplog.text  # the client's own log line quotes stderr
+
+
+async def test_same_embedded_certs_resolved_by_many_threads_at_once(
+    fleet: StandinFleet, kubeconfig_dir: Path
+) -> None:
+    """The kubernetes client writes ``*-data`` to temp files it shares by content; a thread
+    must never get a file another thread has not finished writing."""
+    await fleet.add_cluster("c1")
+    doc = yaml.safe_load(fleet.write_kubeconfig(kubeconfig_dir / "k.yaml").read_text())
+    ca_pem = fleet.certs.ca_pem
+    errors: list[str] = []
+    for round_ in range(30):
+        # new content each round (a PEM comment), so the client's temp file is new too
+        pem = ca_pem + f"# round {round_} {time.time()}\n".encode()
+        cluster = doc["clusters"][0]["cluster"]
+        cluster["certificate-authority-data"] = base64.b64encode(pem).decode()
+        ctx = ContextConfig("k.yaml", "c1", (0, 0, round_, 0), copy.deepcopy(doc), "")
+        barrier = threading.Barrier(8)
+
+        def build(ctx: ContextConfig = ctx, barrier: threading.Barrier = barrier) -> None:
+            barrier.wait()
+            try:
+                build_credentials(ctx)
+            except CredentialsError as exc:
+                errors.append(str(exc))
+
+        threads = [threading.Thread(target=build) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert errors == []
