@@ -61,7 +61,7 @@ def create_app(
         discoverer = Discoverer(settings.kubeconfig_path, settings.kubeconfig_dir)
 
     def open_store() -> Store:
-        return SQLiteStore(settings.db_path)
+        return SQLiteStore(settings.db_path, busy_timeout_s=settings.db_busy_timeout_s)
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         backend = app[BACKEND]

@@ -32,6 +32,8 @@ class Settings:
     """Bearer token required on ``POST /alerts`` and every mutating call; None: no auth."""
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     """Bigger bodies get 413. 4 MiB holds a webhook of several thousand alerts."""
+    db_busy_timeout_s: float = 5.0
+    """How long a transaction waits for another writer's lock before the call answers 503."""
     kubeconfig_path: Path | None = None
     """Main kubeconfig scanned at start-up; None (and no dir): no discovery."""
     kubeconfig_dir: Path | None = None

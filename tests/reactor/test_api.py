@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -482,3 +483,50 @@ async def test_healthz(make_client: MakeClient) -> None:
     client = await make_client()
     resp = await client.get("/healthz")
     assert resp.status == 200 and await resp.json() == {"status": "ok"}
+
+
+async def test_a_locked_database_is_503_and_the_retry_succeeds(
+    make_client: MakeClient, db_path: Path
+) -> None:
+    registry = CollectorRegistry()
+    client = await make_client(registry=registry, db_busy_timeout_s=0.2)
+    await setup_fleet(client)
+    other = sqlite3.connect(db_path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another writer holds the lock
+    try:
+        before = dump_db(db_path)
+        resp = await client.post("/alerts", json=webhook(alert(ONLINE, "c1", 0)))
+        assert resp.status == 503 and resp.headers["Retry-After"] == "1"
+        assert "retry" in (await resp.json())["error"]
+        resp = await client.post("/deployments", json={"app": "p1", "cluster": "c1"})
+        assert resp.status == 503
+        assert dump_db(db_path) == before
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert (
+        registry.get_sample_value("fleetwatch_reactor_notifications_total", {"outcome": "error"})
+        == 1
+    )
+    resp = await client.post("/alerts", json=webhook(alert(ONLINE, "c1", 0)))
+    assert resp.status == 200 and (await resp.json())["clusters_changed"] == 1
+
+
+async def test_skipped_alerts_are_logged_and_the_rest_applied(
+    make_client: MakeClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    client = await make_client()
+    group = webhook(
+        alert("Watchdog", None, 0),
+        alert(OFFLINE, None, 0),
+        alert(ONLINE, "c7", 0),
+    )
+    with caplog.at_level(logging.INFO):
+        resp = await client.post("/alerts", json=group)
+    assert (await resp.json())["applied"] == 1
+    lines = [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()]
+    assert lines == [
+        "notification: skipped 2 alert(s): alerts[0]: alertname 'Watchdog' is not a status "
+        "alert; alerts[1]: FleetClusterOffline without a cluster label"
+    ]
+    assert (await (await client.get("/clusters/c7")).json())["status"] == "ONLINE"

@@ -1,0 +1,87 @@
+"""Flags and environment of `fleetwatch reactor`: flags win, the token file is trimmed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fleetwatch.cli import build_parser
+from reactor.cli import parse_listen_address, render_status, settings_from
+from reactor.context import Settings
+
+
+def settings(argv: list[str], env: dict[str, str]) -> Settings:
+    return settings_from(build_parser().parse_args(["reactor", *argv]), env)
+
+
+def test_defaults_and_environment(tmp_path: Path) -> None:
+    env = {
+        "FLEETWATCH_TOKEN": " from-env\n",
+        "KUBECONFIG_PATH": str(tmp_path / "main"),
+        "KUBECONFIG_DIR": str(tmp_path / "dir"),
+    }
+    s = settings([], env)
+    assert s.token == "from-env"
+    assert s.kubeconfig_path == tmp_path / "main"
+    assert s.kubeconfig_dir == tmp_path / "dir"
+    assert s.db_path == Path("fleetwatch.db")
+    assert s.max_body_bytes == 4 * 1024 * 1024
+    assert settings([], {}).token is None
+
+
+def test_flags_win_over_the_environment(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("from-file\n")
+    env = {"FLEETWATCH_TOKEN": "from-env", "KUBECONFIG_PATH": "/env/main", "KUBECONFIG_DIR": "/env"}
+    s = settings(
+        [
+            f"--web.token-file={token}",
+            "--kubeconfig=/flag/main",
+            "--kubeconfig-dir=/flag",
+            "--web.max-body-bytes=2048",
+            "--db.path=/tmp/x.db",
+        ],
+        env,
+    )
+    assert s.token == "from-file"
+    assert s.kubeconfig_path == Path("/flag/main")
+    assert s.kubeconfig_dir == Path("/flag")
+    assert s.max_body_bytes == 2048
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--web.token-file=/nonexistent/token"], "No such file"),
+        (["--web.max-body-bytes=10"], "at least 1024"),
+    ],
+)
+def test_bad_settings(argv: list[str], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        settings(argv, {})
+
+
+def test_empty_token_file(tmp_path: Path) -> None:
+    (tmp_path / "t").write_text("\n")
+    with pytest.raises(ValueError, match="is empty"):
+        settings([f"--web.token-file={tmp_path / 't'}"], {})
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("127.0.0.1:9714", ("127.0.0.1", 9714)), (":80", ("127.0.0.1", 80)), ("[::1]:9", ("::1", 9))],
+)
+def test_listen_address(text: str, expected: tuple[str, int]) -> None:
+    assert parse_listen_address(text) == expected
+
+
+def test_listen_address_without_port() -> None:
+    with pytest.raises(ValueError, match="host:port"):
+        parse_listen_address("localhost")
+
+
+def test_render_status_empty() -> None:
+    from datetime import UTC, datetime
+
+    assert render_status([], [], datetime.now(UTC)) == "(no clusters)\n\n(no apps)"
