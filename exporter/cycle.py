@@ -175,6 +175,16 @@ class Monitor:
         self.cycle_duration = time.monotonic() - started
         self.last_cycle_end = time.time()
         await self.publish()
+        ok = sum(1 for state, _ in targets if state.last is not None and state.last.success)
+        log.info(
+            "cycle %d: %d clusters, %d probed, %d ok, %d failing, %.2fs",
+            self.cycles_total,
+            len(self.states),
+            len(targets),
+            ok,
+            len(targets) - ok,
+            self.cycle_duration,
+        )
 
     def _scan(self) -> tuple[Discovery, dict[str, bool]]:
         """Discovery plus "is it a readable file" per distinct kubeconfig_secret_ref."""

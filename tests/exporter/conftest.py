@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -13,6 +14,15 @@ from exporter.checks import ClusterCheck
 from exporter.cycle import CycleSettings, DiscoverySource, Monitor
 from exporter.discovery import Discoverer
 from fleetwatch.standin import StandinFleet
+
+
+@pytest.fixture(autouse=True)
+async def no_leaked_tasks() -> AsyncIterator[None]:
+    """Fail a test that leaves a task running: every task must be owned and awaited."""
+    yield
+    current = asyncio.current_task()
+    leaked = [t for t in asyncio.all_tasks() if t is not current and not t.done()]
+    assert leaked == [], f"tasks left running: {[t.get_name() for t in leaked]}"
 
 
 @pytest.fixture
