@@ -360,8 +360,13 @@ def add_parsers(subparsers: Any) -> None:
     p: argparse.ArgumentParser = subparsers.add_parser(
         "demo",
         help="run a stand-in fleet, the exporter, the reactor and Prometheus + Alertmanager",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "Start a stand-in fleet of TLS clusters, the exporter, the reactor with a few "
+            "apps and, when installed, Prometheus and Alertmanager with fleetwatch's rules "
+            "and route; print the URLs and every status change. In another terminal, "
+            "`fleetwatch demo down NAME` makes a cluster fail and `fleetwatch demo up NAME` "
+            "brings it back. Ctrl-C stops everything and removes the temporary folder."
+        ),
     )
     p.add_argument("--clusters", type=int, default=4, help="stand-in clusters (default 4)")
     p.add_argument("--interval", type=float, default=2.0, help="seconds between probes (default 2)")

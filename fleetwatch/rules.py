@@ -1,8 +1,8 @@
 """`fleetwatch rules`: render the Prometheus rules that turn the exporter's gauges into statuses.
 
-The failure threshold N lives only here (DESIGN.md, "Statuses"): the exporter publishes raw
-counts, these rules decide ONLINE/OFFLINE, and the reactor learns the result from the
-Alertmanager notifications of ``FleetClusterOnline`` and ``FleetClusterOffline``.
+The failure threshold N lives only here (see the statuses in the README): the exporter
+publishes raw counts, these rules decide ONLINE/OFFLINE, and the reactor learns the result
+from the Alertmanager notifications of ``FleetClusterOnline`` and ``FleetClusterOffline``.
 ``alerts/fleetwatch.rules.yml`` is this module's output for the defaults (a test keeps them
 equal), followed by the etcd/control-plane groups of ``fleetwatch.rules_controlplane``.
 
@@ -157,7 +157,7 @@ def status_group(s: RuleSettings) -> Group:
     return Group(
         name="fleetwatch-status",
         why=(
-            "Cluster statuses (DESIGN.md, 'Statuses'). Rules of a group run in order at one\n"
+            "Cluster statuses ONLINE, OFFLINE, UNKNOWN. Rules of a group run in order at one\n"
             "timestamp, so each alert below sees the status recorded first, and the storm\n"
             "guard is sent before the OFFLINE alerts it must inhibit."
         ),
