@@ -26,7 +26,14 @@ from exporter.discovery import probeable
 from reactor.context import BACKEND, METRICS, SETTINGS
 from reactor.openapi import openapi_document
 from reactor.service import Conflict, Gated, NotFound
-from reactor.signals import PayloadError, format_time, parse_webhook, status_signals
+from reactor.signals import (
+    MAX_NAME,
+    PayloadError,
+    format_time,
+    is_name,
+    parse_webhook,
+    status_signals,
+)
 from reactor.statemachine import AppStatus
 from reactor.store import AppRecord, ClusterRecord, StoreUnavailable
 
@@ -40,7 +47,6 @@ MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 #: Bodies above this size are parsed off the event loop.
 PARSE_OFF_LOOP_BYTES = 64 * 1024
 
-MAX_NAME = 253
 MAX_TEXT = 4096
 
 
@@ -147,7 +153,7 @@ def check_name(value: Any, what: str) -> str:
         raise BadRequest(f'"{what}" must be a string')
     if not 0 < len(value) <= MAX_NAME:
         raise BadRequest(f'"{what}" must have 1 to {MAX_NAME} characters')
-    if not value.isprintable() or any(ch.isspace() for ch in value):
+    if not is_name(value):
         raise BadRequest(f'"{what}" must be printable characters without spaces')
     return value
 

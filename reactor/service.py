@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from reactor import gate
 from reactor.metrics import ReactorMetrics
-from reactor.signals import Signal
+from reactor.signals import Signal, format_time
 from reactor.statemachine import (
     AlertState,
     AppStatus,
@@ -98,6 +98,7 @@ class Service:
         changed: list[str] = []
         created: list[str] = []
         opened = closed = degraded = restored = 0
+        changes: list[str] = []
         with self.store.write() as tx:
             for name, updates in by_cluster.items():
                 cluster = tx.cluster(name)
@@ -110,29 +111,35 @@ class Service:
                 changed.append(name)
                 tx.save_state(cluster.id, transition.state)
                 outage_id = cluster.outage_id
+                notes: list[str] = []
                 for effect in transition.effects:
                     if isinstance(effect, OpenOutage):
                         outage_id = tx.open_outage(cluster.id, effect.started_at, now)
                         opened += 1
+                        notes.append(f"outage opened (since {format_time(effect.started_at)})")
                     elif isinstance(effect, DegradeApps):
                         assert outage_id is not None
-                        degraded += tx.degrade_apps(cluster.id, outage_id)
+                        count = tx.degrade_apps(cluster.id, outage_id)
+                        degraded += count
+                        notes.append(f"{count} app(s) degraded")
                     elif isinstance(effect, RestoreApps):
                         assert outage_id is not None
-                        restored += tx.restore_apps(cluster.id, outage_id)
+                        count = tx.restore_apps(cluster.id, outage_id)
+                        restored += count
+                        notes.append(f"{count} app(s) restored")
                     elif isinstance(effect, CloseOutage):
                         assert outage_id is not None
                         tx.close_outage(cluster.id, outage_id, effect.closed_at)
                         outage_id = None
                         closed += 1
-                if transition.state.status is not cluster.state.status:
-                    log.info(
-                        "cluster %s: %s -> %s%s",
-                        name,
-                        cluster.state.status.value,
-                        transition.state.status.value,
-                        "".join(f"; {type(e).__name__}" for e in transition.effects),
-                    )
+                        notes.append("outage closed")
+                before, after = cluster.state.status, transition.state.status
+                if before is not after or notes:
+                    detail = f": {', '.join(notes)}" if notes else ""
+                    changes.append(f"cluster {name}: {before.value} -> {after.value}{detail}")
+        # Said once committed: a rolled-back notification changed nothing to report.
+        for line in changes:
+            log.info("%s", line)
         if self.metrics is not None:
             self.metrics.outages_opened.inc(opened)
             self.metrics.outages_closed.inc(closed)

@@ -174,6 +174,9 @@ def status_signals(webhook: Webhook) -> Signals:
         if not cluster:
             skipped.append(f"alerts[{i}]: {kind.value} without a cluster label")
             continue
+        if not is_name(cluster):
+            skipped.append(f"alerts[{i}]: {kind.value} with an unusable cluster {_clip(cluster)!r}")
+            continue
         firing = alert.status == "firing"
         if not firing and alert.ends_at is None:
             skipped.append(f"alerts[{i}]: resolved {kind.value} of {cluster!r} without endsAt")
@@ -183,6 +186,14 @@ def status_signals(webhook: Webhook) -> Signals:
         )
         signals.append(Signal(cluster=cluster, alert=kind, state=state))
     return Signals(signals=tuple(signals), skipped=tuple(skipped))
+
+
+MAX_NAME = 253
+
+
+def is_name(text: str) -> bool:
+    """A usable cluster or app name: 1 to 253 printable characters, no whitespace."""
+    return 0 < len(text) <= MAX_NAME and text.isprintable() and not any(ch.isspace() for ch in text)
 
 
 def _kind(value: object) -> str:

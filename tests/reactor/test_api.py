@@ -520,13 +520,15 @@ async def test_skipped_alerts_are_logged_and_the_rest_applied(
         alert("Watchdog", None, 0),
         alert(OFFLINE, None, 0),
         alert(ONLINE, "c7", 0),
+        alert(ONLINE, "two words", 0),
     )
     with caplog.at_level(logging.INFO):
         resp = await client.post("/alerts", json=group)
     assert (await resp.json())["applied"] == 1
     lines = [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()]
     assert lines == [
-        "notification: skipped 2 alert(s): alerts[0]: alertname 'Watchdog' is not a status "
-        "alert; alerts[1]: FleetClusterOffline without a cluster label"
+        "notification: skipped 3 alert(s): alerts[0]: alertname 'Watchdog' is not a status "
+        "alert; alerts[1]: FleetClusterOffline without a cluster label; alerts[3]: "
+        "FleetClusterOnline with an unusable cluster 'two words'"
     ]
     assert (await (await client.get("/clusters/c7")).json())["status"] == "ONLINE"
