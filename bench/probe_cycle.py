@@ -1,0 +1,282 @@
+"""Probe cycle at fleet scale: wall time, CPU seconds per probe, peak RSS, hung clusters.
+
+The stand-in fleet runs in its own process (``bench.fleet_server``); the exporter side
+runs in a worker process of its own (``--worker``), so each side's CPU and memory are
+its own. The worker drives the exporter's real ``Monitor`` (discovery, credentials, the
+probe cycle and the rendering of ``/metrics`` each cycle does) against the fleet's
+kubeconfig: one first cycle (new TLS connections, credentials built) and then steady
+cycles (kept-alive connections), each timed in wall and CPU seconds.
+
+Run: ``.venv/bin/python -m bench.probe_cycle --clusters 1000 10000 --runs 3``
+and, for hung clusters, ``--hang-fraction 0.1 --timeout 5``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from bench.common import REPO, cpu_seconds, machine_load, memory_kib, summary, write_result
+from bench.fleet_server import start_fleet
+
+# --- the worker: the exporter side, alone in its process ------------------------------
+
+
+async def _cycles(
+    kubeconfig: Path,
+    steady: int,
+    probe_timeout: float,
+    concurrency: int | None,
+    fleet_pid: int | None,
+    variant: str,
+    profile_dir: Path | None = None,
+) -> dict[str, Any]:
+    from exporter import exposition
+    from exporter.cycle import CycleSettings, Monitor, Snapshot
+    from exporter.discovery import Discoverer
+    from exporter.settings import DEFAULT_CONCURRENCY
+
+    rendered_bytes = 0
+
+    async def publish(snap: Snapshot) -> None:
+        nonlocal rendered_bytes
+        rendered = await asyncio.to_thread(exposition.render, snap)
+        rendered_bytes = len(rendered.metrics)
+
+    settings = CycleSettings(
+        interval=max(60.0, probe_timeout),
+        timeout=probe_timeout,
+        concurrency=concurrency or DEFAULT_CONCURRENCY,
+    )
+    cycles: list[dict[str, Any]] = []
+    async with Monitor(settings, Discoverer(kubeconfig, None), publish) as monitor:
+        if variant == "close":
+            # Experiment: no keep-alive (a TLS handshake per probe, no idle connections).
+            await monitor.session.close()
+            monitor._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(force_close=True, limit=0), trust_env=False
+            )
+        for i in range(1 + steady):
+            before = monitor.probes_started
+            fleet0 = cpu_seconds(fleet_pid) if fleet_pid else 0.0
+            cpu0 = time.process_time()
+            t0 = time.perf_counter()
+            profiler = _profiler(profile_dir, i)
+            await monitor.run_cycle()
+            _profile_done(profiler, profile_dir, i)
+            wall = time.perf_counter() - t0
+            cpu = time.process_time() - cpu0
+            fleet_cpu = cpu_seconds(fleet_pid) - fleet0 if fleet_pid else None
+            probes = monitor.probes_started - before
+            ok = sum(1 for s in monitor.states.values() if s.last is not None and s.last.success)
+            reasons: dict[str, int] = {}
+            for s in monitor.states.values():
+                if s.last is not None and not s.last.success and s.last.reason is not None:
+                    reasons[s.last.reason.value] = reasons.get(s.last.reason.value, 0) + 1
+            cycles.append(
+                {
+                    "kind": "first" if i == 0 else "steady",
+                    "wall_s": round(wall, 3),
+                    "cpu_s": round(cpu, 3),
+                    "probes": probes,
+                    "ok": ok,
+                    "failed": reasons,
+                    "cpu_ms_per_probe": round(cpu / probes * 1000, 4) if probes else None,
+                    "probes_per_cpu_s": round(probes / cpu, 1) if cpu else None,
+                    "metrics_bytes": rendered_bytes,
+                    "fleet_cpu_s": None if fleet_cpu is None else round(fleet_cpu, 3),
+                    "rss_mib": round(memory_kib(os.getpid())["VmRSS"] / 1024, 1),
+                }
+            )
+    mem = memory_kib(os.getpid())
+    return {
+        "cycles": cycles,
+        "rss_peak_mib": round(mem["VmHWM"] / 1024, 1),
+        "rss_end_mib": round(mem["VmRSS"] / 1024, 1),
+        "concurrency": settings.concurrency,
+        "timeout_s": probe_timeout,
+        "variant": variant,
+    }
+
+
+def _profiler(profile_dir: Path | None, cycle: int) -> Any:
+    """pyinstrument on the second cycle (the first steady one): main thread, where it runs."""
+    if profile_dir is None or cycle != 1:
+        return None
+    from pyinstrument import Profiler
+
+    profiler = Profiler(interval=0.0005)
+    profiler.start()
+    return profiler
+
+
+def _profile_done(profiler: Any, profile_dir: Path | None, cycle: int) -> None:
+    if profiler is None or profile_dir is None:
+        return
+    profiler.stop()
+    text = profiler.output_text(unicode=False, color=False, show_all=False)
+    (profile_dir / f"steady-cycle-{cycle}.txt").write_text(text)
+
+
+def worker_main(args: argparse.Namespace) -> None:
+    if args.variant == "smallbuf":
+        # Experiment: asyncio gives every TLS connection a 256 KiB read buffer
+        # (SSLProtocol.max_size); a TLS record is at most 16 KiB.
+        from asyncio import sslproto
+
+        sslproto.SSLProtocol.max_size = 16 * 1024
+    result = asyncio.run(
+        _cycles(
+            args.kubeconfig,
+            args.steady,
+            args.timeout,
+            args.concurrency,
+            args.fleet_pid,
+            args.variant,
+            args.profile_dir,
+        )
+    )
+    print(json.dumps(result))
+
+
+# --- the driver: fleet process + worker process, several runs -------------------------
+
+
+def run_worker(
+    kubeconfig: Path,
+    steady: int,
+    timeout: float,
+    concurrency: int | None,
+    limit_s: float,
+    fleet_pid: int | None = None,
+    variant: str = "keepalive",
+) -> dict[str, Any]:
+    """One worker process (a fresh exporter side: new connections, no cached credentials)."""
+    argv = [
+        sys.executable, "-m", "bench.probe_cycle", "--worker",
+        "--kubeconfig", str(kubeconfig), "--steady", str(steady),
+        "--timeout", str(timeout), "--variant", variant,
+    ]  # fmt: skip
+    if concurrency:
+        argv += ["--concurrency", str(concurrency)]
+    if fleet_pid:
+        argv += ["--fleet-pid", str(fleet_pid)]
+    with machine_load() as load:
+        out = subprocess.run(
+            argv, cwd=REPO, capture_output=True, text=True, timeout=limit_s, check=False
+        )
+    if out.returncode != 0:
+        raise RuntimeError(f"probe-cycle worker failed:\n{out.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    result["load"] = load
+    return result
+
+
+def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Medians over runs of the first cycle and of the steady cycles."""
+    first = [r["cycles"][0] for r in runs]
+    steady = [c for r in runs for c in r["cycles"][1:]]
+    out: dict[str, Any] = {
+        "first_wall_s": summary([c["wall_s"] for c in first]),
+        "first_cpu_ms_per_probe": summary([c["cpu_ms_per_probe"] for c in first]),
+        "first_probes_per_cpu_s": summary([c["probes_per_cpu_s"] for c in first]),
+        "rss_peak_mib": summary([r["rss_peak_mib"] for r in runs]),
+    }
+    if steady:
+        out["steady_wall_s"] = summary([c["wall_s"] for c in steady])
+        out["steady_cpu_ms_per_probe"] = summary([c["cpu_ms_per_probe"] for c in steady])
+        out["steady_probes_per_cpu_s"] = summary([c["probes_per_cpu_s"] for c in steady])
+    return out
+
+
+def bench_size(
+    tmp: Path,
+    clusters: int,
+    hang: int,
+    runs: int,
+    steady: int,
+    timeout: float,
+    concurrency: int | None,
+    variant: str = "keepalive",
+) -> dict[str, Any]:
+    fleet_proc, fleet = start_fleet(tmp / f"fleet-{clusters}-{hang}", clusters, hang)
+    try:
+        limit = 300 + clusters / 10 + (1 + steady) * timeout * (2 + hang / 64)
+        each = [
+            run_worker(
+                fleet.kubeconfig, steady, timeout, concurrency, limit, fleet_proc.pid, variant
+            )
+            for _ in range(runs)
+        ]
+    finally:
+        fleet_proc.stop()
+    return {
+        "clusters": clusters,
+        "hanging": hang,
+        "variant": variant,
+        "runs": each,
+        "summary": summarise(each),
+    }
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clusters", type=int, nargs="+", default=[1000, 10_000])
+    parser.add_argument("--hang-fraction", type=float, default=0.0)
+    parser.add_argument("--runs", type=int, default=3, help="fresh worker processes per size")
+    parser.add_argument("--steady", type=int, default=2, help="steady cycles after the first")
+    parser.add_argument("--timeout", type=float, default=10.0, help="probe timeout, seconds")
+    parser.add_argument("--concurrency", type=int, default=None)
+    parser.add_argument(
+        "--variant",
+        choices=("keepalive", "close", "smallbuf"),
+        default="keepalive",
+        help="keepalive: the exporter as built; close, smallbuf: experiments (see RESULTS.md)",
+    )
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument(
+        "--profile-dir",
+        type=Path,
+        default=None,
+        help="worker only: pyinstrument profile of the first steady cycle written here",
+    )
+    parser.add_argument("--fleet-pid", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--kubeconfig", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        worker_main(args)
+        return {}
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="fw-bench-") as tmpdir:
+        for n in args.clusters:
+            hang = round(n * args.hang_fraction)
+            results[str(n)] = bench_size(
+                Path(tmpdir),
+                n,
+                hang,
+                args.runs,
+                args.steady,
+                args.timeout,
+                args.concurrency,
+                args.variant,
+            )
+    name = "probe_cycle_hang" if args.hang_fraction else "probe_cycle"
+    if args.variant != "keepalive":
+        name += f"_{args.variant}"
+    write_result(name, {"sizes": results, "timeout_s": args.timeout}, args.out)
+    return results
+
+
+if __name__ == "__main__":
+    main()
