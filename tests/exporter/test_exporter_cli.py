@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import urllib.request
@@ -66,6 +67,11 @@ def test_exporter_serves_metrics_and_stops_on_sigterm(
         assert 'fleetwatch_cluster_probe_success{cluster="good"} 1' in text
         assert 'fleetwatch_cluster_probe_success{cluster="down"} 0' in text
         assert 'reason="connect"' in text
+        if shutil.which("promtool"):  # the whole assembled output, plugged-in checks included
+            check = subprocess.run(
+                ["promtool", "check", "metrics"], input=text, capture_output=True, text=True
+            )
+            assert (check.returncode, check.stdout + check.stderr) == (0, "")
         code = proc.stop()
     assert code == 0, proc.log_tail()
     logs = log.read_text()
