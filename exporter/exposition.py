@@ -34,7 +34,8 @@ CLUSTER_FAMILIES: tuple[tuple[str, str, str], ...] = (
     (
         "fleetwatch_cluster_probeable",
         "gauge",
-        "1 if the cluster's kubeconfig is a readable file, so it is probed; 0 if never probed.",
+        "1 if the cluster's kubeconfig is a readable file, so it is probed; "
+        "0: never probed, never failing.",
     ),
     (
         "fleetwatch_cluster_probe_success",
