@@ -25,9 +25,7 @@ from bench.common import (
 )
 from fleetwatch.procs import ManagedProcess, free_port
 
-DEPLOY_BODY = json.dumps(
-    {"app": "shop-frontend", "cluster": "prod-eu-1", "version": "1.4.2"}
-).encode()
+DEPLOY_BODY = json.dumps({"app": "shop-frontend", "cluster": "prod-eu-1"}).encode()
 
 
 def start_bare(tmp: Path) -> tuple[ManagedProcess, str]:

@@ -1,0 +1,318 @@
+"""Reactor benchmarks: POST /deployments under wrk vs a bare aiohttp handler, big webhooks,
+a 100,000-app cascade, and the database size per 100,000 apps.
+
+The reactor is the real ``fleetwatch reactor`` process on a SQLite file seeded through
+its own store (``reactor.store.SQLiteStore``), so setup does not take 100,000 HTTP calls.
+``POST /deployments`` is driven by wrk (2 threads, 50 connections, a Lua script rotating
+over 1,000 apps on 1,000 clusters, with the bearer token) and, in the same run,
+alternating with it, the bare aiohttp server of ``bench.bare_server`` with the same body.
+
+Run: ``.venv/bin/python -m bench.reactor --duration 10 --runs 3``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from bench.aiohttp_baseline import start_bare, wrk_runs
+from bench.common import ProcWatch, machine_load, summary, write_result
+from fleetwatch.procs import ManagedProcess, free_port
+
+TOKEN = "bench-token-not-a-secret"
+NEVER = "0001-01-01T00:00:00Z"
+
+
+# --- seeding the store ------------------------------------------------------------------
+
+
+def seed(db: Path, clusters: int, apps_per_cluster: int, prefix: str = "c") -> None:
+    """Clusters (from the API, not probeable) with DEPLOYED apps, in one transaction."""
+    from reactor.statemachine import AppStatus
+    from reactor.store import SQLiteStore
+
+    store = SQLiteStore(db)
+    try:
+        width = len(str(clusters))
+        with store.write() as tx:
+            for c in range(clusters):
+                name = f"{prefix}{c:0{width}d}"
+                rec = tx.insert_cluster(name, "https://127.0.0.1:1", "bench-secret", "api")
+                for a in range(apps_per_cluster):
+                    app = tx.insert_app(f"{name}-app{a}", rec.id)
+                    tx.set_app(app.id, rec.id, AppStatus.DEPLOYED, None)
+        store.checkpoint()
+    finally:
+        store.close()
+
+
+def db_bytes(db: Path) -> int:
+    return sum(p.stat().st_size for p in db.parent.glob(db.name + "*"))
+
+
+# --- the reactor process ------------------------------------------------------------------
+
+
+def start_reactor(tmp: Path, db: Path) -> tuple[ManagedProcess, str]:
+    port = free_port()
+    token_file = tmp / "token"
+    token_file.write_text(TOKEN + "\n")
+    empty = tmp / "empty-kubeconfig.yaml"
+    empty.write_text("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n")
+    proc = ManagedProcess(
+        [
+            str(Path(sys.executable).parent / "fleetwatch"), "reactor",
+            f"--web.listen-address=127.0.0.1:{port}", f"--db.path={db}",
+            f"--web.token-file={token_file}", f"--kubeconfig={empty}", "--log.level=warning",
+        ],
+        tmp / f"reactor-{db.stem}.log",
+        ready_url=f"http://127.0.0.1:{port}/healthz",
+    ).start(ready_timeout=60)  # fmt: skip
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def post(url: str, doc: Any, timeout: float = 60.0) -> tuple[int, float, bytes]:
+    """POST JSON with the token; status, seconds, body."""
+    data = json.dumps(doc).encode()
+    req = urllib.request.Request(
+        url,
+        data=data,
+        method="POST",
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"},
+    )
+    t0 = time.perf_counter()
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            body = resp.read()
+            status = resp.status
+    except urllib.error.HTTPError as exc:
+        body, status = exc.read(), exc.code
+    return status, time.perf_counter() - t0, body
+
+
+def apps_by_status(base: str) -> dict[str, float]:
+    with urllib.request.urlopen(base + "/metrics", timeout=30) as resp:
+        text = resp.read().decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("fleetwatch_reactor_apps{"):
+            status = line.split('status="', 1)[1].split('"', 1)[0]
+            out[status] = float(line.rsplit(" ", 1)[1])
+    return out
+
+
+# --- Alertmanager v4 webhooks ------------------------------------------------------------
+
+
+def iso(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def webhook(names: list[str], alertname: str, starts_at: float) -> dict[str, Any]:
+    """One Alertmanager v4 notification with one firing alert per cluster."""
+    severity = "critical" if alertname == "FleetClusterOffline" else "none"
+    return {
+        "version": "4",
+        "groupKey": f'{{}}:{{alertname="{alertname}"}}',
+        "truncatedAlerts": 0,
+        "status": "firing",
+        "receiver": "fleetwatch-reactor",
+        "groupLabels": {"alertname": alertname},
+        "commonLabels": {"alertname": alertname, "severity": severity},
+        "commonAnnotations": {},
+        "externalURL": "http://127.0.0.1:9093",
+        "alerts": [
+            {
+                "status": "firing",
+                "labels": {"alertname": alertname, "cluster": n, "severity": severity},
+                "annotations": {"summary": f"cluster {n}"},
+                "startsAt": iso(starts_at),
+                "endsAt": NEVER,
+                "generatorURL": "http://127.0.0.1:9090/graph",
+                "fingerprint": f"{abs(hash((alertname, n))):016x}",
+            }
+            for n in names
+        ],
+    }
+
+
+def timed_webhook(base: str, doc: dict[str, Any]) -> float:
+    status, seconds, body = post(base + "/alerts", doc)
+    if status != 200:
+        raise RuntimeError(f"POST /alerts answered {status}: {body[:300]!r}")
+    return seconds
+
+
+# --- the benchmarks -----------------------------------------------------------------------
+
+
+def bench_deployments(
+    tmp: Path, base: str, pid: int, names: list[str], duration: float, runs: int
+) -> dict[str, Any]:
+    """wrk POST /deployments on the reactor, alternating with the bare server, same run."""
+    bodies = [json.dumps({"app": f"{n}-app0", "cluster": n}) for n in names]
+    script = tmp / "deployments.lua"
+    lua_bodies = ",\n".join(json.dumps(b) for b in bodies)  # JSON strings are Lua strings
+    script.write_text(
+        f"""local bodies = {{
+{lua_bodies}
+}}
+local i = 0
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer {TOKEN}"
+request = function()
+  i = i % #bodies + 1
+  return wrk.format(nil, nil, nil, bodies[i])
+end
+"""
+    )
+    bare, bare_base = start_bare(tmp)
+    pairs = []
+    try:
+        for _ in range(runs):
+            b = wrk_runs(bare_base, "/deployments", bare.pid, duration, 1, script)
+            r = wrk_runs(base, "/deployments", pid, duration, 1, script)
+            pairs.append(
+                {
+                    "bare": b["runs"][0],
+                    "reactor": r["runs"][0],
+                    "rps_ratio": round(r["runs"][0]["rps"] / b["runs"][0]["rps"], 3),
+                }
+            )
+    finally:
+        bare.stop()
+    return {
+        "rps_ratio": summary([p["rps_ratio"] for p in pairs]),
+        "reactor_rps": summary([p["reactor"]["rps"] for p in pairs]),
+        "reactor_p99_ms": summary([p["reactor"]["p99_ms"] for p in pairs]),
+        "bare_rps": summary([p["bare"]["rps"] for p in pairs]),
+        "bare_p99_ms": summary([p["bare"]["p99_ms"] for p in pairs]),
+        "runs": pairs,
+    }
+
+
+def bench_webhooks(base: str, pid: int, names: list[str], runs: int) -> dict[str, Any]:
+    """Webhooks of len(names) alerts: all ONLINE, a repeat, all OFFLINE (cascades), back."""
+    kinds: dict[str, list[float]] = {"online": [], "repeat": [], "offline": [], "restore": []}
+    cpu: dict[str, list[float]] = {k: [] for k in kinds}
+    t = time.time() - 3600
+    after: dict[str, dict[str, float]] = {}
+    for r in range(runs):
+        base_t = t + r * 10
+        steps = [
+            ("online", webhook(names, "FleetClusterOnline", base_t)),
+            ("repeat", webhook(names, "FleetClusterOnline", base_t)),
+            ("offline", webhook(names, "FleetClusterOffline", base_t + 1)),
+            ("restore", webhook(names, "FleetClusterOnline", base_t + 2)),
+        ]
+        for kind, doc in steps:
+            watch = ProcWatch(pid).start()
+            kinds[kind].append(timed_webhook(base, doc))
+            cpu[kind].append(watch.stop().cpu_s)
+            if r == 0 and kind in ("offline", "restore"):
+                after[kind] = apps_by_status(base)
+    return {
+        "alerts_per_webhook": len(names),
+        "seconds": {k: summary(v) for k, v in kinds.items()},
+        "reactor_cpu_s": {k: summary(v) for k, v in cpu.items()},
+        "apps_after_first": after,
+    }
+
+
+def bench_cascade(base: str, pid: int, cluster: str, apps: int, runs: int) -> dict[str, Any]:
+    """One cluster with ``apps`` DEPLOYED apps goes OFFLINE (cascade) and comes back."""
+    down: list[float] = []
+    up: list[float] = []
+    t = time.time() - 3600
+    timed_webhook(base, webhook([cluster], "FleetClusterOnline", t))
+    checks = []
+    for r in range(runs):
+        base_t = t + 1 + r * 10
+        down.append(timed_webhook(base, webhook([cluster], "FleetClusterOffline", base_t)))
+        checks.append(apps_by_status(base).get("DEGRADED", 0) == apps)
+        up.append(timed_webhook(base, webhook([cluster], "FleetClusterOnline", base_t + 1)))
+        checks.append(apps_by_status(base).get("DEPLOYED", 0) == apps)
+    return {
+        "apps": apps,
+        "degrade_seconds": summary(down),
+        "restore_seconds": summary(up),
+        "counts_checked": all(checks),
+    }
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=float, default=10.0, help="seconds per wrk run")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--clusters", type=int, default=1000, help="alerts per webhook")
+    parser.add_argument("--apps-per-cluster", type=int, default=10)
+    parser.add_argument("--cascade-apps", type=int, default=100_000)
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="fw-bench-") as tmpdir:
+        tmp = Path(tmpdir)
+        # A: many clusters, a few apps each: throughput and big webhooks.
+        db_a = tmp / "a" / "fleet.db"
+        db_a.parent.mkdir()
+        seed(db_a, args.clusters, args.apps_per_cluster)
+        width = len(str(args.clusters))
+        names = [f"c{i:0{width}d}" for i in range(args.clusters)]
+        proc, base = start_reactor(tmp, db_a)
+        try:
+            with machine_load() as load_dep:
+                deployments = bench_deployments(
+                    tmp, base, proc.pid, names, args.duration, args.runs
+                )
+            with machine_load() as load_hooks:
+                hooks = bench_webhooks(base, proc.pid, names, args.runs)
+        finally:
+            proc.stop()
+        # B: one cluster with many apps: the cascade, and the database size.
+        db_b = tmp / "b" / "cascade.db"
+        db_b.parent.mkdir()
+        seed(db_b, 0, 0)
+        empty_bytes = db_bytes(db_b)
+        os.remove(db_b)
+        for extra in db_b.parent.glob(db_b.name + "-*"):
+            extra.unlink()
+        seed(db_b, 1, args.cascade_apps, prefix="big")
+        seeded_bytes = db_bytes(db_b)
+        proc, base = start_reactor(tmp, db_b)
+        try:
+            with machine_load() as load_cascade:
+                cascade = bench_cascade(base, proc.pid, "big0", args.cascade_apps, args.runs)
+            rss = ProcWatch(proc.pid).start().stop().rss_peak_mib
+        finally:
+            proc.stop()
+        after_bytes = db_bytes(db_b)
+    per_100k = 100_000 / max(args.cascade_apps, 1)
+    result = {
+        "deployments": {**deployments, "load": load_dep},
+        "webhooks": {**hooks, "load": load_hooks},
+        "cascade": {**cascade, "load": load_cascade, "reactor_rss_peak_mib": round(rss, 1)},
+        "database": {
+            "empty_bytes": empty_bytes,
+            "seeded_bytes": seeded_bytes,
+            "after_cascades_bytes": after_bytes,
+            "apps": args.cascade_apps,
+            "mib_per_100k_apps": round((seeded_bytes - empty_bytes) * per_100k / 2**20, 1),
+            "mib_per_100k_apps_after_cascades": round(
+                (after_bytes - empty_bytes) * per_100k / 2**20, 1
+            ),
+        },
+    }
+    write_result("reactor", result, args.out)
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""Smoke runs of the fleet benchmarks on a handful of stand-in clusters (real processes).
+
+Each asserts only that the benchmark ran end to end and produced numbers: timing
+thresholds belong in bench/RESULTS.md, never in the test suite.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench import probe_cycle, reactor, scrape, vs_blackbox
+from bench.common import is_number
+
+
+def test_probe_cycle_runs(tmp_path: Path) -> None:
+    out = probe_cycle.main(
+        ["--clusters", "4", "--runs", "1", "--steady", "1", "--timeout", "5",
+         "--out", str(tmp_path / "p.json")]
+    )  # fmt: skip
+    size = out["4"]
+    first, steady = size["runs"][0]["cycles"]
+    assert (first["kind"], first["probes"], first["ok"]) == ("first", 4, 4)
+    assert (steady["kind"], steady["ok"]) == ("steady", 4)
+    for key in ("first_wall_s", "steady_wall_s", "steady_cpu_ms_per_probe", "rss_peak_mib"):
+        assert is_number(size["summary"][key]["median"]), key
+    assert is_number(first["fleet_cpu_s"])
+
+
+def test_probe_cycle_with_hung_clusters_runs(tmp_path: Path) -> None:
+    out = probe_cycle.main(
+        ["--clusters", "4", "--hang-fraction", "0.25", "--runs", "1", "--steady", "0",
+         "--timeout", "1", "--out", str(tmp_path / "h.json")]
+    )  # fmt: skip
+    (cycle,) = out["4"]["runs"][0]["cycles"]
+    assert out["4"]["hanging"] == 1
+    assert (cycle["ok"], cycle["failed"]) == (3, {"timeout": 1})
+    assert is_number(cycle["wall_s"])
+
+
+def test_vs_blackbox_runs(tmp_path: Path) -> None:
+    out = vs_blackbox.main(
+        ["--clusters", "4", "--runs", "1", "--steady", "1", "--probes", "20",
+         "--out", str(tmp_path / "v.json")]
+    )  # fmt: skip
+    run = out["runs"][0]
+    assert run["blackbox"]["ok"] == run["blackbox"]["probes"] == 20
+    for key in ("ratio_steady", "ratio_first", "blackbox_probes_per_cpu_s"):
+        assert is_number(out[key]["median"]), key
+
+
+def test_scrape_runs(tmp_path: Path) -> None:
+    out = scrape.main(
+        ["--clusters", "4", "--scrapes", "3", "--runs", "1", "--out", str(tmp_path / "s.json")]
+    )
+    assert out["series"] > 4 * 5
+    for kind in ("scrape_plain", "scrape_gzip"):
+        assert out[kind]["scrapes"] == 3 and is_number(out[kind]["seconds"]["median"])
+    assert out["scrape_gzip"]["bytes"] < out["scrape_plain"]["bytes"]
+    assert is_number(out["speedup_vs_generate_latest_collector"])
+    assert is_number(out["exporter_rss_peak_mib_after_first_cycle"])
+
+
+def test_reactor_benchmark_runs(tmp_path: Path) -> None:
+    out = reactor.main(
+        ["--duration", "1", "--runs", "1", "--clusters", "5", "--apps-per-cluster", "2",
+         "--cascade-apps", "50", "--out", str(tmp_path / "r.json")]
+    )  # fmt: skip
+    dep = out["deployments"]
+    assert dep["runs"][0]["reactor"]["non_2xx"] == 0 and dep["runs"][0]["bare"]["non_2xx"] == 0
+    assert is_number(dep["rps_ratio"]["median"]) and is_number(dep["reactor_p99_ms"]["median"])
+    hooks = out["webhooks"]
+    assert hooks["apps_after_first"]["offline"]["DEGRADED"] == 10
+    assert hooks["apps_after_first"]["restore"]["DEPLOYED"] == 10
+    assert is_number(hooks["seconds"]["offline"]["median"])
+    assert out["cascade"]["counts_checked"] is True
+    assert is_number(out["cascade"]["degrade_seconds"]["median"])
+    assert out["database"]["seeded_bytes"] > out["database"]["empty_bytes"]
