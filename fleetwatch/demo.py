@@ -45,6 +45,15 @@ def default_state_file() -> Path:
     return Path(tempfile.gettempdir()) / f"fleetwatch-demo-{os.getuid()}.json"
 
 
+def command_name() -> str:
+    """How to type ``fleetwatch`` in another terminal: the bare name only when it is ours."""
+    ours = Path(sys.executable).parent / "fleetwatch"
+    found = shutil.which("fleetwatch")
+    if found is not None and (not ours.exists() or Path(found).resolve() == ours.resolve()):
+        return "fleetwatch"
+    return str(ours) if ours.exists() else f"{sys.executable} -m fleetwatch.cli"
+
+
 def _port(name: str, free_only: bool) -> int | None:
     """The usual port of a part when nobody listens there; None: any free one."""
     if free_only:
@@ -213,8 +222,9 @@ class Demo:
 
     # -- what people see ----------------------------------------------------------------
 
-    def banner(self) -> str:
+    def banner(self, installed: bool) -> str:
         first = self.names[0]
+        cmd = command_name()
         lines = [
             "",
             f"fleetwatch demo is running. Ctrl-C stops everything and removes {self.root}",
@@ -231,9 +241,9 @@ class Demo:
         lines += [
             "",
             "In another terminal:",
-            f"  fleetwatch demo down {first}      # its API server stops answering",
-            f"  fleetwatch status --reactor {self.urls['reactor']}",
-            f"  fleetwatch demo up {first}        # it answers again; its apps are restored",
+            f"  {cmd} demo down {first}      # its API server stops answering",
+            f"  {cmd} status --reactor {self.urls['reactor']}",
+            f"  {cmd} demo up {first}        # it answers again; its apps are restored",
             "",
         ]
         if "prometheus" in self.urls:
@@ -242,6 +252,11 @@ class Demo:
                 f"{self.interval:g} s: expect its apps DEGRADED about "
                 f"{self.threshold * self.interval:g}-{self.threshold * self.interval + 3:g} s "
                 "after `down`."
+            )
+        elif installed:
+            lines.append(
+                "Without Prometheus and Alertmanager (--no-prometheus) nothing turns the "
+                "probes into statuses: the reactor will not react."
             )
         else:
             lines.append(
@@ -278,7 +293,8 @@ class Watcher:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    with_prometheus = wiring.have_prometheus() and not args.no_prometheus
+    installed = wiring.have_prometheus()
+    with_prometheus = installed and not args.no_prometheus
     demo = Demo(
         clusters=args.clusters,
         interval=args.interval,
@@ -301,7 +317,7 @@ def run_demo(args: argparse.Namespace) -> int:
             return 1
         if with_prometheus and not demo.wait_online(timeout=30):
             print("warning: not every cluster is ONLINE yet", file=sys.stderr)
-        print(demo.banner(), flush=True)
+        print(demo.banner(installed), flush=True)
         print("ready", flush=True)
         watcher = Watcher(demo.urls["reactor"])
         while not stop.wait(0.5):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -60,14 +61,14 @@ def expected(
     }
 
 
-def _values(items: list[float | str]) -> str:
+def _values(items: Sequence[float | str]) -> str:
     return " ".join(str(v) for v in items)
 
 
 def _cluster_series(
     cluster: str,
-    failures: list[int | str],
-    last_success: list[int | str] | None = None,
+    failures: Sequence[int | str],
+    last_success: Sequence[int | str] | None = None,
     probeable: int = 1,
     instance: str = "127.0.0.1:9713",
 ) -> list[dict[str, str]]:

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from promtool_cases import SHIPPED_RULE_FILE, render_test_file
 
-from fleetwatch import rules
+from fleetwatch import rules, rules_controlplane
 from fleetwatch.rules import RulesError, RuleSettings, render_rules
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -162,7 +162,7 @@ def test_status_alerts_have_the_contract_labels() -> None:
 
 def test_control_plane_groups_are_appended(monkeypatch: pytest.MonkeyPatch) -> None:
     extra = [{"name": "fleetwatch-etcd", "rules": [{"alert": "X", "expr": "vector(1)\n"}]}]
-    monkeypatch.setattr(rules.rules_controlplane, "rule_groups", lambda: extra)
+    monkeypatch.setattr(rules_controlplane, "rule_groups", lambda: extra)
     loaded = yaml.safe_load(render_rules(RuleSettings()))
     assert loaded["groups"][-1] == extra[0]
     assert [g["name"] for g in loaded["groups"]][:2] == ["fleetwatch-status", "fleetwatch-exporter"]
