@@ -9,6 +9,7 @@ import asyncio
 import shutil
 import tempfile
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -36,11 +37,14 @@ pytestmark = [
     pytest.mark.asyncio(loop_scope="module"),
 ]
 
+FIRST_INDEX = 4242  # -> node addresses 127.17.146.x and 127.17.147.x
+KUBEADM, FIXED = "127.17.146", "127.17.147"
+
 #: The README's scrape config for the control plane (with 1 s timings for the test).
 SD_JOB = """
 job_name: kubernetes-control-plane
 scrape_interval: 1s
-scrape_timeout: 500ms
+scrape_timeout: 1s
 http_sd_configs:
   - url: {sd_url}
     refresh_interval: 1s
@@ -58,9 +62,14 @@ relabel_configs:
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def fleet() -> AsyncIterator[StandinFleet]:
     with tempfile.TemporaryDirectory(prefix="fleetwatch-cp-") as root:
-        async with StandinFleet(Path(root)) as started:
-            await started.add_cluster("kubeadm")
-            await started.add_cluster("fixed", control_plane=ControlPlane.hardened())
+        # serve_metrics: the components answer at their loopback node addresses exactly
+        # where a real node would (not when bound to 127.0.0.1). first_index keeps these
+        # addresses apart from other tests' fleets.
+        async with StandinFleet(Path(root), first_index=FIRST_INDEX) as started:
+            await started.add_cluster("kubeadm", control_plane=ControlPlane(serve_metrics=True))
+            await started.add_cluster(
+                "fixed", control_plane=replace(ControlPlane.hardened(), serve_metrics=True)
+            )
             yield started
 
 
@@ -185,11 +194,11 @@ async def test_prometheus_lists_sd_targets_and_drops_localhost_ones(
     # The fixed cluster: all four components on all three nodes.
     assert len({k for k in active if k[0] == "fixed"}) == 12
     sched = active[("fixed", "kube-scheduler", "cp-2")]
-    assert sched["scrapeUrl"] == "https://127.1.1.2:10259/metrics"
+    assert sched["scrapeUrl"] == f"https://{FIXED}.2:10259/metrics"
     etcd = active[("fixed", "etcd", "cp-1")]
-    assert etcd["scrapeUrl"] == "http://127.1.1.1:2381/metrics"
+    assert etcd["scrapeUrl"] == f"http://{FIXED}.1:2381/metrics"
     assert active[("fixed", "kube-controller-manager", "cp-3")]["scrapeUrl"] == (
-        "https://127.1.1.3:10257/metrics"
+        f"https://{FIXED}.3:10257/metrics"
     )
     dropped = data["droppedTargets"]
     assert {d["discoveredLabels"]["localhost_only"] for d in dropped} == {"true"}
@@ -264,3 +273,41 @@ async def test_alert_expressions_on_live_exporter_data(
         finally:
             victim.start()
             await asyncio.to_thread(etcd_cluster.wait_all_healthy)
+
+
+async def test_no_false_down_and_the_fix_brings_targets_up(
+    prometheus: str, exporter: tuple[web.Application, str], fleet: StandinFleet
+) -> None:
+    """The point of the localhost_only label: every listed target is really up, and once
+    kubeadm's bind-address is fixed the component is scraped without any config change."""
+    app, _ = exporter
+    job = 'job="kubernetes-control-plane"'
+    async with aiohttp.ClientSession() as session:
+        up = await poll(
+            lambda: query(session, prometheus, f"up{{{job}}}"),
+            lambda r: len(r) == 15 and all(x["value"][1] == "1" for x in r),
+            20,
+            "every kept control-plane target up",
+        )
+        assert {x["metric"]["instance"] for x in up} >= {f"{KUBEADM}.{n}:6443" for n in (1, 2, 3)}
+
+        # The kubeadm fix for the scheduler (extraArgs bind-address: 0.0.0.0).
+        plane = fleet.cluster("kubeadm").control_plane
+        await fleet.set_control_plane(
+            "kubeadm", plane.with_localhost_bound("kube-scheduler", False)
+        )
+        await app[MONITOR].run_cycle()
+        sched = await poll(
+            lambda: query(
+                session, prometheus, f'up{{{job},cluster="kubeadm",component="kube-scheduler"}}'
+            ),
+            lambda r: len(r) == 3 and all(x["value"][1] == "1" for x in r),
+            20,
+            "the fixed scheduler scraped",
+        )
+        assert {x["metric"]["node"] for x in sched} == {"cp-1", "cp-2", "cp-3"}
+        # Still nothing listed that cannot answer: the other two stay dropped, not "down".
+        listed = await query(session, prometheus, f'up{{{job},cluster="kubeadm"}}')
+        assert {x["metric"]["component"] for x in listed} == {"kube-apiserver", "kube-scheduler"}
+        flagged = await query(session, prometheus, alert_expr("FleetControlPlaneLocalhostOnly"))
+        assert {x["metric"]["component"] for x in flagged} == {"etcd", "kube-controller-manager"}

@@ -96,7 +96,7 @@ async def test_two_killed_quorum_lost_and_no_leader(
     report = await poll(
         lambda: probe_etcd(session, config_of(etcd_cluster)),
         lambda r: r.has_leader is False,
-        10,
+        20,
         "no leader",
     )
     q = report.quorum
