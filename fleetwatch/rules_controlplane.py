@@ -12,8 +12,8 @@ must not page for a cluster the other exporter sees fine.
 The series come from ``exporter/controlplane.py`` and ``exporter/etcd.py``. The exporter
 holds each value for a whole probe cycle (default 300 s), so ``for:`` below counts
 Prometheus evaluations of a reading that is already a probe's verdict; the etcd client
-re-asks an unhealthy member once, so a leader election (/health 503 for ~1 s) does not
-read as a lost quorum in the first place.
+re-asks a member that answers but reports unhealthy for up to 3.5 s, so a leader election
+(/health 503 for a second or two) does not read as a lost quorum in the first place.
 
 Severity and ``for:`` of each rule are justified in the comment above it (WHY holds the
 same text, for renderers that write comments into the rules file).
@@ -39,7 +39,8 @@ WHY: dict[str, str] = {
     "FleetEtcdQuorumLost": (
         "critical: without quorum etcd refuses every write; the cluster is frozen (no "
         "scheduling, no updates) and the API server soon fails too. for: 1m, because a probe "
-        "already re-asks an unhealthy member once; one more minute covers a member's restart."
+        "already waits out an election (3.5 s of re-asking); one more minute covers a "
+        "member's restart."
     ),
     "FleetEtcdNoFaultTolerance": (
         "warning: quorum holds, but the next member loss freezes the cluster (2 of 3, or a "
