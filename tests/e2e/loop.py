@@ -108,10 +108,13 @@ class FlakyProxy:
 class Loop:
     """One test's fleetwatch: start with ``start(clusters)``, always ``stop()``."""
 
-    def __init__(self, root: Path, fleet: ThreadedFleet, threshold: int = 2) -> None:
+    def __init__(
+        self, root: Path, fleet: ThreadedFleet, threshold: int = 2, repeat_interval: str = "1m"
+    ) -> None:
         self.root = root
         self.fleet = fleet
         self.threshold = threshold
+        self.repeat_interval = repeat_interval
         self.token = secrets.token_urlsafe(24)
         self.token_file = root / "token"
         self.db_path = root / "reactor" / "fleetwatch.db"
@@ -156,7 +159,7 @@ class Loop:
                 reactor_url=self.proxy.url,
                 token_file=self.token_file,
                 group_interval="1s",
-                repeat_interval="1m",
+                repeat_interval=self.repeat_interval,
             ),
         )
         self.am_url = f"http://127.0.0.1:{am_port}"

@@ -152,3 +152,25 @@ def test_probe_storm_inhibits_the_cascade(make_loop: Callable[..., Loop]) -> Non
     }
     loop.set_mode("sg-3", "ok")
     loop.wait_app("app-sg-3", "DEPLOYED")
+
+
+def test_repeated_online_repairs_a_reactor_that_lost_its_state(
+    make_loop: Callable[..., Loop],
+) -> None:
+    """Alertmanager's repeats of FleetClusterOnline are the reactor's anti-entropy."""
+    loop = make_loop(["ae-a"], repeat_interval="3s")
+    loop.wait_cluster("ae-a", "ONLINE")
+    # The worst case: the reactor comes back with an empty database (restored from an
+    # old backup, say). Discovery knows the cluster again, but not its status...
+    proxy = loop.proxy
+    assert proxy is not None
+    proxy.failing = True  # holds any delivery until we have looked
+    loop.stop_reactor()
+    for path in loop.db_path.parent.glob(loop.db_path.name + "*"):
+        path.unlink()
+    loop.start_reactor()
+    assert loop.cluster_status("ae-a") == "UNKNOWN"
+    proxy.failing = False
+    # ...until the next repeat of the still-firing ONLINE alert: nothing else changed, so
+    # nothing else would make Alertmanager notify.
+    loop.wait_cluster("ae-a", "ONLINE", timeout=15)
