@@ -37,7 +37,7 @@ def _body(ref: str) -> dict[str, Any]:
 
 
 NAME_PARAM = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
-SECURED = [{"bearer": []}]
+SECURED: list[dict[str, list[str]]] = [{"bearer": []}]
 E400 = _error("Bad input (not JSON, a missing or invalid field); nothing changed.")
 E401 = _error("Missing or wrong bearer token (only when the reactor has one).")
 E404 = _error("Unknown cluster or app name.")

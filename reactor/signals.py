@@ -164,7 +164,7 @@ def status_signals(webhook: Webhook) -> Signals:
     signals: list[Signal] = []
     skipped: list[str] = []
     for i, alert in enumerate(webhook.alerts):
-        name = alert.labels.get("alertname")
+        name = alert.labels.get("alertname", "")
         try:
             kind = StatusAlert(name)
         except ValueError:
