@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import AUTH, TOKEN, MakeClient, dump_db
 from prometheus_client import CollectorRegistry
+from reactor_helpers import AUTH, TOKEN, MakeClient, dump_db
 from reactor_payloads import OFFLINE, ONLINE, alert, webhook
 
 from reactor.openapi import openapi_document

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from conftest import MakeClient, dump_db
+from reactor_helpers import MakeClient, dump_db
 from reactor_payloads import OFFLINE, ONLINE, alert, webhook
 
 from reactor.service import Gated, Service

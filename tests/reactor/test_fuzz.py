@@ -17,9 +17,9 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from conftest import dump_db
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from reactor_helpers import dump_db
 from reactor_payloads import OFFLINE, ONLINE, ZERO_TIME, alert, at, webhook
 
 from fleetwatch.procs import ManagedProcess, free_port

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import dump_db
+from reactor_helpers import dump_db
 from reactor_payloads import OFFLINE, ONLINE, alert, webhook
 
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
