@@ -23,6 +23,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
     the shipped rules, once every panel family has data."""
     stack = LiveStack(tmp_path_factory.mktemp("live")).start()
     try:
+        stack.play_outage()
         stack.wait_for_data()
         yield stack
     finally:
