@@ -18,7 +18,7 @@ Example::
           ca_file: /etc/fleetwatch/etcd/ca.crt           # relative paths: to this file
           cert_file: /etc/fleetwatch/etcd/client.crt
           key_file: /etc/fleetwatch/etcd/client.key
-          timeout_seconds: 3
+          timeout_seconds: 5
 """
 
 from __future__ import annotations
@@ -35,10 +35,11 @@ if TYPE_CHECKING:
     from exporter.checks import ClusterCheck
 
 #: etcd's ``/health`` blocks about 1 s before answering 503 when the member cannot commit,
-#: and ``/v3/maintenance/status`` takes 1.4-2 s to say "no leader": a shorter timeout would
-#: turn "no quorum" into "unreachable".
+#: and ``/v3/maintenance/status`` takes 1.4-2 s to say "no leader": a shorter budget would
+#: turn "no quorum" into "unreachable". The default also leaves room to wait out a leader
+#: election (~1.3 s) and stays well inside the default ``--probe.timeout`` of 10 s.
 MIN_ETCD_TIMEOUT_SECONDS = 1.5
-DEFAULT_ETCD_TIMEOUT_SECONDS = 3.0
+DEFAULT_ETCD_TIMEOUT_SECONDS = 5.0
 MAX_ETCD_TIMEOUT_SECONDS = 60.0
 
 
@@ -59,7 +60,9 @@ class EtcdConfig:
     key_file: Path | None = None
     """Key of ``cert_file``; never logged, never in a metric."""
     timeout_seconds: float = DEFAULT_ETCD_TIMEOUT_SECONDS
-    """Per request; at least 1.5 s because etcd's health check blocks ~1 s without quorum."""
+    """Budget to judge this etcd, election included; at least 1.5 s (health blocks ~1 s).
+
+    Keep it below ``--probe.timeout``, which bounds the whole per-cluster check."""
 
 
 @dataclass(frozen=True)

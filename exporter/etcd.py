@@ -113,15 +113,9 @@ class EtcdReport:
 
 NO_LEADER_ERROR = "etcdserver: no leader"
 
-#: How long a member that answers but reports unhealthy is asked again before we believe
-#: it. A leader election makes /health answer 503 (FACTS: a new leader in ~1.3 s, more on
-#: a loaded machine), and the exporter holds each reading for a whole probe cycle: one
-#: election must not read as "quorum lost" for five minutes. Bounded, and well inside the
-#: default --probe.timeout of 10 s (status itself takes up to ~2 s without a leader).
-ELECTION_SETTLE_SECONDS = 3.5
-#: One retry of /health: its ~1 s block plus margin (keeps the worst case of a probe near
-#: timeout_seconds + 5 s).
-_RETRY_TIMEOUT = aiohttp.ClientTimeout(total=1.5)
+#: One /health try needs its ~1 s block plus margin; a member that answers but reports
+#: unhealthy is asked again while at least this much of the budget is left.
+_HEALTH_TRY_SECONDS = 1.5
 
 
 # --- the direct client --------------------------------------------------------------------
@@ -174,12 +168,17 @@ async def probe_etcd(
     """Ask every configured member, and every listed member not configured, how it is.
 
     Never raises for an unreachable or broken member: that member is unhealthy. A healthy
-    cluster answers in milliseconds; the worst case is about ``config.timeout_seconds`` plus
-    5 s of election settling (and once more when members must be reached through the URLs
-    they advertise).
+    cluster answers in milliseconds; the whole call never takes much longer than
+    ``config.timeout_seconds``, its budget.
+
+    A member that answers but reports unhealthy is asked again until the budget runs out:
+    a leader election makes /health answer 503 (FACTS: a new leader in ~1.3 s, more on a
+    loaded machine), and the exporter holds each reading for a whole probe cycle, so one
+    election must not read as "quorum lost" for five minutes.
     """
+    deadline = time.monotonic() + config.timeout_seconds
     answers = await asyncio.gather(
-        *(_ask(session, url, config.timeout_seconds, ssl_context) for url in config.endpoints)
+        *(_ask(session, url, deadline, ssl_context) for url in config.endpoints)
     )
     listing = next((a.listing for a in answers if a.listing is not None), None)
     if listing is None:
@@ -195,7 +194,7 @@ async def probe_etcd(
     missing = [m for m in listing if m.member_id not in matched and m.client_urls]
     if missing:
         extra = await asyncio.gather(
-            *(_ask(session, m.client_urls[0], config.timeout_seconds, ssl_context) for m in missing)
+            *(_ask(session, m.client_urls[0], deadline, ssl_context) for m in missing)
         )
         for listed, answer in zip(missing, extra, strict=True):
             matched[listed.member_id] = answer
@@ -261,23 +260,30 @@ def _match(listed: _ListedMember, answers: Sequence[_EndpointAnswer]) -> _Endpoi
 async def _ask(
     session: aiohttp.ClientSession,
     url: str,
-    timeout_seconds: float,
+    deadline: float,
     ssl_context: ssl.SSLContext | None,
 ) -> _EndpointAnswer:
-    timeout = aiohttp.ClientTimeout(total=timeout_seconds)
+    """health, status and member list of one member, all within ``deadline`` (monotonic)."""
     ssl_arg: ssl.SSLContext | bool = ssl_context if ssl_context is not None else True
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        return _EndpointAnswer(url=url, healthy=False, status=None, listing=None)
+    timeout = aiohttp.ClientTimeout(total=remaining)
     health, status, listing = await asyncio.gather(
         _request(session, "GET", f"{url}/health", timeout, ssl_arg),
         _request(session, "POST", f"{url}/v3/maintenance/status", timeout, ssl_arg),
         _request(session, "POST", f"{url}/v3/cluster/member/list", timeout, ssl_arg),
     )
     healthy = health is not None and health[0] == 200 and _health_true(health[1])
-    settle_until = time.monotonic() + ELECTION_SETTLE_SECONDS
-    while not healthy and status is not None and time.monotonic() < settle_until:
+    while not healthy and status is not None:
         # Up but not healthy: maybe an election. /health blocks ~1 s per try while there
         # is no leader, which paces this loop; the pause only guards against fast 503s.
         await asyncio.sleep(0.1)
-        health = await _request(session, "GET", f"{url}/health", _RETRY_TIMEOUT, ssl_arg)
+        remaining = deadline - time.monotonic()
+        if remaining < _HEALTH_TRY_SECONDS:
+            break
+        try_timeout = aiohttp.ClientTimeout(total=_HEALTH_TRY_SECONDS)
+        health = await _request(session, "GET", f"{url}/health", try_timeout, ssl_arg)
         healthy = health is not None and health[0] == 200 and _health_true(health[1])
     return _EndpointAnswer(
         url=url,
