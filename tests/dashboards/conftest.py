@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from livestack import LiveStack
-from prom import Prometheus
+from dashboards_livestack import LiveStack
+from dashboards_prometheus import Prometheus
 
 
 @pytest.fixture(scope="module")

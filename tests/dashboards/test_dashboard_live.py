@@ -1,7 +1,7 @@
 """The dashboards against a live fleetwatch: no query errors, and the panels show the fleet.
 
 The fleet: alpha and beta healthy, gamma down from the start (so OFFLINE after N failed
-probes, with failures of reason ``connect``). See livestack.py.
+probes, with failures of reason ``connect``). See dashboards_livestack.py.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from grafana_json import Json, Query, dashboard_files, load, panels, queries, substitute
-from livestack import APPS, CLUSTERS, DOWN, FLAPPED, LiveStack
+from dashboards_grafana import Json, Query, dashboard_files, load, panels, queries, substitute
+from dashboards_livestack import APPS, CLUSTERS, DOWN, FLAPPED, LiveStack
 
 DASHBOARDS = {path.name: load(path) for path in dashboard_files()}
 FLEET = DASHBOARDS["fleet-overview.json"]

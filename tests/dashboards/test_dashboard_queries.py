@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from grafana_json import Json, Query, dashboard_files, load, queries, substitute
-from prom import Prometheus
+from dashboards_grafana import Json, Query, dashboard_files, load, queries, substitute
+from dashboards_prometheus import Prometheus
 
 DASHBOARDS = {path.name: load(path) for path in dashboard_files()}
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from grafana_json import (
+from dashboards_grafana import (
     GRAFANA_GLOBALS,
     Json,
     dashboard_files,
