@@ -56,9 +56,5 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         return
     terminalreporter.section("fleetwatch end-to-end timings")
     for what, seconds, floor in TIMINGS:
-        above = (
-            ""
-            if floor is None
-            else f"  (floor N x interval = {floor:g} s, +{seconds - floor:.2f} s)"
-        )
+        above = "" if floor is None else f"  (N x interval = {floor:g} s, {seconds - floor:+.2f} s)"
         terminalreporter.write_line(f"{what}: {seconds:.2f} s{above}")
