@@ -105,7 +105,7 @@ def _mapping_no_duplicates(loader: _StrictLoader, node: yaml.MappingNode) -> dic
 
 _StrictLoader.add_constructor(
     yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
-    _mapping_no_duplicates,  # type: ignore[arg-type]
+    _mapping_no_duplicates,
 )
 
 

@@ -440,8 +440,7 @@ class ControlPlaneCheck:
         self.config = config or ExporterConfig()
         self.request_timeout = request_timeout
         self._last_targets: dict[str, tuple[ComponentTarget, ...]] = {}
-        self._ssl: dict[str, ssl.SSLContext | None] = {}
-        self._ssl_failed: set[str] = set()
+        self._tls: dict[str, TlsState] = {}
 
     async def run(self, cluster: Cluster, api: ApiClient, probe: ProbeResult) -> CheckResult | None:
         etcd_config = self.config.etcd_for(cluster.name)
@@ -469,21 +468,58 @@ class ControlPlaneCheck:
             return None
 
     async def _direct(self, cluster: str, api: ApiClient, config: EtcdConfig) -> EtcdReport | None:
-        if cluster in self._ssl_failed:
-            return None
-        if cluster not in self._ssl:
-            try:
-                self._ssl[cluster] = await asyncio.to_thread(build_ssl_context, config)
-            except (OSError, ssl.SSLError, ValueError) as exc:
-                # Named by path in the config, never by content; falls back to the API source.
+        previous = self._tls.get(cluster)
+        tls = await asyncio.to_thread(load_tls, config, previous)
+        self._tls[cluster] = tls
+        if tls.error is not None:
+            if tls is not previous:
+                # By error type only: the files' content never reaches a log line.
                 log.warning(
                     "cluster %s: etcd TLS files unusable (%s); using the API server's view",
                     cluster,
-                    type(exc).__name__,
+                    tls.error,
                 )
-                self._ssl_failed.add(cluster)
-                return None
-        return await probe_etcd(api.session, config, self._ssl[cluster])
+            return None
+        return await probe_etcd(api.session, config, tls.context)
+
+
+@dataclass(frozen=True)
+class TlsState:
+    """The TLS context of one cluster's etcd, and the file stamps it was built from."""
+
+    stamp: tuple[tuple[int, int] | None, ...]
+    context: ssl.SSLContext | None
+    error: str | None = None
+    """Exception type name when the files could not be loaded."""
+
+
+def _stamp(config: EtcdConfig) -> tuple[tuple[int, int] | None, ...]:
+    stamps: list[tuple[int, int] | None] = []
+    for path in (config.ca_file, config.cert_file, config.key_file):
+        if path is None:
+            stamps.append(None)
+            continue
+        try:
+            st = path.stat()
+            stamps.append((st.st_mtime_ns, st.st_size))
+        except OSError:
+            stamps.append((-1, -1))
+    return tuple(stamps)
+
+
+def load_tls(config: EtcdConfig, previous: TlsState | None) -> TlsState:
+    """``previous`` while the CA/certificate/key files are unchanged, else a fresh context.
+
+    Blocking (stat, file reads): run it in a thread. Rebuilding on change picks up a
+    rotated client certificate without a restart, and a fixed file after a broken one.
+    """
+    stamp = _stamp(config)
+    if previous is not None and previous.stamp == stamp:
+        return previous
+    try:
+        return TlsState(stamp=stamp, context=build_ssl_context(config))
+    except (OSError, ssl.SSLError, ValueError) as exc:
+        return TlsState(stamp=stamp, context=None, error=type(exc).__name__)
 
 
 async def _none() -> None:

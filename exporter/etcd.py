@@ -334,7 +334,8 @@ def _uint(raw: Any) -> int | None:
 def _parse_status(body: Any) -> _Status | None:
     if not isinstance(body, dict):
         return None
-    header = body.get("header") if isinstance(body.get("header"), dict) else {}
+    raw_header = body.get("header")
+    header: dict[str, Any] = raw_header if isinstance(raw_header, dict) else {}
     errors = body.get("errors")
     leader = _uint(body.get("leader"))
     return _Status(

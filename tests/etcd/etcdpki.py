@@ -81,7 +81,8 @@ def _write(
     return crt, pem
 
 
-def mint(folder: Path) -> EtcdPki:
+def mint(folder: Path, server_client_auth: bool = True) -> EtcdPki:
+    """``server_client_auth=False`` mints a server-only certificate (the broken-gateway case)."""
     folder.mkdir(parents=True, exist_ok=True)
     ca_key, other_key = (
         ec.generate_private_key(ec.SECP256R1()),
@@ -93,8 +94,10 @@ def mint(folder: Path) -> EtcdPki:
         ec.generate_private_key(ec.SECP256R1()),
         ec.generate_private_key(ec.SECP256R1()),
     )
-    both = [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
-    server = _cert("etcd-server", server_key, (ca.subject, ca_key), both)
+    usages = [ExtendedKeyUsageOID.SERVER_AUTH]
+    if server_client_auth:
+        usages.append(ExtendedKeyUsageOID.CLIENT_AUTH)
+    server = _cert("etcd-server", server_key, (ca.subject, ca_key), usages)
     client = _cert(
         "kube-etcd-healthcheck-client", client_key, (ca.subject, ca_key),
         [ExtendedKeyUsageOID.CLIENT_AUTH],

@@ -152,7 +152,8 @@ async def api(session: aiohttp.ClientSession, url: str) -> Any:
 
 
 def alert_expr(name: str) -> str:
-    return next(r["expr"] for g in rule_groups() for r in g["rules"] if r.get("alert") == name)
+    expr: str = next(r["expr"] for g in rule_groups() for r in g["rules"] if r.get("alert") == name)
+    return expr
 
 
 async def query(session: aiohttp.ClientSession, prom: str, expr: str) -> Any:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import aiohttp
@@ -17,17 +18,18 @@ from conftest import poll
 from etcdpki import EtcdPki, mint
 
 from exporter.config import EtcdConfig, load_config
+from exporter.controlplane import load_tls
 from exporter.etcd import QuorumState, build_ssl_context, probe_etcd
 from fleetwatch.procs import ManagedProcess, free_port
 
 pytestmark = pytest.mark.skipif(shutil.which("etcd") is None, reason="etcd not installed")
 
 
-@pytest.fixture(scope="module")
-def tls_etcd() -> Iterator[tuple[str, EtcdPki]]:
+@contextmanager
+def tls_member(server_client_auth: bool = True) -> Iterator[tuple[str, EtcdPki]]:
     with tempfile.TemporaryDirectory(prefix="fleetwatch-etcd-tls-") as root:
         folder = Path(root)
-        files = mint(folder / "pki")
+        files = mint(folder / "pki", server_client_auth)
         client, peer = free_port(), free_port()
         url = f"https://127.0.0.1:{client}"
         proc = ManagedProcess(
@@ -47,6 +49,12 @@ def tls_etcd() -> Iterator[tuple[str, EtcdPki]]:
             yield url, files
         finally:
             proc.kill()
+
+
+@pytest.fixture(scope="module")
+def tls_etcd() -> Iterator[tuple[str, EtcdPki]]:
+    with tls_member() as member:
+        yield member
 
 
 @pytest.fixture
@@ -111,3 +119,46 @@ async def test_without_client_certificate_etcd_refuses(
         assert report.quorum.healthy == 0
         assert report.has_leader is False
         assert [m.name for m in report.members] == [url.removeprefix("https://")]
+
+
+async def test_members_from_the_endpoints_when_the_member_list_fails(
+    session: aiohttp.ClientSession,
+) -> None:
+    """A server certificate without clientAuth breaks etcd's own JSON gateway: /health
+    answers, /v3/... do not. The member is judged by /health, named by its endpoint."""
+    with tls_member(server_client_auth=False) as (url, files):
+        config = EtcdConfig(
+            endpoints=(url,),
+            ca_file=files.ca,
+            cert_file=files.client_cert,
+            key_file=files.client_key,
+        )
+        report = await poll(
+            lambda: probe_etcd(session, config, build_ssl_context(config)),
+            lambda r: r.quorum.healthy == 1,
+            20,
+            "healthy by /health alone",
+        )
+        assert [m.name for m in report.members] == [url.removeprefix("https://")]
+        assert report.members[0].raft_term is None  # no status through the broken gateway
+        assert report.has_leader is False
+
+
+def test_tls_context_rebuilt_when_the_files_change(tmp_path: Path) -> None:
+    files = mint(tmp_path / "pki")
+    config = EtcdConfig(
+        endpoints=("https://127.0.0.1:2379",),
+        ca_file=files.ca,
+        cert_file=files.client_cert,
+        key_file=files.client_key,
+    )
+    first = load_tls(config, None)
+    assert first.error is None and first.context is not None
+    assert load_tls(config, first) is first  # unchanged files: no reload
+    files.client_key.write_text("-----BEGIN PRIVATE KEY-----\nbroken\n-----END PRIVATE KEY-----\n")
+    broken = load_tls(config, first)
+    assert broken.context is None and broken.error == "SSLError"
+    assert "broken" not in repr(broken)
+    mint(tmp_path / "pki")  # rotated: a new CA, certificate and key in the same files
+    rotated = load_tls(config, broken)
+    assert rotated.error is None and rotated.context is not None
