@@ -112,3 +112,10 @@ def test_localhost_alert_gives_the_kubeadm_fix() -> None:
         "listen-metrics-urls: http://0.0.0.0:2381",
     ):
         assert needle in text
+
+
+@needs_promtool
+def test_shipped_unit_tests_pass_on_the_shipped_rules() -> None:
+    """What a user runs: `promtool test rules alerts/tests/controlplane.test.yml`."""
+    result = promtool("test", "rules", "controlplane.test.yml", cwd=SHIPPED_TESTS.parent)
+    assert result.returncode == 0, result.stdout + result.stderr
