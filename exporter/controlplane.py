@@ -404,16 +404,25 @@ class KubeSystem:
 
 
 async def read_kube_system(api: KubeGet, timeout_seconds: float) -> KubeSystem:
-    """The static pods, the CoreDNS pods and the control-plane nodes: three small reads."""
-    static, dns, nodes = await asyncio.gather(
+    """The static pods, the CoreDNS pods and the control-plane nodes: three small reads.
+
+    The pods are required (an ``ApiError`` propagates); the nodes only refine addresses,
+    so credentials without ``list nodes`` still get everything, from the pods' hostIP.
+    """
+
+    async def nodes() -> Any:
+        path = f"{NODES_PATH}?labelSelector={quote(CONTROL_PLANE_NODE_LABELS[0] + '=')}"
+        try:
+            return await api.get_json(path, timeout_seconds)
+        except ApiError:
+            return None
+
+    static, dns, node_list = await asyncio.gather(
         api.get_json(f"{PODS_PATH}?labelSelector={quote(STATIC_POD_SELECTOR)}", timeout_seconds),
         api.get_json(f"{PODS_PATH}?labelSelector={quote(COREDNS_SELECTOR)}", timeout_seconds),
-        api.get_json(
-            f"{NODES_PATH}?labelSelector={quote(CONTROL_PLANE_NODE_LABELS[0] + '=')}",
-            timeout_seconds,
-        ),
+        nodes(),
     )
-    return KubeSystem(pods=parse_pods(static) + parse_pods(dns), nodes=parse_nodes(nodes))
+    return KubeSystem(pods=parse_pods(static) + parse_pods(dns), nodes=parse_nodes(node_list))
 
 
 def report_from_kube_system(kube: KubeSystem) -> ControlPlaneReport:

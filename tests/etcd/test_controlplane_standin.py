@@ -7,17 +7,27 @@ stand-in clusters that serve kubeadm-shaped kube-system pods and nodes; we read 
 
 from __future__ import annotations
 
+import asyncio
 import json
+import shutil
+import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.controlplane import ControlPlaneCheck
+from exporter.controlplane import (
+    FAMILIES,
+    ControlPlaneCheck,
+    read_kube_system,
+    report_from_kube_system,
+)
+from exporter.probe import ApiError, Reason
 from exporter.server import MONITOR, create_app
 from exporter.settings import Settings
 from fleetwatch.standin import StandinFleet
@@ -163,3 +173,56 @@ async def test_sd_targets_with_labels_and_kept_while_the_api_is_down(
     assert sorted(json.dumps(g, sort_keys=True) for g in groups_down) == sorted(
         json.dumps(g, sort_keys=True) for g in groups
     )
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed")
+async def test_metrics_pass_promtool_check_metrics(
+    exporter: tuple[web.Application, TestClient[Any, Any]],
+) -> None:
+    app, client = exporter
+    await app[MONITOR].run_cycle()
+    body = await (await client.get("/metrics")).read()
+    families = {
+        f.name
+        for f in text_string_to_metric_families(body.decode())
+        if f.samples
+        and f.name.startswith(("fleetwatch_etcd", "fleetwatch_controlplane", "fleetwatch_coredns"))
+    }
+    assert families == {f.name for f in FAMILIES} - {
+        "fleetwatch_etcd_has_leader",  # direct source only
+        "fleetwatch_etcd_db_size_bytes",
+        "fleetwatch_etcd_raft_term",
+    }
+    result = await asyncio.to_thread(
+        subprocess.run,
+        ["promtool", "check", "metrics"],
+        input=body,
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+    assert result.returncode == 0, (result.stdout + result.stderr).decode()
+
+
+class PodsOnly:
+    """An API that lists pods but refuses nodes (RBAC without ``list nodes``)."""
+
+    def __init__(self, fleet_plane: ControlPlane) -> None:
+        self.plane = fleet_plane
+
+    async def get_json(self, path: str, timeout: float) -> Any:  # noqa: ASYNC109
+        from fleetwatch.standin.controlplane import pod_list
+
+        if path.startswith("/api/v1/nodes"):
+            raise ApiError(Reason.UNAUTHORIZED, "HTTP 403", 403)
+        selector = unquote(path.partition("labelSelector=")[2])
+        return pod_list(self.plane, 0, selector)
+
+
+async def test_without_list_nodes_targets_come_from_the_pods_host_ip() -> None:
+    kube = await read_kube_system(PodsOnly(ControlPlane()), timeout_seconds=1)
+    assert kube.nodes == ()
+    report = report_from_kube_system(kube)
+    sched = [t for t in report.targets if t.component == "kube-scheduler"]
+    assert [t.address for t in sched] == ["127.1.0.1:10259", "127.1.0.2:10259", "127.1.0.3:10259"]
+    assert report.etcd is not None and report.etcd.quorum.members == 3
