@@ -56,6 +56,9 @@ relabel_configs:
   - source_labels: [localhost_only]
     regex: "true"
     action: drop
+  # Optional: one job per component, as the kubernetes and etcd mixins expect.
+  - source_labels: [component]
+    target_label: job
 """
 
 
@@ -186,8 +189,9 @@ async def test_prometheus_lists_sd_targets_and_drops_localhost_ones(
     active = {
         (t["labels"]["cluster"], t["labels"]["component"], t["labels"]["node"]): t
         for t in data["activeTargets"]
-        if t["labels"]["job"] == "kubernetes-control-plane"
+        if t["labels"]["job"] != "fleetwatch-exporter"
     }
+    assert all(t["labels"]["job"] == t["labels"]["component"] for t in active.values())
     # kubeadm defaults: only the API servers are reachable from outside the node.
     assert {k for k in active if k[0] == "kubeadm"} == {
         ("kubeadm", "kube-apiserver", f"cp-{n}") for n in (1, 2, 3)
@@ -282,7 +286,7 @@ async def test_no_false_down_and_the_fix_brings_targets_up(
     """The point of the localhost_only label: every listed target is really up, and once
     kubeadm's bind-address is fixed the component is scraped without any config change."""
     app, _ = exporter
-    job = 'job="kubernetes-control-plane"'
+    job = 'job!="fleetwatch-exporter"'
     async with aiohttp.ClientSession() as session:
         up = await poll(
             lambda: query(session, prometheus, f"up{{{job}}}"),
