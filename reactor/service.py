@@ -207,17 +207,22 @@ class Service:
         """The app is DEPLOYED on ``cluster`` (moved there if needed), unless the gate says no."""
         try:
             with self.store.write() as tx:
-                record = _need_app(tx, app)
-                target = _need_cluster(tx, cluster)
-                _check_gate(target)
-                tx.set_app(record.id, target.id, AppStatus.DEPLOYED, None)
+                place = tx.placement(app, cluster)
+                if place is None:  # say which name is unknown
+                    _need_app(tx, app)
+                    _need_cluster(tx, cluster)
+                    raise AssertionError("placement found neither app nor cluster missing")
+                refusal = gate.check(cluster, place.cluster_status)
+                if refusal is not None:
+                    raise Gated(refusal)
+                tx.set_app(place.app_id, place.cluster_id, AppStatus.DEPLOYED, None)
         except Gated:
             self._count_refusal()
             raise
         if self.metrics is not None:
             self.metrics.deployments.inc()
         return AppRecord(
-            record.id, record.name, target.id, target.name, AppStatus.DEPLOYED, None, None
+            place.app_id, app, place.cluster_id, cluster, AppStatus.DEPLOYED, None, None
         )
 
     def reassign(self, app: str, cluster: str) -> AppRecord:

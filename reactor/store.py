@@ -62,6 +62,15 @@ class AppRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class Placement:
+    """An app and a cluster looked up together: the hot path of a deployment."""
+
+    app_id: int
+    cluster_id: int
+    cluster_status: Status
+
+
+@dataclass(frozen=True, slots=True)
 class StatusCounts:
     apps: dict[AppStatus, int]
     clusters: dict[Status, int]
@@ -83,6 +92,7 @@ class Transaction(Protocol):
     def close_outage(self, cluster_id: int, outage_id: int, closed_at: int) -> None: ...
     def app(self, name: str) -> AppRecord | None: ...
     def apps(self) -> list[AppRecord]: ...
+    def placement(self, app: str, cluster: str) -> Placement | None: ...
     def insert_app(self, name: str, cluster_id: int) -> AppRecord: ...
     def set_app(
         self, app_id: int, cluster_id: int, status: AppStatus, reason: str | None
@@ -289,6 +299,13 @@ class SQLiteTransaction:
 
     def apps(self) -> list[AppRecord]:
         return [_app(r) for r in self.db.execute(f"{_APP_SELECT} ORDER BY a.name")]
+
+    def placement(self, app: str, cluster: str) -> Placement | None:
+        row = self.db.execute(
+            "SELECT a.id, c.id, c.status FROM apps a, clusters c WHERE a.name = ? AND c.name = ?",
+            (app, cluster),
+        ).fetchone()
+        return None if row is None else Placement(row[0], row[1], Status(row[2]))
 
     def insert_app(self, name: str, cluster_id: int) -> AppRecord:
         cur = self.db.execute(
