@@ -34,7 +34,7 @@ async def session() -> AsyncIterator[aiohttp.ClientSession]:
 
 
 def config_of(cluster: EtcdCluster) -> EtcdConfig:
-    return EtcdConfig(endpoints=tuple(cluster.client_urls))
+    return EtcdConfig(endpoints=tuple(cluster.client_urls), timeout_seconds=3.0)
 
 
 def leader_name(report: EtcdReport) -> str:
