@@ -64,7 +64,8 @@ def http_ok(url: str, timeout: float = 1.0) -> bool:
     """True when ``url`` answers 2xx; any error is False."""
     try:
         with urllib.request.urlopen(url, timeout=timeout) as resp:
-            return 200 <= resp.status < 300
+            status: int = resp.status
+            return 200 <= status < 300
     except (urllib.error.URLError, OSError, ValueError):
         return False
 
