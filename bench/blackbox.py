@@ -156,13 +156,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="fw-bench-") as tmpdir:
         tmp = Path(tmpdir)
-        fleet_proc, fleet = start_fleet(tmp / "fleet", args.clusters)
+        fleet = start_fleet(tmp / "fleet", args.clusters, shard_max=args.clusters)
         try:
             result = run_blackbox(
-                tmp, fleet, args.probes, args.runs, args.concurrency, args.max_seconds
+                tmp, fleet.shards[0], args.probes, args.runs, args.concurrency, args.max_seconds
             )
         finally:
-            fleet_proc.stop()
+            fleet.stop()
     write_result("blackbox", {"clusters": args.clusters, "blackbox": result}, args.out)
     return result
 

@@ -1,9 +1,14 @@
-"""A stand-in fleet in its own process, so its CPU is never charged to the side measured.
+"""Stand-in fleets in their own processes, so their CPU is never charged to the side measured.
 
-Starts ``fleetwatch.standin.StandinFleet`` with N clusters (a share of them hanging),
-writes ``<dir>/kubeconfig.yaml`` (one context per cluster) and ``<dir>/fleet.json``
-(names, ports, modes and the PEM paths blackbox_exporter needs), then ``<dir>/ready``,
-and serves until SIGTERM.
+One fleet process starts ``fleetwatch.standin.StandinFleet`` with N clusters (a share of
+them hanging), writes its kubeconfig (one context per cluster) and ``fleet.json`` (names,
+ports, modes and the PEM paths blackbox_exporter needs), then ``ready``, and serves until
+SIGTERM.
+
+A process may hold only so many descriptors (the hard limit here is 20,000 and cannot be
+raised), and each cluster takes two: its listening socket and the client's kept-alive
+connection. So a big fleet is split into shards of at most ``SHARD_MAX`` clusters, one
+process each, their kubeconfigs side by side in one folder (``--kubeconfig-dir``).
 
 Run: ``.venv/bin/python -m bench.fleet_server --dir /tmp/fleet --clusters 1000 --hang 0``
 """
@@ -13,89 +18,131 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import resource
 import signal
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from fleetwatch.procs import ManagedProcess, wait_until
 
+SHARD_MAX = 5000
+REPO = Path(__file__).resolve().parent.parent
+
 
 @dataclass(frozen=True)
 class FleetInfo:
-    """What the benchmark side knows of a running stand-in fleet."""
+    """What the benchmark side knows of one running fleet process."""
 
     kubeconfig: Path
-    clusters: list[dict[str, object]]
+    clusters: list[dict[str, str | int]]
     ca: Path
     client_cert: Path
     client_key: Path
 
     def ports(self, mode: str | None = None) -> list[int]:
-        return [int(c["port"]) for c in self.clusters if mode is None or c["mode"] == mode]  # type: ignore[call-overload]
+        return [int(c["port"]) for c in self.clusters if mode is None or c["mode"] == mode]
+
+
+@dataclass
+class Fleet:
+    """All shards of one stand-in fleet; ``kubeconfig_dir`` holds one kubeconfig per shard."""
+
+    kubeconfig_dir: Path
+    procs: list[ManagedProcess] = field(default_factory=list)
+    shards: list[FleetInfo] = field(default_factory=list)
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.procs]
+
+    @property
+    def kubeconfig(self) -> Path:
+        """The single kubeconfig of a one-shard fleet."""
+        assert len(self.shards) == 1, "a sharded fleet has a kubeconfig folder"
+        return self.shards[0].kubeconfig
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            proc.stop()
 
 
 def start_fleet(
-    directory: Path, clusters: int, hang: int = 0, credential: str = "client_cert_data"
-) -> tuple[ManagedProcess, FleetInfo]:
-    """Start a fleet process and wait (deadline grows with the size) until it is ready."""
-    proc = ManagedProcess(
-        [
-            sys.executable,
-            "-m",
-            "bench.fleet_server",
-            "--dir",
-            str(directory),
-            "--clusters",
-            str(clusters),
-            "--hang",
-            str(hang),
-            "--credential",
-            credential,
-        ],
-        directory.parent / f"{directory.name}.log",
-        cwd=Path(__file__).resolve().parent.parent,
-    ).start()
-
-    def ready() -> bool:
-        if not proc.alive():
-            raise RuntimeError(f"stand-in fleet exited early:\n{proc.log_tail()}")
-        return (directory / "ready").exists()
-
+    directory: Path,
+    clusters: int,
+    hang: int = 0,
+    credential: str = "client_cert_data",
+    shard_max: int = SHARD_MAX,
+) -> Fleet:
+    """Start the fleet's shard processes and wait until each is ready (deadline by size)."""
+    kubeconfigs = directory / "kubeconfigs"
+    kubeconfigs.mkdir(parents=True, exist_ok=True)
+    fleet = Fleet(kubeconfig_dir=kubeconfigs)
+    shards = max(1, -(-clusters // shard_max))
+    dirs: list[Path] = []
     try:
-        wait_until(ready, timeout=30 + clusters / 100, interval=0.1, what="stand-in fleet ready")
+        for s in range(shards):
+            n = clusters // shards + (1 if s < clusters % shards else 0)
+            h = hang // shards + (1 if s < hang % shards else 0)
+            d = directory / f"shard-{s}"
+            dirs.append(d)
+            fleet.procs.append(
+                ManagedProcess(
+                    [
+                        sys.executable, "-m", "bench.fleet_server", "--dir", str(d),
+                        "--clusters", str(n), "--hang", str(h), "--credential", credential,
+                        "--prefix", f"bench-s{s}" if shards > 1 else "bench",
+                        "--kubeconfig-out", str(kubeconfigs / f"shard-{s}.yaml"),
+                    ],
+                    directory / f"shard-{s}.log",
+                    cwd=REPO,
+                ).start()
+            )  # fmt: skip
+
+        def ready() -> bool:
+            for proc in fleet.procs:
+                if not proc.alive():
+                    raise RuntimeError(f"stand-in fleet exited early:\n{proc.log_tail()}")
+            return all((d / "ready").exists() for d in dirs)
+
+        wait_until(ready, timeout=60 + clusters / 50, interval=0.1, what="stand-in fleet ready")
     except BaseException:
-        proc.stop()
+        fleet.stop()
         raise
-    doc = json.loads((directory / "fleet.json").read_text())
-    return proc, FleetInfo(
-        kubeconfig=directory / "kubeconfig.yaml",
-        clusters=doc["clusters"],
-        ca=Path(doc["ca"]),
-        client_cert=Path(doc["client_cert"]),
-        client_key=Path(doc["client_key"]),
-    )
+    for d in dirs:
+        doc = json.loads((d / "fleet.json").read_text())
+        fleet.shards.append(
+            FleetInfo(
+                kubeconfig=Path(doc["kubeconfig"]),
+                clusters=doc["clusters"],
+                ca=Path(doc["ca"]),
+                client_cert=Path(doc["client_cert"]),
+                client_key=Path(doc["client_key"]),
+            )
+        )
+    return fleet
 
 
-async def serve(directory: Path, clusters: int, hang: int, credential: str) -> None:
+async def serve(
+    directory: Path, clusters: int, hang: int, credential: str, prefix: str, kubeconfig: Path
+) -> None:
     from fleetwatch.standin.fleet import StandinFleet  # the fleet process only
 
     async with StandinFleet(directory) as fleet:
         # Hanging clusters are spread through the fleet, not bunched at the end.
         step = clusters // hang if hang else 0
-        names: list[str] = []
         width = max(3, len(str(clusters)))
         for i in range(clusters):
             mode = "hang" if step and i % step == 0 and i // step < hang else "ok"
-            c = await fleet.add_cluster(f"bench-{i:0{width}d}", mode)
-            names.append(c.name)
-        fleet.write_kubeconfig(directory / "kubeconfig.yaml", credential=credential)  # type: ignore[arg-type]
+            await fleet.add_cluster(f"{prefix}-{i:0{width}d}", mode)
+        fleet.write_kubeconfig(kubeconfig, credential=credential)  # type: ignore[arg-type]
         files = fleet.certs.files
         info = {
             "clusters": [
                 {"name": c.name, "port": c.port, "mode": str(c.mode)}
                 for c in fleet.clusters.values()
             ],
+            "kubeconfig": str(kubeconfig),
             "ca": str(files.ca_cert),
             "client_cert": str(files.client_cert),
             "client_key": str(files.client_key),
@@ -114,15 +161,29 @@ def _publish(directory: Path, info: dict[str, object]) -> None:
     (directory / "ready").write_text("ready\n")
 
 
+def raise_fd_limit() -> int:
+    """Soft open-files limit up to the hard one (one socket and one connection per cluster)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", type=Path, required=True)
     parser.add_argument("--clusters", type=int, required=True)
     parser.add_argument("--hang", type=int, default=0, help="how many clusters hang")
     parser.add_argument("--credential", default="client_cert_data")
+    parser.add_argument("--prefix", default="bench", help="cluster names: <prefix>-<n>")
+    parser.add_argument("--kubeconfig-out", type=Path, default=None)
     args = parser.parse_args()
     args.dir.mkdir(parents=True, exist_ok=True)
-    asyncio.run(serve(args.dir, args.clusters, args.hang, args.credential))
+    limit = raise_fd_limit()
+    if limit < 2 * args.clusters + 100:
+        print(f"warning: {limit} descriptors for {args.clusters} clusters", file=sys.stderr)
+    kubeconfig = args.kubeconfig_out or args.dir / "kubeconfig.yaml"
+    asyncio.run(serve(args.dir, args.clusters, args.hang, args.credential, args.prefix, kubeconfig))
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import subprocess
@@ -34,10 +35,11 @@ from bench.fleet_server import start_fleet
 
 async def _cycles(
     kubeconfig: Path,
+    is_dir: bool,
     steady: int,
     probe_timeout: float,
     concurrency: int | None,
-    fleet_pid: int | None,
+    fleet_pids: list[int],
     variant: str,
     profile_dir: Path | None = None,
 ) -> dict[str, Any]:
@@ -59,7 +61,9 @@ async def _cycles(
         concurrency=concurrency or DEFAULT_CONCURRENCY,
     )
     cycles: list[dict[str, Any]] = []
-    async with Monitor(settings, Discoverer(kubeconfig, None), publish) as monitor:
+    # A sharded fleet writes one kubeconfig per shard into a folder (KUBECONFIG_DIR).
+    discoverer = Discoverer(None, kubeconfig) if is_dir else Discoverer(kubeconfig, None)
+    async with Monitor(settings, discoverer, publish) as monitor:
         if variant == "close":
             # Experiment: no keep-alive (a TLS handshake per probe, no idle connections).
             await monitor.session.close()
@@ -68,15 +72,20 @@ async def _cycles(
             )
         for i in range(1 + steady):
             before = monitor.probes_started
-            fleet0 = cpu_seconds(fleet_pid) if fleet_pid else 0.0
+            fleet0 = sum(cpu_seconds(p) for p in fleet_pids)
             cpu0 = time.process_time()
             t0 = time.perf_counter()
+            if variant == "gcfreeze" and i == 1:
+                # Experiment: move everything the first cycle built (connections, TLS
+                # objects, parsed kubeconfigs) out of the collector's sight.
+                gc.collect()
+                gc.freeze()
             profiler = _profiler(profile_dir, i)
             await monitor.run_cycle()
             _profile_done(profiler, profile_dir, i)
             wall = time.perf_counter() - t0
             cpu = time.process_time() - cpu0
-            fleet_cpu = cpu_seconds(fleet_pid) - fleet0 if fleet_pid else None
+            fleet_cpu = sum(cpu_seconds(p) for p in fleet_pids) - fleet0 if fleet_pids else None
             probes = monitor.probes_started - before
             ok = sum(1 for s in monitor.states.values() if s.last is not None and s.last.success)
             reasons: dict[str, int] = {}
@@ -138,10 +147,11 @@ def worker_main(args: argparse.Namespace) -> None:
     result = asyncio.run(
         _cycles(
             args.kubeconfig,
+            args.kubeconfig.is_dir(),
             args.steady,
             args.timeout,
             args.concurrency,
-            args.fleet_pid,
+            [int(p) for p in args.fleet_pid.split(",")] if args.fleet_pid else [],
             args.variant,
             args.profile_dir,
         )
@@ -158,7 +168,7 @@ def run_worker(
     timeout: float,
     concurrency: int | None,
     limit_s: float,
-    fleet_pid: int | None = None,
+    fleet_pids: list[int] | None = None,
     variant: str = "keepalive",
 ) -> dict[str, Any]:
     """One worker process (a fresh exporter side: new connections, no cached credentials)."""
@@ -169,8 +179,8 @@ def run_worker(
     ]  # fmt: skip
     if concurrency:
         argv += ["--concurrency", str(concurrency)]
-    if fleet_pid:
-        argv += ["--fleet-pid", str(fleet_pid)]
+    if fleet_pids:
+        argv += ["--fleet-pid", ",".join(map(str, fleet_pids))]
     with machine_load() as load:
         out = subprocess.run(
             argv, cwd=REPO, capture_output=True, text=True, timeout=limit_s, check=False
@@ -209,17 +219,17 @@ def bench_size(
     concurrency: int | None,
     variant: str = "keepalive",
 ) -> dict[str, Any]:
-    fleet_proc, fleet = start_fleet(tmp / f"fleet-{clusters}-{hang}", clusters, hang)
+    fleet = start_fleet(tmp / f"fleet-{clusters}-{hang}", clusters, hang)
     try:
         limit = 300 + clusters / 10 + (1 + steady) * timeout * (2 + hang / 64)
         each = [
             run_worker(
-                fleet.kubeconfig, steady, timeout, concurrency, limit, fleet_proc.pid, variant
+                fleet.kubeconfig_dir, steady, timeout, concurrency, limit, fleet.pids, variant
             )
             for _ in range(runs)
         ]
     finally:
-        fleet_proc.stop()
+        fleet.stop()
     return {
         "clusters": clusters,
         "hanging": hang,
@@ -239,7 +249,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--concurrency", type=int, default=None)
     parser.add_argument(
         "--variant",
-        choices=("keepalive", "close", "smallbuf"),
+        choices=("keepalive", "close", "smallbuf", "gcfreeze"),
         default="keepalive",
         help="keepalive: the exporter as built; close, smallbuf: experiments (see RESULTS.md)",
     )
@@ -250,7 +260,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         default=None,
         help="worker only: pyinstrument profile of the first steady cycle written here",
     )
-    parser.add_argument("--fleet-pid", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--fleet-pid", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--kubeconfig", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

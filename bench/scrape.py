@@ -43,12 +43,15 @@ from bench.genlatest import (
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
 
 
-def start_exporter(tmp: Path, kubeconfig: Path, interval: float) -> tuple[ManagedProcess, str]:
+def start_exporter(tmp: Path, kubeconfig_dir: Path, interval: float) -> tuple[ManagedProcess, str]:
     port = free_port()
+    kubeconfig = tmp / "empty-kubeconfig.yaml"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n")
     proc = ManagedProcess(
         [
             str(Path(sys.executable).parent / "fleetwatch"), "exporter",
             f"--web.listen-address=127.0.0.1:{port}", f"--kubeconfig={kubeconfig}",
+            f"--kubeconfig-dir={kubeconfig_dir}",
             f"--probe.interval={interval:g}", "--probe.timeout=10", "--log.level=error",
         ],
         tmp / "exporter.log",
@@ -109,9 +112,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="fw-bench-") as tmpdir:
         tmp = Path(tmpdir)
-        fleet_proc, fleet = start_fleet(tmp / "fleet", args.clusters)
+        fleet = start_fleet(tmp / "fleet", args.clusters)
         try:
-            exporter, base = start_exporter(tmp, fleet.kubeconfig, interval=3600)
+            exporter, base = start_exporter(tmp, fleet.kubeconfig_dir, interval=3600)
             try:
                 t0 = time.monotonic()
                 wait_until(
@@ -127,7 +130,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             finally:
                 exporter.stop()
         finally:
-            fleet_proc.stop()
+            fleet.stop()
     families = families_from_text(text)
     series = sum(len(f.samples) for f in families)
     peers: dict[str, Any] = {}

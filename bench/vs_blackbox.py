@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="fw-bench-") as tmpdir:
         tmp = Path(tmpdir)
-        fleet_proc, fleet = start_fleet(tmp / "fleet", args.clusters)
+        fleet = start_fleet(tmp / "fleet", args.clusters, shard_max=args.clusters)
         try:
             for _ in range(args.runs):
                 fw = run_worker(
@@ -44,9 +44,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     10.0,
                     None,
                     300 + args.clusters / 10,
-                    fleet_proc.pid,
+                    fleet.pids,
                 )
-                bb = run_blackbox(tmp, fleet, args.probes, 1, args.concurrency, 120.0)
+                bb = run_blackbox(tmp, fleet.shards[0], args.probes, 1, args.concurrency, 120.0)
                 bb_rate = bb["runs"][0]["probes_per_cpu_s"]
                 first = fw["cycles"][0]["probes_per_cpu_s"]
                 steady = [c["probes_per_cpu_s"] for c in fw["cycles"][1:]]
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     }
                 )
         finally:
-            fleet_proc.stop()
+            fleet.stop()
     result = {
         "clusters": args.clusters,
         "ratio_steady": summary([r["ratio_steady"] for r in runs]),

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import pytest
 
-from bench import aiohttp_baseline, genlatest
+from bench import genlatest
 from bench.common import cpu_seconds, is_number, memory_kib, parse_wrk
 
 # Real `wrk --latency` output from this machine (trimmed of nothing).
@@ -54,16 +53,6 @@ def test_proc_readings_of_this_process() -> None:
     assert cpu_seconds(os.getpid()) > 0
     mem = memory_kib(os.getpid())
     assert mem["VmHWM"] >= mem["VmRSS"] > 0
-
-
-def test_aiohttp_baseline_runs(tmp_path: Path) -> None:
-    out = tmp_path / "baseline.json"
-    result = aiohttp_baseline.main(["--duration", "1", "--runs", "1", "--out", str(out)])
-    for kind in ("hello", "post_deployments"):
-        assert is_number(result[kind]["rps"]["median"]) and result[kind]["rps"]["median"] > 0
-        assert is_number(result[kind]["p99_ms"]["median"])
-        assert result[kind]["runs"][0]["non_2xx"] == 0
-    assert json.loads(out.read_text())["machine"]["nproc"] >= 1
 
 
 def test_genlatest_runs(tmp_path: Path) -> None:
