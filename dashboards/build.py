@@ -48,6 +48,8 @@ COLOR_ONLINE = "green"
 COLOR_OFFLINE = "red"
 COLOR_UNKNOWN = "#8e8e8e"  # grey: "we cannot tell", neither good nor bad
 COLOR_FAILING = "orange"
+#: Default share of failing clusters at which FleetProbeStorm fires (fleetwatch rules).
+STORM_FRACTION = 0.5
 
 STATUS_MAPPINGS: list[Json] = [
     {
@@ -383,26 +385,27 @@ def cluster_variable(*, multi: bool) -> Json:
     return var
 
 
-def annotations(selector: str) -> Json:
+def annotation(name: str, expr: str, color: str, title: str, *, enable: bool = True) -> Json:
+    """A Prometheus annotation: one region per run of the series (an alert's firing time)."""
+    return {
+        "name": name,
+        "datasource": DS,
+        "enable": enable,
+        "hide": False,
+        "iconColor": color,
+        "expr": expr,
+        "step": "1m",
+        "titleFormat": title,
+        "textFormat": "{{alertname}} {{alertstate}}",
+        "tagKeys": "cluster,severity",
+        "useValueForTime": False,
+    }
+
+
+def annotations(selector: str, extra: list[Json]) -> Json:
     """Status changes drawn on every time series: an OFFLINE region per outage (start =
     the cluster went OFFLINE, end = it came back), the storm guard, and (off by default,
     it can be noisy) clusters failing probes inside their grace period."""
-
-    def anno(name: str, expr: str, color: str, title: str, enable: bool = True) -> Json:
-        return {
-            "name": name,
-            "datasource": DS,
-            "enable": enable,
-            "hide": False,
-            "iconColor": color,
-            "expr": expr,
-            "step": "1m",
-            "titleFormat": title,
-            "textFormat": "{{alertname}} {{alertstate}}",
-            "tagKeys": "cluster,severity",
-            "useValueForTime": False,
-        }
-
     return {
         "list": [
             {
@@ -414,31 +417,38 @@ def annotations(selector: str) -> Json:
                 "name": "Annotations & Alerts",
                 "type": "dashboard",
             },
-            anno(
+            annotation(
                 "Cluster OFFLINE",
                 f'ALERTS{{alertname="FleetClusterOffline", alertstate="firing", {selector}}}',
                 COLOR_OFFLINE,
                 "{{cluster}} OFFLINE",
             ),
-            anno(
+            annotation(
                 "Probe storm (watcher suspect)",
                 'ALERTS{alertname="FleetProbeStorm", alertstate="firing"}',
                 "purple",
                 "Probe storm: most of the fleet failing at once",
             ),
-            anno(
+            annotation(
                 "Cluster failing probes (grace period)",
                 f'ALERTS{{alertname="FleetClusterProbeFailing", alertstate="firing", {selector}}}',
                 COLOR_FAILING,
                 "{{cluster}} failing probes",
                 enable=False,
             ),
+            *extra,
         ]
     }
 
 
 def dashboard(
-    uid: str, title: str, description: str, board: Board, variables: list[Json], selector: str
+    uid: str,
+    title: str,
+    description: str,
+    board: Board,
+    variables: list[Json],
+    selector: str,
+    extra_annotations: list[Json] | None = None,
 ) -> Json:
     kinds = sorted({p["type"] for p in board.panels if p["type"] != "row"})
     return {
@@ -487,7 +497,7 @@ def dashboard(
         "schemaVersion": SCHEMA_VERSION,
         "style": "dark",
         "templating": {"list": [datasource_variable(), *variables]},
-        "annotations": annotations(selector),
+        "annotations": annotations(selector, extra_annotations or []),
         "time": {"from": "now-6h", "to": "now"},
         "timepicker": {"refresh_intervals": ["10s", "30s", "1m", "5m", "15m"]},
         "timezone": "",
@@ -575,14 +585,20 @@ def fleet_overview() -> Json:
     )
     b.add(
         stat(
-            "Last probe cycle",
-            "How long the exporter's last probe cycle took. It should stay well under the "
-            "probe interval; a hung cluster costs at most the probe timeout.",
-            [target("max(fleetwatch_exporter_cycle_duration_seconds)", "cycle", instant=True)],
-            unit="s",
-            color_mode="value",
-            decimals=2,
-            no_value="exporter not scraped",
+            "Watcher",
+            "Statuses are only as good as the exporter that probes: EXPORTER DOWN while "
+            "FleetwatchExporterDown or FleetwatchExporterAbsent fires (the job name is the one "
+            "the rules were rendered with). Meanwhile every cluster reads UNKNOWN, outages go "
+            "unnoticed and deployments are not gated.",
+            [
+                target(
+                    'max(ALERTS{alertname=~"FleetwatchExporterDown|FleetwatchExporterAbsent", '
+                    'alertstate="firing"}) or vector(0)',
+                    "watcher",
+                    instant=True,
+                )
+            ],
+            mappings=bool_mappings("EXPORTER DOWN", "watching", COLOR_OFFLINE, COLOR_ONLINE),
         ),
         at=(20, 0, 4, 4),
     )
@@ -597,6 +613,7 @@ def fleet_overview() -> Json:
             mappings=STATUS_MAPPINGS,
             text_mode="value_and_name",
             links=[{"title": "Cluster detail", "url": CLUSTER_LINK_FROM_LABEL}],
+            no_value="NO DATA: is the exporter scraped and are fleetwatch's rules loaded?",
         ),
         at=(0, 4, 24, 8),
     )
@@ -779,17 +796,15 @@ def fleet_overview() -> Json:
     b.add(
         timeseries(
             "Share of the fleet failing (storm guard)",
-            "Share of the probeable clusters whose last probe failed. When most of the fleet "
-            "fails at once FleetProbeStorm fires and per-cluster OFFLINE notifications are "
-            "held back.",
-            [
-                target(
-                    "(count(max by (cluster) (fleetwatch_cluster_probe_success) == 0) "
-                    "or vector(0)) / count(max by (cluster) (fleetwatch_cluster_probeable) == 1)",
-                    "failing share",
-                )
-            ],
+            "Share of the probeable clusters failing their probes (recording rule "
+            "fleet:fleetwatch_clusters_probe_failing:ratio). At the storm fraction (dashed "
+            "line: the default 50 %, `fleetwatch rules --storm-fraction`), with at least 3 "
+            "probeable clusters, FleetProbeStorm fires and per-cluster OFFLINE notifications "
+            "are held back: no cascade runs.",
+            [target("max(fleet:fleetwatch_clusters_probe_failing:ratio)", "failing share")],
             unit="percentunit",
+            steps=thresholds((None, COLOR_ONLINE), (STORM_FRACTION, "purple")),
+            threshold_style="dashed",
         ),
         at=(16, 39, 8, 8),
     )
@@ -840,6 +855,8 @@ def fleet_overview() -> Json:
 # --- 2. cluster detail ----------------------------------------------------------------------
 
 C = 'cluster="$cluster"'
+#: What an etcd panel says when only the API server source is there (no leader, term, db).
+NEEDS_DIRECT = "needs direct etcd (--config.file)"
 
 
 def cluster_detail() -> Json:
@@ -1029,7 +1046,7 @@ def cluster_detail() -> Json:
             color_mode="value",
             text_mode="value_and_name",
         ),
-        at=(4, 20, 6, 4),
+        at=(4, 20, 5, 4),
     )
     b.add(
         stat(
@@ -1037,9 +1054,29 @@ def cluster_detail() -> Json:
             "Whether etcd reports a leader. Without one nothing is committed.",
             [target(f"max(fleetwatch_etcd_has_leader{{{C}}})", "leader", instant=True)],
             mappings=bool_mappings("leader", "NO LEADER"),
+            no_value=NEEDS_DIRECT,
+        ),
+        at=(9, 20, 3, 4),
+    )
+    b.add(
+        stat(
+            "etcd data from",
+            "apiserver: members are the etcd static pods of kube-system, healthy when Ready "
+            "(every cluster). direct: etcd itself answered (/health, status), when the "
+            "exporter's --config.file gives the cluster's etcd endpoints; only then are "
+            "leader, raft term and db size known.",
+            [
+                target(
+                    f"max by (source) (fleetwatch_etcd_source_info{{{C}}})",
+                    "{{source}}",
+                    instant=True,
+                )
+            ],
+            color_mode="none",
+            text_mode="name",
             no_value="no etcd data",
         ),
-        at=(10, 20, 4, 4),
+        at=(12, 20, 3, 4),
     )
     b.add(
         stat(
@@ -1055,8 +1092,9 @@ def cluster_detail() -> Json:
             ],
             steps=thresholds((None, COLOR_ONLINE), (3, COLOR_FAILING), (10, COLOR_OFFLINE)),
             color_mode="value",
+            no_value=NEEDS_DIRECT,
         ),
-        at=(14, 20, 5, 4),
+        at=(15, 20, 4, 4),
     )
     b.add(
         stat(
@@ -1069,6 +1107,7 @@ def cluster_detail() -> Json:
             steps=thresholds(
                 (None, COLOR_ONLINE), (1.5 * 2**30, COLOR_FAILING), (1.9 * 2**30, COLOR_OFFLINE)
             ),
+            no_value=NEEDS_DIRECT,
         ),
         at=(19, 20, 5, 4),
     )
@@ -1241,6 +1280,15 @@ def cluster_detail() -> Json:
         b,
         [cluster_variable(multi=False)],
         C,
+        [
+            annotation(
+                "etcd quorum alerts",
+                'ALERTS{alertname=~"FleetEtcdQuorumLost|FleetEtcdNoLeader|'
+                f'FleetEtcdNoFaultTolerance", alertstate="firing", {C}}}',
+                "yellow",
+                "{{cluster}}: {{alertname}}",
+            )
+        ],
     )
 
 

@@ -1,13 +1,14 @@
 """fleetwatch running for real, as the dashboards expect to find it in Prometheus.
 
-A stand-in fleet (alpha and beta healthy, gamma down from the start), ``fleetwatch
-exporter`` probing it every second, ``fleetwatch reactor`` fed by a real Alertmanager, and a
-Prometheus that scrapes the exporter, the reactor and the control-plane targets of
-``/sd/control-plane`` every second with the shipped rules loaded. ``play_outage()`` then
-takes alpha down and back so that the reactor panels (cascade, restore, refused
-deployment, notifications) and the OFFLINE annotations have something to show.
-Every process is ours, on 127.0.0.1, free ports, one temporary folder; ``stop()`` ends
-them by pid.
+A stand-in fleet (alpha and beta healthy, gamma down from the start; each with kubeadm's
+kube-system), a one-member etcd that the exporter's ``--config.file`` names as beta's (so
+leader, raft term and db size have data), ``fleetwatch exporter`` probing every second,
+``fleetwatch reactor`` fed by a real Alertmanager, and a Prometheus that scrapes the
+exporter, the reactor and the control-plane targets of ``/sd/control-plane`` every second
+with the shipped rules loaded. ``play_outage()`` then takes alpha down and back so that the
+reactor panels (cascade, restore, refused deployment, notifications) and the OFFLINE
+annotations have something to show. Every process is ours, on 127.0.0.1, free ports, one
+temporary folder; ``stop()`` ends them by pid.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ HEALTHY = ("alpha", "beta")
 DOWN = "gamma"
 CLUSTERS = (*HEALTHY, DOWN)
 FLAPPED = "alpha"  # goes down and comes back in play_outage()
+DIRECT_ETCD = "beta"  # its etcd is also asked directly
 APPS = {"web": "alpha", "api": "alpha", "shop": "beta"}
 
 
@@ -47,6 +49,7 @@ class LiveStack:
         self.exporter_port = free_port()
         self.reactor_port = free_port()
         self.alertmanager_port = free_port()
+        self.etcd_port = free_port()
         self.processes: list[ManagedProcess] = []
         self.prometheus: Prometheus | None = None
 
@@ -69,12 +72,18 @@ class LiveStack:
         self.fleet.add_cluster(DOWN, "down")
         kubeconfig = self.fleet.write_kubeconfig(self.root / "kubeconfig")
         env = {"KUBECONFIG_DIR": "", "FLEETWATCH_TOKEN": ""}
+        self.processes.append(self._etcd().start(ready_timeout=20))
+        config_file = self.root / "fleetwatch.yml"
+        etcd_url = f"http://127.0.0.1:{self.etcd_port}"
+        config = {"clusters": {DIRECT_ETCD: {"etcd": {"endpoints": [etcd_url]}}}}
+        config_file.write_text(json.dumps(config))
         exporter = ManagedProcess(
             fleetwatch(
                 "exporter",
                 f"--web.listen-address=127.0.0.1:{self.exporter_port}",
                 "--probe.interval=1",
                 f"--kubeconfig={kubeconfig}",
+                f"--config.file={config_file}",
             ),
             self.root / "exporter.log",
             ready_url=f"http://127.0.0.1:{self.exporter_port}/healthz",
@@ -96,6 +105,29 @@ class LiveStack:
         self.processes.append(self._alertmanager().start(ready_timeout=20))
         self.prometheus = Prometheus(self.root / "prometheus", self.prometheus_config())
         self.prometheus.start()
+
+    def _etcd(self) -> ManagedProcess:
+        """One etcd member on loopback (plain HTTP), ready when /health answers."""
+        binary = shutil.which("etcd")
+        if binary is None:
+            raise RuntimeError("etcd is not installed: run scripts/install.sh")
+        client = f"http://127.0.0.1:{self.etcd_port}"
+        peer = f"http://127.0.0.1:{free_port()}"
+        return ManagedProcess(
+            [
+                binary,
+                "--name=m1",
+                f"--data-dir={self.root / 'etcd'}",
+                f"--listen-client-urls={client}",
+                f"--advertise-client-urls={client}",
+                f"--listen-peer-urls={peer}",
+                f"--initial-advertise-peer-urls={peer}",
+                f"--initial-cluster=m1={peer}",
+                "--initial-cluster-state=new",
+            ],
+            self.root / "etcd.log",
+            ready_url=f"{client}/health",
+        )
 
     def _alertmanager(self) -> ManagedProcess:
         """Alertmanager routing every alert to the reactor without waiting."""
