@@ -7,6 +7,7 @@ Every setting has a flag; flags win over the environment (``FLEETWATCH_TOKEN``,
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import logging
 import os
@@ -159,9 +160,11 @@ def run_reactor(args: argparse.Namespace) -> int:
         settings.db_path,
         "required" if settings.token else "not configured",
     )
+    app = create_app(settings)
+    app.on_startup.append(_freeze_startup_objects)  # runs after the store and discovery
     # access_log=None: one line per request would dominate the cost of a deployment call.
     web.run_app(
-        create_app(settings),
+        app,
         host=host,
         port=port,
         access_log=None,
@@ -169,6 +172,16 @@ def run_reactor(args: argparse.Namespace) -> int:
         shutdown_timeout=10,
     )
     return 0
+
+
+async def _freeze_startup_objects(app: object) -> None:
+    """Keep the garbage collector off what start-up built (modules, the app, the store).
+
+    Without it every full collection walks all of them: pauses of 20-80 ms under load,
+    which is the p99 of a deployment call. Process-wide, so it lives here, not in the app.
+    """
+    gc.collect()
+    gc.freeze()
 
 
 # -- fleetwatch status ----------------------------------------------------------------
