@@ -402,7 +402,7 @@ def annotation(name: str, expr: str, color: str, title: str, *, enable: bool = T
     }
 
 
-def annotations(selector: str, extra: list[Json]) -> Json:
+def annotation_list(selector: str, extra: list[Json]) -> Json:
     """Status changes drawn on every time series: an OFFLINE region per outage (start =
     the cluster went OFFLINE, end = it came back), the storm guard, and (off by default,
     it can be noisy) clusters failing probes inside their grace period."""
@@ -497,7 +497,7 @@ def dashboard(
         "schemaVersion": SCHEMA_VERSION,
         "style": "dark",
         "templating": {"list": [datasource_variable(), *variables]},
-        "annotations": annotations(selector, extra_annotations or []),
+        "annotations": annotation_list(selector, extra_annotations or []),
         "time": {"from": "now-6h", "to": "now"},
         "timepicker": {"refresh_intervals": ["10s", "30s", "1m", "5m", "15m"]},
         "timezone": "",

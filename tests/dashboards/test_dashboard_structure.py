@@ -186,7 +186,7 @@ def test_fleet_overview_links_each_cluster_to_its_detail() -> None:
 
 @pytest.mark.parametrize("path", FILES, ids=ids(FILES))
 def test_layout_fits_the_grid_without_overlap(path: Path) -> None:
-    boxes = []
+    boxes: list[tuple[str, Json]] = []
     for panel in load(path)["panels"]:
         g = panel["gridPos"]
         assert g["x"] >= 0 and g["x"] + g["w"] <= 24 and g["h"] > 0, panel["title"]
