@@ -152,6 +152,7 @@ def run_reactor(args: argparse.Namespace) -> int:
     from aiohttp import web
 
     from reactor.app import create_app
+    from reactor.store import StoreUnavailable
 
     log.info(
         "reactor on http://%s:%d, database %s, token %s",
@@ -163,14 +164,21 @@ def run_reactor(args: argparse.Namespace) -> int:
     app = create_app(settings)
     app.on_startup.append(_freeze_startup_objects)  # runs after the store and discovery
     # access_log=None: one line per request would dominate the cost of a deployment call.
-    web.run_app(
-        app,
-        host=host,
-        port=port,
-        access_log=None,
-        print=None,
-        shutdown_timeout=10,
-    )
+    try:
+        web.run_app(
+            app,
+            host=host,
+            port=port,
+            access_log=None,
+            print=None,
+            shutdown_timeout=10,
+        )
+    except StoreUnavailable as exc:
+        print(f"fleetwatch reactor: cannot open the database: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"fleetwatch reactor: cannot listen on {host}:{port}: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -222,3 +222,23 @@ def test_status_of_a_reactor_that_is_not_there() -> None:
     )
     assert out.returncode == 1
     assert "cannot read http://127.0.0.1:" in out.stderr
+
+
+def test_an_unusable_database_is_a_clear_exit_1(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fleetwatch.cli",
+            "reactor",
+            f"--web.listen-address=127.0.0.1:{free_port()}",
+            f"--db.path={tmp_path / 'missing-dir' / 'state.db'}",
+            f"--kubeconfig={tmp_path / 'none'}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert out.returncode == 1
+    assert "cannot open the database" in out.stderr
+    assert "Traceback" not in out.stderr
