@@ -1347,9 +1347,10 @@ def reactor() -> Json:
     b.add(
         stat(
             "Since last notification",
-            "Time since Alertmanager last delivered a notification. Repeats of "
-            "FleetClusterOnline arrive every repeat_interval, so a long silence means the "
-            "route to the reactor is broken.",
+            "Time since Alertmanager last delivered a notification. While any cluster is "
+            "ONLINE, Alertmanager repeats FleetClusterOnline every repeat_interval (15m in "
+            "alerts/alertmanager.yml): orange after two missed repeats (30m), red after an "
+            "hour, means the route to the reactor is broken.",
             [
                 target(
                     "time() - max(fleetwatch_reactor_last_notification_timestamp_seconds > 0)",
@@ -1362,7 +1363,7 @@ def reactor() -> Json:
             color_mode="value",
             no_value="never",
             steps=thresholds(
-                (None, COLOR_ONLINE), (4 * 3600, COLOR_FAILING), (24 * 3600, COLOR_OFFLINE)
+                (None, COLOR_ONLINE), (30 * 60, COLOR_FAILING), (60 * 60, COLOR_OFFLINE)
             ),
         ),
         at=(18, 0, 6, 4),
@@ -1489,8 +1490,8 @@ def reactor() -> Json:
     b.add(
         timeseries(
             "Time since last notification",
-            "Grows between notifications and drops at each one; it should never exceed "
-            "Alertmanager's repeat_interval for long.",
+            "Grows between notifications and drops at each one; while a cluster is ONLINE "
+            "it should not outgrow Alertmanager's repeat_interval (15m shipped).",
             [
                 target(
                     "time() - max(fleetwatch_reactor_last_notification_timestamp_seconds > 0)",
