@@ -222,12 +222,27 @@ class Loop:
             raise AssertionError(f"{exc}\n{self.describe()}\n{self.logs()}") from None
 
     def describe(self) -> str:
-        with contextlib.suppress(Exception):
-            return "reactor state:\n" + json.dumps(
-                {"clusters": self.reactor.get("/clusters"), "apps": self.reactor.get("/apps")},
-                indent=1,
-            )
-        return "(reactor unreachable)"
+        """Everyone's view, for a failure message: reactor, Prometheus, Alertmanager, proxy."""
+        parts: list[str] = []
+        views: list[tuple[str, Callable[[], Any]]] = [
+            ("reactor clusters", lambda: self.reactor.get("/clusters")),
+            ("reactor apps", lambda: self.apps()),
+            ("prometheus ALERTS", lambda: [s["metric"] for s in self.query("ALERTS")]),
+            (
+                "alertmanager",
+                lambda: [
+                    (a["labels"], a["status"], a["startsAt"], a["endsAt"])
+                    for a in self.am_alerts_all()
+                ],
+            ),
+            ("proxy refused", lambda: self.proxy.refused_alerts() if self.proxy else None),
+        ]
+        for name, view in views:
+            try:
+                parts.append(f"{name}: {json.dumps(view(), default=str)}")
+            except Exception as exc:
+                parts.append(f"{name}: unavailable ({exc!r})")
+        return "\n".join(parts)
 
     def app(self, name: str) -> dict[str, Any]:
         result: dict[str, Any] = self.reactor.get(f"/apps/{name}")
@@ -269,6 +284,11 @@ class Loop:
         """Clusters for which Prometheus has ``alertname`` firing."""
         result = self.query(f'ALERTS{{alertname="{alertname}", alertstate="firing"}}')
         return {s["metric"].get("cluster", "") for s in result}
+
+    def am_alerts_all(self) -> list[dict[str, Any]]:
+        with urllib.request.urlopen(f"{self.am_url}/api/v2/alerts", timeout=5) as resp:
+            alerts: list[dict[str, Any]] = json.load(resp)
+        return alerts
 
     def am_alerts(self, alertname: str) -> list[dict[str, Any]]:
         url = f'{self.am_url}/api/v2/alerts?filter=alertname="{alertname}"'

@@ -2,7 +2,8 @@
 
 Each test runs the real loop (see loop.py). "Nothing happened" is asserted only after a
 positive event that would have come after it: e.g. the reactor has seen the OFFLINE alert
-resolve, so a wrong restore would already be visible.
+resolve, so a wrong restore would already be visible. The clusters fail in different ways
+(not ready, hung, HTTP 500, unauthorized, connection refused): each must read as a failure.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ def _deploy_all(loop: Loop, apps: dict[str, str]) -> None:
 def test_reactor_restarted_during_the_outage(make_loop: Callable[..., Loop]) -> None:
     loop = make_loop(["rr-a", "rr-b"])
     _deploy_all(loop, {"rr-web": "rr-a", "rr-db": "rr-b"})
-    loop.set_mode("rr-a", "down")
+    loop.set_mode("rr-a", "not_ready")  # /readyz 500: etcd failed
     loop.wait_app("rr-web", "DEGRADED")
 
     # A restart loses nothing: still DEGRADED, still gated.
@@ -47,7 +48,7 @@ def test_exporter_restarted_during_the_outage_restores_nothing(
 ) -> None:
     loop = make_loop(["ex-a", "ex-b"])
     _deploy_all(loop, {"ex-web": "ex-a", "ex-db": "ex-b"})
-    loop.set_mode("ex-a", "down")
+    loop.set_mode("ex-a", "hang")  # answers nothing: every probe times out
     loop.wait_app("ex-web", "DEGRADED")
 
     # Exporter gone: its series go stale, OFFLINE resolves without an ONLINE. The reactor
@@ -76,7 +77,7 @@ def test_reactor_answering_500_for_a_while_converges(
     proxy = loop.proxy
     assert proxy is not None
 
-    down_at = loop.set_mode("p5-a", "down")
+    loop.set_mode("p5-a", "error")  # HTTP 500 from the API server
     proxy.failing = True
     # Alertmanager tried (and retried) to deliver the OFFLINE alert and got 500s.
     loop.wait(
@@ -113,8 +114,9 @@ def test_probe_storm_inhibits_the_cascade(make_loop: Callable[..., Loop]) -> Non
     loop = make_loop(names)
     _deploy_all(loop, {f"app-{n}": n for n in names})
 
+    # The watcher's credentials revoked everywhere at once: the classic watcher-side storm.
     for name in names[:3]:
-        loop.set_mode(name, "down")
+        loop.set_mode(name, "unauthorized")
     # The guard fires, the three OFFLINE alerts fire in Prometheus but Alertmanager holds
     # them back (inhibited by FleetProbeStorm).
     loop.wait(lambda: loop.firing("FleetProbeStorm") == {""}, "FleetProbeStorm firing")
