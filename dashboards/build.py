@@ -553,7 +553,8 @@ def fleet_overview() -> Json:
         stat(
             "Failing, not yet OFFLINE",
             "Clusters whose latest probes fail but fewer than N in a row "
-            "(alert FleetClusterProbeFailing): they turn OFFLINE if it goes on.",
+            "(alert FleetClusterProbeFailing, which stays 10 min after the last failure so "
+            "that a flapping cluster is one warning): they turn OFFLINE if it goes on.",
             [
                 target(
                     'count(ALERTS{alertname="FleetClusterProbeFailing", alertstate="firing", '
