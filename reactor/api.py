@@ -253,13 +253,13 @@ async def post_alerts(request: web.Request) -> web.Response:
 
 
 async def get_clusters(request: web.Request) -> web.Response:
-    clusters = await request.app[BACKEND].run(lambda s: s.clusters())
+    clusters = await request.app[BACKEND].read(lambda s: s.clusters())
     return await list_response([cluster_json(c) for c in clusters])
 
 
 async def get_cluster(request: web.Request) -> web.Response:
     name = request.match_info["name"]
-    cluster = await request.app[BACKEND].run(lambda s: s.cluster(name))
+    cluster = await request.app[BACKEND].read(lambda s: s.cluster(name))
     return web.json_response(cluster_json(cluster))
 
 
@@ -283,13 +283,13 @@ async def post_clusters(request: web.Request) -> web.Response:
 
 
 async def get_apps(request: web.Request) -> web.Response:
-    apps = await request.app[BACKEND].run(lambda s: s.apps())
+    apps = await request.app[BACKEND].read(lambda s: s.apps())
     return await list_response([app_json(a) for a in apps])
 
 
 async def get_app(request: web.Request) -> web.Response:
     name = request.match_info["name"]
-    app = await request.app[BACKEND].run(lambda s: s.app(name))
+    app = await request.app[BACKEND].read(lambda s: s.app(name))
     return web.json_response(app_json(app))
 
 
@@ -338,7 +338,7 @@ async def get_healthz(request: web.Request) -> web.Response:
 
 async def get_metrics(request: web.Request) -> web.Response:
     metrics = request.app[METRICS]
-    counts = await request.app[BACKEND].run(lambda s: s.counts())
+    counts = await request.app[BACKEND].read(lambda s: s.counts())
     metrics.status.apps, metrics.status.clusters = counts.apps, counts.clusters
     body = generate_latest(metrics.registry)
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})

@@ -66,23 +66,34 @@ def create_app(
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         backend = app[BACKEND]
         backend.thread.start()
+        backend.reads.start()
+        store: Store | None = None
+        reader_store: Store | None = None
+        housekeeping: asyncio.Task[None] | None = None
         try:
             store = await backend.thread.call(store_factory or open_store)
-        except BaseException:
-            await backend.thread.stop()
-            raise
-        backend.service = Service(store, app[METRICS])
-        housekeeping = asyncio.create_task(keep_house(store), name="fleetwatch-store-housekeeping")
-        try:
+            backend.service = Service(store, app[METRICS])
+            reader_store = await backend.reads.call(store.reader)
+            if reader_store is not None:
+                backend.reader = Service(reader_store)
+            housekeeping = asyncio.create_task(
+                keep_house(store), name="fleetwatch-store-housekeeping"
+            )
             if discoverer is not None:
                 await discover(backend, discoverer)
             yield
         finally:
-            housekeeping.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await housekeeping
-            await backend.thread.call(store.close)
+            if housekeeping is not None:
+                housekeeping.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await housekeeping
+            backend.reader = None
+            if reader_store is not None:
+                await backend.reads.call(reader_store.close)
+            await backend.reads.stop()
             backend.service = None
+            if store is not None:
+                await backend.thread.call(store.close)
             await backend.thread.stop()
 
     app.cleanup_ctx.append(lifecycle)

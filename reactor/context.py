@@ -135,11 +135,17 @@ def _resolve(items: list[tuple[_Call, Any, BaseException | None]]) -> None:
 
 
 class Backend:
-    """The service, once the app has started, and the store thread that runs it."""
+    """The service and the threads that run it, once the app has started.
+
+    Writes (and reads when the store has no separate reader) run on ``thread``; reads run
+    on ``reads`` with a read-only handle of the store when it has one (SQLite in WAL mode).
+    """
 
     def __init__(self) -> None:
         self.thread = StoreThread()
+        self.reads = StoreThread()
         self._service: Service | None = None
+        self.reader: Service | None = None
 
     @property
     def service(self) -> Service:
@@ -152,9 +158,16 @@ class Backend:
         self._service = service
 
     async def run(self, operation: Callable[[Service], T]) -> T:
-        """Run ``operation(service)`` on the store thread, e.g. ``run(lambda s: s.apps())``."""
+        """Run ``operation(service)`` on the store thread, e.g. ``run(lambda s: s.deploy(...))``."""
         service = self.service
         return await self.thread.call(lambda: operation(service))
+
+    async def read(self, operation: Callable[[Service], T]) -> T:
+        """Run a read-only ``operation`` on the reader thread (the store thread if none)."""
+        reader = self.reader
+        if reader is None:
+            return await self.run(operation)
+        return await self.reads.call(lambda: operation(reader))
 
 
 SETTINGS = web.AppKey("settings", Settings)

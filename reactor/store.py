@@ -120,6 +120,10 @@ class Store(Protocol):
         checkpoint; a server database: nothing). Safe to call from any thread."""
         ...
 
+    def reader(self) -> Store | None:
+        """A second handle for reads, used from another thread; None: read through this one."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -344,9 +348,15 @@ class SQLiteStore:
     Alertmanager's repeats re-deliver the cluster signals).
     """
 
-    def __init__(self, path: Path | str, busy_timeout_s: float = 5.0) -> None:
+    def __init__(
+        self, path: Path | str, busy_timeout_s: float = 5.0, *, read_only: bool = False
+    ) -> None:
         self.path = str(path)
+        self.busy_timeout_s = busy_timeout_s
         self._checkpointer: sqlite3.Connection | None = None
+        if read_only:
+            self._open_reader()
+            return
         try:
             # isolation_level=None: we issue BEGIN IMMEDIATE / COMMIT ourselves.
             # check_same_thread=False: the app runs every call on one worker thread, but
@@ -376,6 +386,20 @@ class SQLiteStore:
                 self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"{self.path}: {exc}") from exc
+
+    def _open_reader(self) -> None:
+        try:
+            self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            self.db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
+            self.db.execute("PRAGMA query_only = ON")
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"{self.path}: {exc}") from exc
+
+    def reader(self) -> SQLiteStore:
+        """A read-only handle on the same file: in WAL mode, reads on it run while this
+        one writes (a snapshot of the last commit), so a big ``GET /apps`` never holds up
+        a deployment or a cascade."""
+        return SQLiteStore(self.path, self.busy_timeout_s, read_only=True)
 
     @contextmanager
     def write(self) -> Iterator[Transaction]:

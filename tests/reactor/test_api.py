@@ -501,6 +501,9 @@ async def test_a_locked_database_is_503_and_the_retry_succeeds(
         resp = await client.post("/deployments", json={"app": "p1", "cluster": "c1"})
         assert resp.status == 503
         assert dump_db(db_path) == before
+        # Reads go through their own read-only connection: the lock does not stop them.
+        assert (await client.get("/apps")).status == 200
+        assert (await client.get("/metrics")).status == 200
     finally:
         other.execute("ROLLBACK")
         other.close()
