@@ -36,6 +36,10 @@ from reactor.store import AppRecord, ClusterRecord, StatusCounts, Store, Transac
 
 log = logging.getLogger(__name__)
 
+#: Status changes without a cascade are logged as one line per kind of change, naming
+#: at most this many clusters (the first notification of a big fleet changes them all).
+LOGGED_NAMES = 20
+
 SOURCE_DISCOVERY = "discovery"
 SOURCE_API = "api"
 SOURCE_ALERTS = "alerts"
@@ -98,18 +102,22 @@ class Service:
         changed: list[str] = []
         created: list[str] = []
         opened = closed = degraded = restored = 0
-        changes: list[str] = []
+        cascades: list[str] = []
+        moves: dict[str, list[str]] = defaultdict(list)
         with self.store.write() as tx:
+            known = tx.clusters_named(list(by_cluster))
+            transitions = []
             for name, updates in by_cluster.items():
-                cluster = tx.cluster(name)
+                cluster = known.get(name)
                 if cluster is None:
                     cluster = tx.insert_cluster(name, None, None, SOURCE_ALERTS)
                     created.append(name)
                 transition = apply(cluster.state, updates)
-                if not transition.changed:
-                    continue
-                changed.append(name)
-                tx.save_state(cluster.id, transition.state)
+                if transition.changed:
+                    changed.append(name)
+                    transitions.append((cluster, transition))
+            tx.save_states([(cluster.id, t.state) for cluster, t in transitions])
+            for cluster, transition in transitions:
                 outage_id = cluster.outage_id
                 notes: list[str] = []
                 for effect in transition.effects:
@@ -134,12 +142,20 @@ class Service:
                         closed += 1
                         notes.append("outage closed")
                 before, after = cluster.state.status, transition.state.status
-                if before is not after or notes:
-                    detail = f": {', '.join(notes)}" if notes else ""
-                    changes.append(f"cluster {name}: {before.value} -> {after.value}{detail}")
+                if notes:
+                    cascades.append(
+                        f"cluster {cluster.name}: {before.value} -> {after.value}: "
+                        + ", ".join(notes)
+                    )
+                elif before is not after:
+                    moves[f"{before.value} -> {after.value}"].append(cluster.name)
         # Said once committed: a rolled-back notification changed nothing to report.
-        for line in changes:
+        for line in cascades:
             log.info("%s", line)
+        for move, names in moves.items():
+            shown = ", ".join(names[:LOGGED_NAMES])
+            more = f" and {len(names) - LOGGED_NAMES} more" if len(names) > LOGGED_NAMES else ""
+            log.info("%d cluster(s) %s: %s%s", len(names), move, shown, more)
         if self.metrics is not None:
             self.metrics.outages_opened.inc(opened)
             self.metrics.outages_closed.inc(closed)

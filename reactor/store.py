@@ -20,7 +20,7 @@ its single writer) and map its serialisation/lock errors to :class:`StoreUnavail
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,11 +81,12 @@ class Transaction(Protocol):
 
     def cluster(self, name: str) -> ClusterRecord | None: ...
     def clusters(self) -> list[ClusterRecord]: ...
+    def clusters_named(self, names: Sequence[str]) -> dict[str, ClusterRecord]: ...
     def insert_cluster(
         self, name: str, endpoint: str | None, ref: str | None, source: str
     ) -> ClusterRecord: ...
     def set_cluster_location(self, cluster_id: int, endpoint: str, ref: str) -> None: ...
-    def save_state(self, cluster_id: int, state: ClusterState) -> None: ...
+    def save_states(self, states: Sequence[tuple[int, ClusterState]]) -> None: ...
     def open_outage(self, cluster_id: int, started_at: int, opened_at: int) -> int: ...
     def degrade_apps(self, cluster_id: int, outage_id: int) -> int: ...
     def restore_apps(self, cluster_id: int, outage_id: int) -> int: ...
@@ -200,6 +201,22 @@ def _cluster(row: tuple[Any, ...]) -> ClusterRecord:
     return ClusterRecord(row[0], row[1], row[2], row[3], row[4], state, row[12])
 
 
+def _state_row(cluster_id: int, state: ClusterState) -> tuple[Any, ...]:
+    on, off = state.online, state.offline
+    return (
+        state.status.value,
+        state.status_since,
+        None if on is None else int(on.firing),
+        None if on is None else on.starts_at,
+        None if on is None else on.ends_at,
+        None if off is None else int(off.firing),
+        None if off is None else off.starts_at,
+        None if off is None else off.ends_at,
+        int(state.was_online),
+        cluster_id,
+    )
+
+
 def _app(row: tuple[Any, ...]) -> AppRecord:
     return AppRecord(row[0], row[1], row[2], row[3], AppStatus(row[4]), row[5], row[6])
 
@@ -216,6 +233,15 @@ class SQLiteTransaction:
 
     def clusters(self) -> list[ClusterRecord]:
         return [_cluster(r) for r in self.db.execute(f"{_CLUSTER_SELECT} ORDER BY c.name")]
+
+    def clusters_named(self, names: Sequence[str]) -> dict[str, ClusterRecord]:
+        found: dict[str, ClusterRecord] = {}
+        for start in range(0, len(names), 500):  # stay far below SQLite's variable limit
+            chunk = names[start : start + 500]
+            marks = ", ".join("?" * len(chunk))
+            for row in self.db.execute(f"{_CLUSTER_SELECT} WHERE c.name IN ({marks})", chunk):
+                found[row[1]] = _cluster(row)
+        return found
 
     def insert_cluster(
         self, name: str, endpoint: str | None, ref: str | None, source: str
@@ -234,25 +260,13 @@ class SQLiteTransaction:
             (endpoint, ref, cluster_id),
         )
 
-    def save_state(self, cluster_id: int, state: ClusterState) -> None:
-        on, off = state.online, state.offline
-        self.db.execute(
+    def save_states(self, states: Sequence[tuple[int, ClusterState]]) -> None:
+        self.db.executemany(
             "UPDATE clusters SET status = ?, status_since = ?, "
             "online_firing = ?, online_starts_at = ?, online_ends_at = ?, "
             "offline_firing = ?, offline_starts_at = ?, offline_ends_at = ?, was_online = ? "
             "WHERE id = ?",
-            (
-                state.status.value,
-                state.status_since,
-                None if on is None else int(on.firing),
-                None if on is None else on.starts_at,
-                None if on is None else on.ends_at,
-                None if off is None else int(off.firing),
-                None if off is None else off.starts_at,
-                None if off is None else off.ends_at,
-                int(state.was_online),
-                cluster_id,
-            ),
+            [_state_row(cluster_id, state) for cluster_id, state in states],
         )
 
     def open_outage(self, cluster_id: int, started_at: int, opened_at: int) -> int:

@@ -535,3 +535,4 @@ async def test_skipped_alerts_are_logged_and_the_rest_applied(
         "FleetClusterOnline with an unusable cluster 'two words'"
     ]
     assert (await (await client.get("/clusters/c7")).json())["status"] == "ONLINE"
+    assert "1 cluster(s) UNKNOWN -> ONLINE: c7" in [r.getMessage() for r in caplog.records]
