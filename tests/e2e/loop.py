@@ -30,6 +30,14 @@ from fleetwatch.wiring import ApiError, JsonClient
 INTERVAL = 1.0
 
 
+def _alerts_of(bodies: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+    return [
+        (a["labels"].get("alertname", ""), a["labels"].get("cluster", ""), a["status"])
+        for body in bodies
+        for a in body["alerts"]
+    ]
+
+
 class FlakyProxy:
     """Forwards Alertmanager's webhooks to the reactor, or answers 500 while ``failing``.
 
@@ -40,18 +48,24 @@ class FlakyProxy:
 
     def __init__(self, target: str) -> None:
         self.target = target.rstrip("/")
+        #: Answer 500 to everything while True.
         self.failing = False
+        #: Answer 500 to the webhooks naming this alert (an integration that breaks on
+        #: some payloads only).
+        self.failing_alertname: str | None = None
         self.refused: list[dict[str, Any]] = []
-        self.forwarded = 0
+        self.forwarded: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         proxy = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                if proxy.failing:
+                payload = json.loads(body)
+                names = {a["labels"].get("alertname") for a in payload.get("alerts", [])}
+                if proxy.failing or proxy.failing_alertname in names:
                     with proxy._lock:
-                        proxy.refused.append(json.loads(body))
+                        proxy.refused.append(payload)
                     self._answer(500, b'{"error": "test proxy: failing on purpose"}')
                     return
                 request = urllib.request.Request(
@@ -70,8 +84,9 @@ class FlakyProxy:
                     status, answer = exc.code, exc.read()
                 except OSError:
                     status, answer = 502, b'{"error": "test proxy: reactor unreachable"}'
-                with proxy._lock:
-                    proxy.forwarded += 1
+                if 200 <= status < 300:
+                    with proxy._lock:
+                        proxy.forwarded.append(payload)
                 self._answer(status, answer)
 
             def _answer(self, status: int, body: bytes) -> None:
@@ -93,11 +108,12 @@ class FlakyProxy:
     def refused_alerts(self) -> list[tuple[str, str, str]]:
         """(alertname, cluster, status) of every alert in a refused webhook."""
         with self._lock:
-            return [
-                (a["labels"].get("alertname", ""), a["labels"].get("cluster", ""), a["status"])
-                for body in self.refused
-                for a in body["alerts"]
-            ]
+            return _alerts_of(self.refused)
+
+    def forwarded_alerts(self) -> list[tuple[str, str, str]]:
+        """(alertname, cluster, status) of every alert the reactor accepted."""
+        with self._lock:
+            return _alerts_of(self.forwarded)
 
     def close(self) -> None:
         self.server.shutdown()
@@ -284,6 +300,9 @@ class Loop:
         """Clusters for which Prometheus has ``alertname`` firing."""
         result = self.query(f'ALERTS{{alertname="{alertname}", alertstate="firing"}}')
         return {s["metric"].get("cluster", "") for s in result}
+
+    def am_post(self, path: str, body: Any) -> Any:
+        return JsonClient(self.am_url).post(path, body)
 
     def am_alerts_all(self) -> list[dict[str, Any]]:
         with urllib.request.urlopen(f"{self.am_url}/api/v2/alerts", timeout=5) as resp:

@@ -9,6 +9,7 @@ resolve, so a wrong restore would already be visible. The clusters fail in diffe
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 
 from loop import INTERVAL, Loop
 
@@ -88,6 +89,12 @@ def test_reactor_answering_500_for_a_while_converges(
     proxy.failing = False
     loop.wait_app("p5-web", "DEGRADED")
     assert loop.apps() == {"p5-web": ("DEGRADED", "cluster_offline"), "p5-db": ("DEPLOYED", None)}
+    # Let the ONLINE "resolved" through too: Alertmanager then knows the reactor saw the
+    # alert end, and will notify its next start (see the test below for when it did not).
+    loop.wait(
+        lambda: ("FleetClusterOnline", "p5-a", "resolved") in proxy.forwarded_alerts(),
+        "p5-a ONLINE resolved delivered",
+    )
 
     # Same on the way back: the ONLINE notification is refused, then retried.
     proxy.failing = True
@@ -176,3 +183,64 @@ def test_repeated_online_repairs_a_reactor_that_lost_its_state(
     # ...until the next repeat of the still-firing ONLINE alert: nothing else changed, so
     # nothing else would make Alertmanager notify.
     loop.wait_cluster("ae-a", "ONLINE", timeout=15)
+
+
+def test_silenced_offline_is_planned_maintenance(make_loop: Callable[..., Loop]) -> None:
+    """Silencing a cluster's FleetClusterOffline avoids the cascade (planned maintenance)."""
+    loop = make_loop(["mt-a", "mt-b"])
+    _deploy_all(loop, {"mt-web": "mt-a", "mt-db": "mt-b"})
+    now = datetime.now(UTC)
+    loop.am_post(
+        "/api/v2/silences",
+        {
+            "matchers": [
+                {"name": "alertname", "value": "FleetClusterOffline", "isRegex": False},
+                {"name": "cluster", "value": "mt-a", "isRegex": False},
+            ],
+            "startsAt": now.isoformat(),
+            "endsAt": (now + timedelta(hours=1)).isoformat(),
+            "createdBy": "e2e",
+            "comment": "upgrading the control plane of mt-a",
+        },
+    )
+    loop.set_mode("mt-a", "error")
+
+    def silenced() -> bool:
+        alerts = loop.am_alerts("FleetClusterOffline")
+        return len(alerts) == 1 and bool(alerts[0]["status"]["silencedBy"])
+
+    loop.wait(silenced, "mt-a OFFLINE silenced in Alertmanager")
+    loop.wait_cluster("mt-a", "UNKNOWN")  # ONLINE resolved reached the reactor
+    assert loop.apps() == {"mt-web": ("DEPLOYED", None), "mt-db": ("DEPLOYED", None)}
+    loop.set_mode("mt-a", "ok")
+    loop.wait_cluster("mt-a", "ONLINE")
+    assert loop.apps() == {"mt-web": ("DEPLOYED", None), "mt-db": ("DEPLOYED", None)}
+
+
+def test_recovery_hidden_by_a_failing_receiver_comes_with_the_repeat(
+    make_loop: Callable[..., Loop],
+) -> None:
+    """The reactor saw OFFLINE but never the end of ONLINE: the repeat restores the apps.
+
+    Alertmanager remembers what it delivered by alert labels, not by ``startsAt``: when
+    the "resolved" of ONLINE never got through, the ONLINE that starts again after the
+    outage looks already known, and only ``repeat_interval`` sends it (this is why the
+    shipped route keeps that interval short).
+    """
+    loop = make_loop(["rp-a", "rp-b"], repeat_interval="4s")
+    _deploy_all(loop, {"rp-web": "rp-a", "rp-db": "rp-b"})
+    proxy = loop.proxy
+    assert proxy is not None
+    proxy.failing_alertname = "FleetClusterOnline"  # OFFLINE gets through, ONLINE does not
+    loop.set_mode("rp-a", "error")
+    loop.wait_app("rp-web", "DEGRADED")
+    loop.wait(
+        lambda: ("FleetClusterOnline", "rp-a", "resolved") in proxy.refused_alerts(),
+        "rp-a ONLINE resolved refused",
+    )
+    loop.set_mode("rp-a", "ok")
+    loop.wait(lambda: "rp-a" in loop.firing("FleetClusterOnline"), "rp-a ONLINE in Prometheus")
+    proxy.failing_alertname = None
+    loop.wait_app("rp-web", "DEPLOYED", timeout=20)
+    assert loop.cluster_status("rp-a") == "ONLINE"
+    assert ("FleetClusterOnline", "rp-a", "firing") in proxy.forwarded_alerts()
