@@ -5,10 +5,10 @@ kube-system), a one-member etcd that the exporter's ``--config.file`` names as b
 leader, raft term and db size have data), ``fleetwatch exporter`` probing every second,
 ``fleetwatch reactor`` fed by a real Alertmanager, and a Prometheus that scrapes the
 exporter, the reactor and the control-plane targets of ``/sd/control-plane`` every second
-with the shipped rules loaded. ``play_outage()`` then takes alpha down and back so that the
-reactor panels (cascade, restore, refused deployment, notifications) and the OFFLINE
-annotations have something to show. Every process is ours, on 127.0.0.1, free ports, one
-temporary folder; ``stop()`` ends them by pid.
+with the shipped rules loaded. ``play_outage()`` then makes alpha fail its probes (etcd
+not ready) and recover, so that the reactor panels (cascade, restore, refused deployment,
+notifications) and the OFFLINE annotations have something to show. Every process is ours,
+on 127.0.0.1, free ports, one temporary folder; ``stop()`` ends them by pid.
 """
 
 from __future__ import annotations
@@ -232,7 +232,9 @@ class LiveStack:
 
         self._wait(lambda: self._status("clusters", FLAPPED) == "ONLINE", timeout, "alpha ONLINE")
         self._wait(lambda: self._status("clusters", DOWN) == "OFFLINE", timeout, "gamma OFFLINE")
-        self.fleet.set_mode(FLAPPED, "down")
+        # not_ready (readyz 500, "[-]etcd failed") keeps alpha's port listening: a "down"
+        # cluster frees it, and on a busy machine another program can take it meanwhile.
+        self.fleet.set_mode(FLAPPED, "not_ready")
         self._wait(lambda: flapped_apps_are("DEGRADED"), timeout, "cascade on alpha")
         self.fleet.set_mode(FLAPPED, "ok")
         self._wait(lambda: flapped_apps_are("DEPLOYED"), timeout, "restore on alpha")

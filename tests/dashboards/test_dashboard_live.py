@@ -116,8 +116,8 @@ def test_fleet_overview_shows_each_status(live: LiveStack) -> None:
     only_alpha = {"cluster": "alpha"}
     assert last(run_target(live, panel(FLEET, "OFFLINE")["targets"][0], only_alpha)[0]) == 0.0
     [reasons] = panel(FLEET, "Failure reasons (time range)")["targets"]
-    # gamma: connect; alpha, cut while connected, may also show tls.
-    assert "connect" in by_label(run_target(live, reasons, everyone), "reason")
+    # gamma's port is closed, alpha's etcd was not ready during its outage.
+    assert {"connect", "not_ready"} <= set(by_label(run_target(live, reasons, everyone), "reason"))
 
 
 def test_fleet_overview_table_has_one_row_per_cluster(live: LiveStack) -> None:
@@ -220,9 +220,10 @@ def test_status_annotations_mark_each_outage(live: LiveStack) -> None:
     result = run_query(live, offline, {"cluster": ".*"})
     points = {s["metric"]["cluster"]: [float(t) for t, _ in s["values"]] for s in result}
     assert set(points) == {FLAPPED, DOWN}
-    now = float(prom.instant("time()")[0]["value"][1])
-    assert now - points[FLAPPED][-1] > 1.0, "alpha's outage region has ended"
-    assert now - points[DOWN][-1] <= 1.5, "gamma's outage region goes on"
+    assert len(points[FLAPPED]) >= 1, "alpha's outage has a region"
+    # Now (an instant query of the same expression) only gamma's region goes on.
+    firing = prom.instant(substitute(offline.expr, {"cluster": ".*"}))
+    assert {s["metric"]["cluster"] for s in firing} == {DOWN}
     assert run_query(live, offline, {"cluster": "beta"}) == []
 
 
