@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from fleetwatch.procs import ManagedProcess, NotReadyError, free_port
-from fleetwatch.rules import RuleSettings, render_rules
+from fleetwatch.rules import RuleSettings, prom_duration, render_rules
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED_ALERTMANAGER = REPO / "alerts" / "alertmanager.yml"
@@ -50,12 +50,6 @@ def have_prometheus() -> bool:
     return shutil.which(PROMETHEUS_BIN) is not None and shutil.which(ALERTMANAGER_BIN) is not None
 
 
-def prom_seconds(seconds: float) -> str:
-    """A Prometheus/Alertmanager duration for a number of seconds (``1.5`` -> ``1500ms``)."""
-    millis = max(1, round(seconds * 1000))
-    return f"{millis // 1000}s" if millis % 1000 == 0 else f"{millis}ms"
-
-
 # --- configuration files ----------------------------------------------------------------
 
 
@@ -69,12 +63,12 @@ def prometheus_config(
     exporter_job: str = "fleetwatch-exporter",
 ) -> dict[str, Any]:
     """Scrape the exporter (and the reactor) every ``interval``, evaluate the rules as often."""
-    every = prom_seconds(interval)
+    every = prom_duration(interval)
 
     def job(name: str, target: str) -> dict[str, Any]:
         return {
             "job_name": name,
-            "scrape_timeout": prom_seconds(min(interval, 10.0)),
+            "scrape_timeout": prom_duration(min(interval, 10.0)),
             "static_configs": [{"targets": [target]}],
         }
 
