@@ -4,19 +4,23 @@ A probe is ``GET /readyz?verbose`` with the context's own credentials. Success i
 200; anything else is data: one :class:`Reason`, and for ``not_ready`` the checks the
 server reports as failed (``[-]etcd failed: reason withheld``).
 
-Requests share the exporter's one ``aiohttp.ClientSession`` so connections stay alive
-between cycles (aiohttp pools them per host and SSL context). A kept-alive connection that
-the server closed meanwhile is retried once on a fresh connection: aiohttp does exactly
-that (since 3.9, aio-libs/aiohttp#7363) for idempotent requests on
-``ServerDisconnectedError``/``ClientOSError``, and never on a timeout or a refused
-connection; ``test_dead_keepalive_connection_is_retried_once`` holds it to it.
+Requests share the exporter's one :class:`exporter.http11.HttpPool` so connections stay
+alive between cycles (pooled per endpoint, SSL context and server name). A kept-alive
+connection that the server closed meanwhile is retried once on a fresh connection, never
+on a timeout or a refused connection (as aiohttp does for idempotent requests);
+``test_dead_keepalive_connection_is_retried_once`` holds it to it. The pool is a lean
+client of our own rather than aiohttp's: at 10,000 clusters the probe client is most of the
+exporter's CPU (see ``exporter/http11.py``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import ssl
 import time
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -24,6 +28,7 @@ from typing import Any
 import aiohttp
 
 from exporter.credentials import Credentials
+from exporter.http11 import Failure, HttpError, HttpPool
 
 #: Most of a ``/readyz?verbose`` body we read (a real one is about 2 KB).
 READYZ_MAX_BYTES = 64 * 1024
@@ -80,16 +85,28 @@ class ApiError(Exception):
         self.status = status
 
 
+Gate = Callable[[], AbstractAsyncContextManager[object]]
+
+
 class ApiClient:
-    """Authenticated GETs to one API server, over the exporter's shared session.
+    """Authenticated GETs to one API server, over the exporter's shared connection pool.
 
     This is the seam other per-cluster checks use (``exporter/etcd.py``,
     ``exporter/controlplane.py``): same connections, TLS context and headers as the probe.
+    ``session`` is the exporter's aiohttp session, for checks that call other servers
+    (direct etcd) with their own ``ssl=``.
     """
 
+    __slots__ = ("credentials", "endpoint", "http", "session")
+
     def __init__(
-        self, session: aiohttp.ClientSession, endpoint: str, credentials: Credentials
+        self,
+        http: HttpPool,
+        session: aiohttp.ClientSession,
+        endpoint: str,
+        credentials: Credentials,
     ) -> None:
+        self.http = http
         self.session = session
         self.endpoint = endpoint.rstrip("/")
         self.credentials = credentials
@@ -97,26 +114,26 @@ class ApiClient:
     async def get(
         self,
         path: str,
-        timeout: float,  # noqa: ASYNC109 - becomes aiohttp's ClientTimeout, the request's own
+        timeout: float,  # noqa: ASYNC109 - the request's own bound, as aiohttp's ClientTimeout
         max_bytes: int = JSON_MAX_BYTES,
+        gate: Gate | None = None,
     ) -> tuple[int, bytes]:
-        """``(status, body)`` of ``GET endpoint+path``; :class:`ApiError` when no answer."""
+        """``(status, body)`` of ``GET endpoint+path``; :class:`ApiError` when no answer.
+
+        ``gate`` (the cycle's concurrency slot) is held while connecting and sending only.
+        """
         creds = self.credentials
-        kwargs: dict[str, Any] = {}
-        if creds.ssl_context is not None:
-            kwargs["ssl"] = creds.ssl_context
-            if creds.server_hostname:
-                kwargs["server_hostname"] = creds.server_hostname
         try:
-            async with self.session.get(
-                self.endpoint + path,
-                headers=creds.headers,
-                timeout=aiohttp.ClientTimeout(total=timeout),
-                allow_redirects=False,
-                **kwargs,
-            ) as resp:
-                body = await resp.content.read(max_bytes)
-                return resp.status, body
+            async with asyncio.timeout(timeout):
+                return await self.http.get(
+                    self.endpoint,
+                    path,
+                    headers=creds.headers,
+                    context=creds.ssl_context,
+                    server_hostname=creds.server_hostname,
+                    max_bytes=max_bytes,
+                    gate=gate,
+                )
         except Exception as exc:  # every failure becomes a reason; nothing escapes as a crash
             reason, detail = classify_error(exc)
             raise ApiError(reason, detail) from None
@@ -134,8 +151,18 @@ class ApiClient:
             raise ApiError(Reason.HTTP_ERROR, f"invalid JSON on {path}", status) from None
 
 
+_FAILURE_REASONS = {
+    Failure.CONNECT: Reason.CONNECT,
+    Failure.TLS: Reason.TLS,
+    Failure.PROTOCOL: Reason.HTTP_ERROR,
+    Failure.URL: Reason.CONNECT,
+}
+
+
 def classify_error(exc: BaseException) -> tuple[Reason, str]:
     """Map a client exception to a reason and a short detail without secrets."""
+    if isinstance(exc, HttpError):
+        return _FAILURE_REASONS[exc.failure], exc.detail
     if isinstance(exc, TimeoutError):  # includes aiohttp's ServerTimeoutError
         return Reason.TIMEOUT, "no answer in time"
     if isinstance(exc, aiohttp.ClientConnectorCertificateError):
@@ -175,11 +202,15 @@ def failed_checks(body: bytes) -> tuple[str, ...]:
     return tuple(out)
 
 
-async def probe(api: ApiClient, timeout: float) -> ProbeResult:  # noqa: ASYNC109 - as get()
+async def probe(
+    api: ApiClient,
+    timeout: float,  # noqa: ASYNC109 - as get()
+    gate: Gate | None = None,
+) -> ProbeResult:
     """Probe ``/readyz?verbose`` once; never raises for a failure of the cluster."""
     start = time.perf_counter()
     try:
-        status, body = await api.get("/readyz?verbose", timeout, READYZ_MAX_BYTES)
+        status, body = await api.get("/readyz?verbose", timeout, READYZ_MAX_BYTES, gate)
     except ApiError as exc:
         return ProbeResult(False, exc.reason, time.perf_counter() - start, None, exc.detail)
     duration = time.perf_counter() - start

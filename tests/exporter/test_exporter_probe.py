@@ -198,13 +198,11 @@ async def test_connections_are_kept_alive_between_cycles(
     fleet.write_kubeconfig(kubeconfig_dir / "k.yaml", credential="token")
     async with make_monitor() as (monitor, rec):
         await monitor.run_cycle()
-        connector = monitor.session.connector
-        assert connector is not None
         await monitor.run_cycle()
         await monitor.run_cycle()
         assert monitor.credentials.builds == 1
         # one pooled connection serves all three probes
-        assert sum(len(v) for v in connector._conns.values()) == 1  # type: ignore[attr-defined]
+        assert (monitor.http.opened, monitor.http.idle) == (1, 1)
     assert rec.view("c1").success is True
 
 
