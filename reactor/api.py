@@ -86,8 +86,7 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
             headers={"Retry-After": "1"},
         )
     except web.HTTPRequestEntityTooLarge:
-        limit = request.app[SETTINGS].max_body_bytes
-        return error(413, f"body too large: the limit is {limit} bytes (--web.max-body-bytes)")
+        return error(413, too_large(request))
     except web.HTTPException as exc:
         if exc.status >= 400:
             headers = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
@@ -99,19 +98,41 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
         return error(500, "internal error (see the reactor's log)")
 
 
+def too_large(request: web.Request) -> str:
+    limit = request.app[SETTINGS].max_body_bytes
+    return f"body too large: the limit is {limit} bytes (--web.max-body-bytes)"
+
+
+def auth_problem(header: str, token: str) -> str | None:
+    """None when ``header`` carries ``token``, else why not (never echoing what was sent)."""
+    if not header:
+        return "no Authorization header"
+    scheme, _, credentials = header.partition(" ")
+    if scheme.lower() != "bearer":
+        return "Authorization is not 'Bearer <token>'"
+    if not hmac.compare_digest(credentials.strip().encode(), token.encode()):
+        return "wrong bearer token"
+    return None
+
+
 @web.middleware
 async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """With a token configured, mutating calls need ``Authorization: Bearer <token>``."""
+    """With a token configured, mutating calls need ``Authorization: Bearer <token>``.
+
+    A refused notification is logged (the API's callers see the 401 themselves; Alertmanager
+    only re-sends, so the reactor's log is where a stale credentials_file shows).
+    """
     token = request.app[SETTINGS].token
     if token is not None and request.method in MUTATING:
-        given = request.headers.get("Authorization", "")
-        scheme, _, credentials = given.partition(" ")
-        ok = scheme.lower() == "bearer" and hmac.compare_digest(
-            credentials.strip().encode(), token.encode()
-        )
-        if not ok:
+        problem = auth_problem(request.headers.get("Authorization", ""), token)
+        if problem is not None:
             if request.path == "/alerts":
                 request.app[METRICS].notifications.labels("unauthorized").inc()
+                log.warning(
+                    "POST /alerts refused (401): %s; check the webhook's "
+                    "http_config.authorization in Alertmanager",
+                    problem,
+                )
             return web.json_response(
                 {"error": "missing or wrong bearer token"},
                 status=401,
@@ -226,6 +247,7 @@ async def post_alerts(request: web.Request) -> web.Response:
         return error(400, str(exc))
     except web.HTTPRequestEntityTooLarge:
         metrics.notifications.labels("rejected").inc()
+        log.warning("POST /alerts refused (413): %s", too_large(request))
         raise
     found = status_signals(webhook)
     if found.skipped:

@@ -536,3 +536,35 @@ async def test_skipped_alerts_are_logged_and_the_rest_applied(
     ]
     assert (await (await client.get("/clusters/c7")).json())["status"] == "ONLINE"
     assert "1 cluster(s) UNKNOWN -> ONLINE: c7" in [r.getMessage() for r in caplog.records]
+
+
+async def test_refused_notifications_are_logged_without_the_token(
+    make_client: MakeClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Alertmanager re-sends a refused group forever: each refusal says why in the log.
+
+    A 400 always did; a 401 (Alertmanager's credentials_file out of date) and a 413 (a group
+    too big for --web.max-body-bytes) were silent, which is the 3 a.m. case.
+    """
+    client = await make_client(token=TOKEN, max_body_bytes=4096)
+    small = webhook(alert(ONLINE, "c1", 0))
+    big = webhook(*(alert(OFFLINE, f"c{i}", 5) for i in range(40)))
+    with caplog.at_level(logging.INFO):
+        for headers in ({}, {"Authorization": "Bearer wrong-token"}, {"Authorization": TOKEN}):
+            assert (await client.post("/alerts", json=small, headers=headers)).status == 401
+        assert (await client.post("/alerts", json=big, headers=AUTH)).status == 413
+        # Not a notification: the API answers 401 as before, without a log line each.
+        assert (await client.post("/apps", json={"name": "a", "cluster": "c1"})).status == 401
+    lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert lines == [
+        "POST /alerts refused (401): no Authorization header; check the webhook's "
+        "http_config.authorization in Alertmanager",
+        "POST /alerts refused (401): wrong bearer token; check the webhook's "
+        "http_config.authorization in Alertmanager",
+        "POST /alerts refused (401): Authorization is not 'Bearer <token>'; check the "
+        "webhook's http_config.authorization in Alertmanager",
+        "POST /alerts refused (413): body too large: the limit is 4096 bytes "
+        "(--web.max-body-bytes)",
+    ]
+    for record in caplog.records:
+        assert TOKEN not in record.getMessage() and "wrong-token" not in record.getMessage()
