@@ -4,7 +4,7 @@ One function per thing the API (or start-up discovery) can ask: apply a notifica
 a cluster, deploy an app... Each opens one write transaction, consults the pure rules
 (``reactor.statemachine``, ``reactor.gate``), writes, and commits; an exception anywhere
 rolls everything back. Counters are bumped only after the commit, so a rolled-back call
-counts nothing.
+counts nothing; the one exception is a refusal of the gate, counted as it is decided.
 
 Calls are synchronous and blocking (SQLite): the HTTP layer runs them on its single store
 thread, never on the event loop. That thread also serialises them, which is what makes a
@@ -29,6 +29,7 @@ from reactor.statemachine import (
     DegradeApps,
     OpenOutage,
     RestoreApps,
+    Status,
     StatusAlert,
     apply,
 )
@@ -221,20 +222,14 @@ class Service:
 
     def deploy(self, app: str, cluster: str) -> AppRecord:
         """The app is DEPLOYED on ``cluster`` (moved there if needed), unless the gate says no."""
-        try:
-            with self.store.write() as tx:
-                place = tx.placement(app, cluster)
-                if place is None:  # say which name is unknown
-                    _need_app(tx, app)
-                    _need_cluster(tx, cluster)
-                    raise AssertionError("placement found neither app nor cluster missing")
-                refusal = gate.check(cluster, place.cluster_status)
-                if refusal is not None:
-                    raise Gated(refusal)
-                tx.set_app(place.app_id, place.cluster_id, AppStatus.DEPLOYED, None)
-        except Gated:
-            self._count_refusal()
-            raise
+        with self.store.write() as tx:
+            place = tx.placement(app, cluster)
+            if place is None:  # say which name is unknown
+                _need_app(tx, app)
+                _need_cluster(tx, cluster)
+                raise AssertionError("placement found neither app nor cluster missing")
+            self._gate(cluster, place.cluster_status)
+            tx.set_app(place.app_id, place.cluster_id, AppStatus.DEPLOYED, None)
         if self.metrics is not None:
             self.metrics.deployments.inc()
         return AppRecord(
@@ -243,17 +238,13 @@ class Service:
 
     def reassign(self, app: str, cluster: str) -> AppRecord:
         """Move the app to ``cluster`` as PENDING (gated); the same cluster changes nothing."""
-        try:
-            with self.store.write() as tx:
-                record = _need_app(tx, app)
-                target = _need_cluster(tx, cluster)
-                if target.id == record.cluster_id:
-                    return record
-                _check_gate(target)
-                tx.set_app(record.id, target.id, AppStatus.PENDING, None)
-        except Gated:
-            self._count_refusal()
-            raise
+        with self.store.write() as tx:
+            record = _need_app(tx, app)
+            target = _need_cluster(tx, cluster)
+            if target.id == record.cluster_id:
+                return record
+            self._gate(target.name, target.state.status)
+            tx.set_app(record.id, target.id, AppStatus.PENDING, None)
         return AppRecord(
             record.id, record.name, target.id, target.name, AppStatus.PENDING, None, None
         )
@@ -263,16 +254,12 @@ class Service:
 
         Either way the app leaves any outage: a cluster recovery never undoes a report.
         """
-        try:
-            with self.store.write() as tx:
-                record = _need_app(tx, app)
-                if status is AppStatus.DEPLOYED:
-                    target = _need_cluster(tx, record.cluster)
-                    _check_gate(target)
-                tx.set_app(record.id, record.cluster_id, status, reason)
-        except Gated:
-            self._count_refusal()
-            raise
+        with self.store.write() as tx:
+            record = _need_app(tx, app)
+            if status is AppStatus.DEPLOYED:
+                target = _need_cluster(tx, record.cluster)
+                self._gate(target.name, target.state.status)
+            tx.set_app(record.id, record.cluster_id, status, reason)
         return AppRecord(
             record.id, record.name, record.cluster_id, record.cluster, status, reason, None
         )
@@ -281,9 +268,17 @@ class Service:
         with self.store.read() as tx:
             return tx.status_counts()
 
-    def _count_refusal(self) -> None:
-        if self.metrics is not None:
-            self.metrics.deployments_refused.inc()
+    def _gate(self, cluster: str, status: Status) -> None:
+        """Raise :class:`Gated` (counted) when the gate refuses ``cluster`` in ``status``.
+
+        Called inside the write transaction, so the status it judges is the one the write
+        would commit against; the refusal rolls the transaction back.
+        """
+        refusal = gate.check(cluster, status)
+        if refusal is not None:
+            if self.metrics is not None:
+                self.metrics.deployments_refused.inc()
+            raise Gated(refusal)
 
 
 def _need_cluster(tx: Transaction, name: str) -> ClusterRecord:
@@ -298,9 +293,3 @@ def _need_app(tx: Transaction, name: str) -> AppRecord:
     if app is None:
         raise NotFound(f"app {name!r} not found")
     return app
-
-
-def _check_gate(cluster: ClusterRecord) -> None:
-    refusal = gate.check(cluster.name, cluster.state.status)
-    if refusal is not None:
-        raise Gated(refusal)
