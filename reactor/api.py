@@ -29,8 +29,10 @@ from reactor.service import Conflict, Gated, NotFound
 from reactor.signals import (
     MAX_NAME,
     PayloadError,
+    clip,
     format_time,
     is_name,
+    load_json_object,
     parse_webhook,
     status_signals,
 )
@@ -146,21 +148,14 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
 
 async def read_object(request: web.Request, allowed: frozenset[str]) -> dict[str, Any]:
     """The body as a JSON object whose keys are all in ``allowed``."""
-    body = await request.read()
     try:
-        doc = json.loads(body.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise BadRequest("body is not UTF-8 text") from None
-    except json.JSONDecodeError as exc:
-        raise BadRequest(f"body is not valid JSON: {exc}") from None
-    except RecursionError:
-        raise BadRequest("body is not valid JSON: nested too deeply") from None
-    if not isinstance(doc, dict):
-        raise BadRequest("body must be a JSON object")
+        doc = load_json_object(await request.read())
+    except PayloadError as exc:
+        raise BadRequest(str(exc)) from None
     unknown = sorted(set(doc) - allowed)
     if unknown:
         raise BadRequest(
-            f"unknown field {_clip(unknown[0])!r}; allowed: {', '.join(sorted(allowed))}"
+            f"unknown field {clip(unknown[0])!r}; allowed: {', '.join(sorted(allowed))}"
         )
     return doc
 
@@ -191,10 +186,6 @@ def need_text(doc: dict[str, Any], key: str) -> str:
     if len(value) > MAX_TEXT or not value.isprintable():
         raise BadRequest(f'"{key}" must be at most {MAX_TEXT} printable characters')
     return value
-
-
-def _clip(text: str, limit: int = 60) -> str:
-    return text if len(text) <= limit else text[:limit] + "..."
 
 
 # -- output ---------------------------------------------------------------------------

@@ -74,7 +74,7 @@ def parse_time(value: object, where: str) -> int | None:
         raise PayloadError(f"{where} must be an RFC 3339 timestamp string, got {_kind(value)}")
     m = _RFC3339.fullmatch(value)
     if m is None:
-        raise PayloadError(f"{where} is not an RFC 3339 timestamp: {_clip(value)!r}")
+        raise PayloadError(f"{where} is not an RFC 3339 timestamp: {clip(value)!r}")
     year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
     fraction, zone = m.group(7) or "", m.group(8)
     if (
@@ -94,7 +94,7 @@ def parse_time(value: object, where: str) -> int | None:
         moment = datetime(year, month, day, hour, minute, second, tzinfo=UTC)
         moment -= timedelta(seconds=offset)
     except (ValueError, OverflowError) as exc:
-        raise PayloadError(f"{where} is not a valid time: {_clip(value)!r} ({exc})") from None
+        raise PayloadError(f"{where} is not a valid time: {clip(value)!r} ({exc})") from None
     micros = int(fraction.ljust(6, "0")[:6] or 0)
     return (moment - EPOCH) // timedelta(microseconds=1) + micros
 
@@ -110,8 +110,12 @@ def format_time(us: int | None) -> str | None:
     return text + "Z"
 
 
-def parse_webhook(body: bytes) -> Webhook:
-    """Bytes of a POST /alerts -> :class:`Webhook`, or :class:`PayloadError` saying why not."""
+def load_json_object(body: bytes, what: str = "") -> dict[str, Any]:
+    """A request body -> its JSON object, or :class:`PayloadError` saying why not.
+
+    Every body of the API goes through here (the handlers turn the error into a 400).
+    ``what`` names the expected object in the message, e.g. " (a webhook)".
+    """
     try:
         doc = json.loads(body.decode("utf-8"))
     except UnicodeDecodeError:
@@ -121,10 +125,16 @@ def parse_webhook(body: bytes) -> Webhook:
     except RecursionError:
         raise PayloadError("body is not valid JSON: nested too deeply") from None
     if not isinstance(doc, dict):
-        raise PayloadError(f"body must be a JSON object (a webhook), got {_kind(doc)}")
+        raise PayloadError(f"body must be a JSON object{what}, got {_kind(doc)}")
+    return doc
+
+
+def parse_webhook(body: bytes) -> Webhook:
+    """Bytes of a POST /alerts -> :class:`Webhook`, or :class:`PayloadError` saying why not."""
+    doc = load_json_object(body, " (a webhook)")
     version = doc.get("version", "4")
     if version != "4":
-        raise PayloadError(f'unsupported webhook version {_clip(str(version))!r}; expected "4"')
+        raise PayloadError(f'unsupported webhook version {clip(str(version))!r}; expected "4"')
     if "alerts" not in doc:
         raise PayloadError('missing "alerts": not an Alertmanager webhook')
     raw_alerts = doc["alerts"]
@@ -146,11 +156,11 @@ def _parse_alert(raw: Any, where: str) -> Alert:
         raise PayloadError(f"{where}.labels must be an object, got {_kind(labels)}")
     for key, value in labels.items():
         if not isinstance(value, str):
-            raise PayloadError(f"{where}.labels.{_clip(key)} must be a string, got {_kind(value)}")
+            raise PayloadError(f"{where}.labels.{clip(key)} must be a string, got {_kind(value)}")
     status = raw["status"]
     if status not in ("firing", "resolved"):
         raise PayloadError(
-            f'{where}.status must be "firing" or "resolved", got {_clip(repr(status))}'
+            f'{where}.status must be "firing" or "resolved", got {clip(repr(status))}'
         )
     starts_at = parse_time(raw["startsAt"], f"{where}.startsAt")
     if starts_at is None:
@@ -168,14 +178,14 @@ def status_signals(webhook: Webhook) -> Signals:
         try:
             kind = StatusAlert(name)
         except ValueError:
-            skipped.append(f"alerts[{i}]: alertname {_clip(str(name))!r} is not a status alert")
+            skipped.append(f"alerts[{i}]: alertname {clip(str(name))!r} is not a status alert")
             continue
         cluster = alert.labels.get("cluster", "")
         if not cluster:
             skipped.append(f"alerts[{i}]: {kind.value} without a cluster label")
             continue
         if not is_name(cluster):
-            skipped.append(f"alerts[{i}]: {kind.value} with an unusable cluster {_clip(cluster)!r}")
+            skipped.append(f"alerts[{i}]: {kind.value} with an unusable cluster {clip(cluster)!r}")
             continue
         firing = alert.status == "firing"
         if not firing and alert.ends_at is None:
@@ -202,6 +212,6 @@ def _kind(value: object) -> str:
     )
 
 
-def _clip(text: str, limit: int = 80) -> str:
+def clip(text: str, limit: int = 80) -> str:
     """Echo at most ``limit`` characters of the caller's input back in a message or a log."""
     return text if len(text) <= limit else text[:limit] + "..."
