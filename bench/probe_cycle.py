@@ -42,8 +42,10 @@ async def _cycles(
     fleet_pids: list[int],
     variant: str,
     profile_dir: Path | None = None,
+    with_checks: bool = True,
 ) -> dict[str, Any]:
     from exporter import exposition
+    from exporter.config import build_checks
     from exporter.cycle import CycleSettings, Monitor, Snapshot
     from exporter.discovery import Discoverer
     from exporter.settings import DEFAULT_CONCURRENCY
@@ -63,7 +65,12 @@ async def _cycles(
     cycles: list[dict[str, Any]] = []
     # A sharded fleet writes one kubeconfig per shard into a folder (KUBECONFIG_DIR).
     discoverer = Discoverer(None, kubeconfig) if is_dir else Discoverer(kubeconfig, None)
-    async with Monitor(settings, discoverer, publish) as monitor:
+    # The checks `fleetwatch exporter` always runs after each probe (kube-system pods and
+    # nodes: the control-plane view), unless --no-checks asks for the probe alone.
+    checks = build_checks(None) if with_checks else []
+    async with Monitor(settings, discoverer, publish, checks) as monitor:
+        if variant == "seqchecks":
+            sequential_check_requests()
         if variant == "close":
             # Experiment: no keep-alive (a TLS handshake per probe, no idle connections).
             await monitor.session.close()
@@ -105,6 +112,7 @@ async def _cycles(
                     "metrics_bytes": rendered_bytes,
                     "fleet_cpu_s": None if fleet_cpu is None else round(fleet_cpu, 3),
                     "rss_mib": round(memory_kib(os.getpid())["VmRSS"] / 1024, 1),
+                    "sockets": _sockets(),
                 }
             )
     mem = memory_kib(os.getpid())
@@ -115,7 +123,47 @@ async def _cycles(
         "concurrency": settings.concurrency,
         "timeout_s": probe_timeout,
         "variant": variant,
+        "checks": with_checks,
     }
+
+
+def sequential_check_requests() -> None:
+    """Experiment: the control-plane check's GETs one after another, not gathered.
+
+    Gathered, a cluster's three check requests open up to three connections, all kept
+    alive: 30,000 sockets for 10,000 clusters. One after another they reuse the probe's
+    connection. Only ``exporter.controlplane``'s view of ``asyncio.gather`` changes.
+    """
+    import types
+
+    from exporter import controlplane
+
+    async def gather_in_turn(*aws: Any, return_exceptions: bool = False) -> list[Any]:
+        out = []
+        for aw in aws:
+            try:
+                out.append(await aw)
+            except Exception as exc:
+                if not return_exceptions:
+                    raise
+                out.append(exc)
+        return out
+
+    shim = types.SimpleNamespace(**{k: getattr(asyncio, k) for k in dir(asyncio)})
+    shim.gather = gather_in_turn
+    controlplane.asyncio = shim  # type: ignore[attr-defined]
+
+
+def _sockets() -> int:
+    """Open sockets of this process (kept-alive connections, mostly)."""
+    return sum(1 for fd in os.listdir("/proc/self/fd") if _is_socket(fd))
+
+
+def _is_socket(fd: str) -> bool:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}").startswith("socket:")
+    except OSError:
+        return False
 
 
 def _profiler(profile_dir: Path | None, cycle: int) -> Any:
@@ -154,6 +202,7 @@ def worker_main(args: argparse.Namespace) -> None:
             [int(p) for p in args.fleet_pid.split(",")] if args.fleet_pid else [],
             args.variant,
             args.profile_dir,
+            not args.no_checks,
         )
     )
     print(json.dumps(result))
@@ -170,6 +219,7 @@ def run_worker(
     limit_s: float,
     fleet_pids: list[int] | None = None,
     variant: str = "keepalive",
+    with_checks: bool = True,
 ) -> dict[str, Any]:
     """One worker process (a fresh exporter side: new connections, no cached credentials)."""
     argv = [
@@ -181,6 +231,8 @@ def run_worker(
         argv += ["--concurrency", str(concurrency)]
     if fleet_pids:
         argv += ["--fleet-pid", ",".join(map(str, fleet_pids))]
+    if not with_checks:
+        argv.append("--no-checks")
     with machine_load() as load:
         out = subprocess.run(
             argv, cwd=REPO, capture_output=True, text=True, timeout=limit_s, check=False
@@ -218,13 +270,21 @@ def bench_size(
     timeout: float,
     concurrency: int | None,
     variant: str = "keepalive",
+    with_checks: bool = True,
 ) -> dict[str, Any]:
     fleet = start_fleet(tmp / f"fleet-{clusters}-{hang}", clusters, hang)
     try:
         limit = 300 + clusters / 10 + (1 + steady) * timeout * (2 + hang / 64)
         each = [
             run_worker(
-                fleet.kubeconfig_dir, steady, timeout, concurrency, limit, fleet.pids, variant
+                fleet.kubeconfig_dir,
+                steady,
+                timeout,
+                concurrency,
+                limit,
+                fleet.pids,
+                variant,
+                with_checks,
             )
             for _ in range(runs)
         ]
@@ -234,6 +294,7 @@ def bench_size(
         "clusters": clusters,
         "hanging": hang,
         "variant": variant,
+        "checks": with_checks,
         "runs": each,
         "summary": summarise(each),
     }
@@ -249,9 +310,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--concurrency", type=int, default=None)
     parser.add_argument(
         "--variant",
-        choices=("keepalive", "close", "smallbuf", "gcfreeze"),
+        choices=("keepalive", "close", "smallbuf", "gcfreeze", "seqchecks"),
         default="keepalive",
         help="keepalive: the exporter as built; close, smallbuf: experiments (see RESULTS.md)",
+    )
+    parser.add_argument(
+        "--no-checks",
+        action="store_true",
+        help="probe only: without the control-plane checks the exporter runs after each probe",
     )
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument(
@@ -280,10 +346,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 args.timeout,
                 args.concurrency,
                 args.variant,
+                not args.no_checks,
             )
     name = "probe_cycle_hang" if args.hang_fraction else "probe_cycle"
     if args.variant != "keepalive":
         name += f"_{args.variant}"
+    if args.no_checks:
+        name += "_nochecks"
     write_result(name, {"sizes": results, "timeout_s": args.timeout}, args.out)
     return results
 

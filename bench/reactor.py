@@ -60,21 +60,33 @@ def db_bytes(db: Path) -> int:
 # --- the reactor process ------------------------------------------------------------------
 
 
-def start_reactor(tmp: Path, db: Path) -> tuple[ManagedProcess, str]:
+def start_reactor(
+    tmp: Path, db: Path, switch_interval: float | None = None
+) -> tuple[ManagedProcess, str]:
+    """``fleetwatch reactor`` on a free port; ``switch_interval`` is an experiment (below)."""
     port = free_port()
     token_file = tmp / "token"
     token_file.write_text(TOKEN + "\n")
     empty = tmp / "empty-kubeconfig.yaml"
     empty.write_text("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n")
+    args = [
+        "reactor", f"--web.listen-address=127.0.0.1:{port}", f"--db.path={db}",
+        f"--web.token-file={token_file}", f"--kubeconfig={empty}", "--log.level=warning",
+    ]  # fmt: skip
+    if switch_interval is None:
+        argv = [str(Path(sys.executable).parent / "fleetwatch"), *args]
+    else:
+        # Experiment: the same command with a shorter GIL switch interval (default 5 ms),
+        # to see how much of the tail latency is the event loop waiting for the GIL while
+        # the store thread runs a batch.
+        code = (
+            f"import sys; sys.setswitchinterval({switch_interval}); "
+            f"from fleetwatch.cli import main; sys.exit(main({args!r}))"
+        )
+        argv = [sys.executable, "-c", code]
     proc = ManagedProcess(
-        [
-            str(Path(sys.executable).parent / "fleetwatch"), "reactor",
-            f"--web.listen-address=127.0.0.1:{port}", f"--db.path={db}",
-            f"--web.token-file={token_file}", f"--kubeconfig={empty}", "--log.level=warning",
-        ],
-        tmp / f"reactor-{db.stem}.log",
-        ready_url=f"http://127.0.0.1:{port}/healthz",
-    ).start(ready_timeout=60)  # fmt: skip
+        argv, tmp / f"reactor-{db.stem}.log", ready_url=f"http://127.0.0.1:{port}/healthz"
+    ).start(ready_timeout=60)
     return proc, f"http://127.0.0.1:{port}"
 
 
@@ -255,6 +267,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--clusters", type=int, default=1000, help="alerts per webhook")
     parser.add_argument("--apps-per-cluster", type=int, default=10)
     parser.add_argument("--cascade-apps", type=int, default=100_000)
+    parser.add_argument(
+        "--switch-interval",
+        type=float,
+        default=None,
+        help="experiment: run the reactor with this sys.setswitchinterval() (seconds)",
+    )
+    parser.add_argument(
+        "--only-deployments", action="store_true", help="only the wrk comparison (experiments)"
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="fw-bench-") as tmpdir:
@@ -276,12 +297,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         seed(db_a, 1, args.cascade_apps, prefix="big")
         width = len(str(args.clusters))
         names = [f"c{i:0{width}d}" for i in range(args.clusters)]
-        proc, base = start_reactor(tmp, db_a)
+        proc, base = start_reactor(tmp, db_a, args.switch_interval)
         try:
             with machine_load() as load_dep:
                 deployments = bench_deployments(
                     tmp, base, proc.pid, names, args.duration, args.runs
                 )
+            if args.only_deployments:
+                result = {"deployments": {**deployments, "load": load_dep}}
+                result["switch_interval"] = args.switch_interval
+                write_result("reactor_deployments", result, args.out)
+                return result
             with machine_load() as load_hooks:
                 hooks = bench_webhooks(base, proc.pid, names, args.runs)
             with machine_load() as load_cascade:

@@ -1,8 +1,8 @@
 """fleetwatch vs blackbox_exporter: probes per CPU-second on the same stand-in fleet.
 
 In each run, on one stand-in fleet (its own process): a fresh fleetwatch exporter side
-(``bench.probe_cycle`` worker: a first cycle with new TLS connections, then steady cycles
-on kept-alive connections), then blackbox_exporter driven as fast as it goes over the
+(``bench.probe_cycle`` worker, probes only: a first cycle with new TLS connections, then
+steady cycles on kept-alive connections), then blackbox_exporter driven as fast as it goes over the
 same endpoints (a new TLS connection per probe: that is how blackbox works). Each side
 is charged only its own process's CPU. The ratio is taken per run; RESULTS.md reports
 the medians.
@@ -45,6 +45,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     None,
                     300 + args.clusters / 10,
                     fleet.pids,
+                    with_checks=False,  # a probe against a probe: blackbox runs no checks
                 )
                 bb = run_blackbox(tmp, fleet.shards[0], args.probes, 1, args.concurrency, 120.0)
                 bb_rate = bb["runs"][0]["probes_per_cpu_s"]
