@@ -1,7 +1,7 @@
 """The OpenAPI 3 document of the reactor API, written by hand (served at ``/openapi.json``).
 
-Kept next to the handlers and checked by tests/reactor/test_openapi.py: every route of the
-app is in it and every path in it is a route.
+Kept next to the handlers and checked by ``test_openapi_document_matches_the_routes`` in
+tests/reactor/test_api.py: every route of the app is in it and every path in it is a route.
 """
 
 from __future__ import annotations

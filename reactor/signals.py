@@ -37,7 +37,6 @@ class Alert:
 
 @dataclass(frozen=True, slots=True)
 class Webhook:
-    receiver: str | None
     alerts: tuple[Alert, ...]
 
 
@@ -140,9 +139,7 @@ def parse_webhook(body: bytes) -> Webhook:
     raw_alerts = doc["alerts"]
     if not isinstance(raw_alerts, list):
         raise PayloadError(f'"alerts" must be an array, got {_kind(raw_alerts)}')
-    receiver = doc.get("receiver")
-    alerts = tuple(_parse_alert(raw, f"alerts[{i}]") for i, raw in enumerate(raw_alerts))
-    return Webhook(receiver=receiver if isinstance(receiver, str) else None, alerts=alerts)
+    return Webhook(tuple(_parse_alert(raw, f"alerts[{i}]") for i, raw in enumerate(raw_alerts)))
 
 
 def _parse_alert(raw: Any, where: str) -> Alert:

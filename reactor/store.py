@@ -112,10 +112,6 @@ class Store(Protocol):
         """A read-only snapshot."""
         ...
 
-    def dump(self) -> dict[str, list[tuple[Any, ...]]]:
-        """Every row of every table, in a stable order (tests compare before and after)."""
-        ...
-
     def checkpoint(self) -> int:
         """Housekeeping the app runs every second off the store thread (SQLite: WAL
         checkpoint; a server database: nothing). Safe to call from any thread."""
@@ -458,13 +454,6 @@ class SQLiteStore:
         except sqlite3.OperationalError as exc:
             raise StoreUnavailable(str(exc)) from exc
         return max(0, int(log_pages) - int(done))
-
-    def dump(self) -> dict[str, list[tuple[Any, ...]]]:
-        with self.read():
-            return {
-                table: self.db.execute(f"SELECT * FROM {table} ORDER BY id").fetchall()
-                for table in ("clusters", "outages", "apps")
-            }
 
     def close(self) -> None:
         if self._checkpointer is not None:
