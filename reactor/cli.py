@@ -30,74 +30,108 @@ log = logging.getLogger("reactor")
 DEFAULT_REACTOR_URL = f"http://{DEFAULT_LISTEN_ADDRESS}"
 
 
+REACTOR_DESCRIPTION = """\
+The reactor: an Alertmanager webhook receiver (POST /alerts) that keeps each cluster's
+status (ONLINE, OFFLINE, UNKNOWN), degrades the apps DEPLOYED on a cluster that goes OFFLINE
+(reason cluster_offline), restores exactly those when it is ONLINE again, and answers 409
+to deployments to an OFFLINE cluster. State lives in a SQLite file: a restart loses nothing.
+Endpoints: /alerts, /clusters, /apps, /deployments, /healthz, /metrics, /openapi.json.
+The kubeconfigs are scanned once, at start-up; a cluster first named later by an alert is
+added then (source alerts, no endpoint until the next start-up scan)."""
+
+REACTOR_ENVIRONMENT = """\
+environment (flags win over it):
+  FLEETWATCH_TOKEN  the bearer token itself (when --web.token-file is not given)
+  KUBECONFIG_PATH   main kubeconfig (default: ~/.kube/config)
+  KUBECONFIG_DIR    folder of extra kubeconfigs: *.yaml, *.yml, *.conf, read in name order
+"""
+
+
 def add_parsers(subparsers: Any) -> None:
+    fmt = argparse.RawDescriptionHelpFormatter
     p: argparse.ArgumentParser = subparsers.add_parser(
         "reactor",
         help="receive Alertmanager notifications, degrade/restore apps, gate deployments",
-        description=(
-            "The reactor: an Alertmanager webhook receiver (POST /alerts) that keeps each "
-            "cluster's status, degrades the apps of a cluster that goes OFFLINE and restores "
-            "them when it is back, and answers 409 to deployments to an OFFLINE cluster. "
-            "State lives in a SQLite file."
-        ),
+        description=REACTOR_DESCRIPTION,
+        epilog=REACTOR_ENVIRONMENT,
+        formatter_class=fmt,
     )
     p.add_argument(
         "--web.listen-address",
         dest="listen_address",
+        metavar="HOST:PORT",
         default=DEFAULT_LISTEN_ADDRESS,
-        help=f"host:port to serve on (default {DEFAULT_LISTEN_ADDRESS})",
+        help=f"address of the API (default: {DEFAULT_LISTEN_ADDRESS})",
     )
     p.add_argument(
         "--db.path",
         dest="db_path",
+        metavar="FILE",
         type=Path,
         default=DEFAULT_DB_PATH,
-        help=f"SQLite file of the state (default ./{DEFAULT_DB_PATH})",
+        help=f"SQLite file of the state, created if missing (default: ./{DEFAULT_DB_PATH})",
     )
     p.add_argument(
         "--web.token-file",
         dest="token_file",
+        metavar="FILE",
         type=Path,
-        help="file holding the bearer token required on POST /alerts and every mutating call "
-        "(default: $FLEETWATCH_TOKEN; none: no authentication)",
+        help="file holding the bearer token required on POST /alerts and every mutating call; "
+        "surrounding whitespace is ignored (default: the token in $FLEETWATCH_TOKEN; "
+        "neither: no authentication)",
     )
     p.add_argument(
         "--web.max-body-bytes",
         dest="max_body_bytes",
+        metavar="BYTES",
         type=int,
         default=DEFAULT_MAX_BODY_BYTES,
-        help=f"bigger request bodies get 413 (default {DEFAULT_MAX_BODY_BYTES})",
+        help=f"bigger request bodies get 413; at least 1024 (default: {DEFAULT_MAX_BODY_BYTES})",
     )
     p.add_argument(
         "--kubeconfig",
+        metavar="FILE",
         type=Path,
-        help="main kubeconfig scanned at start-up (default $KUBECONFIG_PATH or ~/.kube/config)",
+        help="main kubeconfig scanned at start-up (default: $KUBECONFIG_PATH or ~/.kube/config)",
     )
     p.add_argument(
         "--kubeconfig-dir",
+        metavar="DIR",
         type=Path,
-        help="folder of extra kubeconfigs scanned at start-up (default $KUBECONFIG_DIR)",
+        help="folder of extra kubeconfigs, *.yaml, *.yml and *.conf, scanned at start-up "
+        "(default: $KUBECONFIG_DIR)",
     )
     p.add_argument(
         "--log.level",
         dest="log_level",
         default="info",
         choices=["debug", "info", "warning", "error"],
-        help="log level (default info)",
+        help="least severe log level written to stderr (default: info)",
     )
     p.set_defaults(func=run_reactor)
 
     s: argparse.ArgumentParser = subparsers.add_parser(
         "status",
         help="print the reactor's clusters and apps as a table",
-        description="Ask a running reactor for its clusters and apps and print them as tables.",
+        description=(
+            "Ask a running reactor (GET /clusters and GET /apps; no token needed) for its "
+            "clusters (status, since when, source) and apps (cluster, status, reason) and "
+            "print them as two tables. Exits 1 when the reactor cannot be read."
+        ),
     )
     s.add_argument(
         "--reactor",
+        metavar="URL",
         default=DEFAULT_REACTOR_URL,
-        help=f"base URL of the reactor (default {DEFAULT_REACTOR_URL})",
+        help=f"base URL of the reactor (default: {DEFAULT_REACTOR_URL})",
     )
-    s.add_argument("--timeout", type=float, default=10.0, help="seconds per request (default 10)")
+    s.add_argument(
+        "--timeout",
+        metavar="SECONDS",
+        type=float,
+        default=10.0,
+        help="seconds per request (default: 10)",
+    )
     s.set_defaults(func=run_status)
 
 
@@ -141,6 +175,7 @@ def run_reactor(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=args.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        datefmt="%Y-%m-%dT%H:%M:%S",  # as the exporter's lines, so the two logs interleave
     )
     try:
         host, port = parse_listen_address(args.listen_address)
