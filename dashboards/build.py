@@ -512,6 +512,18 @@ F = 'cluster=~"$cluster"'
 STATUS = f"max by (cluster) (cluster:fleetwatch_status:code{{{F}}})"
 
 
+#: 1 exporter down or absent, 2 exporter stalled (no cycle for 3 intervals), 0 watching.
+#: absent() reacts at the first failed scrape; the alerts cover a restart of Prometheus.
+WATCHER = (
+    'max(ALERTS{alertname=~"FleetwatchExporterDown|FleetwatchExporterAbsent", '
+    'alertstate="firing"})'
+    " or absent(fleetwatch_exporter_last_cycle_timestamp_seconds)"
+    " or 2 * (max(time() - (fleetwatch_exporter_last_cycle_timestamp_seconds > 0))"
+    " > bool 3 * max(fleetwatch_exporter_probe_interval_seconds))"
+    " or vector(0)"
+)
+
+
 def _count_status(code: int) -> str:
     return f"count({STATUS} == {code}) or vector(0)"
 
@@ -587,19 +599,23 @@ def fleet_overview() -> Json:
     b.add(
         stat(
             "Watcher",
-            "Statuses are only as good as the exporter that probes: EXPORTER DOWN while "
-            "FleetwatchExporterDown or FleetwatchExporterAbsent fires (the job name is the one "
-            "the rules were rendered with). Meanwhile every cluster reads UNKNOWN, outages go "
-            "unnoticed and deployments are not gated.",
-            [
-                target(
-                    'max(ALERTS{alertname=~"FleetwatchExporterDown|FleetwatchExporterAbsent", '
-                    'alertstate="firing"}) or vector(0)',
-                    "watcher",
-                    instant=True,
-                )
+            "Statuses are only as good as the exporter that probes. EXPORTER DOWN: no "
+            "exporter series in Prometheus, or FleetwatchExporterDown / "
+            "FleetwatchExporterAbsent firing; every cluster then reads UNKNOWN, outages go "
+            "unnoticed and deployments are not gated. EXPORTER STALLED: the exporter is "
+            "scraped but its last probe cycle ended more than 3 probe intervals ago, so the "
+            "statuses shown are old.",
+            [target(WATCHER, "watcher", instant=True)],
+            mappings=[
+                {
+                    "type": "value",
+                    "options": {
+                        "0": {"text": "watching", "color": COLOR_ONLINE, "index": 0},
+                        "1": {"text": "EXPORTER DOWN", "color": COLOR_OFFLINE, "index": 1},
+                        "2": {"text": "EXPORTER STALLED", "color": COLOR_OFFLINE, "index": 2},
+                    },
+                }
             ],
-            mappings=bool_mappings("EXPORTER DOWN", "watching", COLOR_OFFLINE, COLOR_ONLINE),
         ),
         at=(20, 0, 4, 4),
     )

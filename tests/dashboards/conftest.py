@@ -1,20 +1,32 @@
-"""Fixtures of the dashboard tests: a real Prometheus, empty or scraping a live fleetwatch."""
+"""Fixtures of the dashboard tests: a real Prometheus, without fleetwatch or scraping a live one."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 import pytest
 from dashboards_livestack import LiveStack
-from dashboards_prometheus import Prometheus
+from dashboards_prometheus import MetricsServer, MetricsText, Prometheus, Scratch
 
 
 @pytest.fixture(scope="module")
-def empty_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
-    """No targets, no rules: every query must still parse and evaluate."""
-    config = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s"}}
-    with Prometheus(tmp_path_factory.mktemp("prom-empty"), config) as prom:
-        yield prom
+def scratch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scratch]:
+    server = MetricsServer(("127.0.0.1", 0), MetricsText)
+    thread = threading.Thread(target=server.serve_forever, name="scratch-metrics", daemon=True)
+    thread.start()
+    target = f"127.0.0.1:{server.server_port}"
+    config = {
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "scrape_configs": [{"job_name": "scratch", "static_configs": [{"targets": [target]}]}],
+    }
+    try:
+        with Prometheus(tmp_path_factory.mktemp("prom-scratch"), config) as prom:
+            yield Scratch(prom, server)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
 
 
 @pytest.fixture(scope="module")

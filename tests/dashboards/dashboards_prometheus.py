@@ -14,6 +14,8 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -111,3 +113,36 @@ class Prometheus:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class MetricsText(BaseHTTPRequestHandler):
+    """Answers every GET with the exposition text last given to ``Scratch.serve``."""
+
+    server: MetricsServer
+
+    def do_GET(self) -> None:
+        body = self.server.body.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class MetricsServer(ThreadingHTTPServer):
+    body = ""
+
+
+@dataclass
+class Scratch:
+    """A Prometheus (1 s scrape) with no fleetwatch in it, scraping one target (job
+    ``scratch``) whose /metrics text the test chooses; empty until ``serve()``."""
+
+    prometheus: Prometheus
+    server: MetricsServer
+
+    def serve(self, text: str) -> None:
+        self.server.body = text

@@ -7,11 +7,14 @@ wall screen, so any one fails the test.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
-from dashboards_grafana import Json, Query, dashboard_files, load, queries, substitute
-from dashboards_prometheus import Prometheus
+from dashboards_grafana import Json, Query, dashboard_files, load, panels, queries, substitute
+from dashboards_prometheus import Prometheus, Scratch
+
+from fleetwatch.procs import wait_until
 
 DASHBOARDS = {path.name: load(path) for path in dashboard_files()}
 
@@ -35,7 +38,8 @@ def run(prom: Prometheus, q: Query, values: dict[str, str]) -> list[Json]:
 
 
 @pytest.mark.parametrize("name", sorted(DASHBOARDS))
-def test_every_expression_is_valid_promql(empty_prometheus: Prometheus, name: str) -> None:
+def test_every_expression_is_valid_promql(scratch: Scratch, name: str) -> None:
+    empty_prometheus = scratch.prometheus
     dashboard = DASHBOARDS[name]
     failures = []
     count = 0
@@ -51,3 +55,34 @@ def test_every_expression_is_valid_promql(empty_prometheus: Prometheus, name: st
                 failures.append(f"{q} [{values}]: {exc}")
     assert count > 10
     assert not failures, "\n".join(failures)
+
+
+WATCHER_TEXT = {"0": "watching", "1": "EXPORTER DOWN", "2": "EXPORTER STALLED"}
+
+
+def watcher(prom: Prometheus) -> str:
+    p = next(p for p in panels(DASHBOARDS["fleet-overview.json"]) if p["title"] == "Watcher")
+    [result] = prom.instant(p["targets"][0]["expr"])
+    mapping = p["fieldConfig"]["defaults"]["mappings"][0]["options"]
+    assert {k: v["text"] for k, v in mapping.items()} == WATCHER_TEXT
+    return WATCHER_TEXT[result["value"][1]]
+
+
+def test_watcher_says_down_then_watching_then_stalled(scratch: Scratch) -> None:
+    """The exporter's own gauges (300 s interval) served with chosen values: none at all
+    is an exporter down; a last cycle 10 s ago is fine; one an hour ago (more than 3
+    intervals) is a stalled exporter whose statuses are old."""
+    prom = scratch.prometheus
+    scratch.serve("")
+    wait_until(lambda: prom.instant('up{job="scratch"} == 1'), 15, what="first scrape")
+    assert watcher(prom) == "EXPORTER DOWN"
+    for age, expected in ((10.0, "watching"), (3600.0, "EXPORTER STALLED")):
+        scratch.serve(
+            "fleetwatch_exporter_probe_interval_seconds 300\n"
+            f"fleetwatch_exporter_last_cycle_timestamp_seconds {time.time() - age:.3f}\n"
+        )
+
+        def says(text: str = expected) -> bool:
+            return watcher(prom) == text
+
+        wait_until(says, 10, what=f"watcher says {expected}")
