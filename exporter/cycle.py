@@ -307,7 +307,7 @@ class Monitor:
                     # Cached credentials refused: an exec token expired or was revoked, a
                     # tokenFile was rotated. Resolve them again and try once more.
                     await slot.acquire()
-                    self.credentials.invalidate(ctx)
+                    self.credentials.invalidate(ctx, creds)
                     creds, _ = await self.credentials.resolve(ctx)
                     api = ApiClient(self.http, self.session, cluster.endpoint, creds)
                     remaining = max(0.001, timeout - (time.perf_counter() - start))
