@@ -114,6 +114,9 @@ def test_fleet_overview_shows_each_status(live: LiveStack) -> None:
         for title in ("ONLINE", "OFFLINE", "UNKNOWN")
     }
     assert counts == {"ONLINE": 2.0, "OFFLINE": 1.0, "UNKNOWN": 0.0}
+    for title, quiet in (("Watcher", 0.0), ("Storm guard", 0.0)):
+        [result] = run_target(live, panel(FLEET, title)["targets"][0], everyone)
+        assert last(result) == quiet, f"{title}: {result}"
     only_alpha = {"cluster": "alpha"}
     assert last(run_target(live, panel(FLEET, "OFFLINE")["targets"][0], only_alpha)[0]) == 0.0
     [reasons] = panel(FLEET, "Failure reasons (time range)")["targets"]
