@@ -126,6 +126,9 @@ class Store(Protocol):
 
 SCHEMA_VERSION = 1
 
+#: SQLite's name for a private in-memory database (``--db.path :memory:``: nothing survives).
+MEMORY = ":memory:"
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS clusters (
     id INTEGER PRIMARY KEY,
@@ -374,7 +377,7 @@ class SQLiteStore:
             self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             self.db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
             mode = self.db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            if str(mode).lower() != "wal" and self.path != ":memory:":
+            if str(mode).lower() != "wal" and self.path != MEMORY:
                 raise StoreUnavailable(f"{self.path}: cannot switch to WAL mode (got {mode})")
             self.db.execute("PRAGMA synchronous = NORMAL")
             # Checkpoints (WAL -> database file, with an fsync) are run by
@@ -405,10 +408,15 @@ class SQLiteStore:
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"{self.path}: {exc}") from exc
 
-    def reader(self) -> SQLiteStore:
+    def reader(self) -> SQLiteStore | None:
         """A read-only handle on the same file: in WAL mode, reads on it run while this
         one writes (a snapshot of the last commit), so a big ``GET /apps`` never holds up
-        a deployment or a cascade."""
+        a deployment or a cascade.
+
+        None for ``:memory:``: a second connection to it would be another, empty database.
+        """
+        if self.path == MEMORY:
+            return None
         return SQLiteStore(self.path, self.busy_timeout_s, read_only=True)
 
     @contextmanager

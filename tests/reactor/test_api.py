@@ -568,3 +568,16 @@ async def test_refused_notifications_are_logged_without_the_token(
     ]
     for record in caplog.records:
         assert TOKEN not in record.getMessage() and "wrong-token" not in record.getMessage()
+
+
+async def test_an_in_memory_database_serves_reads(make_client: MakeClient) -> None:
+    """``--db.path :memory:`` (a throw-away reactor): reads see what the writes wrote.
+
+    A second connection to ``:memory:`` is another, empty database, so the separate read
+    handle a file gets must not exist here (every read answered 503 "no such table").
+    """
+    client = await make_client(db_path=Path(":memory:"))
+    await setup_fleet(client)
+    assert await statuses(client) == {"c1": "UNKNOWN", "c2": "UNKNOWN"}
+    assert (await client.get("/apps/a1")).status == 200
+    assert (await client.get("/metrics")).status == 200
