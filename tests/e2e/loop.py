@@ -110,6 +110,21 @@ class FlakyProxy:
         with self._lock:
             return _alerts_of(self.refused)
 
+    def delivery_log(self) -> list[tuple[str, str, str, str, str]]:
+        """Every alert the reactor accepted: (alertname, cluster, status, startsAt, endsAt)."""
+        with self._lock:
+            return [
+                (
+                    a["labels"].get("alertname", ""),
+                    a["labels"].get("cluster", ""),
+                    a["status"],
+                    a["startsAt"],
+                    a["endsAt"],
+                )
+                for body in self.forwarded
+                for a in body["alerts"]
+            ]
+
     def forwarded_alerts(self) -> list[tuple[str, str, str]]:
         """(alertname, cluster, status) of every alert the reactor accepted."""
         with self._lock:
@@ -252,6 +267,7 @@ class Loop:
                 ],
             ),
             ("proxy refused", lambda: self.proxy.refused_alerts() if self.proxy else None),
+            ("proxy delivered", lambda: self.proxy.delivery_log() if self.proxy else None),
         ]
         for name, view in views:
             try:

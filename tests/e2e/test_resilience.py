@@ -33,6 +33,15 @@ def test_reactor_restarted_during_the_outage(make_loop: Callable[..., Loop]) -> 
     assert loop.cluster_status("rr-a") == "OFFLINE"
     assert loop.deploy_status("rr-db", "rr-a") == 409
 
+    # The end of the old ONLINE reached the reactor (Alertmanager retried it across the
+    # restart). Without that, the next ONLINE would wait for a repeat: see
+    # test_recovery_hidden_by_a_failing_receiver_comes_with_the_repeat.
+    proxy = loop.proxy
+    assert proxy is not None
+    loop.wait(
+        lambda: ("FleetClusterOnline", "rr-a", "resolved") in proxy.forwarded_alerts(),
+        "rr-a ONLINE resolved delivered",
+    )
     # The cluster comes back while the reactor is down: Alertmanager keeps the ONLINE
     # notification until the reactor answers again.
     loop.stop_reactor()
