@@ -167,13 +167,13 @@ def need_name(doc: dict[str, Any], key: str) -> str:
 
 
 def check_name(value: Any, what: str) -> str:
-    """Names of clusters and apps: 1-253 printable characters, no spaces."""
+    """Names of clusters and apps: see :func:`reactor.signals.is_name`."""
     if not isinstance(value, str):
         raise BadRequest(f'"{what}" must be a string')
     if not 0 < len(value) <= MAX_NAME:
         raise BadRequest(f'"{what}" must have 1 to {MAX_NAME} characters')
     if not is_name(value):
-        raise BadRequest(f'"{what}" must be printable characters without spaces')
+        raise BadRequest(f'"{what}" must be printable characters, without a space at either end')
     return value
 
 

@@ -11,7 +11,13 @@ from typing import Any
 
 from fleetwatch import __version__
 
-NAME = {"type": "string", "minLength": 1, "maxLength": 253, "pattern": r"^\S+$"}
+NAME = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 253,
+    "pattern": r"^\S(.*\S)?$",
+    "description": "printable characters; inner spaces allowed (kubeconfig context names)",
+}
 TIME = {"type": "string", "format": "date-time", "nullable": True}
 
 

@@ -199,8 +199,13 @@ MAX_NAME = 253
 
 
 def is_name(text: str) -> bool:
-    """A usable cluster or app name: 1 to 253 printable characters, no whitespace."""
-    return 0 < len(text) <= MAX_NAME and text.isprintable() and not any(ch.isspace() for ch in text)
+    """A usable cluster or app name: 1 to 253 printable characters, no space at either end.
+
+    A cluster's name is its kubeconfig context name, and kubeconfigs allow inner spaces
+    ("prod east"): refusing them would leave such a cluster UNKNOWN for ever. Printable
+    excludes tabs, newlines and every other whitespace but the plain space.
+    """
+    return 0 < len(text) <= MAX_NAME and text.isprintable() and text == text.strip(" ")
 
 
 def _kind(value: object) -> str:

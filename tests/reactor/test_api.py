@@ -306,8 +306,8 @@ async def test_413_body_too_large(make_client: MakeClient, db_path: Path) -> Non
         ("/clusters", {"name": "c9"}, 'missing "endpoint"'),
         (
             "/clusters",
-            {"name": "c 9", "endpoint": "https://x", "kubeconfig_secret_ref": "r"},
-            "without spaces",
+            {"name": " c9", "endpoint": "https://x", "kubeconfig_secret_ref": "r"},
+            "without a space at either end",
         ),
         (
             "/clusters",
@@ -389,6 +389,29 @@ async def test_startup_discovery_is_an_upsert(
     assert prod_a["kubeconfig_secret_ref"] == str(moved)
     assert prod_a["status"] == "ONLINE" and prod_a["source"] == "discovery"
     assert (await (await client.get("/apps/web")).json())["cluster"] == "prod-a"
+
+
+async def test_every_discovered_name_can_be_tracked(
+    make_client: MakeClient, tmp_path: Path
+) -> None:
+    """A kubeconfig context name is the cluster's name, spaces included ("prod east").
+
+    Discovery took it, the exporter publishes it and the rules fire for it: the reactor
+    used to skip its status alerts as "unusable" and refuse apps on it (400), so the cluster
+    stayed UNKNOWN for ever and its apps were never degraded.
+    """
+    main = kubeconfig(tmp_path / "config", {"prod east": "https://127.0.0.1:6443"})
+    client = await make_client(kubeconfig_path=main)
+    resp = await client.post("/alerts", json=webhook(alert(ONLINE, "prod east", 0)))
+    assert (await resp.json())["skipped"] == 0
+    resp = await client.post("/apps", json={"name": "web shop", "cluster": "prod east"})
+    assert resp.status == 201, await resp.text()
+    resp = await client.post("/deployments", json={"app": "web shop", "cluster": "prod east"})
+    assert resp.status == 201
+    body = webhook(alert(ONLINE, "prod east", 0, 5), alert(OFFLINE, "prod east", 5))
+    assert (await (await client.post("/alerts", json=body)).json())["apps_degraded"] == 1
+    cluster = await (await client.get("/clusters/prod%20east")).json()
+    assert cluster["status"] == "OFFLINE"
 
 
 async def test_a_secret_name_stays_unknown_with_a_warning(
@@ -523,7 +546,7 @@ async def test_skipped_alerts_are_logged_and_the_rest_applied(
         alert("Watchdog", None, 0),
         alert(OFFLINE, None, 0),
         alert(ONLINE, "c7", 0),
-        alert(ONLINE, "two words", 0),
+        alert(ONLINE, "tab\tname", 0),
     )
     with caplog.at_level(logging.INFO):
         resp = await client.post("/alerts", json=group)
@@ -532,7 +555,7 @@ async def test_skipped_alerts_are_logged_and_the_rest_applied(
     assert lines == [
         "notification: skipped 3 alert(s): alerts[0]: alertname 'Watchdog' is not a status "
         "alert; alerts[1]: FleetClusterOffline without a cluster label; alerts[3]: "
-        "FleetClusterOnline with an unusable cluster 'two words'"
+        "FleetClusterOnline with an unusable cluster 'tab\\tname'"
     ]
     assert (await (await client.get("/clusters/c7")).json())["status"] == "ONLINE"
     assert "1 cluster(s) UNKNOWN -> ONLINE: c7" in [r.getMessage() for r in caplog.records]
