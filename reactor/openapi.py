@@ -10,6 +10,8 @@ from functools import cache
 from typing import Any
 
 from fleetwatch import __version__
+from reactor.service import SOURCE_ALERTS, SOURCE_API, SOURCE_DISCOVERY
+from reactor.statemachine import AppStatus, Status
 
 NAME = {
     "type": "string",
@@ -19,6 +21,11 @@ NAME = {
     "description": "printable characters; inner spaces allowed (kubeconfig context names)",
 }
 TIME = {"type": "string", "format": "date-time", "nullable": True}
+# Enumerations come from the code, so the document cannot drift from it.
+CLUSTER_STATUSES = [s.value for s in Status]
+APP_STATUSES = [s.value for s in AppStatus]
+SOURCES = [SOURCE_DISCOVERY, SOURCE_API, SOURCE_ALERTS]
+REPORTED = [AppStatus.DEGRADED.value, AppStatus.DEPLOYED.value]
 
 
 def _error(description: str) -> dict[str, Any]:
@@ -83,9 +90,9 @@ def openapi_document() -> dict[str, Any]:
                         "name": {"type": "string"},
                         "endpoint": {"type": "string", "nullable": True},
                         "kubeconfig_secret_ref": {"type": "string", "nullable": True},
-                        "status": {"type": "string", "enum": ["ONLINE", "OFFLINE", "UNKNOWN"]},
+                        "status": {"type": "string", "enum": CLUSTER_STATUSES},
                         "status_since": TIME,
-                        "source": {"type": "string", "enum": ["discovery", "api", "alerts"]},
+                        "source": {"type": "string", "enum": SOURCES},
                         "outage_since": {
                             **TIME,
                             "description": "start of the open outage, null when none is open",
@@ -116,7 +123,7 @@ def openapi_document() -> dict[str, Any]:
                     "properties": {
                         "name": {"type": "string"},
                         "cluster": {"type": "string"},
-                        "status": {"type": "string", "enum": ["PENDING", "DEPLOYED", "DEGRADED"]},
+                        "status": {"type": "string", "enum": APP_STATUSES},
                         "reason": {"type": "string", "nullable": True},
                     },
                 },
@@ -144,7 +151,7 @@ def openapi_document() -> dict[str, Any]:
                             "additionalProperties": False,
                             "required": ["status"],
                             "properties": {
-                                "status": {"type": "string", "enum": ["DEGRADED", "DEPLOYED"]},
+                                "status": {"type": "string", "enum": REPORTED},
                                 "reason": {"type": "string", "nullable": True, "maxLength": 4096},
                             },
                         },
