@@ -1,0 +1,255 @@
+"""Print the tables of bench/RESULTS.md from the result files in bench/out/.
+
+Every number in RESULTS.md's tables comes from here, so the write-up and the runs
+cannot drift apart. Missing files are skipped.
+
+Run: ``.venv/bin/python -m bench.report`` (after the benchmarks, see bench/run_all.sh).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from bench.common import OUT_DIR
+
+
+def _load(name: str) -> dict[str, Any] | None:
+    path = OUT_DIR / name
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _med(s: dict[str, Any], scale: float = 1.0, digits: int = 2) -> str:
+    """``median (min-max, n=)`` of a summary."""
+    f = f"{{:.{digits}f}}"
+    return (
+        f"{f.format(s['median'] * scale)} ({f.format(s['min'] * scale)}-"
+        f"{f.format(s['max'] * scale)}, n={s['n']})"
+    )
+
+
+def _load_range(runs: list[dict[str, Any]]) -> str:
+    loads = [r["load"]["loadavg_1m"] for r in runs if "load" in r]
+    busy = [r["load"]["busy_cores"] for r in runs if "load" in r]
+    if not loads:
+        return "?"
+    return f"load1 {min(loads):.1f}-{max(loads):.1f}, busy cores {min(busy):.1f}-{max(busy):.1f}/2"
+
+
+def probe_cycles(names: list[str]) -> str:
+    rows = [
+        "| file | clusters | hung | checks | variant | cycle | wall s | exporter CPU ms/probe | "
+        "fleet CPU s | ok | peak RSS MiB | sockets | machine during the runs |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name in names:
+        doc = _load(name)
+        if doc is None:
+            continue
+        for n, size in doc["sizes"].items():
+            runs = size["runs"]
+            for kind in ("first", "steady"):
+                cycles = [c for r in runs for c in r["cycles"] if c["kind"] == kind]
+                if not cycles:
+                    continue
+                wall = sorted(c["wall_s"] for c in cycles)
+                cpu = sorted(c["cpu_ms_per_probe"] for c in cycles if c["cpu_ms_per_probe"])
+                fleet = sorted(c["fleet_cpu_s"] for c in cycles if c["fleet_cpu_s"] is not None)
+                ok = sorted(c["ok"] for c in cycles)
+                rss = sorted(r["rss_peak_mib"] for r in runs)
+                sockets = sorted(c.get("sockets", 0) for c in cycles)
+                rows.append(
+                    f"| {name} | {n} | {size['hanging']} | {'yes' if size.get('checks') else 'no'}"
+                    f" | {size.get('variant', 'keepalive')} | {kind} (n={len(cycles)}) "
+                    f"| {_mid(wall):.2f} ({wall[0]:.2f}-{wall[-1]:.2f}) "
+                    f"| {_mid(cpu):.3f} ({cpu[0]:.3f}-{cpu[-1]:.3f}) "
+                    f"| {_mid(fleet):.1f} | {ok[0]}-{ok[-1]} | {_mid(rss):.0f} "
+                    f"| {sockets[-1]} | {_load_range(runs)} |"
+                )
+    return "\n".join(rows)
+
+
+def _mid(values: list[float]) -> float:
+    v = sorted(values)
+    n = len(v)
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+
+
+def vs_blackbox() -> str:
+    d = _load("vs_blackbox.json")
+    if d is None:
+        return ""
+    rows = [
+        "| run | fleetwatch first cycle probes/CPU-s | fleetwatch steady probes/CPU-s | "
+        "blackbox probes/CPU-s | blackbox probes/s | ratio steady | ratio first | load1 |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for i, r in enumerate(d["runs"], 1):
+        rows.append(
+            f"| {i} | {r['fleetwatch_first_probes_per_cpu_s']:.0f} "
+            f"| {r['fleetwatch_steady_probes_per_cpu_s']:.0f} "
+            f"| {r['blackbox_probes_per_cpu_s']:.0f} | {r['blackbox_probes_per_s']:.0f} "
+            f"| {r['ratio_steady']:.2f} | {r['ratio_first']:.2f} "
+            f"| {r['blackbox']['load']['loadavg_1m']:.1f} |"
+        )
+    rows.append(
+        f"| **median** | {d['fleetwatch_first_probes_per_cpu_s']['median']:.0f} "
+        f"| {d['fleetwatch_steady_probes_per_cpu_s']['median']:.0f} "
+        f"| {d['blackbox_probes_per_cpu_s']['median']:.0f} | | "
+        f"**{d['ratio_steady']['median']:.2f}** | **{d['ratio_first']['median']:.2f}** | |"
+    )
+    return "\n".join(rows)
+
+
+def scrape() -> str:
+    d = _load("scrape.json")
+    if d is None:
+        return ""
+    p, g = d["scrape_plain"], d["scrape_gzip"]
+    gl = d["generate_latest"]
+    return "\n".join(
+        [
+            f"clusters {d['clusters']}, series {d['series']}, exporter: {d['exporter']}",
+            "",
+            "| what | seconds per call, median (min-max, n) | bytes | exporter CPU ms/scrape |",
+            "|---|---|---|---|",
+            f"| GET /metrics (plain) | {_med(p['seconds'], digits=4)} | {p['bytes']} "
+            f"| {p['exporter_cpu_ms_per_scrape']} |",
+            f"| GET /metrics (gzip) | {_med(g['seconds'], digits=4)} | {g['bytes']} "
+            f"| {g['exporter_cpu_ms_per_scrape']} |",
+            f"| generate_latest(), prebuilt families | {_med(gl['collector']['seconds'], digits=3)}"
+            f" | {gl['collector']['bytes']} | |",
+            f"| generate_latest(), labelled Gauge/Counter | "
+            f"{_med(gl['gauges']['seconds'], digits=3)} | {gl['gauges']['bytes']} | |",
+            "",
+            f"Speed-up of a plain scrape over generate_latest(): "
+            f"**{d['speedup_vs_generate_latest_collector']}x** (prebuilt families), "
+            f"**{d['speedup_vs_generate_latest_gauges']}x** (metric objects). "
+            f"Exporter RSS after its first cycle: {d['exporter_rss_mib_after_first_cycle']} MiB "
+            f"(peak {d['exporter_rss_peak_mib_after_first_cycle']} MiB); first cycle done "
+            f"{d['first_cycle_wait_s']} s after start. Machine: "
+            f"load1 {p['load']['loadavg_1m']:.1f}, busy cores {p['load']['busy_cores']}/2.",
+        ]
+    )
+
+
+def reactor() -> str:
+    out = []
+    for name in ("reactor.json", "reactor_deployments_default.json",
+                 "reactor_deployments_switch0.5ms.json"):  # fmt: skip
+        d = _load(name)
+        if d is None:
+            continue
+        dep = d["deployments"]
+        out.append(f"**{name}** (switch interval: {d.get('switch_interval') or 'default 5 ms'})")
+        out.append("")
+        out.append(
+            "| run | bare rps | bare p99 ms | reactor rps | reactor p99 ms | ratio | load1 |"
+        )
+        out.append("|---|---|---|---|---|---|---|")
+        for i, r in enumerate(dep["runs"], 1):
+            out.append(
+                f"| {i} | {r['bare']['rps']:.0f} | {r['bare']['p99_ms']:.1f} "
+                f"| {r['reactor']['rps']:.0f} | {r['reactor']['p99_ms']:.1f} "
+                f"| {r['rps_ratio']:.3f} | {r['reactor']['load']['loadavg_1m']:.1f} |"
+            )
+        out.append(
+            f"| **median** | {dep['bare_rps']['median']:.0f} | {dep['bare_p99_ms']['median']:.1f}"
+            f" | {dep['reactor_rps']['median']:.0f} | **{dep['reactor_p99_ms']['median']:.1f}** "
+            f"| **{dep['rps_ratio']['median']:.3f}** | |"
+        )
+        out.append("")
+        if "webhooks" in d:
+            w = d["webhooks"]
+            out.append(f"Webhooks of {w['alerts_per_webhook']} alerts (POST /alerts, client side):")
+            out.append("")
+            out.append("| webhook | ms, median (min-max, n) | reactor CPU s |")
+            out.append("|---|---|---|")
+            for k, label in (("online", "1,000 clusters ONLINE"), ("repeat", "same again (no-op)"),
+                             ("offline", "1,000 OFFLINE: 1,000 outages, 10,000 apps DEGRADED"),
+                             ("restore", "1,000 ONLINE again: 10,000 apps restored")):  # fmt: skip
+                out.append(
+                    f"| {label} | {_med(w['seconds'][k], 1000, 1)} "
+                    f"| {w['reactor_cpu_s'][k]['median']:.2f} |"
+                )
+            c = d["cascade"]
+            out.append("")
+            out.append(
+                f"Cascade on one cluster with {c['apps']} apps: degrade "
+                f"{_med(c['degrade_seconds'], 1000, 0)} ms, restore "
+                f"{_med(c['restore_seconds'], 1000, 0)} ms; counts checked: "
+                f"{c['counts_checked']}; reactor RSS {c['reactor_rss_peak_mib']} MiB."
+            )
+            db = d["database"]
+            out.append(
+                f"Database: empty {db['empty_bytes']} B; one cluster + {db['apps']} apps "
+                f"{db['seeded_bytes']} B: **{db['mib_per_100k_apps']} MiB per 100,000 apps**; "
+                f"the benchmark's store ({db['bench_db_apps']} apps) ended at "
+                f"{db['bench_db_bytes_at_end']} B with its WAL."
+            )
+            out.append("")
+    return "\n".join(out)
+
+
+def e2e() -> str:
+    rows = [
+        "| N | interval s | floor s | down -> DEGRADED s, median (min-max, n) | above floor s "
+        "| up -> DEPLOYED s | others untouched | load1 |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for n in (2, 3):
+        d = _load(f"e2e_n{n}.json")
+        if d is None:
+            continue
+        rows.append(
+            f"| {n} | {d['interval_s']:g} | {d['floor_s']:g} | {_med(d['down_to_degraded_s'])} "
+            f"| **{d['above_floor_s']['median']:.2f}** | {_med(d['up_to_deployed_s'])} "
+            f"| {d['other_clusters_untouched']} | {d['load']['loadavg_1m']:.1f} |"
+        )
+    return "\n".join(rows)
+
+
+def baselines() -> str:
+    out = []
+    a = _load("aiohttp_baseline.json")
+    if a:
+        out.append(
+            f"bare aiohttp, wrk -t2 -c50: GET hello {_med(a['hello']['rps'], digits=0)} req/s, "
+            f"p99 {_med(a['hello']['p99_ms'])} ms; POST /deployments (JSON parsed) "
+            f"{_med(a['post_deployments']['rps'], digits=0)} req/s, p99 "
+            f"{_med(a['post_deployments']['p99_ms'])} ms."
+        )
+    g = _load("genlatest.json")
+    if g:
+        for key, v in g["series"].items():
+            out.append(
+                f"generate_latest() {key}: {_med(v['seconds'], 1000, 1)} ms, "
+                f"{v['us_per_series']} µs and {v['bytes_per_series']} B per series."
+            )
+    return "\n\n".join(out)
+
+
+def main() -> None:
+    sections = {
+        "Probe cycle": probe_cycles(
+            [
+                "probe_cycle_nochecks.json",
+                "probe_cycle.json",
+                "probe_cycle_seqchecks.json",
+                "probe_cycle_hang_nochecks.json",
+                "probe_cycle_hang_c2000_nochecks.json",
+            ]
+        ),
+        "vs blackbox_exporter": vs_blackbox(),
+        "Scrape": scrape(),
+        "Reactor": reactor(),
+        "End to end": e2e(),
+        "Baselines": baselines(),
+    }
+    for title, body in sections.items():
+        if body:
+            print(f"### {title}\n\n{body}\n")
+
+
+if __name__ == "__main__":
+    main()
