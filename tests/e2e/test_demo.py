@@ -47,7 +47,6 @@ def test_demo_down_up_and_ctrl_c(tmp_path: Path) -> None:
                 "fleetwatch.cli",
                 "demo",
                 "--free-ports",
-                "--interval=1",
                 f"--state-file={state_file}",
             ],
             stdout=sink,
@@ -72,7 +71,7 @@ def test_demo_down_up_and_ctrl_c(tmp_path: Path) -> None:
         assert apps_on_001
 
         result = _fleetwatch("demo", "down", "demo-001", f"--state-file={state_file}")
-        assert result.returncode == 0, result.stderr
+        assert result.returncode == 0, result.stderr + out.read_text()
 
         def statuses() -> dict[str, str]:
             return {a["name"]: a["status"] for a in reactor.get("/apps")}
@@ -82,17 +81,18 @@ def test_demo_down_up_and_ctrl_c(tmp_path: Path) -> None:
             30,
             what="demo-001's apps DEGRADED",
         )
-        assert {a for a, s in statuses().items() if s == "DEGRADED"} == apps_on_001
+        degraded = {a for a, s in statuses().items() if s == "DEGRADED"}
+        assert degraded == apps_on_001, out.read_text()
 
         result = _fleetwatch("demo", "up", "demo-001", f"--state-file={state_file}")
-        assert result.returncode == 0, result.stderr
+        assert result.returncode == 0, result.stderr + out.read_text()
         wait_until(lambda: set(statuses().values()) == {"DEPLOYED"}, 30, what="every app DEPLOYED")
         bad = _fleetwatch("demo", "down", "nope", f"--state-file={state_file}")
         assert bad.returncode == 1
         assert "no cluster named 'nope'" in bad.stderr
 
         demo.send_signal(signal.SIGINT)
-        assert demo.wait(30) == 0
+        assert demo.wait(30) == 0, out.read_text()
         children = state["children"]
         assert set(children) == {"standin", "reactor", "exporter", "prometheus", "alertmanager"}
         wait_until(
