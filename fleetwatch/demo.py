@@ -269,17 +269,35 @@ class Demo:
 
 
 class Watcher:
-    """Prints what the reactor changes (cluster statuses, app statuses) as it happens."""
+    """Prints what changes, as it happens: statuses and apps (reactor), and the alerts that
+    explain them (Prometheus: the grace-period warning, the storm guard)."""
 
-    def __init__(self, reactor_url: str) -> None:
+    #: Alerts worth a line: they say why a failing cluster is not (yet) OFFLINE.
+    EXPLAINING = "FleetClusterProbeFailing|FleetProbeStorm"
+
+    def __init__(self, reactor_url: str, prometheus_url: str | None) -> None:
         self.client = JsonClient(reactor_url, timeout=2.0)
+        self.prometheus_url = prometheus_url
         self.seen: dict[str, str] = {}
+
+    def _alerts(self) -> dict[str, str]:
+        if self.prometheus_url is None:
+            return {}
+        expr = f'ALERTS{{alertstate="firing", alertname=~"{self.EXPLAINING}"}}'
+        found = wiring.prometheus_query(self.prometheus_url, expr, timeout=2.0)
+        return {
+            " ".join(["alert", s["metric"]["alertname"], s["metric"].get("cluster", "")]).strip(): (
+                "firing"
+            )
+            for s in found
+        }
 
     def poll(self) -> list[str]:
         try:
             clusters = self.client.get("/clusters")
             apps = self.client.get("/apps")
-        except (ApiError, OSError, ValueError):
+            alerts = self._alerts()
+        except (ApiError, OSError, ValueError, KeyError):
             return []
         now: dict[str, str] = {}
         for c in clusters:
@@ -287,7 +305,9 @@ class Watcher:
         for a in apps:
             reason = f" ({a['reason']})" if a.get("reason") else ""
             now[f"app {a['name']} on {a['cluster']}"] = a["status"] + reason
+        now.update(alerts)
         lines = [f"{key:32} {value}" for key, value in now.items() if self.seen.get(key) != value]
+        lines += [f"{key:32} resolved" for key in self.seen if key not in now]
         self.seen = now
         return lines
 
@@ -319,7 +339,7 @@ def run_demo(args: argparse.Namespace) -> int:
             print("warning: not every cluster is ONLINE yet", file=sys.stderr)
         print(demo.banner(installed), flush=True)
         print("ready", flush=True)
-        watcher = Watcher(demo.urls["reactor"])
+        watcher = Watcher(demo.urls["reactor"], demo.urls.get("prometheus"))
         while not stop.wait(0.5):
             for line in watcher.poll():
                 print(f"{datetime.now():%H:%M:%S}  {line}", flush=True)
