@@ -7,18 +7,33 @@ import secrets
 import socket
 
 
-def _listening_socket(port: int) -> socket.socket:
+def _listening_socket(port: int, *, exclusive: bool = False) -> socket.socket:
+    """A socket listening on 127.0.0.1:``port``.
+
+    ``exclusive`` (picking a new port) binds without SO_REUSEADDR, so it fails on a port
+    that a down cluster's placeholder holds (or where connections linger): another fleet
+    never takes a port one of ours will come back on. A cluster coming back on its own
+    port sets SO_REUSEADDR, to bind past its placeholder and its TIME_WAIT connections.
+    """
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
-        # SO_REUSEADDR lets a restarted cluster bind its port again while old
-        # connections linger and while the placeholder keeps it reserved.
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if not exclusive:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", port))
         sock.listen(128)
     except BaseException:
         sock.close()
         raise
     return sock
+
+
+#: Ports tried in turn before asking the OS (about 40 microseconds each).
+MAX_TRIES = 2000
+
+
+def claim(port: int) -> socket.socket:
+    """Listen on ``port`` as a new cluster would: only if nobody holds it, placeholders included."""
+    return _listening_socket(port, exclusive=True)
 
 
 class PortPicker:
@@ -41,11 +56,13 @@ class PortPicker:
         if port or self._range is None:
             return _listening_socket(port)
         low, high = self._range
-        for _ in range(high - low + 1):
+        # Bounded: where the range is crowded (another large fleet, many TIME_WAIT
+        # connections) the OS choosing is cheaper than scanning all of it.
+        for _ in range(min(high - low + 1, MAX_TRIES)):
             candidate = self._next
             self._next = low if candidate >= high else candidate + 1
             try:
-                return _listening_socket(candidate)
+                return claim(candidate)
             except OSError as exc:
                 if exc.errno not in (errno.EADDRINUSE, errno.EACCES):
                     raise

@@ -11,7 +11,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from fleetwatch.standin import StandinFleet
+from fleetwatch.standin import StandinFleet, ports
 
 TIMEOUT = aiohttp.ClientTimeout(total=5)
 
@@ -158,6 +158,20 @@ async def test_down_refuses_connections_and_up_keeps_the_port(
         await fleet.set_mode("c", "ok")
         assert cluster.port == port
         assert (await get(pooled, cluster.url + "/readyz", cert_ctx))[0] == 200
+
+
+async def test_a_down_clusters_port_cannot_be_taken_by_another_fleet(
+    fleet: StandinFleet, cert_ctx: ssl.SSLContext
+) -> None:
+    """Another fleet picking ports must not take the port of a cluster that is down: the
+    clients of the down cluster would then meet a stranger's certificate."""
+    cluster = await fleet.add_cluster("held")
+    await fleet.set_mode("held", "down")
+    with pytest.raises(OSError):
+        ports.claim(cluster.port).close()
+    await fleet.set_mode("held", "ok")
+    async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
+        assert (await get(session, cluster.url + "/readyz", cert_ctx))[0] == 200
 
 
 async def test_cluster_added_down_listens_when_brought_up(
