@@ -35,7 +35,7 @@ from kubernetes.config import kube_config
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.config.kube_config import KubeConfigLoader
 
-from exporter.discovery import ContextConfig, FileVersion
+from exporter.discovery import ContextConfig, FileVersion, unpack
 
 log = logging.getLogger(__name__)
 
@@ -111,17 +111,18 @@ def _make_ssl_context(
 def build_credentials(ctx: ContextConfig, ssl_contexts: _SslContexts | None = None) -> Credentials:
     """Resolve one context with the kubernetes client (blocking: call it in a thread)."""
     make_kube_client_temp_files_thread_safe()
+    config_dict = unpack(ctx.config)
+    user = _user_of(config_dict)  # before the client sees the dict (it may change it)
     config = Configuration()
     try:
         loader = KubeConfigLoader(  # type: ignore[no-untyped-call]  # the client is untyped
-            config_dict=dict(ctx.config),
+            config_dict=config_dict,
             active_context=ctx.context,
             config_base_path=ctx.base_path,
         )
         loader.load_and_set(config)  # type: ignore[no-untyped-call]
     except (ConfigException, KeyError, ValueError, TypeError, OSError) as exc:
         raise CredentialsError(_safe_reason(exc)) from None
-    user = _user_of(ctx.config)
     from_exec = isinstance(user.get("exec"), dict)
     token = config.api_key.get("BearerToken") if config.api_key else None
     headers: dict[str, str] = {}
@@ -245,7 +246,7 @@ def shared_key(ctx: ContextConfig) -> str:
     the folder relative paths start from. An exec plugin that asks for the cluster's info
     (``provideClusterInfo``) sees the server, so then the server counts too.
     """
-    config = ctx.config
+    config = unpack(ctx.config)
     clusters = config.get("clusters") or [{}]
     cluster = dict(clusters[0].get("cluster") or {}) if isinstance(clusters[0], dict) else {}
     user = _user_of(config)
