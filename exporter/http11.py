@@ -104,6 +104,7 @@ class _Connection(asyncio.Protocol):
         "closed",
         "handshaking",
         "keep_alive",
+        "pooled",
         "transport",
     )
 
@@ -111,6 +112,7 @@ class _Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.keep_alive = True
+        self.pooled = False  #: one of the pool's kept connections (idle or in use)
         self._waiter: asyncio.Future[None] | None = None
         self._buf: bytearray | None = None
         self._eof = False
@@ -437,15 +439,18 @@ async def _no_gate() -> AsyncIterator[None]:
 class HttpPool:
     """Kept-alive connections to many API servers, at most one request per connection.
 
-    ``max_idle`` bounds the idle connections kept between requests (None: no bound). Past
-    it, a connection is closed after its answer, as Go's ``Transport.MaxIdleConns`` does:
-    memory stays bounded, and the clusters beyond the bound pay a TLS handshake per probe.
+    ``max_idle`` bounds the connections kept between requests (None: no bound). Past it, a
+    new connection is closed after its answer, as Go's ``Transport.MaxIdleConns`` does,
+    while a kept one stays kept: the same clusters keep their connections cycle after
+    cycle, memory stays bounded, and the clusters beyond the bound pay a TLS handshake
+    per probe.
     """
 
     def __init__(self, max_idle: int | None = None) -> None:
         self.max_idle = max_idle
         self._idle: dict[_PoolKey, list[_Connection]] = {}
         self._idle_count = 0
+        self._kept = 0  #: pooled connections, idle or in use
         self._open: set[_Connection] = set()
         self._endpoints: dict[str, Endpoint] = {}
         self.opened = 0  #: connections opened so far (tests check keep-alive)
@@ -497,14 +502,12 @@ class HttpPool:
             try:
                 await waiter
             except HttpError as exc:
-                conn.close()
-                self._open.discard(conn)
+                self._discard(conn)
                 if reused and not exc.answered and attempt == 0:
                     continue  # a kept-alive connection the server had closed: once more
                 raise
             except BaseException:  # timeout, cancellation: the connection is mid-answer
-                conn.close()
-                self._open.discard(conn)
+                self._discard(conn)
                 raise
             status, body = conn.result()
             self._release(key, conn)
@@ -520,21 +523,28 @@ class HttpPool:
                 del self._idle[key]
             if not conn.closed and conn.keep_alive:
                 return conn
-            conn.close()
-            self._open.discard(conn)
+            self._discard(conn)
         return None
 
     def _release(self, key: _PoolKey, conn: _Connection) -> None:
-        if (
-            conn.closed
-            or not conn.keep_alive
-            or (self.max_idle is not None and self._idle_count >= self.max_idle)
-        ):
-            conn.close()
-            self._open.discard(conn)
+        if conn.closed or not conn.keep_alive:
+            self._discard(conn)
             return
+        if not conn.pooled:
+            if self.max_idle is not None and self._kept >= self.max_idle:
+                self._discard(conn)
+                return
+            conn.pooled = True
+            self._kept += 1
         self._idle.setdefault(key, []).append(conn)
         self._idle_count += 1
+
+    def _discard(self, conn: _Connection) -> None:
+        conn.close()
+        self._open.discard(conn)
+        if conn.pooled:
+            conn.pooled = False
+            self._kept -= 1
 
     async def _connect(
         self, ep: Endpoint, context: ssl.SSLContext | None, server_hostname: str | None
@@ -554,8 +564,7 @@ class HttpPool:
             try:
                 await handshake
             except BaseException:
-                conn.close()
-                self._open.discard(conn)
+                self._discard(conn)
                 raise
         return conn
 
@@ -566,6 +575,7 @@ class HttpPool:
         self._open.clear()
         self._idle.clear()
         self._idle_count = 0
+        self._kept = 0
 
 
 def _request_bytes(ep: Endpoint, path: str, headers: Mapping[str, str]) -> bytes:
