@@ -28,7 +28,6 @@ from fleetwatch.rules import RuleSettings, prom_duration, render_rules
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED_ALERTMANAGER = REPO / "alerts" / "alertmanager.yml"
-STATUS_ALERTS = frozenset({"FleetClusterOnline", "FleetClusterOffline"})
 PROMETHEUS_BIN = "prometheus"
 ALERTMANAGER_BIN = "prometheus-alertmanager"
 #: Variables a child must not inherit from the caller's shell: the loop sets its own.
