@@ -163,7 +163,31 @@ def machine_info() -> dict[str, Any]:
         "prometheus_client": version("prometheus-client"),
         "kernel": platform.release(),
         "loadavg_at_start": os.getloadavg(),
+        "code": code_version(),
         "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def code_version() -> dict[str, str]:
+    """The commit and the uncommitted changes the run used (the tree changes under us)."""
+
+    def git(*args: str) -> str:
+        try:
+            out = subprocess.run(
+                ["git", *args], cwd=REPO, capture_output=True, text=True, timeout=10
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return "?"
+        return out.stdout.strip()
+
+    return {
+        "head": git("log", "-1", "--format=%h %ad", "--date=format:%H:%M:%S"),
+        "exporter": git("log", "-1", "--format=%h", "--", "exporter/"),
+        "reactor": git("log", "-1", "--format=%h", "--", "reactor/"),
+        "standin": git("log", "-1", "--format=%h", "--", "fleetwatch/standin/"),
+        "uncommitted": " ".join(
+            git("status", "--short", "--", "exporter/", "reactor/", "fleetwatch/").split()
+        ),
     }
 
 
