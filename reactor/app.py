@@ -1,9 +1,9 @@
 """The reactor's aiohttp application: ``create_app(settings, ...)``.
 
 Start-up (``cleanup_ctx``, in order): open the store on the store thread, run start-up
-discovery (kubeconfigs -> clusters, an upsert), then serve. Shutdown, in reverse: the
-store is closed on its thread and the thread is joined, after aiohttp has finished the
-requests in flight.
+discovery (kubeconfigs -> clusters, an upsert), then serve. Shutdown, in reverse, after
+aiohttp has finished the requests in flight: housekeeping stops (letting a running
+checkpoint finish), then the store is closed on its thread and the thread is joined.
 """
 
 from __future__ import annotations
@@ -70,6 +70,7 @@ def create_app(
         store: Store | None = None
         reader_store: Store | None = None
         housekeeping: asyncio.Task[None] | None = None
+        stop_housekeeping = asyncio.Event()
         try:
             store = await backend.thread.call(store_factory or open_store)
             backend.service = Service(store, app[METRICS])
@@ -77,16 +78,18 @@ def create_app(
             if reader_store is not None:
                 backend.reader = Service(reader_store)
             housekeeping = asyncio.create_task(
-                keep_house(store), name="fleetwatch-store-housekeeping"
+                keep_house(store, stop_housekeeping, HOUSEKEEPING_INTERVAL_S),
+                name="fleetwatch-store-housekeeping",
             )
             if discoverer is not None:
                 await discover(backend, discoverer)
             yield
         finally:
             if housekeeping is not None:
-                housekeeping.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await housekeeping
+                # Not cancel(): that would leave a running checkpoint on its thread while
+                # the store closes under it (SIGSEGV). Let it finish, then stop.
+                stop_housekeeping.set()
+                await housekeeping
             backend.reader = None
             if reader_store is not None:
                 await backend.reads.call(reader_store.close)
@@ -101,10 +104,17 @@ def create_app(
     return app
 
 
-async def keep_house(store: Store, interval_s: float = HOUSEKEEPING_INTERVAL_S) -> None:
-    """Store housekeeping (the SQLite WAL checkpoint) every ``interval_s``, off the loop."""
+async def keep_house(store: Store, stop: asyncio.Event, interval_s: float) -> None:
+    """Store housekeeping (the SQLite WAL checkpoint) every ``interval_s``, off the loop.
+
+    Returns once ``stop`` is set, and never while a checkpoint runs: the store may only be
+    closed after this has returned.
+    """
     while True:
-        await asyncio.sleep(interval_s)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), interval_s)
+        if stop.is_set():
+            return
         try:
             await asyncio.to_thread(store.checkpoint)
         except StoreUnavailable as exc:

@@ -20,6 +20,7 @@ its single writer) and map its serialisation/lock errors to :class:`StoreUnavail
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -367,6 +368,10 @@ class SQLiteStore:
         self.path = str(path)
         self.busy_timeout_s = busy_timeout_s
         self._checkpointer: sqlite3.Connection | None = None
+        #: held by a checkpoint and by close(): closing a connection under a running
+        #: checkpoint is a use-after-free in SQLite (a segfault at shutdown)
+        self._checkpoint_lock = threading.Lock()
+        self._closed = False
         if read_only:
             self._open_reader()
             return
@@ -449,21 +454,28 @@ class SQLiteStore:
         """Copy committed WAL pages into the database file; returns the pages left behind.
 
         Runs on its own connection, so it can be called from any thread while the store
-        thread keeps committing (a PASSIVE checkpoint never blocks a writer).
+        thread keeps committing (a PASSIVE checkpoint never blocks a writer). After
+        :meth:`close`, it does nothing.
         """
-        if self._checkpointer is None:
-            self._checkpointer = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False
-            )
-        try:
-            _busy, log_pages, done = self._checkpointer.execute(
-                "PRAGMA wal_checkpoint(PASSIVE)"
-            ).fetchone()
-        except sqlite3.OperationalError as exc:
-            raise StoreUnavailable(str(exc)) from exc
+        with self._checkpoint_lock:
+            if self._closed:
+                return 0
+            if self._checkpointer is None:
+                self._checkpointer = sqlite3.connect(
+                    self.path, isolation_level=None, check_same_thread=False
+                )
+            try:
+                _busy, log_pages, done = self._checkpointer.execute(
+                    "PRAGMA wal_checkpoint(PASSIVE)"
+                ).fetchone()
+            except sqlite3.OperationalError as exc:
+                raise StoreUnavailable(str(exc)) from exc
         return max(0, int(log_pages) - int(done))
 
     def close(self) -> None:
-        if self._checkpointer is not None:
-            self._checkpointer.close()
+        """Close the connections; waits for a checkpoint running on another thread."""
+        with self._checkpoint_lock:
+            self._closed = True
+            if self._checkpointer is not None:
+                self._checkpointer.close()
         self.db.close()  # the last connection to close checkpoints the WAL
