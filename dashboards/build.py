@@ -23,9 +23,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 Json = dict[str, Any]
 
 HERE = Path(__file__).resolve().parent
+
+
+def reactor_repeat_seconds(path: Path = HERE.parent / "alerts" / "alertmanager.yml") -> int:
+    """The shipped route's repeat_interval for FleetClusterOnline, in seconds.
+
+    Read from alerts/alertmanager.yml so the "time since last notification" thresholds
+    follow the route instead of being a second copy of it.
+    """
+    units = {"s": 1, "m": 60, "h": 3600}
+    for route in yaml.safe_load(path.read_text())["route"]["routes"]:
+        if any("FleetClusterOnline" in m for m in route.get("matchers", [])):
+            text = str(route["repeat_interval"])
+            return int(text[:-1]) * units[text[-1]]
+    raise ValueError(f"{path}: no route for FleetClusterOnline")
+
+
+REPEAT_S = reactor_repeat_seconds()
 SCHEMA_VERSION = 38  # Grafana 10.0; later versions migrate it on load.
 GRAFANA_MIN_VERSION = "10.0.0"
 TAG = "fleetwatch"
@@ -1365,9 +1384,10 @@ def reactor() -> Json:
         stat(
             "Since last notification",
             "Time since Alertmanager last delivered a notification. While any cluster is "
-            "ONLINE, Alertmanager repeats FleetClusterOnline every repeat_interval (15m in "
-            "alerts/alertmanager.yml): orange after two missed repeats (30m), red after an "
-            "hour, means the route to the reactor is broken.",
+            "ONLINE, Alertmanager repeats FleetClusterOnline every repeat_interval "
+            f"({REPEAT_S // 60}m in alerts/alertmanager.yml): orange after two missed "
+            f"repeats ({2 * REPEAT_S // 60}m), red after {6 * REPEAT_S // 60}m, means the "
+            "route to the reactor is broken.",
             [
                 target(
                     "time() - max(fleetwatch_reactor_last_notification_timestamp_seconds > 0)",
@@ -1380,7 +1400,7 @@ def reactor() -> Json:
             color_mode="value",
             no_value="never",
             steps=thresholds(
-                (None, COLOR_ONLINE), (30 * 60, COLOR_FAILING), (60 * 60, COLOR_OFFLINE)
+                (None, COLOR_ONLINE), (2 * REPEAT_S, COLOR_FAILING), (6 * REPEAT_S, COLOR_OFFLINE)
             ),
         ),
         at=(18, 0, 6, 4),
@@ -1508,7 +1528,7 @@ def reactor() -> Json:
         timeseries(
             "Time since last notification",
             "Grows between notifications and drops at each one; while a cluster is ONLINE "
-            "it should not outgrow Alertmanager's repeat_interval (15m shipped).",
+            f"it should not outgrow Alertmanager's repeat_interval ({REPEAT_S // 60}m shipped).",
             [
                 target(
                     "time() - max(fleetwatch_reactor_last_notification_timestamp_seconds > 0)",
