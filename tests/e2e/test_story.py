@@ -61,6 +61,17 @@ def test_a_cluster_goes_down_and_comes_back(
     assert loop.cluster_status("st-legacy") == "UNKNOWN"
     assert loop.deploy_status("legacy-app", "st-legacy") == 201
 
+    # The end of the old ONLINE must have reached the reactor before the cluster comes
+    # back. With 1 s probes an outage can be shorter than Alertmanager's group_interval,
+    # and a resolve and re-fire inside one group_interval is never sent: the recovery
+    # would then wait for a repeat (test_resilience covers that path). With real probe
+    # intervals (minutes) against a 10 s group_interval this cannot happen.
+    proxy = loop.proxy
+    assert proxy is not None
+    loop.wait(
+        lambda: ("FleetClusterOnline", "st-east", "resolved") in proxy.forwarded_alerts(),
+        "st-east ONLINE resolved delivered",
+    )
     up_at = loop.set_mode("st-east", "ok")
     restored_at = loop.wait_app("web", "DEPLOYED")
     record_timing("cluster back -> apps DEPLOYED", restored_at - up_at, None)
