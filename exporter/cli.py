@@ -276,7 +276,8 @@ def run_discover(args: argparse.Namespace) -> int:
     ]
     widths = [max(len(str(r[i])) for r in rows) for i in range(3)]
     for row in rows:
-        print("  ".join(str(v).ljust(w) for v, w in zip(row[:3], widths, strict=True)), row[3])
+        cells = [str(v).ljust(w) for v, w in zip(row[:3], widths, strict=True)]
+        print("  ".join([*cells, str(row[3])]))
     print(f"\n{len(clusters)} cluster(s), {len(problems)} problem(s)")
     for p in found.problems:
         print(f"  problem: {p}")
