@@ -79,7 +79,7 @@ async def _cycles(
             )
         for i in range(1 + steady):
             before = monitor.probes_started
-            fleet0 = sum(cpu_seconds(p) for p in fleet_pids)
+            fleet0 = _fleet_cpu(fleet_pids) or 0.0
             cpu0 = time.process_time()
             t0 = time.perf_counter()
             if variant == "gcfreeze" and i == 1:
@@ -92,7 +92,8 @@ async def _cycles(
             _profile_done(profiler, profile_dir, i)
             wall = time.perf_counter() - t0
             cpu = time.process_time() - cpu0
-            fleet_cpu = sum(cpu_seconds(p) for p in fleet_pids) - fleet0 if fleet_pids else None
+            fleet_now = _fleet_cpu(fleet_pids)
+            fleet_cpu = fleet_now - fleet0 if fleet_pids and fleet_now is not None else None
             probes = monitor.probes_started - before
             ok = sum(1 for s in monitor.states.values() if s.last is not None and s.last.success)
             reasons: dict[str, int] = {}
@@ -113,6 +114,7 @@ async def _cycles(
                     "fleet_cpu_s": None if fleet_cpu is None else round(fleet_cpu, 3),
                     "rss_mib": round(memory_kib(os.getpid())["VmRSS"] / 1024, 1),
                     "sockets": _sockets(),
+                    "errors_emfile": _emfile_seen(),
                 }
             )
     mem = memory_kib(os.getpid())
@@ -152,6 +154,23 @@ def sequential_check_requests() -> None:
     shim = types.SimpleNamespace(**{k: getattr(asyncio, k) for k in dir(asyncio)})
     shim.gather = gather_in_turn
     controlplane.asyncio = shim  # type: ignore[attr-defined]
+
+
+def _emfile_seen() -> bool:
+    """Whether this process is (still) out of descriptors right now."""
+    try:
+        with open("/proc/self/stat"):
+            return False
+    except OSError:
+        return True
+
+
+def _fleet_cpu(pids: list[int]) -> float | None:
+    """CPU seconds of the fleet processes; None when this process is out of descriptors."""
+    try:
+        return sum(cpu_seconds(p) for p in pids)
+    except OSError:
+        return None
 
 
 def _sockets() -> int:
