@@ -22,7 +22,7 @@ from typing import Any
 from bench.common import machine_load, summary, write_result
 from fleetwatch import wiring
 from fleetwatch.procs import ManagedProcess, wait_until
-from fleetwatch.rules import RuleSettings
+from fleetwatch.rules import RuleSettings, prom_duration
 from fleetwatch.standin import ThreadedFleet
 from fleetwatch.wiring import JsonClient
 
@@ -52,7 +52,7 @@ class Chain:
             root / "exporter", kubeconfig=kubeconfig, interval=interval
         )
         self.procs.append(exporter)
-        group = wiring.prom_seconds(interval)
+        group = prom_duration(interval)
         am, am_port = wiring.start_alertmanager(
             root / "alertmanager",
             wiring.alertmanager_config(
