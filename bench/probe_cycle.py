@@ -43,6 +43,7 @@ async def _cycles(
     variant: str,
     profile_dir: Path | None = None,
     with_checks: bool = True,
+    max_idle: int | None = None,
 ) -> dict[str, Any]:
     from exporter import exposition
     from exporter.config import build_checks
@@ -57,10 +58,14 @@ async def _cycles(
         rendered = await asyncio.to_thread(exposition.render, snap)
         rendered_bytes = len(rendered.metrics)
 
+    extra: dict[str, Any] = {}
+    if max_idle is not None:  # the exporter's bound on idle kept-alive connections
+        extra["max_idle_connections"] = max_idle
     settings = CycleSettings(
         interval=max(60.0, probe_timeout),
         timeout=probe_timeout,
         concurrency=concurrency or DEFAULT_CONCURRENCY,
+        **extra,
     )
     cycles: list[dict[str, Any]] = []
     # A sharded fleet writes one kubeconfig per shard into a folder (KUBECONFIG_DIR).
@@ -126,6 +131,7 @@ async def _cycles(
         "timeout_s": probe_timeout,
         "variant": variant,
         "checks": with_checks,
+        "max_idle": max_idle,
     }
 
 
@@ -222,6 +228,7 @@ def worker_main(args: argparse.Namespace) -> None:
             args.variant,
             args.profile_dir,
             not args.no_checks,
+            args.max_idle,
         )
     )
     print(json.dumps(result))
@@ -239,6 +246,7 @@ def run_worker(
     fleet_pids: list[int] | None = None,
     variant: str = "keepalive",
     with_checks: bool = True,
+    max_idle: int | None = None,
 ) -> dict[str, Any]:
     """One worker process (a fresh exporter side: new connections, no cached credentials)."""
     argv = [
@@ -252,6 +260,8 @@ def run_worker(
         argv += ["--fleet-pid", ",".join(map(str, fleet_pids))]
     if not with_checks:
         argv.append("--no-checks")
+    if max_idle is not None:
+        argv += ["--max-idle", str(max_idle)]
     with machine_load() as load:
         out = subprocess.run(
             argv, cwd=REPO, capture_output=True, text=True, timeout=limit_s, check=False
@@ -290,6 +300,7 @@ def bench_size(
     concurrency: int | None,
     variant: str = "keepalive",
     with_checks: bool = True,
+    max_idle: int | None = None,
 ) -> dict[str, Any]:
     fleet = start_fleet(tmp / f"fleet-{clusters}-{hang}", clusters, hang)
     try:
@@ -304,6 +315,7 @@ def bench_size(
                 fleet.pids,
                 variant,
                 with_checks,
+                max_idle,
             )
             for _ in range(runs)
         ]
@@ -338,6 +350,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         action="store_true",
         help="probe only: without the control-plane checks the exporter runs after each probe",
     )
+    parser.add_argument(
+        "--max-idle",
+        type=int,
+        default=None,
+        help="the exporter's bound on idle kept-alive connections (default: one per cluster)",
+    )
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument(
         "--profile-dir",
@@ -366,12 +384,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 args.concurrency,
                 args.variant,
                 not args.no_checks,
+                args.max_idle,
             )
     name = "probe_cycle_hang" if args.hang_fraction else "probe_cycle"
     if args.variant != "keepalive":
         name += f"_{args.variant}"
     if args.no_checks:
         name += "_nochecks"
+    if args.max_idle is not None:
+        name += f"_maxidle{args.max_idle}"
     write_result(name, {"sizes": results, "timeout_s": args.timeout}, args.out)
     return results
 
