@@ -25,7 +25,7 @@ import aiohttp
 from exporter.checks import CheckResult, ClusterCheck, MetricFamily
 from exporter.credentials import CredentialCache, CredentialsError
 from exporter.discovery import Cluster, ContextConfig, Discovery, probeable
-from exporter.http11 import HttpPool
+from exporter.http11 import HttpError, HttpPool
 from exporter.probe import ApiClient, ProbeResult, Reason, limit_tls_read_buffers, probe
 
 log = logging.getLogger(__name__)
@@ -143,6 +143,10 @@ class Monitor:
         self._session: aiohttp.ClientSession | None = None
         #: the probes' kept-alive connections (the lean client of exporter/http11.py)
         self.http = HttpPool(settings.max_idle_connections)
+        #: reconnections after a timeout, run between cycles (see _reconnect_later)
+        self._reconnects: dict[str, asyncio.Task[None]] = {}
+        self._timed_out: list[tuple[str, ApiClient]] = []  #: this cycle's, reconnected after it
+        self._reconnect_slots = asyncio.Semaphore(settings.concurrency)
         self.discovery_errors_total = 0
         self.check_errors: dict[str, int] = {c.name: 0 for c in self.checks}
         self.cycles_total = 0
@@ -161,6 +165,10 @@ class Monitor:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        for task in self._reconnects.values():
+            task.cancel()
+        await asyncio.gather(*self._reconnects.values(), return_exceptions=True)
+        self._reconnects.clear()
         self.http.close()
         if self._session is not None:
             await self._session.close()
@@ -194,6 +202,7 @@ class Monitor:
 
     async def run_cycle(self) -> None:
         started = time.monotonic()
+        self._timed_out.clear()
         # Parsing a changed kubeconfig of thousands of contexts takes a second: off the loop.
         discovery, readable = await asyncio.to_thread(self._scan)
         self._apply_discovery(discovery, readable)
@@ -202,6 +211,10 @@ class Monitor:
         for state in self.states.values():
             if state.probeable:
                 targets.append((state, self.discovery.context_config(state.cluster)))
+        # Clusters that timed out last time go first: their timeouts then start with the
+        # cycle, so a cycle with hung API servers ends about one timeout after it starts
+        # instead of one timeout after the last of them got a slot.
+        targets.sort(key=lambda t: t[0].last is None or t[0].last.reason is not Reason.TIMEOUT)
         live = {self.credentials.key(ctx) for _, ctx in targets if ctx is not None}
         self.credentials.prune(live)
         semaphore = asyncio.Semaphore(self.settings.concurrency)
@@ -212,6 +225,9 @@ class Monitor:
                 )
         self.cycles_total += 1
         self.cycle_duration = time.monotonic() - started
+        for name, api in self._timed_out:  # after the cycle: handshakes off its clock
+            self._reconnect_later(name, api)
+        self._timed_out.clear()
         self.last_cycle_end = time.time()
         await self.publish()
         ok = sum(1 for state, _ in targets if state.last is not None and state.last.success)
@@ -280,9 +296,42 @@ class Monitor:
         finally:
             slot.release()
         self._record(state, result)
+        if api is not None and result.reason is Reason.TIMEOUT:
+            self._timed_out.append((state.cluster.name, api))
         if api is not None and self.checks:
             async with semaphore:
                 await self._run_checks(state, api, result)
+
+    def _reconnect_later(self, name: str, api: ApiClient) -> None:
+        """Open a new connection for a cluster whose probe timed out, in the background.
+
+        Called when the cycle has ended, so the handshakes never slow down the cycle.
+
+        The timed-out connection is closed (its answer may still come), so a hung API
+        server would cost a TLS handshake, under a slot, at the start of every cycle, and
+        with a thousand of them the last timeouts would start seconds late. Connecting
+        right away, between cycles, lets the next probe send at once. The task is the
+        Monitor's: one per cluster at most, cancelled and awaited when it stops.
+        """
+        if name in self._reconnects:
+            return
+        creds = api.credentials
+        timeout = self.settings.timeout
+
+        async def reconnect() -> None:
+            try:
+                async with self._reconnect_slots, asyncio.timeout(timeout):
+                    await self.http.preconnect(
+                        api.endpoint,
+                        context=creds.ssl_context,
+                        server_hostname=creds.server_hostname,
+                    )
+            except (HttpError, TimeoutError):
+                pass  # the next probe finds out and reports it
+            finally:
+                self._reconnects.pop(name, None)
+
+        self._reconnects[name] = asyncio.create_task(reconnect(), name=f"reconnect {name}")
 
     async def _probe_one(
         self, cluster: Cluster, ctx: ContextConfig | None, slot: _Slot
@@ -292,6 +341,7 @@ class Monitor:
         if ctx is None:
             return ProbeResult(False, Reason.CREDENTIALS, 0.0, None, "context not found"), None
         self.probes_started += 1
+        api: ApiClient | None = None
         try:
             async with asyncio.timeout(timeout):
                 try:
@@ -301,6 +351,10 @@ class Monitor:
                         f"resolving the credentials took longer than {timeout:g}s"
                     ) from None
                 api = ApiClient(self.http, self.session, cluster.endpoint, creds)
+                reconnecting = self._reconnects.get(cluster.name)
+                if reconnecting is not None:  # its connection is on the way: wait, slot-free
+                    slot.release()
+                    await asyncio.wait([reconnecting])  # its outcome: the probe will see
                 remaining = max(0.001, timeout - (time.perf_counter() - start))
                 result = await probe(api, remaining, slot)
                 if result.reason is Reason.UNAUTHORIZED and not fresh:
@@ -317,6 +371,8 @@ class Monitor:
                 False, Reason.CREDENTIALS, time.perf_counter() - start, None, str(exc)
             ), None
         except TimeoutError:
+            if api is not None:  # it had a connection (or was getting one): reconnect later
+                self._timed_out.append((cluster.name, api))
             return ProbeResult(
                 False, Reason.TIMEOUT, time.perf_counter() - start, None, "no answer in time"
             ), None

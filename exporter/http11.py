@@ -514,6 +514,24 @@ class HttpPool:
             return status, body
         raise AssertionError("unreachable")
 
+    async def preconnect(
+        self, url: str, *, context: ssl.SSLContext | None, server_hostname: str | None
+    ) -> None:
+        """Open a connection to ``url`` and keep it idle for the next request.
+
+        After a timeout the connection is closed (its answer may still come); a hung API
+        server then costs a TLS handshake at every cycle. Doing that handshake right after
+        the timeout, between cycles, lets the next probe send at once, so a cycle with
+        hung clusters ends within the timeout. Raises :class:`HttpError`; the caller
+        bounds it with a timeout.
+        """
+        ep = self.endpoint(url)
+        key: _PoolKey = (ep, context if ep.tls else None, server_hostname if ep.tls else None)
+        if self._idle.get(key):
+            return
+        conn = await self._connect(ep, key[1], server_hostname)
+        self._release(key, conn)
+
     def _take_idle(self, key: _PoolKey) -> _Connection | None:
         conns = self._idle.get(key)
         while conns:
