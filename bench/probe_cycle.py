@@ -117,16 +117,16 @@ async def _cycles(
                     "probes_per_cpu_s": round(probes / cpu, 1) if cpu else None,
                     "metrics_bytes": rendered_bytes,
                     "fleet_cpu_s": None if fleet_cpu is None else round(fleet_cpu, 3),
-                    "rss_mib": round(memory_kib(os.getpid())["VmRSS"] / 1024, 1),
+                    "rss_mib": _rss_mib(),
                     "sockets": _sockets(),
                     "errors_emfile": _emfile_seen(),
                 }
             )
-    mem = memory_kib(os.getpid())
+    mem = _memory()
     return {
         "cycles": cycles,
-        "rss_peak_mib": round(mem["VmHWM"] / 1024, 1),
-        "rss_end_mib": round(mem["VmRSS"] / 1024, 1),
+        "rss_peak_mib": round(mem.get("VmHWM", 0) / 1024, 1),
+        "rss_end_mib": round(mem.get("VmRSS", 0) / 1024, 1),
         "concurrency": settings.concurrency,
         "timeout_s": probe_timeout,
         "variant": variant,
@@ -162,6 +162,19 @@ def sequential_check_requests() -> None:
     controlplane.asyncio = shim  # type: ignore[attr-defined]
 
 
+def _memory() -> dict[str, int]:
+    """VmRSS/VmHWM of this process; empty while it is out of descriptors."""
+    try:
+        return memory_kib(os.getpid())
+    except OSError:
+        return {}
+
+
+def _rss_mib() -> float | None:
+    mem = _memory()
+    return round(mem["VmRSS"] / 1024, 1) if mem else None
+
+
 def _emfile_seen() -> bool:
     """Whether this process is (still) out of descriptors right now."""
     try:
@@ -179,9 +192,12 @@ def _fleet_cpu(pids: list[int]) -> float | None:
         return None
 
 
-def _sockets() -> int:
+def _sockets() -> int | None:
     """Open sockets of this process (kept-alive connections, mostly)."""
-    return sum(1 for fd in os.listdir("/proc/self/fd") if _is_socket(fd))
+    try:
+        return sum(1 for fd in os.listdir("/proc/self/fd") if _is_socket(fd))
+    except OSError:
+        return None
 
 
 def _is_socket(fd: str) -> bool:

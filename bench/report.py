@@ -56,8 +56,8 @@ def probe_cycles(names: list[str]) -> str:
                 cpu = sorted(c["cpu_ms_per_probe"] for c in cycles if c["cpu_ms_per_probe"])
                 fleet = sorted(c["fleet_cpu_s"] for c in cycles if c["fleet_cpu_s"] is not None)
                 ok = sorted(c["ok"] for c in cycles)
-                rss = sorted(r["rss_peak_mib"] for r in runs)
-                sockets = sorted(c.get("sockets", 0) for c in cycles)
+                rss = sorted(r["rss_peak_mib"] or 0 for r in runs)
+                sockets = sorted(c.get("sockets") or 0 for c in cycles)
                 rows.append(
                     f"| {name} | {n} | {size['hanging']} | {'yes' if size.get('checks') else 'no'}"
                     f" | {size.get('variant', 'keepalive')} | {kind} (n={len(cycles)}) "
