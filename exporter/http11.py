@@ -597,10 +597,11 @@ class HttpPool:
 
 
 def _request_bytes(ep: Endpoint, path: str, headers: Mapping[str, str]) -> bytes:
-    if any(c in path for c in "\r\n "):
+    target = ep.prefix + path
+    if any(c in target for c in "\r\n\t "):
         raise HttpError(Failure.URL, "the request path has spaces or line breaks")
     lines = [
-        f"GET {ep.prefix}{path} HTTP/1.1",
+        f"GET {target} HTTP/1.1",
         f"Host: {ep.host_header}",
         f"User-Agent: {USER_AGENT}",
         "Accept: application/json, */*",
