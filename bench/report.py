@@ -38,7 +38,7 @@ def _load_range(runs: list[dict[str, Any]]) -> str:
 
 def probe_cycles(names: list[str]) -> str:
     rows = [
-        "| file | clusters | hung | checks | variant | cycle | wall s | exporter CPU ms/probe | "
+        "| result | clusters | hung | checks | variant | cycle | wall s | exporter CPU ms/probe | "
         "fleet CPU s | ok | peak RSS MiB | sockets | machine during the runs |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -59,14 +59,21 @@ def probe_cycles(names: list[str]) -> str:
                 rss = sorted(r["rss_peak_mib"] or 0 for r in runs)
                 sockets = sorted(c.get("sockets") or 0 for c in cycles)
                 rows.append(
-                    f"| {name} | {n} | {size['hanging']} | {'yes' if size.get('checks') else 'no'}"
-                    f" | {size.get('variant', 'keepalive')} | {kind} (n={len(cycles)}) "
+                    f"| {name.removesuffix('.json')} | {n} | {size['hanging']} "
+                    f"| {'yes' if size.get('checks') else 'no'}"
+                    f" | {_variant(size)} | {kind} (n={len(cycles)}) "
                     f"| {_mid(wall):.2f} ({wall[0]:.2f}-{wall[-1]:.2f}) "
                     f"| {_mid(cpu):.3f} ({cpu[0]:.3f}-{cpu[-1]:.3f}) "
                     f"| {_mid(fleet):.1f} | {ok[0]}-{ok[-1]} | {_mid(rss):.0f} "
                     f"| {sockets[-1]} | {_load_range(runs)} |"
                 )
     return "\n".join(rows)
+
+
+def _variant(size: dict[str, Any]) -> str:
+    name = str(size.get("variant", "keepalive"))
+    idle = size["runs"][0].get("max_idle") if size["runs"] else None
+    return f"{name}, max idle {idle}" if idle is not None else name
 
 
 def _mid(values: list[float]) -> float:
@@ -234,10 +241,11 @@ def main() -> None:
         "Probe cycle": probe_cycles(
             [
                 "probe_cycle_nochecks.json",
-                "probe_cycle.json",
-                "probe_cycle_seqchecks.json",
+                "probe_cycle_nochecks_maxidle1000.json",
                 "probe_cycle_hang_nochecks.json",
-                "probe_cycle_hang_c2000_nochecks.json",
+                "probe_cycle.json",
+                "probe_cycle_asbuilt_10k.json",
+                "probe_cycle_seqchecks.json",
             ]
         ),
         "vs blackbox_exporter": vs_blackbox(),
