@@ -30,6 +30,9 @@ from exporter.probe import ApiClient, ProbeResult, Reason, limit_tls_read_buffer
 
 log = logging.getLogger(__name__)
 
+#: Seconds an idle kept-alive connection may wait for its next probe (at least two intervals).
+IDLE_CONNECTION_SECONDS = 3600.0
+
 
 class DiscoverySource(Protocol):
     """What the cycle needs from discovery (``exporter.discovery.Discoverer``)."""
@@ -203,6 +206,9 @@ class Monitor:
     async def run_cycle(self) -> None:
         started = time.monotonic()
         self._timed_out.clear()
+        # Connections of clusters no longer probed (gone from the kubeconfigs) are closed
+        # after an hour idle, as aiohttp's keepalive_timeout did.
+        self.http.prune_idle(max(IDLE_CONNECTION_SECONDS, 2 * self.settings.interval))
         # Parsing a changed kubeconfig of thousands of contexts takes a second: off the loop.
         discovery, readable = await asyncio.to_thread(self._scan)
         self._apply_discovery(discovery, readable)

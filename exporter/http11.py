@@ -104,6 +104,7 @@ class _Connection(asyncio.Protocol):
         "closed",
         "handshaking",
         "keep_alive",
+        "last_used",
         "pooled",
         "transport",
     )
@@ -113,6 +114,7 @@ class _Connection(asyncio.Protocol):
         self.closed = False
         self.keep_alive = True
         self.pooled = False  #: one of the pool's kept connections (idle or in use)
+        self.last_used = 0.0  #: loop time it went idle
         self._waiter: asyncio.Future[None] | None = None
         self._buf: bytearray | None = None
         self._eof = False
@@ -554,8 +556,31 @@ class HttpPool:
                 return
             conn.pooled = True
             self._kept += 1
+        conn.last_used = asyncio.get_running_loop().time()
         self._idle.setdefault(key, []).append(conn)
         self._idle_count += 1
+
+    def prune_idle(self, max_age: float) -> int:
+        """Close connections idle for more than ``max_age`` seconds; return how many.
+
+        A cluster that left the kubeconfigs leaves its connection idle: this bounds how
+        long (aiohttp's ``keepalive_timeout`` did the same before).
+        """
+        deadline = asyncio.get_running_loop().time() - max_age
+        closed = 0
+        for key in list(self._idle):
+            conns = self._idle[key]
+            keep = [c for c in conns if c.last_used >= deadline and not c.closed]
+            for conn in conns:
+                if conn.last_used < deadline or conn.closed:
+                    self._discard(conn)
+                    closed += 1
+            self._idle_count -= len(conns) - len(keep)
+            if keep:
+                self._idle[key] = keep
+            else:
+                del self._idle[key]
+        return closed
 
     def _discard(self, conn: _Connection) -> None:
         conn.close()
