@@ -408,6 +408,9 @@ async def read_kube_system(api: KubeGet, timeout_seconds: float) -> KubeSystem:
 
     The pods are required (an ``ApiError`` propagates); the nodes only refine addresses,
     so credentials without ``list nodes`` still get everything, from the pods' hostIP.
+    The reads go one after another on purpose: together they would open three TLS
+    connections per cluster, and at 10,000 clusters the exporter ran out of descriptors
+    (bench/RESULTS.md); one after another they share the probe's kept-alive connection.
     """
 
     async def nodes() -> Any:
@@ -417,11 +420,10 @@ async def read_kube_system(api: KubeGet, timeout_seconds: float) -> KubeSystem:
         except ApiError:
             return None
 
-    static, dns, node_list = await asyncio.gather(
-        api.get_json(f"{PODS_PATH}?labelSelector={quote(STATIC_POD_SELECTOR)}", timeout_seconds),
-        api.get_json(f"{PODS_PATH}?labelSelector={quote(COREDNS_SELECTOR)}", timeout_seconds),
-        nodes(),
-    )
+    pods = f"{PODS_PATH}?labelSelector="
+    static = await api.get_json(pods + quote(STATIC_POD_SELECTOR), timeout_seconds)
+    dns = await api.get_json(pods + quote(COREDNS_SELECTOR), timeout_seconds)
+    node_list = await nodes()
     return KubeSystem(pods=parse_pods(static) + parse_pods(dns), nodes=parse_nodes(node_list))
 
 
