@@ -187,11 +187,17 @@ def parse_kubeconfig(source: str, text: str | bytes, version: FileVersion) -> _P
         problem(f"invalid YAML{where}: {what}")
         return parsed
     if not isinstance(doc, dict):
-        problem("not a kubeconfig: the document is not a mapping")
+        problem(f"not a kubeconfig ({_found(doc)}, not a mapping)")
         return parsed
     kind = doc.get("kind")
     if kind is not None and kind != "Config":
         problem(f"not a kubeconfig: kind is {str(kind)[:40]!r}, expected 'Config'")
+        return parsed
+    if "contexts" not in doc and kind != "Config":
+        # Say what was found (how many keys, never their names: a stray line may be a
+        # secret), so "no contexts" stays the message of a real, empty kubeconfig.
+        keys = f"{len(doc)} key" + ("" if len(doc) == 1 else "s")
+        problem(f"not a kubeconfig (a mapping of {keys}, none of them 'contexts')")
         return parsed
     clusters, errs = _named(doc.get("clusters"), "clusters")
     users, user_errs = _named(doc.get("users"), "users")
@@ -234,6 +240,17 @@ def parse_kubeconfig(source: str, text: str | bytes, version: FileVersion) -> _P
             mini["users"] = [user_entry]
         parsed.contexts[name] = (server, PackedConfig(mini))
     return parsed
+
+
+def _found(doc: object) -> str:
+    """What a YAML document holds instead of a kubeconfig, in a few words, no content."""
+    if doc is None:
+        return "an empty document"
+    if isinstance(doc, list):
+        return f"a list of {len(doc)} items"
+    if isinstance(doc, str):
+        return "a line of text"
+    return f"a {type(doc).__name__}"
 
 
 def _file_version(path: Path) -> FileVersion:

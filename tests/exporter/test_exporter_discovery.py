@@ -69,7 +69,26 @@ def test_invalid_yaml_is_a_problem_and_the_rest_is_discovered(tmp_path: Path) ->
     reasons = {Path(p.source).name: p.reason for p in found.problems}
     assert reasons["a.yaml"].startswith("invalid YAML at line")
     assert "hunter2" not in reasons["a.yaml"]
-    assert reasons["c.yaml"] == "not a kubeconfig: the document is not a mapping"
+    assert reasons["c.yaml"] == "not a kubeconfig (a list of 2 items, not a mapping)"
+
+
+def test_yaml_that_is_not_a_kubeconfig_is_not_called_empty(tmp_path: Path) -> None:
+    write(tmp_path / "a.yaml", "::: not yaml\n")
+    write(tmp_path / "b.yaml", "foo: bar\nclusters: []\n")
+    write(tmp_path / "c.yaml", "just some text\n")
+    write(tmp_path / "d.yaml", "")
+    write(tmp_path / "e.yaml", "apiVersion: v1\nkind: Config\ncontexts: []\n")
+    write(tmp_path / "f.yaml", "apiVersion: v1\nkind: Config\n")
+    found = Discoverer(None, tmp_path).scan()
+    reasons = {Path(p.source).name: p.reason for p in found.problems}
+    assert reasons == {
+        "a.yaml": "not a kubeconfig (a mapping of 1 key, none of them 'contexts')",
+        "b.yaml": "not a kubeconfig (a mapping of 2 keys, none of them 'contexts')",
+        "c.yaml": "not a kubeconfig (a line of text, not a mapping)",
+        "d.yaml": "not a kubeconfig (an empty document, not a mapping)",
+        "e.yaml": "no contexts",
+        "f.yaml": "no contexts",
+    }
 
 
 def test_context_with_missing_user_or_cluster_is_skipped(tmp_path: Path) -> None:
