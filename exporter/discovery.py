@@ -266,8 +266,10 @@ class Discoverer:
     """
 
     def __init__(self, kubeconfig_path: Path | None, kubeconfig_dir: Path | None) -> None:
-        self.kubeconfig_path = kubeconfig_path
-        self.kubeconfig_dir = kubeconfig_dir
+        # Absolute (and ``~`` expanded) once: every source and kubeconfig_secret_ref
+        # must name its file from any working directory.
+        self.kubeconfig_path = _absolute(kubeconfig_path)
+        self.kubeconfig_dir = _absolute(kubeconfig_dir)
         self._files: dict[str, _ParsedFile] = {}
         self._previous_problems: frozenset[DiscoveryProblem] = frozenset()
         #: how many times a file was parsed (tests and benchmarks check "once per change")
@@ -351,6 +353,10 @@ class Discoverer:
             base_path=os.path.dirname(os.path.abspath(cluster.kubeconfig_secret_ref)),
         )
         return made
+
+
+def _absolute(path: Path | None) -> Path | None:
+    return None if path is None else Path(os.path.abspath(path.expanduser()))
 
 
 def _os_reason(exc: OSError) -> str:

@@ -61,6 +61,15 @@ def parse_listen_address(value: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def absolute_path(raw: str | Path) -> Path:
+    """``~`` expanded, made absolute against the working directory of the moment.
+
+    Discovery's ``source`` becomes the reactor's ``kubeconfig_secret_ref``: a relative
+    path would make "probeable" depend on the working directory of whoever reads it.
+    """
+    return Path(os.path.abspath(Path(raw).expanduser()))
+
+
 def _positive_float(name: str, raw: str | float) -> float:
     try:
         value = float(raw)
@@ -86,9 +95,9 @@ def resolve(
     """Settings from flag values (None when not given) and the environment."""
     env = os.environ if env is None else env
     path_raw = kubeconfig if kubeconfig is not None else env.get("KUBECONFIG_PATH", "")
-    path = Path(path_raw).expanduser() if path_raw else Path("~/.kube/config").expanduser()
+    path = absolute_path(path_raw or "~/.kube/config")
     dir_raw = kubeconfig_dir if kubeconfig_dir is not None else env.get("KUBECONFIG_DIR", "")
-    folder = Path(dir_raw).expanduser() if dir_raw else None
+    folder = absolute_path(dir_raw) if dir_raw else None
     if interval is not None:
         interval_v = _positive_float("--probe.interval", interval)
     elif env.get("CLUSTER_HEALTH_INTERVAL"):

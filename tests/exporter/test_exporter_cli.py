@@ -27,8 +27,12 @@ def threaded_fleet(tmp_path: Path) -> Iterator[ThreadedFleet]:
         yield fleet
 
 
-def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*FLEETWATCH, *args], capture_output=True, text=True, timeout=60, env=env)
+def run(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*FLEETWATCH, *args], capture_output=True, text=True, timeout=60, env=env, cwd=cwd
+    )
 
 
 def test_exporter_serves_metrics_and_stops_on_sigterm(
@@ -110,6 +114,22 @@ def test_discover_json_lists_clusters_and_problems(
     assert "1 cluster(s), 2 problem(s)" in table.stdout
 
 
+def test_discover_makes_relative_and_home_paths_absolute(
+    threaded_fleet: ThreadedFleet, tmp_path: Path
+) -> None:
+    threaded_fleet.add_cluster("num")
+    threaded_fleet.add_cluster("home")
+    threaded_fleet.write_kubeconfig(tmp_path / "num.yaml", ["num"])
+    (tmp_path / "kube").mkdir()
+    threaded_fleet.write_kubeconfig(tmp_path / "kube" / "h.yaml", ["home"])
+    env = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    args = ("discover", "--output", "json", "--kubeconfig", "num.yaml")
+    result = run(*args, "--kubeconfig-dir", "~/kube", env=env, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    sources = {c["name"]: c["source"] for c in json.loads(result.stdout)["clusters"]}
+    assert sources == {"num": str(tmp_path / "num.yaml"), "home": str(tmp_path / "kube" / "h.yaml")}
+
+
 def test_timeout_longer_than_interval_is_refused() -> None:
     result = run("exporter", "--probe.interval=5", "--probe.timeout=6", "--config.check")
     assert result.returncode == 2
@@ -127,6 +147,9 @@ def test_settings_from_env_and_flags() -> None:
     )
     s = resolve(env=env, kubeconfig="/flag", interval="60", timeout="3")
     assert (str(s.kubeconfig_path), s.interval, s.timeout) == ("/flag", 60.0, 3.0)
+    s = resolve(env={"KUBECONFIG_PATH": "rel/config", "KUBECONFIG_DIR": "~/d"})
+    assert s.kubeconfig_path == Path.cwd() / "rel" / "config"
+    assert s.kubeconfig_dir == Path.home() / "d"
     for bad in (
         {"interval": "0"},
         {"interval": "soon"},
