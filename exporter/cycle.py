@@ -98,14 +98,17 @@ class CycleSettings:
 class _Slot:
     """One probe's share of the cycle's concurrency: held for work, given back to wait."""
 
-    __slots__ = ("_held", "_semaphore")
+    __slots__ = ("_held", "_semaphore", "waited")
 
     def __init__(self, semaphore: asyncio.Semaphore) -> None:
         self._semaphore = semaphore
         self._held = False
+        self.waited = False  #: all slots were taken when it asked: concurrency was short
 
     async def acquire(self) -> None:
         if not self._held:
+            if self._semaphore.locked():
+                self.waited = True
             await self._semaphore.acquire()
             self._held = True
 
@@ -124,6 +127,44 @@ class _Slot:
 
 
 Publisher = Callable[[Snapshot], Awaitable[None]]
+
+#: Hung clusters named in the "cycle too long" warning; the rest are counted.
+_NAMED_HUNG = 5
+
+
+def slow_cycle_advice(
+    elapsed: float, settings: CycleSettings, timed_out: Sequence[str], slot_waits: int
+) -> str:
+    """Why a cycle outlasted the interval, and the flag that helps, in one line.
+
+    A probe that runs into its timeout makes the cycle last at least that timeout (which
+    defaults to the interval under 10 s), whatever the concurrency: the advice names the
+    hung clusters and ``--probe.timeout``. Concurrency helps only when probes waited for
+    a slot.
+    """
+    head = f"probe cycle took {elapsed:.1f}s, longer than the interval of {settings.interval:g}s"
+    causes: list[str] = []
+    if timed_out:
+        names = ", ".join(sorted(timed_out)[:_NAMED_HUNG])
+        if len(timed_out) > _NAMED_HUNG:
+            names += f" and {len(timed_out) - _NAMED_HUNG} more"
+        causes.append(
+            f"{len(timed_out)} cluster(s) gave no answer within --probe.timeout "
+            f"{settings.timeout:g}s ({names}); "
+            + (
+                "set --probe.timeout below --probe.interval"
+                if settings.timeout >= settings.interval
+                else "lower --probe.timeout or raise --probe.interval"
+            )
+        )
+    if slot_waits:
+        causes.append(
+            f"{slot_waits} probe(s) waited for one of the {settings.concurrency} slots; "
+            "raise --probe.concurrency"
+        )
+    if not causes:
+        causes.append("no probe timed out or waited for a slot; raise --probe.interval")
+    return f"{head}: " + "; ".join(causes)
 
 
 class Monitor:
@@ -156,6 +197,12 @@ class Monitor:
         self.cycle_duration = 0.0
         self.last_cycle_end = 0.0
         self.probes_started = 0  #: total probes sent (tests check "never probed")
+        #: clusters whose probe timed out in the last cycle, and probes that waited for a slot
+        self.last_timed_out: tuple[str, ...] = ()
+        self.last_slot_waits = 0
+        #: the causes of the last "cycle too long" warning, so it is said once per change
+        self._slow_situation: tuple[frozenset[str], bool] | None = None
+        self._slot_waits = 0
 
     async def __aenter__(self) -> Monitor:
         limit_tls_read_buffers()  # one kept-alive TLS connection per cluster: keep them small
@@ -193,19 +240,35 @@ class Monitor:
             except Exception:  # a bug in one cycle must not stop the next ones
                 log.exception("probe cycle failed; the next one starts on schedule")
             elapsed = time.monotonic() - started
-            if elapsed > self.settings.interval:
-                log.warning(
-                    "probe cycle took %.1fs, longer than the interval of %.1fs; "
-                    "raise --probe.concurrency or --probe.interval",
-                    elapsed,
-                    self.settings.interval,
-                )
+            self.report_cycle_length(elapsed)
             # Scheduling, not synchronisation: wait for the next cycle's start.
             await asyncio.sleep(max(0.0, self.settings.interval - elapsed))
+
+    def report_cycle_length(self, elapsed: float) -> None:
+        """Warn when a cycle outlasts the interval, once per change of its causes.
+
+        A hung cluster keeps every cycle long for as long as it hangs: one warning when
+        the situation starts or changes (other clusters hang, slots start or stop being
+        short), one info line when cycles fit again, never one per cycle.
+        """
+        if elapsed <= self.settings.interval:
+            if self._slow_situation is not None:
+                log.info("probe cycles fit in the interval again (%.1fs)", elapsed)
+            self._slow_situation = None
+            return
+        situation = (frozenset(self.last_timed_out), self.last_slot_waits > 0)
+        if situation == self._slow_situation:
+            return
+        self._slow_situation = situation
+        log.warning(
+            "%s",
+            slow_cycle_advice(elapsed, self.settings, self.last_timed_out, self.last_slot_waits),
+        )
 
     async def run_cycle(self) -> None:
         started = time.monotonic()
         self._timed_out.clear()
+        self._slot_waits = 0
         # Connections of clusters no longer probed (gone from the kubeconfigs) are closed
         # after an hour idle, as aiohttp's keepalive_timeout did.
         self.http.prune_idle(max(IDLE_CONNECTION_SECONDS, 2 * self.settings.interval))
@@ -231,6 +294,12 @@ class Monitor:
                 )
         self.cycles_total += 1
         self.cycle_duration = time.monotonic() - started
+        self.last_timed_out = tuple(
+            state.cluster.name
+            for state, _ in targets
+            if state.last is not None and state.last.reason is Reason.TIMEOUT
+        )
+        self.last_slot_waits = self._slot_waits
         for name, api in self._timed_out:  # after the cycle: handshakes off its clock
             self._reconnect_later(name, api)
         self._timed_out.clear()
@@ -301,6 +370,7 @@ class Monitor:
             result, api = ProbeResult(False, Reason.HTTP_ERROR, 0.0, None, detail), None
         finally:
             slot.release()
+            self._slot_waits += slot.waited
         self._record(state, result)
         if api is not None and result.reason is Reason.TIMEOUT:
             self._timed_out.append((state.cluster.name, api))

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 
+import pytest
 from exporter_testlib import MonitorFactory
 
 from exporter.probe import Reason
@@ -34,3 +36,60 @@ async def test_more_hung_clusters_than_slots_end_within_the_timeout(
     for i in range(1, 5):
         view = rec.view(f"ok-00{i}")
         assert (view.success, view.failures) == (True, ())
+
+
+def _slow_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno == logging.WARNING and "longer than the interval" in r.getMessage()
+    ]
+
+
+async def test_a_hung_cluster_is_named_once_with_the_timeout_advice(
+    fleet: StandinFleet,
+    kubeconfig_dir: Path,
+    make_monitor: MonitorFactory,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    await fleet.add_clusters(2, prefix="ok")
+    await fleet.add_clusters(1, prefix="hung", mode="hang")
+    fleet.write_kubeconfig(kubeconfig_dir / "k.yaml", credential="token")
+    caplog.set_level(logging.INFO, logger="exporter.cycle")
+    # timeout == interval, as the default is under a 10 s interval: every cycle is long
+    async with make_monitor(probe_timeout=0.5, interval=0.5) as (monitor, _):
+        for _ in range(3):
+            await monitor.run_cycle()
+            monitor.report_cycle_length(monitor.cycle_duration)
+        assert monitor.last_timed_out == ("hung-001",)
+        assert monitor.last_slot_waits == 0
+        [warning] = _slow_warnings(caplog)  # once for the situation, not once per cycle
+        assert "1 cluster(s) gave no answer within --probe.timeout 0.5s (hung-001)" in warning
+        assert "concurrency" not in warning
+        monitor.report_cycle_length(0.1)  # cycles fit again, then one is long again: said again
+        assert any("fit in the interval again" in r.getMessage() for r in caplog.records)
+        monitor.report_cycle_length(monitor.cycle_duration)
+        assert len(_slow_warnings(caplog)) == 2
+
+
+async def test_concurrency_is_advised_only_when_probes_waited_for_a_slot(
+    fleet: StandinFleet,
+    kubeconfig_dir: Path,
+    make_monitor: MonitorFactory,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    await fleet.add_clusters(3, prefix="ok")
+    fleet.write_kubeconfig(kubeconfig_dir / "k.yaml", credential="token")
+    caplog.set_level(logging.INFO, logger="exporter.cycle")
+    async with make_monitor(interval=1.0, concurrency=1) as (monitor, _):
+        await monitor.run_cycle()
+        assert monitor.last_slot_waits >= 1
+        monitor.report_cycle_length(2.0)
+    async with make_monitor(interval=1.0, concurrency=16) as (monitor, _):
+        await monitor.run_cycle()
+        assert monitor.last_slot_waits == 0
+        monitor.report_cycle_length(2.0)
+    short, enough = _slow_warnings(caplog)
+    assert "waited for one of the 1 slots; raise --probe.concurrency" in short
+    assert "--probe.timeout" not in short
+    assert "concurrency" not in enough and "no probe timed out" in enough
