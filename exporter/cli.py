@@ -83,7 +83,8 @@ def add_parsers(subparsers: Any) -> None:
         metavar="N",
         type=int,
         default=None,
-        help=f"clusters probed at the same time (default: {DEFAULT_CONCURRENCY})",
+        help="probes connecting or sending at the same time; probes waiting for an answer "
+        f"take no slot (default: {DEFAULT_CONCURRENCY})",
     )
     _add_discovery_flags(exp)
     exp.add_argument(

@@ -39,8 +39,10 @@ class Settings:
     #: seconds one cluster may take (credentials + probe), at most ``interval``; 10 s is
     #: far above a healthy API server's answer and well under any useful interval
     timeout: float = DEFAULT_TIMEOUT
-    #: clusters probed at the same time; 64 keeps a 1,000-cluster cycle around
-    #: 16 x timeout in the worst case while holding few sockets and threads
+    #: probes connecting or sending at the same time (credentials, TCP and TLS set-up,
+    #: the request); a probe waiting for its answer gives its slot back, so hung API
+    #: servers never queue the others and the worst cycle is about one timeout plus the
+    #: CPU work of the cycle. 64 bounds that CPU-heavy part and the credential threads.
     concurrency: int = DEFAULT_CONCURRENCY
     #: optional YAML for the etcd/control-plane checks (``--config.file``)
     config_file: Path | None = None

@@ -179,6 +179,8 @@ def test_help_names_every_flag_and_variable(command: str) -> None:
             "127.0.0.1:9713",
         ):
             assert flag in result.stdout
+        text = " ".join(result.stdout.split())
+        assert "probes waiting for an answer take no slot" in text
     else:
         assert "--output {table,json}" in result.stdout
 
