@@ -1,8 +1,8 @@
 """The extension seam: per-cluster checks that run after each probe.
 
 A :class:`ClusterCheck` (etcd membership, control-plane targets, ...) is given the cluster,
-an authenticated :class:`~exporter.probe.ApiClient` (the probe's session, TLS context and
-headers) and the probe's result. It returns a :class:`CheckResult`: samples of the metric
+an authenticated :class:`~exporter.probe.ApiClient` (the probe's connection pool, TLS
+context and headers) and the probe's result. It returns a :class:`CheckResult`: samples of the metric
 families it declared up front (the exposition renders them with HELP/TYPE, adding the
 ``cluster`` label) and Prometheus HTTP SD target groups (served on ``/sd/control-plane``).
 
