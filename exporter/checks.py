@@ -2,9 +2,10 @@
 
 A :class:`ClusterCheck` (etcd membership, control-plane targets, ...) is given the cluster,
 an authenticated :class:`~exporter.probe.ApiClient` (the probe's connection pool, TLS
-context and headers) and the probe's result. It returns a :class:`CheckResult`: samples of the metric
-families it declared up front (the exposition renders them with HELP/TYPE, adding the
-``cluster`` label) and Prometheus HTTP SD target groups (served on ``/sd/control-plane``).
+context and headers) and the probe's result. It returns a :class:`CheckResult`: samples
+of the metric families it declared up front (the exposition renders them with HELP/TYPE,
+adding the ``cluster`` label) and Prometheus HTTP SD target groups (served on
+``/sd/control-plane``).
 
 The cycle runs every check of a cluster concurrently, each within ``--probe.timeout``; a
 check that raises or times out yields no samples for that cluster this cycle and counts in
