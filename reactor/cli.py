@@ -250,14 +250,25 @@ def run_status(args: argparse.Namespace) -> int:
 
 
 def render_status(clusters: list[dict[str, Any]], apps: list[dict[str, Any]], now: datetime) -> str:
-    """Two plain-text tables: clusters (status, since) and apps (status, reason)."""
+    """Two plain-text tables: clusters (status, since, open outage) and apps (status, reason).
+
+    The OUTAGE column is there for the reader at 3 a.m.: a cluster can read ONLINE while
+    its outage is still open (the ONLINE that closes it has not been delivered yet), and
+    that is why its apps are still DEGRADED.
+    """
     cluster_rows = [
-        [c["name"], c["status"], _since(c.get("status_since"), now), c.get("source") or ""]
+        [
+            c["name"],
+            c["status"],
+            _since(c.get("status_since"), now),
+            c.get("source") or "",
+            _since(c.get("outage_since"), now),
+        ]
         for c in clusters
     ]
     app_rows = [[a["name"], a["cluster"], a["status"], a.get("reason") or ""] for a in apps]
     parts = [
-        _table(["CLUSTER", "STATUS", "SINCE", "SOURCE"], cluster_rows, "no clusters"),
+        _table(["CLUSTER", "STATUS", "SINCE", "SOURCE", "OUTAGE"], cluster_rows, "no clusters"),
         "",
         _table(["APP", "CLUSTER", "STATUS", "REASON"], app_rows, "no apps"),
     ]
