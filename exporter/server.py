@@ -57,7 +57,12 @@ def create_app(
         slot[0] = await asyncio.to_thread(render, snap)
 
     monitor = Monitor(
-        CycleSettings(settings.interval, settings.timeout, settings.concurrency),
+        CycleSettings(
+            settings.interval,
+            settings.timeout,
+            settings.concurrency,
+            max_idle_connections=settings.max_idle_connections,
+        ),
         discovery or Discoverer(settings.kubeconfig_path, settings.kubeconfig_dir),
         publish,
         checks,

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from exporter.server import MONITOR, create_app
 from exporter.settings import SettingsError, resolve
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
 from fleetwatch.standin import ThreadedFleet
@@ -154,10 +155,18 @@ def test_settings_from_env_and_flags() -> None:
         {"interval": "0"},
         {"interval": "soon"},
         {"concurrency": 0},
+        {"max_idle_connections": -1},
         {"listen_address": "9713"},
     ):
         with pytest.raises(SettingsError):
             resolve(env={}, **bad)  # type: ignore[arg-type]
+
+
+def test_max_idle_connections_reaches_the_connection_pool() -> None:
+    """The memory/CPU trade-off of bench/RESULTS.md is the user's to choose, by flag."""
+    assert resolve(env={}).max_idle_connections is None  # default: keep one per cluster
+    app = create_app(resolve(env={}, max_idle_connections=7), run_loop=False)
+    assert app[MONITOR].http.max_idle == 7
 
 
 @pytest.mark.parametrize("command", ["exporter", "discover"])
@@ -172,6 +181,7 @@ def test_help_names_every_flag_and_variable(command: str) -> None:
             "--probe.interval",
             "--probe.timeout",
             "--probe.concurrency",
+            "--probe.max-idle-connections",
             "--config.file",
             "--config.check",
             "--log.level",
