@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -294,16 +295,21 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
     first = [r["cycles"][0] for r in runs]
     steady = [c for r in runs for c in r["cycles"][1:]]
     out: dict[str, Any] = {
-        "first_wall_s": summary([c["wall_s"] for c in first]),
-        "first_cpu_ms_per_probe": summary([c["cpu_ms_per_probe"] for c in first]),
-        "first_probes_per_cpu_s": summary([c["probes_per_cpu_s"] for c in first]),
-        "rss_peak_mib": summary([r["rss_peak_mib"] for r in runs]),
+        "first_wall_s": summary(_numbers(c["wall_s"] for c in first)),
+        "first_cpu_ms_per_probe": summary(_numbers(c["cpu_ms_per_probe"] for c in first)),
+        "first_probes_per_cpu_s": summary(_numbers(c["probes_per_cpu_s"] for c in first)),
+        "rss_peak_mib": summary(_numbers(r["rss_peak_mib"] for r in runs)),
     }
     if steady:
-        out["steady_wall_s"] = summary([c["wall_s"] for c in steady])
-        out["steady_cpu_ms_per_probe"] = summary([c["cpu_ms_per_probe"] for c in steady])
-        out["steady_probes_per_cpu_s"] = summary([c["probes_per_cpu_s"] for c in steady])
+        out["steady_wall_s"] = summary(_numbers(c["wall_s"] for c in steady))
+        out["steady_cpu_ms_per_probe"] = summary(_numbers(c["cpu_ms_per_probe"] for c in steady))
+        out["steady_probes_per_cpu_s"] = summary(_numbers(c["probes_per_cpu_s"] for c in steady))
     return out
+
+
+def _numbers(values: Iterable[float | None]) -> list[float]:
+    """The measured values (a cycle that probed nothing has no CPU per probe)."""
+    return [v for v in values if v is not None]
 
 
 def bench_size(

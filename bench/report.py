@@ -63,11 +63,17 @@ def probe_cycles(names: list[str]) -> str:
                     f"| {'yes' if size.get('checks') else 'no'}"
                     f" | {_variant(size)} | {kind} (n={len(cycles)}) "
                     f"| {_mid(wall):.2f} ({wall[0]:.2f}-{wall[-1]:.2f}) "
-                    f"| {_mid(cpu):.3f} ({cpu[0]:.3f}-{cpu[-1]:.3f}) "
+                    f"| {_range3(cpu)} "
                     f"| {_mid(fleet):.1f} | {ok[0]}-{ok[-1]} | {_mid(rss):.0f} "
                     f"| {sockets[-1]} | {_load_range(runs)} |"
                 )
     return "\n".join(rows)
+
+
+def _range3(values: list[float]) -> str:
+    if not values:
+        return "no probe"
+    return f"{_mid(values):.3f} ({values[0]:.3f}-{values[-1]:.3f})"
 
 
 def _variant(size: dict[str, Any]) -> str:
@@ -210,7 +216,7 @@ def e2e() -> str:
             continue
         rows.append(
             f"| {n} | {d['interval_s']:g} | {d['floor_s']:g} | {_med(d['down_to_degraded_s'])} "
-            f"| **{d['above_floor_s']['median']:.2f}** | {_med(d['up_to_deployed_s'])} "
+            f"| **{max(0.0, d['above_floor_s']['median']):.2f}** | {_med(d['up_to_deployed_s'])} "
             f"| {d['other_clusters_untouched']} | {d['load']['loadavg_1m']:.1f} |"
         )
     return "\n".join(rows)
@@ -245,7 +251,6 @@ def main() -> None:
                 "probe_cycle_hang_nochecks.json",
                 "probe_cycle.json",
                 "probe_cycle_asbuilt_10k.json",
-                "probe_cycle_seqchecks.json",
             ]
         ),
         "vs blackbox_exporter": vs_blackbox(),
