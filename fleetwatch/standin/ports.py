@@ -20,6 +20,9 @@ def _listening_socket(port: int, *, exclusive: bool = False) -> socket.socket:
         if not exclusive:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", port))
+        # Set after an exclusive bind too: accepted connections inherit it, and their
+        # TIME_WAIT would otherwise block the placeholder and the bind of a comeback.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.listen(128)
     except BaseException:
         sock.close()
