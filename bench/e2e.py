@@ -4,7 +4,7 @@ Every part is real and local, wired by ``fleetwatch.wiring`` exactly as the end-
 tests and the demo wire it: stand-in clusters -> ``fleetwatch exporter`` (probe every
 ``--interval``) -> Prometheus (scrape and evaluate every ``--interval``, the rules of
 ``fleetwatch rules`` for N) -> Alertmanager (the shipped route) -> ``fleetwatch reactor``.
-Each run switches one stand-in cluster to ``down``, times until its app is DEGRADED
+Each run switches one stand-in cluster to ``down`` (or ``--mode``), times until its app is DEGRADED
 (polling the reactor every 20 ms), switches it back and times until DEPLOYED.
 
 Run: ``.venv/bin/python -m bench.e2e --runs 5 --threshold 2 --interval 1``
@@ -93,6 +93,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--threshold", type=int, default=2, help="N, failed probes to OFFLINE")
     parser.add_argument("--interval", type=float, default=1.0, help="probe/scrape/eval seconds")
     parser.add_argument("--clusters", type=int, default=3)
+    parser.add_argument(
+        "--mode",
+        default="down",
+        help="how the cluster fails: down (port closed, the default), error (HTTP 500), ...",
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     floor = args.threshold * args.interval
@@ -112,7 +117,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     chain.reactor.post("/apps", {"name": f"app-{name}", "cluster": name})
                     chain.reactor.post("/deployments", {"app": f"app-{name}", "cluster": name})
                 for _ in range(args.runs):
-                    fleet.set_mode(target, "down")
+                    fleet.set_mode(target, args.mode)
                     t_down = time.monotonic()
                     t_degraded = chain.wait(
                         lambda: chain.app_status(f"app-{target}") == "DEGRADED", "DEGRADED"
@@ -129,6 +134,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 chain.stop()
     result = {
         "threshold": args.threshold,
+        "mode": args.mode,
         "interval_s": args.interval,
         "floor_s": floor,
         "down_to_degraded_s": summary(down),

@@ -70,9 +70,12 @@ def test_reactor_benchmark_runs(tmp_path: Path) -> None:
 
 
 def test_e2e_benchmark_runs(tmp_path: Path) -> None:
+    # Mode "error" rather than "down": bringing a "down" stand-in cluster back fails now
+    # and then with EADDRINUSE (a stand-in bug, bench/RESULTS.md finding 4), and this
+    # test keeps the benchmark's code alive; it is not the stand-in's test.
     out = e2e.main(
         ["--runs", "1", "--threshold", "1", "--interval", "0.5", "--clusters", "2",
-         "--out", str(tmp_path / "e.json")]
+         "--mode", "error", "--out", str(tmp_path / "e.json")]
     )  # fmt: skip
     assert out["floor_s"] == 0.5
     assert is_number(out["down_to_degraded_s"]["median"])
