@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import resource
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +33,9 @@ log = logging.getLogger(__name__)
 
 #: Seconds an idle kept-alive connection may wait for its next probe (at least two intervals).
 IDLE_CONNECTION_SECONDS = 3600.0
+#: Descriptors the exporter needs besides one per kept connection: its listener, scrapes,
+#: kubeconfig reads, credential temp files, direct etcd checks.
+OPEN_FILES_MARGIN = 256
 
 
 class DiscoverySource(Protocol):
@@ -203,6 +207,8 @@ class Monitor:
         #: the causes of the last "cycle too long" warning, so it is said once per change
         self._slow_situation: tuple[frozenset[str], bool] | None = None
         self._slot_waits = 0
+        #: the connection count the open-files warning was last given for (said once)
+        self._open_files_warned_for = 0
 
     async def __aenter__(self) -> Monitor:
         limit_tls_read_buffers()  # one kept-alive TLS connection per cluster: keep them small
@@ -284,6 +290,7 @@ class Monitor:
         # cycle, so a cycle with hung API servers ends about one timeout after it starts
         # instead of one timeout after the last of them got a slot.
         targets.sort(key=lambda t: t[0].last is None or t[0].last.reason is not Reason.TIMEOUT)
+        self._check_open_files(len(targets))
         live = {self.credentials.key(ctx) for _, ctx in targets if ctx is not None}
         self.credentials.prune(live)
         semaphore = asyncio.Semaphore(self.settings.concurrency)
@@ -315,6 +322,32 @@ class Monitor:
             len(targets) - ok,
             self.cycle_duration,
         )
+
+    def _check_open_files(self, probed: int) -> None:
+        """Warn (once per fleet size) when the open-files limit cannot hold the connections.
+
+        Every probed cluster keeps a connection open between cycles (up to
+        --probe.max-idle-connections); past the limit every accept and connect fails with
+        EMFILE, the /metrics listener's included: at 10,000 clusters under a 20,000 limit
+        the exporter stopped answering scrapes (bench/RESULTS.md).
+        """
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        bound = self.settings.max_idle_connections
+        needed = (probed if bound is None else min(probed, bound)) + OPEN_FILES_MARGIN
+        if soft == resource.RLIM_INFINITY or needed <= soft:
+            self._open_files_warned_for = 0
+            return
+        if needed > self._open_files_warned_for:
+            self._open_files_warned_for = needed
+            log.warning(
+                "open-files limit %d is below the %d this fleet needs (%d clusters keep a "
+                "connection each, plus %d for the rest): raise the limit (LimitNOFILE=, "
+                "ulimit -n) or set --probe.max-idle-connections",
+                soft,
+                needed,
+                probed,
+                OPEN_FILES_MARGIN,
+            )
 
     def _scan(self) -> tuple[Discovery, dict[str, bool]]:
         """Discovery plus "is it a readable file" per distinct kubeconfig_secret_ref."""

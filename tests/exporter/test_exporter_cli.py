@@ -86,6 +86,40 @@ def test_exporter_serves_metrics_and_stops_on_sigterm(
         assert cluster.token not in logs
 
 
+def test_an_open_files_limit_too_low_for_the_fleet_is_said_once(
+    threaded_fleet: ThreadedFleet, tmp_path: Path
+) -> None:
+    """Past the limit every accept fails, /metrics included: say so before it happens."""
+    for name in ("a", "b", "c"):
+        threaded_fleet.add_cluster(name)
+    folder = tmp_path / "kube"
+    threaded_fleet.write_kubeconfig_dir(folder)
+    port = free_port()
+    log = tmp_path / "exporter.log"
+    command = " ".join(
+        [
+            *FLEETWATCH,
+            "exporter",
+            f"--web.listen-address=127.0.0.1:{port}",
+            f"--kubeconfig={tmp_path / 'none'}",
+            f"--kubeconfig-dir={folder}",
+            "--probe.interval=0.5",
+        ]
+    )
+    # A hard limit of 200 cannot be raised by the exporter: 3 clusters + 256 spare need more.
+    proc = ManagedProcess(
+        ["bash", "-c", f"ulimit -n 200 && exec {command}"],
+        log,
+        ready_url=f"http://127.0.0.1:{port}/healthz",
+    )
+    with proc:
+        wait_until(lambda: log.read_text().count("cycle 3:"), 20, what="three cycles")
+        code = proc.stop()
+    assert code == 0, proc.log_tail()
+    text = log.read_text()
+    assert text.count("open-files limit 200 is below the 259 this fleet needs") == 1, text
+
+
 def test_discover_json_lists_clusters_and_problems(
     threaded_fleet: ThreadedFleet, tmp_path: Path
 ) -> None:
