@@ -32,6 +32,13 @@ class Chain:
 
     def __init__(self, root: Path, fleet: ThreadedFleet, threshold: int, interval: float) -> None:
         self.procs: list[ManagedProcess] = []
+        try:
+            self._start(root, fleet, threshold, interval)
+        except BaseException:
+            self.stop()  # what started before the failure must not outlive the benchmark
+            raise
+
+    def _start(self, root: Path, fleet: ThreadedFleet, threshold: int, interval: float) -> None:
         token = secrets.token_urlsafe(24)
         token_file = root / "token"
         token_file.write_text(token + "\n")

@@ -104,6 +104,16 @@ def test_demo_down_up_and_ctrl_c(tmp_path: Path) -> None:
         assert gone.returncode == 1
         assert "no demo is running" in gone.stderr
     finally:
+        # A failed assertion must not leave the demo's servers behind: Ctrl-C first (the
+        # demo stops its children), then by pid whatever is still alive.
         if demo.poll() is None:
-            demo.kill()
-            demo.wait(10)
+            demo.send_signal(signal.SIGINT)
+            try:
+                demo.wait(20)
+            except subprocess.TimeoutExpired:
+                demo.kill()
+                demo.wait(10)
+        if state_file.exists():
+            for pid in json.loads(state_file.read_text()).get("children", {}).values():
+                if _alive(pid):
+                    os.kill(pid, signal.SIGKILL)
