@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from loop import Loop
+from e2e_loop import Loop
 
 from fleetwatch.standin import ThreadedFleet
 

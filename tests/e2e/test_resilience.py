@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from loop import INTERVAL, Loop
+from e2e_loop import INTERVAL, Loop
 
 
 def _deploy_all(loop: Loop, apps: dict[str, str]) -> None:

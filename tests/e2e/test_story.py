@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from loop import INTERVAL, Loop
+from e2e_loop import INTERVAL, Loop
 
 from fleetwatch.wiring import ApiError
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from conftest import poll
 from controlplane_promtool import observed_states_test
-from etcdcluster import EtcdCluster
+from etcd_cluster import EtcdCluster
+from etcd_poll import poll
 
 from exporter.config import EtcdConfig
 from exporter.etcd import NO_LEADER_ERROR, EtcdReport, QuorumState, probe_etcd

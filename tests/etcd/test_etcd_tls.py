@@ -1,7 +1,7 @@
 """The direct client over TLS: CA, client certificate and key from the config file.
 
 One real etcd member serving https on loopback with ``--client-cert-auth`` (the way kubeadm
-runs etcd), with kubeadm-shaped certificates (etcdpki.py).
+runs etcd), with kubeadm-shaped certificates (etcd_pki.py).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from conftest import poll
-from etcdpki import EtcdPki, mint
+from etcd_pki import EtcdPki, mint
+from etcd_poll import poll
 
 from exporter.config import EtcdConfig, load_config
 from exporter.controlplane import load_tls

@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
-from exporter_testlib import MonitorFactory, Recorder
+from exporter_helpers import MonitorFactory, Recorder
 
 from exporter.checks import ClusterCheck
 from exporter.cycle import CycleSettings, DiscoverySource, Monitor

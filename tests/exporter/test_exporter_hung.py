@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from exporter_testlib import MonitorFactory
+from exporter_helpers import MonitorFactory
 
 from exporter.probe import Reason
 from fleetwatch.standin import StandinFleet

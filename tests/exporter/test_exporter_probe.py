@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from exporter_testlib import MonitorFactory
+from exporter_helpers import MonitorFactory
 
 from exporter.credentials import CredentialsError, build_credentials
 from exporter.discovery import Cluster, ContextConfig, Discovery

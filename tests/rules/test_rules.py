@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
-from promtool_cases import SHIPPED_RULE_FILE, render_test_file
+from rules_promtool import SHIPPED_RULE_FILE, render_test_file
 
 from fleetwatch import rules, rules_controlplane
 from fleetwatch.rules import RulesError, RuleSettings, render_rules
@@ -61,7 +61,7 @@ def test_shipped_rules_equal_fleetwatch_rules_defaults() -> None:
 def test_shipped_unit_tests_equal_generated() -> None:
     assert SHIPPED_TESTS.read_text() == render_test_file(RuleSettings(), SHIPPED_RULE_FILE), (
         "alerts/tests/fleetwatch.test.yml is stale: run "
-        "`.venv/bin/python tests/rules/promtool_cases.py > alerts/tests/fleetwatch.test.yml`"
+        "`.venv/bin/python tests/rules/rules_promtool.py > alerts/tests/fleetwatch.test.yml`"
     )
 
 

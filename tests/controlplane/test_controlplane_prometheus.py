@@ -18,8 +18,8 @@ import pytest
 import pytest_asyncio
 import yaml
 from aiohttp import web
-from conftest import poll
-from etcdcluster import EtcdCluster
+from etcd_cluster import EtcdCluster
+from etcd_poll import poll
 
 from exporter.config import ClusterConfig, EtcdConfig, ExporterConfig
 from exporter.controlplane import ControlPlaneCheck

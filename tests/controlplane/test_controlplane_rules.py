@@ -37,7 +37,7 @@ def layout(tmp_path: Path, rules_text: str) -> Path:
 def test_shipped_unit_tests_are_the_generated_ones() -> None:
     assert SHIPPED_TESTS.read_text() == render_test_file(), (
         "alerts/tests/controlplane.test.yml is stale: run `.venv/bin/python "
-        "tests/etcd/controlplane_promtool.py > alerts/tests/controlplane.test.yml`"
+        "tests/controlplane/controlplane_promtool.py > alerts/tests/controlplane.test.yml`"
     )
 
 

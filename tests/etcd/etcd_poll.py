@@ -1,33 +1,13 @@
-"""Fixtures of the etcd and control-plane tests: one real 3-member etcd cluster per module."""
+"""Polling with a deadline for tests whose servers share the event loop."""
 
 from __future__ import annotations
 
 import asyncio
-import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from pathlib import Path
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-import pytest
-from etcdcluster import EtcdCluster
-
 T = TypeVar("T")
-
-
-@pytest.fixture(scope="module")
-def etcd_cluster() -> Iterator[EtcdCluster]:
-    """Shared by the tests of one module: starting three members costs 0.2-2.7 s.
-
-    The data dirs live in a folder of our own, not pytest's numbered basetemp, which a
-    concurrent pytest run may rotate away under a running etcd.
-    """
-    with tempfile.TemporaryDirectory(prefix="fleetwatch-etcd-") as root:
-        cluster = EtcdCluster(Path(root)).start()
-        try:
-            yield cluster
-        finally:
-            cluster.stop()
 
 
 async def poll(
