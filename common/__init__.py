@@ -1,0 +1,12 @@
+"""What every part of fleetwatch shares, defined once.
+
+The exporter, the reactor, the rules, the dashboards and the ``fleetwatch`` command all
+import from here, and this package imports none of them (it sits below every other layer,
+as ``prometheus/common`` does for Prometheus' components):
+
+- ``common.contract``: the statuses, their codes, the two status alerts, the storm guard's
+  defaults: the contract between the rules, Alertmanager and the reactor;
+- ``common.web``: ``--web.listen-address`` parsing, one meaning for both servers;
+- ``common.logs``: logging set-up (``--log.level``, ``--log.format``);
+- ``common.version``: the version and build information.
+"""

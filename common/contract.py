@@ -1,0 +1,54 @@
+"""The status contract between the rules, Alertmanager, the reactor and the dashboards.
+
+A cluster is ONLINE, OFFLINE or UNKNOWN. The rules record it as a number in
+``cluster:fleetwatch_status:code`` (the dashboards map the numbers back to words) and
+signal it with two alerts, exactly one of which fires while the cluster is ONLINE or
+OFFLINE; neither fires while it is UNKNOWN. The reactor folds those alerts' notifications
+into the cluster's status. The storm guard (most of the fleet failing at once means the
+watcher is the likely fault) has its defaults here because both the rules and the
+dashboards' threshold lines show them.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Final
+
+
+class Status(StrEnum):
+    """Status of a cluster."""
+
+    ONLINE = "ONLINE"
+    OFFLINE = "OFFLINE"
+    UNKNOWN = "UNKNOWN"
+
+
+#: Value of ``cluster:fleetwatch_status:code`` for each status (Grafana maps them back).
+STATUS_CODES: Final[dict[Status, int]] = {
+    Status.UNKNOWN: 0,
+    Status.ONLINE: 1,
+    Status.OFFLINE: 2,
+}
+
+
+class StatusAlert(StrEnum):
+    """The two alerts that carry a cluster's status (label ``cluster``)."""
+
+    ONLINE = "FleetClusterOnline"
+    OFFLINE = "FleetClusterOffline"
+
+
+#: The alert that fires when the status alert fires for a cluster: inverse of the above.
+STATUS_OF_ALERT: Final[dict[StatusAlert, Status]] = {
+    StatusAlert.ONLINE: Status.ONLINE,
+    StatusAlert.OFFLINE: Status.OFFLINE,
+}
+
+#: The fleet-wide alert that inhibits ``FleetClusterOffline`` during a probe storm.
+STORM_ALERT: Final = "FleetProbeStorm"
+
+#: Default share of the probeable clusters failing at once that means "the watcher is broken".
+STORM_FRACTION: Final = 0.5
+
+#: Smallest probeable fleet where a storm is recognised: 1 failing of 2 is no storm.
+STORM_MIN_CLUSTERS: Final = 3

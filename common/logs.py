@@ -1,0 +1,75 @@
+"""Logging set-up for every ``fleetwatch`` subcommand: ``--log.level`` and ``--log.format``.
+
+Prometheus' components log ``logfmt`` (``ts=... level=... msg=...``) or JSON with UTC RFC
+3339 timestamps, and log collectors parse both without configuration; ours do the same.
+Installed once, by the command line, on the root logger: no module configures logging
+itself.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from typing import Final, TextIO
+
+FORMATS: Final = ("logfmt", "json")
+LEVELS: Final = ("debug", "info", "warning", "error")
+
+
+def _timestamp(record: logging.LogRecord) -> str:
+    seconds = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+    return f"{seconds}.{int(record.msecs):03d}Z"
+
+
+def _logfmt_value(value: str) -> str:
+    if value and not any(c in value for c in ' ="\\') and value.isprintable():
+        return value
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'
+
+
+class LogfmtFormatter(logging.Formatter):
+    """``ts=2026-12-01T05:00:00.000Z level=info logger=exporter msg="..."``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        fields = [
+            ("ts", _timestamp(record)),
+            ("level", record.levelname.lower()),
+            ("logger", record.name),
+            ("msg", record.getMessage()),
+        ]
+        if record.exc_info:
+            fields.append(("err", self.formatException(record.exc_info)))
+        return " ".join(f"{key}={_logfmt_value(value)}" for key, value in fields)
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line with the same keys as the logfmt format."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = {
+            "ts": _timestamp(record),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        if record.exc_info:
+            line["err"] = self.formatException(record.exc_info)
+        return json.dumps(line, ensure_ascii=False)
+
+
+def setup_logging(level: str = "info", fmt: str = "logfmt", stream: TextIO | None = None) -> None:
+    """Send every log line to ``stream`` (stderr) in ``fmt``, at ``level`` and above.
+
+    aiohttp's access log is kept at WARNING: a line per scrape would drown the rest.
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"--log.format {fmt!r}: expected one of {', '.join(FORMATS)}")
+    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else LogfmtFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
