@@ -46,13 +46,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-
-class Status(StrEnum):
-    """Status of a cluster (DESIGN.md, "Statuses")."""
-
-    ONLINE = "ONLINE"
-    OFFLINE = "OFFLINE"
-    UNKNOWN = "UNKNOWN"
+# Re-exported: the reactor's modules and tests import them from here.
+from common.contract import Status as Status
+from common.contract import StatusAlert as StatusAlert
 
 
 class AppStatus(StrEnum):
@@ -65,13 +61,6 @@ class AppStatus(StrEnum):
 
 #: The reason the cascade writes; only apps degraded with it (by an outage) are restored.
 CLUSTER_OFFLINE = "cluster_offline"
-
-
-class StatusAlert(StrEnum):
-    """The two alerts that carry a cluster's status (names fixed in docs/ARCHITECTURE.md)."""
-
-    ONLINE = "FleetClusterOnline"
-    OFFLINE = "FleetClusterOffline"
 
 
 @dataclass(frozen=True, slots=True)
