@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from fleetwatch import __version__
+from common.version import __version__
 from reactor.service import SOURCE_ALERTS, SOURCE_API, SOURCE_DISCOVERY
 from reactor.statemachine import AppStatus, Status
 
