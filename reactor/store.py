@@ -100,6 +100,10 @@ class Transaction(Protocol):
         self, app_id: int, cluster_id: int, status: AppStatus, reason: str | None
     ) -> None: ...
     def status_counts(self) -> StatusCounts: ...
+    def count_apps(self, cluster_id: int) -> int: ...
+    def delete_cluster(self, cluster_id: int) -> None:
+        """The cluster, its outages and every app on it (the caller decides if apps may go)."""
+        ...
 
 
 class Store(Protocol):
@@ -352,6 +356,22 @@ class SQLiteTransaction:
         ):
             clusters[Status(status)] = count
         return StatusCounts(apps=apps, clusters=clusters)
+
+    def count_apps(self, cluster_id: int) -> int:
+        row = self.db.execute("SELECT count(*) FROM apps WHERE cluster_id = ?", (cluster_id,))
+        return int(row.fetchone()[0])
+
+    def delete_cluster(self, cluster_id: int) -> None:
+        self.db.execute("DELETE FROM apps WHERE cluster_id = ?", (cluster_id,))
+        # No app of another cluster points at this one's outages (a move leaves the
+        # outage), but the foreign key must hold even if one did.
+        self.db.execute(
+            "UPDATE apps SET outage_id = NULL "
+            "WHERE outage_id IN (SELECT id FROM outages WHERE cluster_id = ?)",
+            (cluster_id,),
+        )
+        self.db.execute("DELETE FROM outages WHERE cluster_id = ?", (cluster_id,))
+        self.db.execute("DELETE FROM clusters WHERE id = ?", (cluster_id,))
 
 
 class SQLiteStore:
