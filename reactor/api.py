@@ -1,4 +1,4 @@
-"""HTTP handlers of the reactor API (DESIGN.md, "Reactor HTTP API").
+"""HTTP handlers of the reactor API (documented in docs/reactor.md, "API").
 
 Handlers parse and check their input at the edge (precise 400 messages), then run one
 :class:`reactor.service.Service` operation on the store thread. The middleware turns the

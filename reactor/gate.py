@@ -1,8 +1,9 @@
 """Deployment gating: may an app be deployed to (or moved to) a cluster in this status?
 
-DESIGN.md, "Deployment gating": ONLINE and UNKNOWN allow it (an outage that cannot be
-proven does not block anyone); OFFLINE refuses it with HTTP 409. The store asks this inside
-the same transaction that writes the app, so a cascade can never slip in between.
+docs/reactor.md, "The deployment gate": ONLINE and UNKNOWN allow it (an outage that
+cannot be proven does not block anyone); OFFLINE refuses it with HTTP 409. The store asks
+this inside the same transaction that writes the app, so a cascade can never slip in
+between.
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""Webhook payloads shaped exactly like Alertmanager 0.25's (FACTS.md), for the reactor tests."""
+"""Webhook payloads shaped exactly like Alertmanager 0.25's, for the reactor tests.
+
+What Alertmanager sends is summed up in docs/development.md, "What we rely on from the
+components".
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The rules, as a table: every transition of DESIGN.md's statuses, cascade and gate.
+"""The rules, as a table: every transition of docs/reactor.md's statuses, cascade and gate.
 
 Each case is a sequence of steps against cluster ``c1`` (notifications shaped like
 Alertmanager 0.25's, and app operations) and the expected end: status, apps, outages.
@@ -139,7 +139,7 @@ CASES = [
     Case(
         "a resolved delivered before its firing: the late firing changes nothing",
         [N(on(0)), N(off(5, 8)), N(off(5))],
-        Status.ONLINE,
+        Status.UNKNOWN,  # the Online since 0 ended when the Offline since 5 began
         {},
         (0, 0),
     ),
@@ -200,11 +200,74 @@ CASES = [
         (1, 0),
     ),
     Case(
-        "an ONLINE older than the outage does not close it",
+        "an ONLINE older than the outage does not close it (nor reads ONLINE: it has ended)",
         [N(on(0)), N(on(0, 5), off(5)), N(off(5, 9)), N(on(3))],
-        Status.ONLINE,
+        Status.UNKNOWN,
         {"a1": CASCADED, "a2": CASCADED},
         (1, 0),
+    ),
+    Case(
+        "older firing: Offline resolved, the old Online's resolved lost: UNKNOWN, not ONLINE",
+        [N(on(0)), N(off(5)), N(off(5, 10))],
+        Status.UNKNOWN,
+        {"a1": CASCADED, "a2": CASCADED},
+        (1, 0),
+    ),
+    Case(
+        "older firing: ...and the old Online repeated changes nothing",
+        [N(on(0)), N(off(5)), N(off(5, 10)), N(on(0)), N(on(0))],
+        Status.UNKNOWN,
+        {"a1": CASCADED, "a2": CASCADED},
+        (1, 0),
+    ),
+    Case(
+        "older firing: ...then a new Online restores",
+        [N(on(0)), N(off(5)), N(off(5, 10)), N(on(0)), N(on(12))],
+        Status.ONLINE,
+        {},
+        (1, 1),
+    ),
+    Case(
+        "older firing: an Online older than a firing Offline never wins, whatever the order",
+        [N(on(0)), N(off(5)), N(on(0)), N(off(5)), N(on(0))],
+        Status.OFFLINE,
+        {"a1": CASCADED, "a2": CASCADED},
+        (1, 0),
+    ),
+    Case(
+        "ONLINE and a later OFFLINE in one notification: cascades as in two notifications",
+        [N(on(0), off(5))],
+        Status.OFFLINE,
+        {"a1": CASCADED, "a2": CASCADED},
+        (1, 0),
+    ),
+    Case(
+        "...the same two the other way round in one notification: the same",
+        [N(off(5), on(0))],
+        Status.OFFLINE,
+        {"a1": CASCADED, "a2": CASCADED},
+        (1, 0),
+    ),
+    Case(
+        "...and in two notifications delivered late first: the same",
+        [N(off(5)), N(on(0))],
+        Status.OFFLINE,
+        {"a1": CASCADED, "a2": CASCADED},
+        (1, 0),
+    ),
+    Case(
+        "...and with the Online already resolved: the same",
+        [N(on(0, 5), off(5))],
+        Status.OFFLINE,
+        {"a1": CASCADED, "a2": CASCADED},
+        (1, 0),
+    ),
+    Case(
+        "an Online later than the Offline in one notification (never ONLINE before): no outage",
+        [N(off(5), on(8))],
+        Status.ONLINE,
+        {},
+        (0, 0),
     ),
     Case(
         "a flap inside one notification (OFFLINE then a later ONLINE): no outage",
@@ -390,3 +453,38 @@ def test_opening_an_outage_degrades() -> None:
     t = apply(state, [(StatusAlert.OFFLINE, firing(5))])
     assert t.effects == (OpenOutage(started_at=5), DegradeApps())
     assert t.state.outage_since == 5 and t.state.status_since == 5
+
+
+def test_a_firing_alert_older_than_the_other_alert_has_ended() -> None:
+    # The Online since 0 was never resolved, but an Offline began at 5 and resolved at 10.
+    state = ClusterState(online=firing(0), offline=resolved(5, 10))
+    assert (state.status, state.status_since) == (Status.UNKNOWN, 10)
+    # The Offline since 5 is still firing: OFFLINE, not ONLINE from the older Online.
+    state = ClusterState(online=firing(0), offline=firing(5))
+    assert (state.status, state.status_since) == (Status.OFFLINE, 5)
+    # And the other way round: an Offline older than a resolved Online has ended too.
+    state = ClusterState(online=resolved(8, 9), offline=firing(5))
+    assert (state.status, state.status_since) == (Status.UNKNOWN, 9)
+
+
+def test_a_second_resolution_of_one_instance_is_no_news() -> None:
+    """Two reactors resolving the same instance at their own times change nothing twice."""
+    state = ClusterState(online=firing(10), was_online=True)
+    first = apply(state, [(StatusAlert.ONLINE, resolved(10, 20))])
+    assert first.changed
+    for ends in (19, 20, 25):
+        again = apply(first.state, [(StatusAlert.ONLINE, resolved(10, ends))])
+        assert not again.changed and again.state is first.state
+
+
+def test_online_then_offline_is_one_outage_however_batched() -> None:
+    one = apply(
+        ClusterState(), [(StatusAlert.ONLINE, firing(0)), (StatusAlert.OFFLINE, firing(5))]
+    )
+    first = apply(ClusterState(), [(StatusAlert.ONLINE, firing(0))])
+    two = apply(first.state, [(StatusAlert.OFFLINE, firing(5))])
+    reversed_first = apply(ClusterState(), [(StatusAlert.OFFLINE, firing(5))])
+    reversed_two = apply(reversed_first.state, [(StatusAlert.ONLINE, firing(0))])
+    assert one.effects == two.effects == reversed_two.effects
+    assert one.effects == (OpenOutage(started_at=5), DegradeApps())
+    assert one.state == two.state == reversed_two.state
