@@ -224,7 +224,7 @@ def test_exposition_escapes_label_values() -> None:
     assert got[key("fleetwatch_exporter_cycle_duration_seconds")] == 0.25
 
 
-#: The families of the README's metrics table (and DESIGN.md's exporter rows), in order.
+#: The families of the metrics table of docs/exporter.md, in order (checked both ways below).
 DOCUMENTED_FAMILIES = [
     ("fleetwatch_cluster_info", "gauge"),
     ("fleetwatch_cluster_probeable", "gauge"),
@@ -251,6 +251,37 @@ async def test_scrape_has_exactly_the_documented_families(
     await app[MONITOR].run_cycle()
     families = [(f.name, f.type) for f in text_string_to_metric_families(await scrape(client))]
     assert families == DOCUMENTED_FAMILIES
+
+
+def documented_table(doc: Path) -> list[tuple[str, str]]:
+    """(name, type) of each row of the table under the page's "## Metrics" heading.
+
+    Counters lose their ``_total``, as the parser names the families of a scrape.
+    """
+    lines = doc.read_text().splitlines()
+    start = lines.index("## Metrics")
+    rows: list[tuple[str, str]] = []
+    for line in lines[start + 1 :]:
+        if line.startswith("#"):
+            break
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        if line.startswith("| `") and len(cells) > 1:
+            name = cells[0].strip("`")
+            rows.append((name.removesuffix("_total") if cells[1] == "counter" else name, cells[1]))
+    return rows
+
+
+def test_the_documented_metrics_table_is_the_scrape() -> None:
+    """docs/exporter.md lists what the scrape above serves, in the same order, nothing more.
+
+    ``fleetwatch_exporter_check_errors_total`` has a series only once a check failed (see
+    test_exposition_escapes_label_values), so a fleet without checks does not serve it.
+    """
+    doc = Path(__file__).resolve().parents[2] / "docs" / "exporter.md"
+    assert documented_table(doc) == [
+        *DOCUMENTED_FAMILIES,
+        ("fleetwatch_exporter_check_errors", "counter"),
+    ]
 
 
 async def test_background_loop_runs_cycles_and_stops_with_the_app(
