@@ -8,14 +8,13 @@ sending the query to Prometheus.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
+import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 Json = dict[str, Any]
@@ -24,16 +23,16 @@ REPO = Path(__file__).resolve().parents[2]
 DASHBOARDS = REPO / "dashboards"
 
 
-def load_builder() -> ModuleType:
-    """dashboards/build.py, which is a script, not a package module."""
-    spec = importlib.util.spec_from_file_location(
-        "fleetwatch_dashboards_build", DASHBOARDS / "build.py"
+def regenerate(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m dashboards`` from the checkout's root, as the docs say to."""
+    return subprocess.run(
+        [sys.executable, "-m", "dashboards", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while it loads
-    spec.loader.exec_module(module)
-    return module
 
 
 def dashboard_files() -> list[Path]:
