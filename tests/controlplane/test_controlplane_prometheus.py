@@ -1,4 +1,4 @@
-"""``/sd/control-plane`` read by a real Prometheus (``http_sd_configs``), with the README's relabel
+"""``/sd/control-plane`` read by a real Prometheus (``http_sd_configs``), with the docs' relabel
 rule, and the alert expressions evaluated by that Prometheus on live exporter data: stand-in
 clusters for the API-server source, a real etcd cluster for the direct source.
 """
@@ -40,7 +40,7 @@ pytestmark = [
 FIRST_INDEX = 4242  # -> node addresses 127.17.146.x and 127.17.147.x
 KUBEADM, FIXED = "127.17.146", "127.17.147"
 
-#: The README's scrape config for the control plane (with 1 s timings for the test).
+#: docs/controlplane.md's scrape config for the control plane (with 1 s timings for the test).
 SD_JOB = """
 job_name: kubernetes-control-plane
 scrape_interval: 1s
