@@ -3,17 +3,30 @@
 # with fleetwatch and its test tools. Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# What each test needs from Debian, as "file-that-proves-it:package"; one apt-get run
+# installs whatever is missing.
+wanted=(
+  /usr/bin/prometheus:prometheus
+  /usr/bin/prometheus-alertmanager:prometheus-alertmanager
+  /usr/bin/etcd:etcd-server
+  /usr/bin/etcdctl:etcd-client
+  /usr/bin/prometheus-blackbox-exporter:prometheus-blackbox-exporter
+  /usr/bin/wrk:wrk
+  /usr/lib/postgresql/15/bin/initdb:postgresql
+  /usr/bin/tinyproxy:tinyproxy
+  /usr/bin/podman:podman
+  /usr/sbin/runc:runc
+  /usr/sbin/debootstrap:debootstrap
+)
 need=()
-for bin in prometheus promtool prometheus-alertmanager amtool etcd etcdctl \
-           prometheus-blackbox-exporter wrk; do
-  command -v "$bin" >/dev/null 2>&1 || need+=("$bin")
+for entry in "${wanted[@]}"; do
+  [ -e "${entry%%:*}" ] || need+=("${entry##*:}")
 done
 if [ "${#need[@]}" -gt 0 ]; then
-  echo "installing Debian packages (missing: ${need[*]})" >&2
+  echo "installing Debian packages: ${need[*]}" >&2
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends -qq \
-    prometheus prometheus-alertmanager etcd-server etcd-client \
-    prometheus-blackbox-exporter wrk >/dev/null
+    "${need[@]}" >/dev/null
 fi
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv

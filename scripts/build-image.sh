@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Build the fleetwatch OCI image with podman, without network during the build.
+#
+#   bash scripts/build-image.sh [TAG]        # default TAG: localhost/fleetwatch:dev
+#
+# The base image is a Debian bookworm made here with debootstrap (python3, venv, CA
+# certificates) unless BASE_IMAGE names one you have (e.g. python:3.11-slim-bookworm
+# pulled from your registry). Wheels of fleetwatch's dependencies are gathered on this
+# machine into a wheelhouse and installed in the image with --no-index, so the build
+# itself runs with --network=none. Needs: podman, runc, debootstrap (as root).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tag=${1:-localhost/fleetwatch:dev}
+base=${BASE_IMAGE:-localhost/fleetwatch-base:bookworm}
+work=${FLEETWATCH_IMAGE_WORK:-/var/tmp/fleetwatch-image}
+mkdir -p "$work"
+
+# podman on these machines: runc (crun fails on their cgroups) and no default ulimits.
+export CONTAINERS_CONF="$work/containers.conf"
+printf '[containers]\ndefault_ulimits = []\n' > "$CONTAINERS_CONF"
+podman=(podman --runtime /usr/sbin/runc --cgroup-manager cgroupfs)
+
+if ! "${podman[@]}" image exists "$base"; then
+  if [ -n "${BASE_IMAGE:-}" ]; then
+    echo "base image $base not found (pull it, or unset BASE_IMAGE to build one)" >&2
+    exit 1
+  fi
+  mirror=$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -n 1)
+  mirror=${mirror:-http://deb.debian.org/debian}
+  root="$work/rootfs"
+  rm -rf "$root"
+  echo "building the base image $base with debootstrap from $mirror (about a minute)" >&2
+  debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates \
+    bookworm "$root" "$mirror" >"$work/debootstrap.log" 2>&1 \
+    || { tail -n 20 "$work/debootstrap.log" >&2; exit 1; }
+  tar -C "$root" -c . | "${podman[@]}" import - "$base" >/dev/null
+  rm -rf "$root"
+fi
+
+# The wheelhouse is part of the build context (see .containerignore); rebuilt every time
+# so it matches pyproject.toml.
+rm -rf wheelhouse
+python3 -m pip wheel --quiet --disable-pip-version-check -w wheelhouse . setuptools wheel
+rm -f wheelhouse/fleetwatch-*.whl  # the image builds its own from the source it copies
+trap 'rm -rf wheelhouse' EXIT
+
+"${podman[@]}" build --network=none --quiet \
+  --build-arg BASE_IMAGE="$base" \
+  --build-arg PIP_OPTIONS="--no-index --find-links /src/wheelhouse" \
+  -f Containerfile -t "$tag" . >/dev/null
+echo "$tag"
