@@ -11,22 +11,24 @@ so an outage of a cluster carrying 100,000 apps commits in well under a second. 
 membership of the outage that degraded it is its ``outage_id`` column: an app is degraded
 by at most one open outage at a time (the one of its own cluster).
 
-A PostgreSQL store (several reactor replicas) is planned: implement :class:`Store` and
-:class:`Transaction` with the same SQL (it is plain SQL-92 apart from the pragmas; use
-``SELECT ... FOR UPDATE`` on the cluster row, or ``LOCK TABLE``, where SQLite relies on
-its single writer) and map its serialisation/lock errors to :class:`StoreUnavailable`.
+The PostgreSQL store (``reactor.store_postgres``, several replicas on one database) is
+another class behind the same protocol; the schema and its migrations are in
+``reactor.schema``.
 """
 
 from __future__ import annotations
 
+import random
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
+from reactor import schema
 from reactor.statemachine import (
     CLUSTER_OFFLINE,
     AlertState,
@@ -35,9 +37,39 @@ from reactor.statemachine import (
     Status,
 )
 
+T = TypeVar("T")
+
 
 class StoreUnavailable(RuntimeError):
-    """The database cannot serve right now (locked, busy, disk full): a retry may succeed."""
+    """The database cannot serve right now (locked, busy, disk full, unreachable): a retry
+    may succeed. The API answers 503 with ``Retry-After``."""
+
+
+class StoreConflict(StoreUnavailable):
+    """The transaction lost a race with another one (a serialization failure, a deadlock, a
+    name inserted meanwhile) and was rolled back: running the whole call again will see the
+    winner's commit. :func:`retry_conflicts` does that, a bounded number of times."""
+
+
+#: Attempts of one call that keeps losing races before it answers 503.
+CONFLICT_ATTEMPTS = 5
+
+
+def retry_conflicts(call: Callable[[], T], attempts: int = CONFLICT_ATTEMPTS) -> T:
+    """Run ``call`` (one whole store operation) again while it raises :class:`StoreConflict`.
+
+    Safe because an operation that raised committed nothing and has counted and logged
+    nothing yet (``reactor.service`` does both after the commit). A short random pause
+    keeps two losers of a deadlock from meeting again at once.
+    """
+    for attempt in range(1, attempts + 1):
+        try:
+            return call()
+        except StoreConflict:
+            if attempt == attempts:
+                raise
+            time.sleep(random.uniform(0, 0.002 * attempt))
+    raise AssertionError("unreachable")
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,53 +158,19 @@ class Store(Protocol):
         """A second handle for reads, used from another thread; None: read through this one."""
         ...
 
+    def ping(self) -> None:
+        """Raise :class:`StoreUnavailable` unless the database answers a query now (for
+        readiness). Call it on the thread that uses this handle, like any other call."""
+        ...
+
     def close(self) -> None: ...
 
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = schema.VERSION
 
 #: SQLite's name for a private in-memory database (``--db.path :memory:``: nothing survives).
 MEMORY = ":memory:"
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS clusters (
-    id INTEGER PRIMARY KEY,
-    name TEXT NOT NULL UNIQUE,
-    endpoint TEXT,
-    kubeconfig_secret_ref TEXT,
-    source TEXT NOT NULL,
-    status TEXT NOT NULL DEFAULT 'UNKNOWN',
-    status_since INTEGER,
-    online_firing INTEGER,
-    online_starts_at INTEGER,
-    online_ends_at INTEGER,
-    offline_firing INTEGER,
-    offline_starts_at INTEGER,
-    offline_ends_at INTEGER,
-    was_online INTEGER NOT NULL DEFAULT 0,
-    outage_id INTEGER
-);
-CREATE TABLE IF NOT EXISTS outages (
-    id INTEGER PRIMARY KEY,
-    cluster_id INTEGER NOT NULL REFERENCES clusters(id),
-    started_at INTEGER NOT NULL,
-    opened_at INTEGER NOT NULL,
-    closed_at INTEGER,
-    apps_degraded INTEGER NOT NULL DEFAULT 0,
-    apps_restored INTEGER NOT NULL DEFAULT 0
-);
-CREATE TABLE IF NOT EXISTS apps (
-    id INTEGER PRIMARY KEY,
-    name TEXT NOT NULL UNIQUE,
-    cluster_id INTEGER NOT NULL REFERENCES clusters(id),
-    status TEXT NOT NULL,
-    reason TEXT,
-    outage_id INTEGER REFERENCES outages(id)
-);
-CREATE INDEX IF NOT EXISTS apps_by_cluster_status ON apps (cluster_id, status);
-CREATE INDEX IF NOT EXISTS apps_by_outage ON apps (outage_id) WHERE outage_id IS NOT NULL;
-CREATE INDEX IF NOT EXISTS outages_by_cluster ON outages (cluster_id);
-"""
 
 _CLUSTER_COLUMNS = (
     "c.id, c.name, c.endpoint, c.kubeconfig_secret_ref, c.source, "
@@ -195,7 +193,7 @@ def _alert(firing: int | None, starts_at: int | None, ends_at: int | None) -> Al
     return AlertState(firing=bool(firing), starts_at=starts_at, ends_at=ends_at)
 
 
-def _cluster(row: tuple[Any, ...]) -> ClusterRecord:
+def cluster_record(row: tuple[Any, ...]) -> ClusterRecord:
     state = ClusterState(
         online=_alert(row[5], row[6], row[7]),
         offline=_alert(row[8], row[9], row[10]),
@@ -205,7 +203,7 @@ def _cluster(row: tuple[Any, ...]) -> ClusterRecord:
     return ClusterRecord(row[0], row[1], row[2], row[3], row[4], state, row[12])
 
 
-def _state_row(cluster_id: int, state: ClusterState) -> tuple[Any, ...]:
+def state_row(cluster_id: int, state: ClusterState) -> tuple[Any, ...]:
     on, off = state.online, state.offline
     return (
         state.status.value,
@@ -233,10 +231,10 @@ class SQLiteTransaction:
 
     def cluster(self, name: str) -> ClusterRecord | None:
         row = self.db.execute(f"{_CLUSTER_SELECT} WHERE c.name = ?", (name,)).fetchone()
-        return None if row is None else _cluster(row)
+        return None if row is None else cluster_record(row)
 
     def clusters(self) -> list[ClusterRecord]:
-        return [_cluster(r) for r in self.db.execute(f"{_CLUSTER_SELECT} ORDER BY c.name")]
+        return [cluster_record(r) for r in self.db.execute(f"{_CLUSTER_SELECT} ORDER BY c.name")]
 
     def clusters_named(self, names: Sequence[str]) -> dict[str, ClusterRecord]:
         found: dict[str, ClusterRecord] = {}
@@ -244,7 +242,7 @@ class SQLiteTransaction:
             chunk = names[start : start + 500]
             marks = ", ".join("?" * len(chunk))
             for row in self.db.execute(f"{_CLUSTER_SELECT} WHERE c.name IN ({marks})", chunk):
-                found[row[1]] = _cluster(row)
+                found[row[1]] = cluster_record(row)
         return found
 
     def insert_cluster(
@@ -270,7 +268,7 @@ class SQLiteTransaction:
             "online_firing = ?, online_starts_at = ?, online_ends_at = ?, "
             "offline_firing = ?, offline_starts_at = ?, offline_ends_at = ?, was_online = ? "
             "WHERE id = ?",
-            [_state_row(cluster_id, state) for cluster_id, state in states],
+            [state_row(cluster_id, state) for cluster_id, state in states],
         )
 
     def open_outage(self, cluster_id: int, started_at: int, opened_at: int) -> int:
@@ -411,17 +409,32 @@ class SQLiteStore:
             self.db.execute("PRAGMA wal_autocheckpoint = 0")
             self.db.execute(f"PRAGMA journal_size_limit = {64 * 1024 * 1024}")
             self.db.execute("PRAGMA foreign_keys = ON")
+            self._migrate()
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"{self.path}: {exc}") from exc
+
+    def _migrate(self) -> None:
+        """Apply the migrations this file lacks, each in its own write transaction."""
+        while True:
             with self.write():
-                version = self.db.execute("PRAGMA user_version").fetchone()[0]
+                version = int(self.db.execute("PRAGMA user_version").fetchone()[0])
                 if version > SCHEMA_VERSION:
                     raise StoreUnavailable(
                         f"{self.path}: schema version {version} is newer than this reactor's "
-                        f"({SCHEMA_VERSION})"
+                        f"({SCHEMA_VERSION}): run the newer release"
                     )
-                for statement in SCHEMA.split(";"):
-                    if statement.strip():
-                        self.db.execute(statement)
-                self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                if version == SCHEMA_VERSION:
+                    return
+                for statement in schema.SQLITE[version]:
+                    self.db.execute(statement)
+                self.db.execute(f"PRAGMA user_version = {version + 1}")
+
+    def schema_version(self) -> int:
+        return int(self.db.execute("PRAGMA user_version").fetchone()[0])
+
+    def ping(self) -> None:
+        try:
+            self.db.execute("SELECT 1").fetchone()
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"{self.path}: {exc}") from exc
 

@@ -1,0 +1,410 @@
+"""The :class:`reactor.store.Store` on PostgreSQL: any number of reactor replicas, one database.
+
+The same operations as the SQLite store, with the same guarantees across processes:
+
+- One transaction per notification or API call (READ COMMITTED: every statement sees what
+  committed before it started).
+- Work on one cluster is serialised by a lock on its row. A write transaction that reads a
+  cluster to change it (a notification, adding an app, a reassignment...) takes it with
+  ``SELECT ... FOR UPDATE`` (several clusters in id order, so two notifications never
+  deadlock on each other). The gate of a deployment reads the cluster ``FOR SHARE``: many
+  deployments to one cluster run together, but none runs while a notification holds the
+  row, so a deployment either committed before the transaction that made the cluster
+  OFFLINE (and the cascade degrades it) or starts after that commit and is refused.
+- The cascade and the restore are one set-based ``UPDATE`` each, as on SQLite.
+- A lost race (serialization failure, deadlock, a name inserted by another replica
+  meanwhile) is :class:`reactor.store.StoreConflict`: the caller runs the whole operation
+  again (``reactor.store.retry_conflicts``). A lock not granted within the busy timeout
+  and an unreachable database are :class:`reactor.store.StoreUnavailable` (HTTP 503).
+
+Connections: each handle owns one connection, used by one thread (the app's store thread
+or reader thread), so no pool is needed. A broken connection is dropped and the next call
+opens a new one; while the database cannot be reached, calls fail at once for
+``RECONNECT_PAUSE_S`` after each failed attempt instead of each waiting for a connect
+timeout, so a queue of calls drains as 503s and the first call after the database is back
+reconnects. Nothing is cached between transactions: every gate decision reads the row.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from psycopg import errors
+
+from reactor import schema
+from reactor.statemachine import CLUSTER_OFFLINE, AppStatus, ClusterState, Status
+from reactor.store import (
+    AppRecord,
+    ClusterRecord,
+    Placement,
+    StatusCounts,
+    StoreConflict,
+    StoreUnavailable,
+    Transaction,
+    cluster_record,
+    state_row,
+)
+
+#: After a failed connection attempt, calls fail at once for this long.
+RECONNECT_PAUSE_S = 0.5
+#: A transaction left idle this long (its replica frozen or cut off) is ended by the
+#: server, which releases its cluster locks; ours never wait between statements.
+IDLE_IN_TRANSACTION_TIMEOUT_S = 30
+
+_CLUSTER_SELECT = (
+    "SELECT c.id, c.name, c.endpoint, c.kubeconfig_secret_ref, c.source, "
+    "c.online_firing, c.online_starts_at, c.online_ends_at, "
+    "c.offline_firing, c.offline_starts_at, c.offline_ends_at, "
+    "c.was_online, c.outage_id, o.started_at "
+    "FROM clusters c LEFT JOIN outages o ON o.id = c.outage_id"
+)
+_APP_SELECT = (
+    "SELECT a.id, a.name, a.cluster_id, c.name, a.status, a.reason, a.outage_id "
+    "FROM apps a JOIN clusters c ON c.id = a.cluster_id"
+)
+
+#: Errors after which running the whole operation again will succeed.
+_CONFLICTS = (errors.SerializationFailure, errors.DeadlockDetected, errors.UniqueViolation)
+#: Errors of a database that is there but cannot serve this call now.
+_BUSY = (errors.LockNotAvailable, errors.QueryCanceled, errors.AdminShutdown)
+
+
+def _app(row: tuple[Any, ...]) -> AppRecord:
+    return AppRecord(row[0], row[1], row[2], row[3], AppStatus(row[4]), row[5], row[6])
+
+
+class PostgresTransaction:
+    """:class:`reactor.store.Transaction` over one psycopg connection in a transaction.
+
+    ``locking``: a write transaction, whose cluster reads lock the rows they return.
+    """
+
+    def __init__(self, cur: psycopg.Cursor[tuple[Any, ...]], *, locking: bool) -> None:
+        self.cur = cur
+        self._update = " FOR UPDATE OF c" if locking else ""
+        self._share = " FOR SHARE OF c" if locking else ""
+
+    def cluster(self, name: str) -> ClusterRecord | None:
+        row = self.cur.execute(
+            f"{_CLUSTER_SELECT} WHERE c.name = %s{self._update}", (name,)
+        ).fetchone()
+        return None if row is None else cluster_record(row)
+
+    def clusters(self) -> list[ClusterRecord]:
+        return [cluster_record(r) for r in self.cur.execute(f"{_CLUSTER_SELECT} ORDER BY c.name")]
+
+    def clusters_named(self, names: Sequence[str]) -> dict[str, ClusterRecord]:
+        # In id order: two transactions locking overlapping sets take them in one order.
+        rows = self.cur.execute(
+            f"{_CLUSTER_SELECT} WHERE c.name = ANY(%s) ORDER BY c.id{self._update}",
+            (list(names),),
+        )
+        return {row[1]: cluster_record(row) for row in rows}
+
+    def insert_cluster(
+        self, name: str, endpoint: str | None, ref: str | None, source: str
+    ) -> ClusterRecord:
+        row = self.cur.execute(
+            "INSERT INTO clusters (name, endpoint, kubeconfig_secret_ref, source) "
+            "VALUES (%s, %s, %s, %s) RETURNING id",
+            (name, endpoint, ref, source),
+        ).fetchone()
+        assert row is not None
+        return ClusterRecord(row[0], name, endpoint, ref, source, ClusterState(), None)
+
+    def set_cluster_location(self, cluster_id: int, endpoint: str, ref: str) -> None:
+        self.cur.execute(
+            "UPDATE clusters SET endpoint = %s, kubeconfig_secret_ref = %s WHERE id = %s",
+            (endpoint, ref, cluster_id),
+        )
+
+    def save_states(self, states: Sequence[tuple[int, ClusterState]]) -> None:
+        if not states:
+            return
+        self.cur.executemany(
+            "UPDATE clusters SET status = %s, status_since = %s, "
+            "online_firing = %s, online_starts_at = %s, online_ends_at = %s, "
+            "offline_firing = %s, offline_starts_at = %s, offline_ends_at = %s, "
+            "was_online = %s WHERE id = %s",
+            [state_row(cluster_id, state) for cluster_id, state in states],
+        )
+
+    def open_outage(self, cluster_id: int, started_at: int, opened_at: int) -> int:
+        row = self.cur.execute(
+            "WITH o AS (INSERT INTO outages (cluster_id, started_at, opened_at) "
+            "VALUES (%s, %s, %s) RETURNING id) "
+            "UPDATE clusters SET outage_id = (SELECT id FROM o) WHERE id = %s "
+            "RETURNING outage_id",
+            (cluster_id, started_at, opened_at, cluster_id),
+        ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def degrade_apps(self, cluster_id: int, outage_id: int) -> int:
+        self.cur.execute(
+            "UPDATE apps SET status = 'DEGRADED', reason = %s, outage_id = %s "
+            "WHERE cluster_id = %s AND status = 'DEPLOYED'",
+            (CLUSTER_OFFLINE, outage_id, cluster_id),
+        )
+        count = self.cur.rowcount
+        self.cur.execute(
+            "UPDATE outages SET apps_degraded = apps_degraded + %s WHERE id = %s",
+            (count, outage_id),
+        )
+        return count
+
+    def restore_apps(self, cluster_id: int, outage_id: int) -> int:
+        self.cur.execute(
+            "UPDATE apps SET status = 'DEPLOYED', reason = NULL, outage_id = NULL "
+            "WHERE outage_id = %s AND cluster_id = %s AND status = 'DEGRADED' AND reason = %s",
+            (outage_id, cluster_id, CLUSTER_OFFLINE),
+        )
+        count = self.cur.rowcount
+        self.cur.execute(
+            "UPDATE outages SET apps_restored = apps_restored + %s WHERE id = %s",
+            (count, outage_id),
+        )
+        return count
+
+    def close_outage(self, cluster_id: int, outage_id: int, closed_at: int) -> None:
+        self.cur.execute("UPDATE apps SET outage_id = NULL WHERE outage_id = %s", (outage_id,))
+        self.cur.execute("UPDATE outages SET closed_at = %s WHERE id = %s", (closed_at, outage_id))
+        self.cur.execute("UPDATE clusters SET outage_id = NULL WHERE id = %s", (cluster_id,))
+
+    def app(self, name: str) -> AppRecord | None:
+        row = self.cur.execute(f"{_APP_SELECT} WHERE a.name = %s", (name,)).fetchone()
+        return None if row is None else _app(row)
+
+    def apps(self) -> list[AppRecord]:
+        return [_app(r) for r in self.cur.execute(f"{_APP_SELECT} ORDER BY a.name")]
+
+    def placement(self, app: str, cluster: str) -> Placement | None:
+        # FOR SHARE: deployments to one cluster do not wait for each other, but wait for
+        # (and then see) a notification that holds the cluster FOR UPDATE.
+        row = self.cur.execute(
+            "SELECT a.id, c.id, c.status FROM apps a, clusters c "
+            f"WHERE a.name = %s AND c.name = %s{self._share}",
+            (app, cluster),
+        ).fetchone()
+        return None if row is None else Placement(row[0], row[1], Status(row[2]))
+
+    def insert_app(self, name: str, cluster_id: int) -> AppRecord:
+        row = self.cur.execute(
+            "INSERT INTO apps (name, cluster_id, status) VALUES (%s, %s, 'PENDING') "
+            "RETURNING id, (SELECT name FROM clusters WHERE id = %s)",
+            (name, cluster_id, cluster_id),
+        ).fetchone()
+        assert row is not None
+        return AppRecord(row[0], name, cluster_id, row[1], AppStatus.PENDING, None, None)
+
+    def set_app(self, app_id: int, cluster_id: int, status: AppStatus, reason: str | None) -> None:
+        self.cur.execute(
+            "UPDATE apps SET cluster_id = %s, status = %s, reason = %s, outage_id = NULL "
+            "WHERE id = %s",
+            (cluster_id, status.value, reason, app_id),
+        )
+
+    def status_counts(self) -> StatusCounts:
+        apps = {s: 0 for s in AppStatus}
+        for status, count in self.cur.execute("SELECT status, count(*) FROM apps GROUP BY status"):
+            apps[AppStatus(status)] = count
+        clusters = {s: 0 for s in Status}
+        for status, count in self.cur.execute(
+            "SELECT status, count(*) FROM clusters GROUP BY status"
+        ):
+            clusters[Status(status)] = count
+        return StatusCounts(apps=apps, clusters=clusters)
+
+
+class PostgresStore:
+    """:class:`reactor.store.Store` on one PostgreSQL connection (opened on first use).
+
+    ``conninfo``: a ``postgresql://`` URL or libpq key=value string, without the password;
+    ``password``: given apart, so it is never part of a string that could be logged.
+    ``busy_timeout_s``: how long a statement waits for a lock (``lock_timeout``) before
+    the call answers 503, as the SQLite store's busy timeout.
+    ``migrate``: bring the schema up to date now (raises :class:`StoreUnavailable` when
+    the database cannot be reached or is newer than this code).
+    """
+
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        password: str | None = None,
+        busy_timeout_s: float = 5.0,
+        connect_timeout_s: float = 2.0,
+        migrate: bool = True,
+    ) -> None:
+        self.conninfo = conninfo
+        self.busy_timeout_s = busy_timeout_s
+        self._password = password
+        self._connect_timeout_s = connect_timeout_s
+        self._conn: psycopg.Connection[tuple[Any, ...]] | None = None
+        self._retry_at = 0.0
+        self._last_error = ""
+        if migrate:
+            self.migrate()
+
+    # -- connections -------------------------------------------------------------------
+
+    def _open(self, lock_timeout_s: float) -> psycopg.Connection[tuple[Any, ...]]:
+        options = (
+            f"-c lock_timeout={int(lock_timeout_s * 1000)} "
+            f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_TIMEOUT_S * 1000}"
+        )
+        return psycopg.connect(
+            self.conninfo,
+            password=self._password,
+            autocommit=True,  # transactions are explicit (conn.transaction())
+            connect_timeout=max(1, math.ceil(self._connect_timeout_s)),
+            application_name="fleetwatch-reactor",
+            options=options,
+            # A server that vanishes (host down, network cut) is noticed in ~25 s
+            # instead of the system's two hours.
+            keepalives=1,
+            keepalives_idle=10,
+            keepalives_interval=5,
+            keepalives_count=3,
+        )
+
+    def _connection(self) -> psycopg.Connection[tuple[Any, ...]]:
+        conn = self._conn
+        if conn is not None and not conn.closed:
+            return conn
+        now = time.monotonic()
+        if now < self._retry_at:
+            raise StoreUnavailable(f"the database cannot be reached: {self._last_error}")
+        try:
+            self._conn = self._open(self.busy_timeout_s)
+        except psycopg.Error as exc:
+            self._retry_at = time.monotonic() + RECONNECT_PAUSE_S
+            self._last_error = _first_line(exc)
+            raise StoreUnavailable(f"the database cannot be reached: {self._last_error}") from exc
+        return self._conn
+
+    def _failed(self, exc: psycopg.Error) -> Exception:
+        """What a psycopg error means to the caller; drops a broken connection."""
+        if isinstance(exc, _CONFLICTS):
+            return StoreConflict(f"lost a race with another transaction: {_first_line(exc)}")
+        if isinstance(exc, errors.LockNotAvailable):
+            return StoreUnavailable(
+                f"a lock was not granted within {self.busy_timeout_s:g} s "
+                "(another transaction holds it)"
+            )
+        conn = self._conn
+        if conn is not None and (conn.closed or conn.broken):
+            conn.close()
+            self._conn = None
+        if isinstance(exc, _BUSY | psycopg.OperationalError):
+            return StoreUnavailable(f"the database cannot serve: {_first_line(exc)}")
+        return exc  # a bug (bad SQL, bad data): a 500 with the traceback in the log
+
+    @contextmanager
+    def _transaction(self, *, locking: bool) -> Iterator[Transaction]:
+        conn = self._connection()
+        try:
+            with conn.transaction(), conn.cursor() as cur:
+                yield PostgresTransaction(cur, locking=locking)
+        except psycopg.Error as exc:
+            failure = self._failed(exc)
+            if failure is exc:
+                raise
+            raise failure from exc
+
+    def write(self) -> Any:
+        """A read-write transaction; the clusters it reads are locked until it ends."""
+        return self._transaction(locking=True)
+
+    def read(self) -> Any:
+        """A read-only transaction: no locks, the last commits as each statement starts."""
+        return self._transaction(locking=False)
+
+    def reader(self) -> PostgresStore:
+        """A second connection for reads: they never wait behind this one's writes."""
+        return PostgresStore(
+            self.conninfo,
+            password=self._password,
+            busy_timeout_s=self.busy_timeout_s,
+            connect_timeout_s=self._connect_timeout_s,
+            migrate=False,
+        )
+
+    def ping(self) -> None:
+        conn = self._connection()
+        try:
+            conn.execute("SELECT 1").fetchone()
+        except psycopg.Error as exc:
+            failure = self._failed(exc)
+            raise (
+                failure if isinstance(failure, StoreUnavailable) else StoreUnavailable(str(failure))
+            ) from exc
+
+    def checkpoint(self) -> int:
+        """Nothing to do: the server runs its own checkpoints and vacuum."""
+        return 0
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    # -- schema ------------------------------------------------------------------------
+
+    def schema_version(self) -> int:
+        with self._connection().cursor() as cur:
+            table = cur.execute("SELECT to_regclass('fleetwatch_schema')").fetchone()
+            if table is None or table[0] is None:
+                return 0
+            row = cur.execute("SELECT version FROM fleetwatch_schema").fetchone()
+            return 0 if row is None else int(row[0])
+
+    def migrate(self) -> int:
+        """Apply the migrations the database lacks; returns how many were applied.
+
+        On a connection of its own, under a session advisory lock: replicas starting
+        together wait for each other here (no lock timeout on this connection), and the
+        second finds the schema current.
+        """
+        try:
+            conn = self._open(lock_timeout_s=0)  # 0: wait for the lock as long as it takes
+        except psycopg.Error as exc:
+            raise StoreUnavailable(f"the database cannot be reached: {_first_line(exc)}") from exc
+        applied = 0
+        try:
+            with conn:
+                conn.execute("SELECT pg_advisory_lock(%s)", (schema.MIGRATION_LOCK_KEY,))
+                conn.execute("CREATE TABLE IF NOT EXISTS fleetwatch_schema (version INTEGER)")
+                while True:
+                    with conn.transaction():
+                        row = conn.execute(
+                            "SELECT version FROM fleetwatch_schema FOR UPDATE"
+                        ).fetchone()
+                        version = 0 if row is None else int(row[0])
+                        if version > schema.VERSION:
+                            raise StoreUnavailable(
+                                f"the database's schema version {version} is newer than this "
+                                f"reactor's ({schema.VERSION}): run the newer release"
+                            )
+                        if version == schema.VERSION:
+                            break
+                        for statement in schema.POSTGRES[version]:
+                            conn.execute(statement)  # type: ignore[arg-type]
+                        if row is None:
+                            conn.execute("INSERT INTO fleetwatch_schema VALUES (1)")
+                        else:
+                            conn.execute("UPDATE fleetwatch_schema SET version = version + 1")
+                        applied += 1
+        except psycopg.Error as exc:
+            raise StoreUnavailable(f"migrating the schema failed: {_first_line(exc)}") from exc
+        return applied
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
