@@ -18,11 +18,13 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from exporter.discovery import Discoverer, Discovery
+from reactor import database
 from reactor.api import add_routes, auth_middleware, errors_middleware
 from reactor.context import BACKEND, METRICS, SETTINGS, Backend, Settings
+from reactor.database import parse_db_url, sqlite_url
 from reactor.metrics import ReactorMetrics
 from reactor.service import DiscoveredCluster, Service
-from reactor.store import SQLiteStore, Store, StoreUnavailable
+from reactor.store import Store, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +48,8 @@ def create_app(
     """Build the reactor app; nothing is opened until it starts.
 
     ``registry``: where the metrics go (a fresh one by default, never the global one).
-    ``store_factory``: the store to open on start (SQLite at ``settings.db_path`` by default).
+    ``store_factory``: the store to open on start (``settings.db_url``, else SQLite at
+    ``settings.db_path``).
     ``discoverer``: start-up discovery (built from the settings' kubeconfig paths by default;
     none when neither is set).
     """
@@ -61,7 +64,10 @@ def create_app(
         discoverer = Discoverer(settings.kubeconfig_path, settings.kubeconfig_dir)
 
     def open_store() -> Store:
-        return SQLiteStore(settings.db_path, busy_timeout_s=settings.db_busy_timeout_s)
+        url = parse_db_url(settings.db_url) if settings.db_url else sqlite_url(settings.db_path)
+        return database.open_store(
+            url, password=settings.db_password, busy_timeout_s=settings.db_busy_timeout_s
+        )
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         backend = app[BACKEND]

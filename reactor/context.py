@@ -8,7 +8,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -16,6 +16,7 @@ from aiohttp import web
 
 from reactor.metrics import ReactorMetrics
 from reactor.service import Service
+from reactor.store import retry_conflicts
 
 T = TypeVar("T")
 
@@ -34,6 +35,12 @@ class Settings:
     """Bigger bodies get 413. 4 MiB holds a webhook of several thousand alerts."""
     db_busy_timeout_s: float = 5.0
     """How long a transaction waits for another writer's lock before the call answers 503."""
+    db_url: str | None = None
+    """``sqlite:///PATH`` or ``postgresql://user@host:port/db`` (``reactor.database``);
+    None: the SQLite file ``db_path``."""
+    db_password: str | None = field(default=None, repr=False)
+    """PostgreSQL password (from ``--db.password-file`` or ``PGPASSWORD``); wins over one in
+    ``db_url``. Never printed: not even in this object's repr."""
     kubeconfig_path: Path | None = None
     """Main kubeconfig scanned at start-up; None (and no dir): no discovery."""
     kubeconfig_dir: Path | None = None
@@ -160,7 +167,8 @@ class Backend:
     async def run(self, operation: Callable[[Service], T]) -> T:
         """Run ``operation(service)`` on the store thread, e.g. ``run(lambda s: s.deploy(...))``."""
         service = self.service
-        return await self.thread.call(lambda: operation(service))
+        # A call that lost a race with another replica's transaction runs again.
+        return await self.thread.call(lambda: retry_conflicts(lambda: operation(service)))
 
     async def read(self, operation: Callable[[Service], T]) -> T:
         """Run a read-only ``operation`` on the reader thread (the store thread if none)."""
