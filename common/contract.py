@@ -47,8 +47,22 @@ STATUS_OF_ALERT: Final[dict[StatusAlert, Status]] = {
 #: The fleet-wide alert that inhibits ``FleetClusterOffline`` during a probe storm.
 STORM_ALERT: Final = "FleetProbeStorm"
 
+#: The heads-up while a cluster fails inside its grace period (the dashboards show it).
+PROBE_FAILING_ALERT: Final = "FleetClusterProbeFailing"
+
 #: Default share of the probeable clusters failing at once that means "the watcher is broken".
 STORM_FRACTION: Final = 0.5
 
 #: Smallest probeable fleet where a storm is recognised: 1 failing of 2 is no storm.
 STORM_MIN_CLUSTERS: Final = 3
+
+# Recording rules the dashboards read: the rules write them, nothing else computes them.
+
+#: Per cluster: its status as a number of ``STATUS_CODES``.
+STATUS_CODE_RECORD: Final = "cluster:fleetwatch_status:code"
+
+#: Per status (label ``status``): how many clusters have it, 0 included.
+CLUSTERS_COUNT_RECORD: Final = "fleet:fleetwatch_clusters:count"
+
+#: Share of the probeable clusters whose last probe failed: what the storm guard compares.
+FAILING_RATIO_RECORD: Final = "fleet:fleetwatch_clusters_probe_failing:ratio"

@@ -2,7 +2,10 @@
 
 This package is the product's face: the `fleetwatch` command, the demo, the stand-in API
 server shared by the tests and the demo, and the helpers that run local servers. The
-work itself lives in the `exporter` and `reactor` packages.
+work itself lives in the `exporter` and `reactor` packages; what all of them share, in
+`common`.
 """
 
-__version__ = "0.1.0"
+from common.version import __version__
+
+__all__ = ["__version__"]

@@ -27,6 +27,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from common.contract import PROBE_FAILING_ALERT, STORM_ALERT
+from common.logs import setup_logging
 from fleetwatch import wiring
 from fleetwatch.procs import ManagedProcess, NotReadyError, wait_until
 from fleetwatch.rules import RuleSettings
@@ -273,7 +275,7 @@ class Watcher:
     explain them (Prometheus: the grace-period warning, the storm guard)."""
 
     #: Alerts worth a line: they say why a failing cluster is not (yet) OFFLINE.
-    EXPLAINING = "FleetClusterProbeFailing|FleetProbeStorm"
+    EXPLAINING = f"{PROBE_FAILING_ALERT}|{STORM_ALERT}"
 
     def __init__(self, reactor_url: str, prometheus_url: str | None) -> None:
         self.client = JsonClient(reactor_url, timeout=2.0)
@@ -313,6 +315,8 @@ class Watcher:
 
 
 def run_demo(args: argparse.Namespace) -> int:
+    # The demo talks to people by print(); logging is for what goes wrong underneath.
+    setup_logging("warning")
     installed = wiring.have_prometheus()
     with_prometheus = installed and not args.no_prometheus
     demo = Demo(

@@ -22,15 +22,19 @@ from typing import Any
 
 import yaml
 
+from common.contract import (
+    CLUSTERS_COUNT_RECORD,
+    FAILING_RATIO_RECORD,
+    PROBE_FAILING_ALERT,
+    STATUS_CODE_RECORD,
+    STATUS_CODES,
+    STORM_ALERT,
+    STORM_FRACTION,
+    STORM_MIN_CLUSTERS,
+    Status,
+    StatusAlert,
+)
 from fleetwatch import rules_controlplane
-
-#: Recording rules (docs/ARCHITECTURE.md): dashboards and the alerts below read these.
-STATUS_CODE = "cluster:fleetwatch_status:code"
-FLEET_COUNT = "fleet:fleetwatch_clusters:count"
-FAILING_RATIO = "fleet:fleetwatch_clusters_probe_failing:ratio"
-
-#: Codes of ``cluster:fleetwatch_status:code``.
-STATUS_CODES = {"UNKNOWN": 0, "ONLINE": 1, "OFFLINE": 2}
 
 ENV_THRESHOLD = "CLUSTER_HEALTH_FAILURE_THRESHOLD"
 ENV_INTERVAL = "CLUSTER_HEALTH_INTERVAL"
@@ -51,10 +55,10 @@ class RuleSettings:
     """Seconds between probe cycles (CLUSTER_HEALTH_INTERVAL). Only the hold times of the
     storm guard and of the warning scale with it; detection itself needs no ``for:``."""
 
-    storm_fraction: float = 0.5
+    storm_fraction: float = STORM_FRACTION
     """Share of the probeable clusters failing at once that means "the watcher is broken"."""
 
-    storm_min_clusters: int = 3
+    storm_min_clusters: int = STORM_MIN_CLUSTERS
     """Smallest probeable fleet where a storm is recognised: 1 failing of 2 is no storm."""
 
     exporter_job: str = "fleetwatch-exporter"
@@ -127,6 +131,7 @@ _INFO = "max by (cluster) (fleetwatch_cluster_info)"
 
 def status_group(s: RuleSettings) -> Group:
     n = s.failure_threshold
+    online, offline = STATUS_CODES[Status.ONLINE], STATUS_CODES[Status.OFFLINE]
     code = (
         "(\n"
         f"    {_PROBEABLE}\n"
@@ -171,18 +176,18 @@ def status_group(s: RuleSettings) -> Group:
                     "UNKNOWN: everything else, including unprobeable clusters, which therefore\n"
                     "are never OFFLINE. A cluster missing some gauge is listed as UNKNOWN."
                 ),
-                body={"record": STATUS_CODE, "expr": code},
+                body={"record": STATUS_CODE_RECORD, "expr": code},
             ),
             *(
                 Rule(
-                    why=f"Clusters per status, 0 included, for dashboards ({name}).",
+                    why=f"Clusters per status, 0 included, for dashboards ({status.value}).",
                     body={
-                        "record": FLEET_COUNT,
-                        "expr": f"sum({STATUS_CODE} == bool {value})\n",
-                        "labels": {"status": name},
+                        "record": CLUSTERS_COUNT_RECORD,
+                        "expr": f"sum({STATUS_CODE_RECORD} == bool {value})\n",
+                        "labels": {"status": status.value},
                     },
                 )
-                for name, value in STATUS_CODES.items()
+                for status, value in STATUS_CODES.items()
             ),
             Rule(
                 why=(
@@ -190,7 +195,7 @@ def status_group(s: RuleSettings) -> Group:
                     "the storm guard reacts to the first failed cycle, N - 1 probes before any\n"
                     "cluster can be OFFLINE."
                 ),
-                body={"record": FAILING_RATIO, "expr": failing_ratio},
+                body={"record": FAILING_RATIO_RECORD, "expr": failing_ratio},
             ),
             Rule(
                 why=(
@@ -204,9 +209,9 @@ def status_group(s: RuleSettings) -> Group:
                     "cluster still down after the hold is a real outage and does cascade then."
                 ),
                 body={
-                    "alert": "FleetProbeStorm",
+                    "alert": STORM_ALERT,
                     "expr": (
-                        f"{FAILING_RATIO} >= {s.storm_fraction:g}\n"
+                        f"{FAILING_RATIO_RECORD} >= {s.storm_fraction:g}\n"
                         f"and count({_PROBEABLE} == 1) >= {s.storm_min_clusters}\n"
                     ),
                     "keep_firing_for": s.hold,
@@ -237,8 +242,8 @@ def status_group(s: RuleSettings) -> Group:
                     "by definition enough to leave OFFLINE."
                 ),
                 body={
-                    "alert": "FleetClusterOffline",
-                    "expr": f"{STATUS_CODE} == {STATUS_CODES['OFFLINE']}\n",
+                    "alert": StatusAlert.OFFLINE.value,
+                    "expr": f"{STATUS_CODE_RECORD} == {offline}\n",
                     "labels": {"severity": "critical"},
                     "annotations": {
                         "summary": f"Cluster {cluster} is OFFLINE: {n} consecutive probes failed",
@@ -267,8 +272,8 @@ def status_group(s: RuleSettings) -> Group:
                     "Alertmanager's repeats of this alert are the reactor's anti-entropy."
                 ),
                 body={
-                    "alert": "FleetClusterOnline",
-                    "expr": f"{STATUS_CODE} == {STATUS_CODES['ONLINE']}\n",
+                    "alert": StatusAlert.ONLINE.value,
+                    "expr": f"{STATUS_CODE_RECORD} == {online}\n",
                     "labels": {"severity": "none"},
                     "annotations": {
                         "summary": f"Cluster {cluster} is ONLINE",
@@ -288,11 +293,11 @@ def status_group(s: RuleSettings) -> Group:
                     "warning, not one per cycle; it never delays or hides FleetClusterOffline."
                 ),
                 body={
-                    "alert": "FleetClusterProbeFailing",
+                    "alert": PROBE_FAILING_ALERT,
                     "expr": (
                         f"{_FAILURES} >= 1\n"
                         f"and on (cluster) {_PROBEABLE} == 1\n"
-                        f"unless on (cluster) {STATUS_CODE} == {STATUS_CODES['OFFLINE']}\n"
+                        f"unless on (cluster) {STATUS_CODE_RECORD} == {offline}\n"
                     ),
                     "keep_firing_for": s.hold,
                     "labels": {"severity": "warning"},

@@ -2,7 +2,7 @@
 
 The whole loop (exporter -> Prometheus rules -> Alertmanager route -> reactor) as local
 processes: used by ``fleetwatch demo`` and the end-to-end tests, so both run exactly the
-rules ``fleetwatch rules`` renders and the route of ``alerts/alertmanager.yml``. Every
+rules ``fleetwatch rules`` renders and the shipped route (``alerts/alertmanager.yml``). Every
 process listens on 127.0.0.1, keeps its files in the folder it is given, and is stopped
 by its own pid (``fleetwatch.procs``).
 """
@@ -23,11 +23,10 @@ from typing import Any
 
 import yaml
 
+from fleetwatch import shipped
 from fleetwatch.procs import ManagedProcess, NotReadyError, free_port
 from fleetwatch.rules import RuleSettings, prom_duration, render_rules
 
-REPO = Path(__file__).resolve().parents[1]
-SHIPPED_ALERTMANAGER = REPO / "alerts" / "alertmanager.yml"
 PROMETHEUS_BIN = "prometheus"
 ALERTMANAGER_BIN = "prometheus-alertmanager"
 #: Variables a child must not inherit from the caller's shell: the loop sets its own.
@@ -109,10 +108,8 @@ def alertmanager_config(
 
 
 def load_shipped_alertmanager() -> dict[str, Any]:
-    if not SHIPPED_ALERTMANAGER.is_file():
-        raise FileNotFoundError(f"{SHIPPED_ALERTMANAGER} not found: run from a fleetwatch checkout")
-    loaded: dict[str, Any] = yaml.safe_load(SHIPPED_ALERTMANAGER.read_text())
-    return loaded
+    """The shipped ``alertmanager.yml`` (package data: a checkout and a wheel alike)."""
+    return shipped.alertmanager_config()
 
 
 def write_yaml(path: Path, data: Any) -> Path:

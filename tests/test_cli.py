@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from common.version import __version__
 from fleetwatch.cli import build_parser
 
 
@@ -13,3 +14,10 @@ def test_every_subcommand_is_registered(command: str) -> None:
     with pytest.raises(SystemExit) as exc:
         parser.parse_args([command, "--help"])
     assert exc.value.code == 0
+
+
+def test_version_is_the_one_common_defines(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.strip() == f"fleetwatch {__version__}"

@@ -1,59 +1,71 @@
-"""The architecture stays the way docs/ARCHITECTURE.md draws it.
+"""The architecture stays as drawn: import contracts, and package data that exists once.
 
-Dependencies run one way (fleetwatch -> exporter, reactor; reactor -> exporter.discovery),
-and only the two modules that load kubeconfigs import the synchronous kubernetes client,
-so nobody calls it from the event loop by accident.
+The contracts live in ``.importlinter`` (layers fleetwatch > exporter | reactor > common,
+the reactor's one allowed import from the exporter, the only modules that may import the
+kubernetes client, no import cycles); ``lint-imports`` checks them over every import,
+including the ones inside functions that a reading of the top of each file would miss.
 """
 
 from __future__ import annotations
 
-import ast
+import shutil
+import subprocess
+import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-KUBERNETES_IMPORTERS = {"exporter/discovery.py", "exporter/credentials.py"}
+DATA = ROOT / "fleetwatch" / "data"
 
 
-def imports_of(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(), filename=str(path))
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
-    return names
+def lint_imports() -> str:
+    found = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
+    found = found or shutil.which("lint-imports")
+    if found is None:
+        pytest.fail("lint-imports is not installed: import-linter is in the [test] extra")
+    return found
 
 
-def modules(package: str) -> list[Path]:
-    return sorted((ROOT / package).rglob("*.py"))
+def test_import_contracts_are_kept() -> None:
+    result = subprocess.run(
+        [lint_imports(), "--no-cache"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    report = result.stdout + result.stderr
+    assert result.returncode == 0, report
+    # The configuration was read and holds the contracts this module's docstring names.
+    words = " ".join(report.split())
+    for name in ("Layers:", "kubernetes client", "No import cycles"):
+        assert name in words, report
+    assert ", 0 broken." in words, report
 
 
-@pytest.mark.parametrize("package", ["exporter", "reactor", "fleetwatch"])
-def test_only_the_kubeconfig_modules_import_the_kubernetes_client(package: str) -> None:
-    offenders = [
-        str(path.relative_to(ROOT))
-        for path in modules(package)
-        if any(name == "kubernetes" or name.startswith("kubernetes.") for name in imports_of(path))
-        and str(path.relative_to(ROOT)) not in KUBERNETES_IMPORTERS
-    ]
-    # The stand-in writes kubeconfigs for the client but must not need it to serve.
-    offenders = [p for p in offenders if not p.startswith("fleetwatch/standin/")]
-    assert offenders == []
+def shipped_sources() -> set[Path]:
+    """The files the package ships, where they live in the repository."""
+    return {*(ROOT / "alerts").glob("*.yml"), *(ROOT / "dashboards").glob("*.json")}
 
 
-def test_exporter_depends_on_neither_the_reactor_nor_the_product_face() -> None:
-    for path in modules("exporter"):
-        bad = {n for n in imports_of(path) if n.split(".")[0] in {"reactor", "fleetwatch"}}
-        assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+def test_package_data_is_a_link_to_each_shipped_file_and_nothing_else() -> None:
+    links = [p for p in DATA.rglob("*") if not p.is_dir()]
+    assert links, f"{DATA} is empty"
+    for link in links:
+        assert link.is_symlink(), f"{link.relative_to(ROOT)} is a copy that can drift: link it"
+        assert link.resolve().is_file(), f"{link.relative_to(ROOT)} points at nothing"
+    assert {link.resolve() for link in links} == {p.resolve() for p in shipped_sources()}
 
 
-def test_reactor_uses_only_discovery_from_the_exporter() -> None:
-    for path in modules("reactor"):
-        names = imports_of(path)
-        exporter = {n for n in names if n.split(".")[0] == "exporter"}
-        assert exporter <= {"exporter.discovery"}, f"{path.relative_to(ROOT)}: {sorted(exporter)}"
-        face = {n for n in names if n.startswith("fleetwatch.")}
-        assert not face, f"{path.relative_to(ROOT)} imports {sorted(face)}"
+def test_declared_package_data_exists() -> None:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    declared = config["tool"]["setuptools"]["package-data"]
+    for package, patterns in declared.items():
+        for pattern in patterns:
+            matches = list((ROOT / package.replace(".", "/")).glob(pattern))
+            assert matches, f"package data {package}: {pattern!r} matches no file"
+    shipped = {p.resolve() for pattern in declared["fleetwatch"] for p in DATA.parent.glob(pattern)}
+    assert shipped == {p.resolve() for p in shipped_sources()}

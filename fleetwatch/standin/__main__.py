@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from common.logs import setup_logging
+
 EXEC_API_VERSION = "client.authentication.k8s.io/v1beta1"
 
 
@@ -123,6 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.clusters < 1:
         print("--clusters must be at least 1", file=sys.stderr)
         return 2
+    setup_logging("info")
     try:
         return asyncio.run(_serve(args))
     except ValueError as exc:  # a bad name, mode or credential kind
