@@ -1,10 +1,9 @@
 """A kubeconfig context -> the TLS context and headers of an authenticated request.
 
-The kubernetes client resolves kubeconfigs exactly as its users expect (CA, client
-certificate and key as data or files, ``token``, ``tokenFile``, ``insecure-skip-tls-verify``,
-exec plugins), so we let it: ``KubeConfigLoader`` on the minimal per-context dict that
-discovery kept (0.7 ms, versus seconds for ``new_client_from_config`` on a big file). It is
-synchronous and may run a plugin, so it runs in a worker thread, never on the event loop.
+The kubernetes client resolves the context (``exporter.kube.load_context``, on the minimal
+per-context dict that discovery kept: 0.7 ms, versus seconds for ``new_client_from_config``
+on a big file). It is synchronous and may run a plugin, so it runs in a worker thread,
+never on the event loop.
 
 Results are cached per (file version, context), and contexts whose cluster (but for its
 ``server``) and user are identical share one resolution: a fleet whose kubeconfigs repeat
@@ -21,23 +20,15 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import logging
 import os
 import ssl
-import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubernetes.client import Configuration
-from kubernetes.config import kube_config
-from kubernetes.config.config_exception import ConfigException
-from kubernetes.config.kube_config import KubeConfigLoader
-
 from exporter.discovery import ContextConfig, FileVersion, unpack
-
-log = logging.getLogger(__name__)
+from exporter.kube import ContextLoadError, load_context
 
 #: Seconds before an exec credential's ``expirationTimestamp`` at which it is renewed.
 EXPIRY_MARGIN = 30.0
@@ -110,40 +101,31 @@ def _make_ssl_context(
 
 def build_credentials(ctx: ContextConfig, ssl_contexts: _SslContexts | None = None) -> Credentials:
     """Resolve one context with the kubernetes client (blocking: call it in a thread)."""
-    make_kube_client_temp_files_thread_safe()
     config_dict = unpack(ctx.config)
     user = _user_of(config_dict)  # before the client sees the dict (it may change it)
-    config = Configuration()
     try:
-        loader = KubeConfigLoader(  # type: ignore[no-untyped-call]  # the client is untyped
-            config_dict=config_dict,
-            active_context=ctx.context,
-            config_base_path=ctx.base_path,
-        )
-        loader.load_and_set(config)  # type: ignore[no-untyped-call]
-    except (ConfigException, KeyError, ValueError, TypeError, OSError) as exc:
-        raise CredentialsError(_safe_reason(exc)) from None
+        loaded = load_context(config_dict, ctx.context, ctx.base_path)
+    except ContextLoadError as exc:
+        raise CredentialsError(_safe_reason(exc.error)) from None
     from_exec = isinstance(user.get("exec"), dict)
-    token = config.api_key.get("BearerToken") if config.api_key else None
+    token = loaded.token
     headers: dict[str, str] = {}
     if token:
         token = token.strip()
         if "\n" in token or "\r" in token:
             raise CredentialsError("the token has a line break inside it")
         headers["Authorization"] = token
-    if from_exec and not token and not config.cert_file:
+    if from_exec and not token and not loaded.cert_file:
         # The client logs the plugin's own error and carries on without credentials.
         raise CredentialsError("the exec plugin gave no token and no client certificate")
-    expiry = getattr(loader, "expiry", None)
-    expires_at = expiry.timestamp() if expiry is not None else None
     ssl_context: ssl.SSLContext | None = None
-    if config.host.startswith("https"):
+    if loaded.host.startswith("https"):
         key: _SslKey = (
-            config.ssl_ca_cert,
-            config.cert_file,
-            config.key_file,
-            bool(config.verify_ssl),
-            _mtimes(config.ssl_ca_cert, config.cert_file, config.key_file),
+            loaded.ca_file,
+            loaded.cert_file,
+            loaded.key_file,
+            loaded.verify,
+            _mtimes(loaded.ca_file, loaded.cert_file, loaded.key_file),
         )
         try:
             ssl_context = (ssl_contexts or _SslContexts()).get(key)
@@ -152,8 +134,8 @@ def build_credentials(ctx: ContextConfig, ssl_contexts: _SslContexts | None = No
     return Credentials(
         ssl_context=ssl_context,
         headers=headers,
-        server_hostname=getattr(config, "tls_server_name", None) or None,
-        expires_at=expires_at,
+        server_hostname=loaded.tls_server_name,
+        expires_at=loaded.expires_at,
         from_exec=from_exec,
     )
 
@@ -197,48 +179,6 @@ def _safe_reason(exc: BaseException) -> str:
 _Key = tuple[str, str, FileVersion]
 
 
-class _NoKubeClientRecords(logging.Filter):
-    """Drops what the kubernetes client logs on the root logger (``logging.error(str(e))``).
-
-    Those lines quote an exec plugin's stderr, which may hold a token; the failure reaches
-    us anyway as missing credentials and is reported by :func:`build_credentials`.
-    """
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return f"{os.sep}kubernetes{os.sep}" not in record.pathname
-
-
-_TEMP_FILE_LOCK = threading.Lock()
-
-
-def make_kube_client_temp_files_thread_safe() -> None:
-    """Serialise the kubernetes client's temp-file writer (idempotent).
-
-    The client writes ``*-data`` credentials to temp files shared by content: it registers
-    the file name *before* writing it, so a second thread resolving the same content at
-    the same time gets an empty file (``no certificate or crl found``; see
-    ``test_same_embedded_certs_resolved_by_many_threads_at_once``). Wrapping that one
-    function in a lock costs microseconds, and lets exec plugins still run in parallel.
-    """
-    original: Any = kube_config._create_temp_file_with_content
-    if getattr(original, "_fleetwatch_locked", False):
-        return
-
-    def locked(*args: Any, **kwargs: Any) -> Any:
-        with _TEMP_FILE_LOCK:
-            return original(*args, **kwargs)
-
-    locked._fleetwatch_locked = True  # type: ignore[attr-defined]
-    kube_config._create_temp_file_with_content = locked
-
-
-def silence_kube_client_root_logs() -> None:
-    """Install the filter on the root logger, once (idempotent)."""
-    root = logging.getLogger()
-    if not any(isinstance(f, _NoKubeClientRecords) for f in root.filters):
-        root.addFilter(_NoKubeClientRecords())
-
-
 def shared_key(ctx: ContextConfig) -> str:
     """What the resolution of ``ctx`` depends on, hashed (the dict holds secrets).
 
@@ -269,7 +209,6 @@ class CredentialCache:
     """
 
     def __init__(self) -> None:
-        silence_kube_client_root_logs()
         self._shared: dict[_Key, str] = {}  #: context -> its shared key
         self._entries: dict[str, Credentials] = {}  #: shared key -> credentials
         self._ssl = _SslContexts()
@@ -278,11 +217,6 @@ class CredentialCache:
     @staticmethod
     def key(ctx: ContextConfig) -> _Key:
         return (ctx.source, ctx.context, ctx.version)
-
-    async def get(self, ctx: ContextConfig) -> Credentials:
-        """Credentials of ``ctx``; raises :class:`CredentialsError`."""
-        creds, _fresh = await self.resolve(ctx)
-        return creds
 
     def _shared_key(self, ctx: ContextConfig) -> str:
         key = self.key(ctx)

@@ -19,6 +19,7 @@ from exporter.checks import ClusterCheck
 from exporter.cycle import CycleSettings, DiscoverySource, Monitor, Snapshot
 from exporter.discovery import Discoverer
 from exporter.exposition import CONTENT_TYPE, Rendered, render
+from exporter.kube import install_patches
 from exporter.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,7 @@ def create_app(
     replaces the kubeconfig scan (tests); ``run_loop=False`` leaves cycles to the caller
     (``await app[MONITOR].run_cycle()``), for tests that want one cycle at a time.
     """
+    install_patches()  # the kubernetes client's, once, before any credential is built
     app = web.Application()
     slot: list[Rendered] = [render(_empty(settings))]
     app[RENDERED] = slot

@@ -13,7 +13,14 @@ from exporter_helpers import MonitorFactory, Recorder
 from exporter.checks import ClusterCheck
 from exporter.cycle import CycleSettings, DiscoverySource, Monitor
 from exporter.discovery import Discoverer
+from exporter.kube import install_patches
 from fleetwatch.standin import StandinFleet
+
+
+@pytest.fixture(autouse=True, scope="session")
+def kube_client_patched() -> None:
+    """The patches ``fleetwatch exporter`` installs at start (tests build Monitors directly)."""
+    install_patches()
 
 
 @pytest.fixture(autouse=True)
