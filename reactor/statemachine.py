@@ -4,25 +4,36 @@ Read this module to know what the reactor does; everything else is plumbing (par
 webhook, storing rows, serving HTTP). Nothing here does I/O, so every rule is tested as a
 table of inputs and expected outputs (tests/reactor/test_statemachine.py).
 
-Status signals (DESIGN.md, "Status signals"). Alertmanager tells us about two alerts per
-cluster: ``FleetClusterOnline`` fires while it is ONLINE, ``FleetClusterOffline`` while it
-is OFFLINE. For each of the two we keep the latest thing we know: *firing since startsAt*
-or *resolved at endsAt*. An alert instance is named by its ``startsAt``; a later
-``startsAt`` is a newer instance, and within one instance "resolved" is newer than
-"firing". Anything not newer than what we hold is ignored, so duplicates, repeats and
-out-of-order deliveries change nothing.
+Status signals. Alertmanager tells us about two alerts per cluster:
+``FleetClusterOnline`` fires while it is ONLINE, ``FleetClusterOffline`` while it is
+OFFLINE. For each of the two we keep the latest thing we know: *firing since startsAt* or
+*resolved at endsAt*. An alert instance is named by its ``startsAt``; a later ``startsAt``
+is a newer instance, and within one instance "resolved" is newer than "firing" (the first
+resolution heard of an instance stays: a second one, with another ``endsAt``, is no news).
+Anything not newer than what we hold is ignored, so duplicates, repeats, out-of-order
+deliveries and several reactors reconciling the same alerts change nothing.
 
-The status of a cluster is the status of the firing alert with the latest ``startsAt``
-(so a lost "resolved" of the older alert does not matter), UNKNOWN when neither fires.
-On a tie (both firing since the same instant, which the rules never produce) OFFLINE wins:
-it is the safe answer for the gate.
+The two alerts are exclusive (the rules never fire both at once), so a firing alert whose
+``startsAt`` is older than the latest ``startsAt`` known for the other alert has ended,
+whatever was delivered: the other one began after it. The status of a cluster is the
+status of the firing alert that has not ended that way, UNKNOWN when there is none. So a
+lost "resolved" of the older alert never matters: after "Offline resolved", with the old
+Online's "resolved" lost, the cluster is UNKNOWN, never ONLINE from the older alert. On a
+tie (both firing since the same instant, which the rules never produce) OFFLINE wins: it
+is the safe answer for the gate.
 
-Outages and the cascade (DESIGN.md, "Cascade"):
+Outages and the cascade:
 
-* An outage opens when the cluster is OFFLINE, no outage is open, and it has been ONLINE
-  since the last outage (``was_online``). A passing UNKNOWN does not clear ``was_online``;
-  a cluster never seen ONLINE opens no outage (the cascade never starts from UNKNOWN).
-  Opening it degrades the apps DEPLOYED on the cluster (:class:`DegradeApps`).
+* An outage opens when the cluster is OFFLINE, no outage is open, and it had been ONLINE
+  before this OFFLINE: seen ONLINE since the last outage (``was_online``), or known to
+  have been ONLINE before it (an Online instance, firing or resolved, older than the
+  Offline one). A passing UNKNOWN does not clear ``was_online``; a cluster never seen
+  ONLINE opens no outage (the cascade never starts from UNKNOWN). So an ONLINE followed
+  by an OFFLINE opens the same outage however the two alerts are batched into
+  notifications and in whatever order those arrive. (A flap already over when we first
+  hear of it, an OFFLINE and a later ONLINE learnt together, opens none: by then there is
+  nothing to protect.) Opening it degrades the apps DEPLOYED on the cluster
+  (:class:`DegradeApps`).
 * While an outage is open, each time the cluster becomes OFFLINE again (after a passing
   UNKNOWN, during which deployments were allowed) the apps DEPLOYED there join the same
   outage: no app stays DEPLOYED on an OFFLINE cluster.
@@ -75,9 +86,13 @@ class AlertState:
     ends_at: int | None = None
 
     @property
-    def order(self) -> tuple[int, int, int]:
-        """Newer information sorts later: a later instance, then resolved after firing."""
-        return (self.starts_at, 0 if self.firing else 1, self.ends_at or 0)
+    def order(self) -> tuple[int, int]:
+        """Newer information sorts later: a later instance, then resolved after firing.
+
+        ``ends_at`` is left out: two resolutions of one instance (Alertmanager's, and one a
+        reconciliation inferred at its own time) are the same news, so the first one stays.
+        """
+        return (self.starts_at, 0 if self.firing else 1)
 
 
 def is_newer(candidate: AlertState, known: AlertState | None) -> bool:
@@ -105,26 +120,28 @@ class ClusterState:
 
 
 def status_of(online: AlertState | None, offline: AlertState | None) -> tuple[Status, int | None]:
-    """The status and since when: the firing alert with the latest ``startsAt`` wins.
+    """The status and since when: the firing alert that has not ended wins.
 
-    UNKNOWN's "since" is the latest ``endsAt`` of the two (when the last one resolved),
-    or None when we never heard of either.
+    A firing alert has ended when the other alert has a later ``startsAt`` (they are
+    exclusive). UNKNOWN's "since" is the latest ``endsAt`` of the two (when the last one
+    resolved), or None when none is known.
     """
-    on = online is not None and online.firing
-    off = offline is not None and offline.firing
-    if on and off:
-        assert online is not None and offline is not None
-        if online.starts_at > offline.starts_at:
-            return Status.ONLINE, online.starts_at
+    if offline is not None and _live(offline, online):
         return Status.OFFLINE, offline.starts_at
-    if on:
-        assert online is not None
+    if online is not None and _live(online, offline):
         return Status.ONLINE, online.starts_at
-    if off:
-        assert offline is not None
-        return Status.OFFLINE, offline.starts_at
     ends = [a.ends_at for a in (online, offline) if a is not None and a.ends_at is not None]
     return Status.UNKNOWN, max(ends) if ends else None
+
+
+def _live(alert: AlertState, other: AlertState | None) -> bool:
+    """Firing, and not ended by a later instance of the other alert."""
+    return alert.firing and (other is None or alert.starts_at >= other.starts_at)
+
+
+def _online_before(online: AlertState | None, offline: AlertState) -> bool:
+    """We know of an ONLINE (firing or resolved) that began before this OFFLINE."""
+    return online is not None and online.starts_at < offline.starts_at
 
 
 # Effects: what the store must do, in this order, in the same transaction.
@@ -170,7 +187,8 @@ def apply(state: ClusterState, updates: Iterable[tuple[StatusAlert, AlertState]]
 
     All the updates of one notification are folded first and the status is evaluated once,
     so a notification that carries both an OFFLINE and a later ONLINE for the same cluster
-    (a flap already over) opens no outage.
+    (a flap already over) opens no outage. An ONLINE and a later OFFLINE in one
+    notification do open one: the ONLINE shows the cluster had been ONLINE before.
     """
     online, offline = state.online, state.offline
     for alert, update in updates:
@@ -195,7 +213,7 @@ def apply(state: ClusterState, updates: Iterable[tuple[StatusAlert, AlertState]]
     elif status is Status.OFFLINE:
         assert offline is not None
         if outage_since is None:
-            if was_online:
+            if was_online or _online_before(online, offline):
                 outage_since = offline.starts_at
                 was_online = False
                 effects += [OpenOutage(started_at=outage_since), DegradeApps()]

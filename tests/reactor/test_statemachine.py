@@ -478,9 +478,7 @@ def test_a_second_resolution_of_one_instance_is_no_news() -> None:
 
 
 def test_online_then_offline_is_one_outage_however_batched() -> None:
-    one = apply(
-        ClusterState(), [(StatusAlert.ONLINE, firing(0)), (StatusAlert.OFFLINE, firing(5))]
-    )
+    one = apply(ClusterState(), [(StatusAlert.ONLINE, firing(0)), (StatusAlert.OFFLINE, firing(5))])
     first = apply(ClusterState(), [(StatusAlert.ONLINE, firing(0))])
     two = apply(first.state, [(StatusAlert.OFFLINE, firing(5))])
     reversed_first = apply(ClusterState(), [(StatusAlert.OFFLINE, firing(5))])
