@@ -24,6 +24,7 @@ from reactor.context import (
     DEFAULT_MAX_BODY_BYTES,
     Settings,
 )
+from reactor.database import POSTGRESQL, open_store, parse_db_url, sqlite_url
 
 log = logging.getLogger("reactor")
 
@@ -34,7 +35,8 @@ REACTOR_DESCRIPTION = """\
 The reactor: an Alertmanager webhook receiver (POST /alerts) that keeps each cluster's
 status (ONLINE, OFFLINE, UNKNOWN), degrades the apps DEPLOYED on a cluster that goes OFFLINE
 (reason cluster_offline), restores exactly those when it is ONLINE again, and answers 409
-to deployments to an OFFLINE cluster. State lives in a SQLite file: a restart loses nothing.
+to deployments to an OFFLINE cluster. State lives in a SQLite file (a restart loses nothing)
+or in PostgreSQL, which several replicas share.
 Endpoints: /alerts, /clusters, /apps, /deployments, /healthz, /metrics, /openapi.json.
 The kubeconfigs are scanned once, at start-up; a cluster first named later by an alert is
 added then (source alerts, no endpoint until the next start-up scan)."""
@@ -44,6 +46,7 @@ environment (flags win over it):
   FLEETWATCH_TOKEN  the bearer token itself (when --web.token-file is not given)
   KUBECONFIG_PATH   main kubeconfig (default: ~/.kube/config)
   KUBECONFIG_DIR    folder of extra kubeconfigs: *.yaml, *.yml, *.conf, read in name order
+  PGPASSWORD        the PostgreSQL password (when --db.password-file is not given)
 """
 
 
@@ -68,8 +71,31 @@ def add_parsers(subparsers: Any) -> None:
         dest="db_path",
         metavar="FILE",
         type=Path,
-        default=DEFAULT_DB_PATH,
-        help=f"SQLite file of the state, created if missing (default: ./{DEFAULT_DB_PATH})",
+        help="SQLite file of the state, created if missing: short for --db.url sqlite:///FILE "
+        f"(default: ./{DEFAULT_DB_PATH})",
+    )
+    p.add_argument(
+        "--db.url",
+        dest="db_url",
+        metavar="URL",
+        help="database of the state: sqlite:///PATH (sqlite:////ABSOLUTE/PATH) or "
+        "postgresql://USER@HOST:PORT/DB, which several replicas may share "
+        f"(default: sqlite:///{DEFAULT_DB_PATH})",
+    )
+    p.add_argument(
+        "--db.password-file",
+        dest="db_password_file",
+        metavar="FILE",
+        type=Path,
+        help="file holding the PostgreSQL password; surrounding whitespace is ignored "
+        "(default: $PGPASSWORD, else the password in --db.url, if any)",
+    )
+    p.add_argument(
+        "--db.migrate-only",
+        dest="db_migrate_only",
+        action="store_true",
+        help="bring the database's schema up to date, then exit (0 when done): a pipeline "
+        "step before the replicas of a new release start (they migrate at start anyway)",
     )
     p.add_argument(
         "--web.token-file",
@@ -162,13 +188,62 @@ def settings_from(args: argparse.Namespace, env: dict[str, str]) -> Settings:
     kubeconfig_dir = args.kubeconfig_dir
     if kubeconfig_dir is None and env.get("KUBECONFIG_DIR"):
         kubeconfig_dir = Path(env["KUBECONFIG_DIR"])
+    db_url, db_password = database_from(args, env)
     return Settings(
-        db_path=args.db_path,
+        db_path=args.db_path or DEFAULT_DB_PATH,
+        db_url=db_url,
+        db_password=db_password,
         token=token,
         max_body_bytes=args.max_body_bytes,
         kubeconfig_path=kubeconfig,
         kubeconfig_dir=kubeconfig_dir,
     )
+
+
+def database_from(args: argparse.Namespace, env: dict[str, str]) -> tuple[str | None, str | None]:
+    """(--db.url checked, the PostgreSQL password: --db.password-file, else $PGPASSWORD)."""
+    if args.db_url is None:
+        return None, None
+    if args.db_path is not None:
+        raise ValueError("--db.path and --db.url both name the database: give one")
+    url = parse_db_url(args.db_url)  # ValueError with a message free of the password
+    if url.kind != POSTGRESQL:
+        return args.db_url, None
+    if args.db_password_file is not None:
+        try:
+            password = args.db_password_file.read_text().strip()
+        except OSError as exc:
+            raise ValueError(
+                f"--db.password-file {args.db_password_file}: {exc.strerror}"
+            ) from None
+        if not password:
+            raise ValueError(f"--db.password-file {args.db_password_file} is empty")
+        return args.db_url, password
+    return args.db_url, env.get("PGPASSWORD") or None
+
+
+def shown_database(settings: Settings) -> str:
+    """The database for a log line: its URL, any password replaced by xxxxx."""
+    if settings.db_url is None:
+        return sqlite_url(settings.db_path).shown()
+    return parse_db_url(settings.db_url).shown()
+
+
+def migrate_only(settings: Settings) -> int:
+    """``--db.migrate-only``: open the database (which migrates it) and close it."""
+    from reactor.store import StoreUnavailable
+
+    url = parse_db_url(settings.db_url) if settings.db_url else sqlite_url(settings.db_path)
+    try:
+        store = open_store(
+            url, password=settings.db_password, busy_timeout_s=settings.db_busy_timeout_s
+        )
+    except StoreUnavailable as exc:
+        print(f"fleetwatch reactor: cannot migrate the database: {exc}", file=sys.stderr)
+        return 1
+    store.close()
+    log.info("database %s: schema up to date", shown_database(settings))
+    return 0
 
 
 def run_reactor(args: argparse.Namespace) -> int:
@@ -183,6 +258,8 @@ def run_reactor(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"fleetwatch reactor: {exc}", file=sys.stderr)
         return 2
+    if args.db_migrate_only:
+        return migrate_only(settings)
 
     from aiohttp import web
 
@@ -193,7 +270,7 @@ def run_reactor(args: argparse.Namespace) -> int:
         "reactor on http://%s:%d, database %s, token %s",
         host,
         port,
-        settings.db_path,
+        shown_database(settings),
         "required" if settings.token else "not configured",
     )
     app = create_app(settings)

@@ -220,6 +220,24 @@ class PostgresTransaction:
             clusters[Status(status)] = count
         return StatusCounts(apps=apps, clusters=clusters)
 
+    def count_apps(self, cluster_id: int) -> int:
+        row = self.cur.execute(
+            "SELECT count(*) FROM apps WHERE cluster_id = %s", (cluster_id,)
+        ).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def delete_cluster(self, cluster_id: int) -> None:
+        # The caller has locked the cluster row (FOR UPDATE): no deployment is in flight.
+        self.cur.execute("DELETE FROM apps WHERE cluster_id = %s", (cluster_id,))
+        self.cur.execute(
+            "UPDATE apps SET outage_id = NULL "
+            "WHERE outage_id IN (SELECT id FROM outages WHERE cluster_id = %s)",
+            (cluster_id,),
+        )
+        self.cur.execute("UPDATE clusters SET outage_id = NULL WHERE id = %s", (cluster_id,))
+        self.cur.execute("DELETE FROM outages WHERE cluster_id = %s", (cluster_id,))
+        self.cur.execute("DELETE FROM clusters WHERE id = %s", (cluster_id,))
+
 
 class PostgresStore:
     """:class:`reactor.store.Store` on one PostgreSQL connection (opened on first use).
