@@ -1,4 +1,5 @@
-"""ruff is part of the suite, so CI refuses code that the linter or the formatter would change."""
+"""ruff and mypy are part of the suite, so CI refuses code the linter, the formatter or the
+type checker would object to."""
 
 from __future__ import annotations
 
@@ -23,5 +24,25 @@ def ruff() -> str:
 def test_ruff_is_clean(args: list[str]) -> None:
     result = subprocess.run(
         [ruff(), *args], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+#: Packages held to ``mypy --strict``; a package joins when it is clean. Imported modules of
+#: packages not listed are read for their types but not reported (``--follow-imports=silent``).
+MYPY_STRICT = ["common", "fleetwatch"]
+
+
+def test_mypy_strict_is_clean() -> None:
+    found = shutil.which("mypy", path=str(Path(sys.executable).parent)) or shutil.which("mypy")
+    if found is None:
+        pytest.fail("mypy is not installed: it is in the [test] extra of pyproject.toml")
+    result = subprocess.run(
+        [found, "--strict", "--follow-imports=silent", *MYPY_STRICT],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
