@@ -15,6 +15,7 @@ import hmac
 import json
 import logging
 import time
+import zlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
@@ -23,6 +24,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from exporter.discovery import probeable
+from reactor.auth import TOKEN
 from reactor.context import BACKEND, METRICS, SETTINGS
 from reactor.openapi import openapi_document
 from reactor.service import Conflict, Gated, NotFound
@@ -89,6 +91,8 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
         )
     except web.HTTPRequestEntityTooLarge:
         return error(413, too_large(request))
+    except web.RequestPayloadError:
+        return error(400, UNREADABLE)
     except web.HTTPException as exc:
         if exc.status >= 400:
             headers = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
@@ -105,14 +109,23 @@ def too_large(request: web.Request) -> str:
     return f"body too large: the limit is {limit} bytes (--web.max-body-bytes)"
 
 
+#: The answer when aiohttp cannot read a body (a chunked transfer cut short or malformed).
+UNREADABLE = "the body cannot be read: its transfer was cut short or malformed"
+
+
 def auth_problem(header: str, token: str) -> str | None:
-    """None when ``header`` carries ``token``, else why not (never echoing what was sent)."""
+    """None when ``header`` carries ``token``, else why not (never echoing what was sent).
+
+    aiohttp hands over header bytes that are not UTF-8 as surrogate escapes, which plain
+    ``encode()`` refuses: ``surrogatepass`` makes them bytes that never equal a token.
+    """
     if not header:
         return "no Authorization header"
     scheme, _, credentials = header.partition(" ")
     if scheme.lower() != "bearer":
         return "Authorization is not 'Bearer <token>'"
-    if not hmac.compare_digest(credentials.strip().encode(), token.encode()):
+    sent = credentials.strip().encode("utf-8", "surrogatepass")
+    if not hmac.compare_digest(sent, token.encode("utf-8", "surrogatepass")):
         return "wrong bearer token"
     return None
 
@@ -124,8 +137,8 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     A refused notification is logged (the API's callers see the 401 themselves; Alertmanager
     only re-sends, so the reactor's log is where a stale credentials_file shows).
     """
-    token = request.app[SETTINGS].token
-    if token is not None and request.method in MUTATING:
+    token = request.app[TOKEN].current() if request.method in MUTATING else None
+    if token is not None:
         problem = auth_problem(request.headers.get("Authorization", ""), token)
         if problem is not None:
             if request.path == "/alerts":
@@ -149,7 +162,7 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
 async def read_object(request: web.Request, allowed: frozenset[str]) -> dict[str, Any]:
     """The body as a JSON object whose keys are all in ``allowed``."""
     try:
-        doc = load_json_object(await request.read())
+        doc = load_json_object(await read_body(request))
     except PayloadError as exc:
         raise BadRequest(str(exc)) from None
     unknown = sorted(set(doc) - allowed)
@@ -158,6 +171,61 @@ async def read_object(request: web.Request, allowed: frozenset[str]) -> dict[str
             f"unknown field {clip(unknown[0])!r}; allowed: {', '.join(sorted(allowed))}"
         )
     return doc
+
+
+async def read_body(request: web.Request) -> bytes:
+    """The body, decoded as its Content-Encoding says; :class:`PayloadError` if it cannot be.
+
+    The decoded size is held to ``--web.max-body-bytes`` too (413), so a small gzip bomb
+    cannot grow into gigabytes.
+    """
+    try:
+        raw = await request.read()
+    except web.RequestPayloadError:
+        raise PayloadError(UNREADABLE) from None
+    coding = request.headers.get("Content-Encoding", "").strip().lower()
+    if coding in ("", "identity"):
+        return raw
+    if coding not in DECODERS:
+        raise PayloadError(
+            f"Content-Encoding {clip(coding, 20)!r} is not supported: gzip, deflate or none"
+        )
+    limit = request.app[SETTINGS].max_body_bytes
+    if len(raw) > PARSE_OFF_LOOP_BYTES:
+        return await asyncio.to_thread(decode, raw, coding, limit)
+    return decode(raw, coding, limit)
+
+
+#: Content codings :func:`read_body` decodes, and zlib's window bits for each.
+DECODERS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+
+
+def decode(raw: bytes, coding: str, limit: int) -> bytes:
+    """``raw`` decoded from ``coding``; at most ``limit`` bytes (else 413)."""
+    decoder = zlib.decompressobj(DECODERS[coding])
+    try:
+        body = decoder.decompress(raw, limit + 1)
+    except zlib.error:
+        raise PayloadError(f"the body is not {coding} data as its Content-Encoding says") from None
+    if len(body) > limit:
+        raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=len(body))
+    if not decoder.eof:
+        raise PayloadError(f"the body is {coding} data cut short")
+    return body
+
+
+def need_endpoint(doc: dict[str, Any]) -> str:
+    """An http(s) URL with a host, and a port that is a port when one is given."""
+    endpoint = need_text(doc, "endpoint")
+    try:
+        parts = urlsplit(endpoint)
+        usable = parts.scheme in ("https", "http") and bool(parts.hostname)
+        parts.port  # noqa: B018 - raises ValueError for a port out of range or not a number
+    except ValueError:  # e.g. "https://[::1": an unclosed IPv6 bracket
+        usable = False
+    if not usable:
+        raise BadRequest('"endpoint" must be an http(s) URL such as https://10.0.0.1:6443')
+    return endpoint
 
 
 def need_name(doc: dict[str, Any], key: str) -> str:
@@ -227,7 +295,7 @@ async def list_response(items: list[dict[str, Any]]) -> web.Response:
 async def post_alerts(request: web.Request) -> web.Response:
     metrics = request.app[METRICS]
     try:
-        body = await request.read()
+        body = await read_body(request)
         if len(body) > PARSE_OFF_LOOP_BYTES:
             webhook = await asyncio.to_thread(parse_webhook, body)
         else:
@@ -240,7 +308,7 @@ async def post_alerts(request: web.Request) -> web.Response:
         metrics.notifications.labels("rejected").inc()
         log.warning("POST /alerts refused (413): %s", too_large(request))
         raise
-    found = status_signals(webhook)
+    found = status_signals(webhook, max_future_skew_s=request.app[SETTINGS].max_future_skew_s)
     if found.skipped:
         shown = "; ".join(found.skipped[:3])
         more = f" (and {len(found.skipped) - 3} more)" if len(found.skipped) > 3 else ""
@@ -279,10 +347,7 @@ async def get_cluster(request: web.Request) -> web.Response:
 async def post_clusters(request: web.Request) -> web.Response:
     doc = await read_object(request, frozenset({"name", "endpoint", "kubeconfig_secret_ref"}))
     name = need_name(doc, "name")
-    endpoint = need_text(doc, "endpoint")
-    parts = urlsplit(endpoint)
-    if parts.scheme not in ("https", "http") or not parts.netloc:
-        raise BadRequest('"endpoint" must be an http(s) URL such as https://10.0.0.1:6443')
+    endpoint = need_endpoint(doc)
     ref = need_text(doc, "kubeconfig_secret_ref")
     cluster = await request.app[BACKEND].run(lambda s: s.add_cluster(name, endpoint, ref))
     if not await asyncio.to_thread(probeable, ref):
@@ -293,6 +358,29 @@ async def post_clusters(request: web.Request) -> web.Response:
             ref,
         )
     return web.json_response(cluster_json(cluster), status=201)
+
+
+async def delete_cluster(request: web.Request) -> web.Response:
+    """Forget a decommissioned cluster; 409 while apps are on it, unless ``?force=true``."""
+    name = request.match_info["name"]
+    force = request.query.get("force", "false")
+    if force not in ("true", "false"):
+        raise BadRequest('"force" must be "true" or "false"')
+    apps = await request.app[BACKEND].run(lambda s: s.delete_cluster(name, force == "true"))
+    return web.json_response({"deleted": name, "apps_deleted": apps})
+
+
+async def delete_cluster_alerts(request: web.Request) -> web.Response:
+    """Clear a cluster's alert state (UNKNOWN again; an open outage closed, its apps back)."""
+    name = request.match_info["name"]
+    result = await request.app[BACKEND].run(lambda s: s.reset_alerts(name))
+    return web.json_response(
+        {
+            "cluster": cluster_json(result.cluster),
+            "outages_closed": result.outages_closed,
+            "apps_restored": result.apps_restored,
+        }
+    )
 
 
 async def get_apps(request: web.Request) -> web.Response:
@@ -365,7 +453,10 @@ def add_routes(app: web.Application) -> None:
     app.router.add_post("/alerts", post_alerts)
     app.router.add_get("/clusters", get_clusters)
     app.router.add_post("/clusters", post_clusters)
+    # Before "/clusters/{name:.+}": a name holding "/" is sent percent-encoded (%2F).
+    app.router.add_delete("/clusters/{name:[^/]+}/alerts", delete_cluster_alerts)
     app.router.add_get("/clusters/{name:.+}", get_cluster)
+    app.router.add_delete("/clusters/{name:.+}", delete_cluster)
     app.router.add_get("/apps", get_apps)
     app.router.add_post("/apps", post_apps)
     app.router.add_get("/apps/{name:.+}", get_app)

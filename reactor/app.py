@@ -20,9 +20,12 @@ from prometheus_client import CollectorRegistry
 from exporter.discovery import Discoverer, Discovery
 from reactor import database
 from reactor.api import add_routes, auth_middleware, errors_middleware
+from reactor.auth import TOKEN, TokenSource
 from reactor.context import BACKEND, METRICS, SETTINGS, Backend, Settings
 from reactor.database import parse_db_url, sqlite_url
+from reactor.health import add_health_routes
 from reactor.metrics import ReactorMetrics
+from reactor.reconcile import setup_reconciliation
 from reactor.service import DiscoveredCluster, Service
 from reactor.store import Store, StoreUnavailable
 
@@ -56,8 +59,12 @@ def create_app(
     app = web.Application(
         client_max_size=settings.max_body_bytes,
         middlewares=[errors_middleware, auth_middleware],
+        # Bodies are decoded by reactor.api.read_body: aiohttp's own decoding answered a
+        # body declared gzip that is not gzip with a traceback and a dropped connection.
+        handler_args={"auto_decompress": False},
     )
     app[SETTINGS] = settings
+    app[TOKEN] = TokenSource(settings.token, settings.token_file)
     app[METRICS] = ReactorMetrics(registry if registry is not None else CollectorRegistry())
     app[BACKEND] = Backend()
     if discoverer is None and (settings.kubeconfig_path or settings.kubeconfig_dir):
@@ -106,7 +113,9 @@ def create_app(
             await backend.thread.stop()
 
     app.cleanup_ctx.append(lifecycle)
+    setup_reconciliation(app)  # after the store: starts once it is open, stops before it closes
     add_routes(app)
+    add_health_routes(app)
     return app
 
 

@@ -16,6 +16,7 @@ from aiohttp import web
 
 from reactor.metrics import ReactorMetrics
 from reactor.service import Service
+from reactor.signals import DEFAULT_MAX_FUTURE_SKEW_S
 from reactor.store import retry_conflicts
 
 T = TypeVar("T")
@@ -31,6 +32,11 @@ class Settings:
     """SQLite file (created if missing; WAL mode adds ``-wal`` and ``-shm`` next to it)."""
     token: str | None = None
     """Bearer token required on ``POST /alerts`` and every mutating call; None: no auth."""
+    token_file: Path | None = None
+    """File of the token: re-read when it changes and on SIGHUP (``reactor.auth``)."""
+    max_future_skew_s: float = DEFAULT_MAX_FUTURE_SKEW_S
+    """A status alert starting later than now plus this is skipped, never stored: one
+    dated in year 9999 would otherwise win over every real alert of its cluster for ever."""
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     """Bigger bodies get 413. 4 MiB holds a webhook of several thousand alerts."""
     db_busy_timeout_s: float = 5.0
@@ -45,6 +51,13 @@ class Settings:
     """Main kubeconfig scanned at start-up; None (and no dir): no discovery."""
     kubeconfig_dir: Path | None = None
     """Folder of extra kubeconfigs (``*.yaml``, ``*.yml``, ``*.conf``) scanned at start-up."""
+    alertmanager_urls: tuple[str, ...] = field(default=(), repr=False)
+    """Alertmanagers (peers of one cluster) to reconcile with (``reactor.reconcile``); a URL
+    may hold basic-auth credentials, hence no repr."""
+    reconcile_interval_s: float = 60.0
+    """Seconds between two reconciliations; 0: none (webhooks only)."""
+    min_uptime_s: float = 300.0
+    """An Alertmanager up for less than this resolves nothing by no longer listing it."""
 
 
 class StoreThread:

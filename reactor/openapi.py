@@ -200,6 +200,23 @@ def openapi_document() -> dict[str, Any]:
                         "fingerprint": {"type": "string"},
                     },
                 },
+                "DeletedCluster": {
+                    "type": "object",
+                    "required": ["deleted", "apps_deleted"],
+                    "properties": {
+                        "deleted": {"type": "string", "description": "the cluster's name"},
+                        "apps_deleted": {"type": "integer"},
+                    },
+                },
+                "ClusterReset": {
+                    "type": "object",
+                    "required": ["cluster", "outages_closed", "apps_restored"],
+                    "properties": {
+                        "cluster": {"$ref": "#/components/schemas/Cluster"},
+                        "outages_closed": {"type": "integer"},
+                        "apps_restored": {"type": "integer"},
+                    },
+                },
                 "NotificationResult": {
                     "type": "object",
                     "properties": {
@@ -261,6 +278,55 @@ def openapi_document() -> dict[str, Any]:
                     "summary": "One cluster",
                     "parameters": [NAME_PARAM],
                     "responses": {"200": _json("Cluster", "The cluster."), "404": E404},
+                },
+                "delete": {
+                    "summary": "Forget a decommissioned cluster",
+                    "description": (
+                        "Deletes the cluster, its alert state and its outages. Refused (409) "
+                        "while apps are on it, so none is deleted by surprise; with "
+                        "force=true its apps are deleted with it. A cluster still in a "
+                        "kubeconfig comes back at the next start-up scan, and one still named "
+                        "by a status alert comes back with the next notification."
+                    ),
+                    "security": SECURED,
+                    "parameters": [
+                        NAME_PARAM,
+                        {
+                            "name": "force",
+                            "in": "query",
+                            "required": False,
+                            "schema": {"type": "string", "enum": ["true", "false"]},
+                            "description": "true: delete the apps on the cluster too",
+                        },
+                    ],
+                    "responses": {
+                        "200": _json("DeletedCluster", "Deleted."),
+                        "400": E400,
+                        "401": E401,
+                        "404": E404,
+                        "409": _error("Apps are on the cluster (and force is not true)."),
+                        "503": E503,
+                    },
+                },
+            },
+            "/clusters/{name}/alerts": {
+                "delete": {
+                    "summary": "Clear a cluster's alert state (it reads UNKNOWN again)",
+                    "description": (
+                        "The repair path for a state no later alert can fix. Both status "
+                        "alerts are forgotten; an open outage is closed and the apps it "
+                        "degraded are restored. The cluster keeps 'had been ONLINE', so a "
+                        "real OFFLINE that arrives next (a repeat, or reconciliation) "
+                        "cascades again. A name holding '/' is sent as %2F."
+                    ),
+                    "security": SECURED,
+                    "parameters": [NAME_PARAM],
+                    "responses": {
+                        "200": _json("ClusterReset", "Cleared."),
+                        "401": E401,
+                        "404": E404,
+                        "503": E503,
+                    },
                 }
             },
             "/apps": {

@@ -26,6 +26,7 @@ from reactor.statemachine import (
     AlertState,
     AppStatus,
     CloseOutage,
+    ClusterState,
     DegradeApps,
     OpenOutage,
     RestoreApps,
@@ -70,6 +71,13 @@ class NotificationResult:
     outages_closed: int = 0
     apps_degraded: int = 0
     apps_restored: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ResetResult:
+    cluster: ClusterRecord  #: as it is after the reset (UNKNOWN, no outage)
+    outages_closed: int
+    apps_restored: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +202,65 @@ class Service:
             if tx.cluster(name) is not None:
                 raise Conflict(f"cluster {name!r} exists already")
             return tx.insert_cluster(name, endpoint, ref, SOURCE_API)
+
+    def delete_cluster(self, name: str, force: bool) -> int:
+        """Forget a decommissioned cluster: its alert state, its outages, and (``force``) apps.
+
+        Without ``force`` a cluster that still carries apps is refused (409): deleting it
+        would delete them too, which must be asked for. Returns the number of apps deleted.
+        """
+        with self.store.write() as tx:
+            cluster = _need_cluster(tx, name)
+            apps = tx.count_apps(cluster.id)
+            if apps and not force:
+                raise Conflict(
+                    f"cluster {name!r} carries {apps} app(s): move them to another cluster "
+                    "first, or delete the cluster with force=true, which deletes them too"
+                )
+            tx.delete_cluster(cluster.id)
+        log.info("cluster %s deleted, with %d app(s)", name, apps)
+        return apps
+
+    def reset_alerts(self, name: str) -> ResetResult:
+        """Forget what the status alerts said about a cluster: it reads UNKNOWN again.
+
+        The repair path for a state no later alert can fix. An open outage is closed and
+        the apps it degraded (still DEGRADED for ``cluster_offline``) are restored.
+        "Had been ONLINE" is kept (and set when an outage was open), so if the cluster is
+        really OFFLINE, the next OFFLINE signal (a repeat, or reconciliation) cascades
+        again instead of being taken for a cluster never seen ONLINE.
+        """
+        now = int(self.clock() * 1_000_000)
+        restored = 0
+        with self.store.write() as tx:
+            cluster = _need_cluster(tx, name)
+            if cluster.outage_id is not None:
+                restored = tx.restore_apps(cluster.id, cluster.outage_id)
+                tx.close_outage(cluster.id, cluster.outage_id, now)
+            state = cluster.state
+            fresh = ClusterState(was_online=state.was_online or state.outage_since is not None)
+            tx.save_states([(cluster.id, fresh)])
+        closed = int(cluster.outage_id is not None)
+        log.info(
+            "cluster %s: alert state cleared (was %s), %d outage(s) closed, %d app(s) restored",
+            name,
+            cluster.state.status.value,
+            closed,
+            restored,
+        )
+        if self.metrics is not None:
+            self.metrics.outages_closed.inc(closed)
+            self.metrics.apps_restored.inc(restored)
+        record = ClusterRecord(
+            cluster.id,
+            cluster.name,
+            cluster.endpoint,
+            cluster.kubeconfig_secret_ref,
+            cluster.source,
+            fresh,
+            None,
+        )
+        return ResetResult(record, closed, restored)
 
     def cluster(self, name: str) -> ClusterRecord:
         with self.store.read() as tx:

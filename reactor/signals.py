@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -58,8 +59,11 @@ class Signals:
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
+#: ASCII digits only: without re.ASCII, ``\d`` also matches fullwidth or Arabic-Indic digits,
+#: and int() reads them.
 _RFC3339 = re.compile(
-    r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?([Zz]|[+-]\d{2}:\d{2})"
+    r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?([Zz]|[+-]\d{2}:\d{2})",
+    re.ASCII,
 )
 
 
@@ -123,6 +127,8 @@ def load_json_object(body: bytes, what: str = "") -> dict[str, Any]:
         raise PayloadError(f"body is not valid JSON: {exc}") from None
     except RecursionError:
         raise PayloadError("body is not valid JSON: nested too deeply") from None
+    except ValueError:  # an integer longer than Python reads (4300 digits by default)
+        raise PayloadError("body holds a number too long to read (thousands of digits)") from None
     if not isinstance(doc, dict):
         raise PayloadError(f"body must be a JSON object{what}, got {_kind(doc)}")
     return doc
@@ -166,8 +172,27 @@ def _parse_alert(raw: Any, where: str) -> Alert:
     return Alert(status=status, labels=labels, starts_at=starts_at, ends_at=ends_at)
 
 
-def status_signals(webhook: Webhook) -> Signals:
-    """The usable status alerts of a webhook, and a line for each alert skipped."""
+#: How far ahead of this reactor's clock a ``startsAt`` may be (clocks of Prometheus and
+#: the reactor differ a little); beyond it the alert is skipped, never stored.
+DEFAULT_MAX_FUTURE_SKEW_S = 600.0
+
+
+def status_signals(
+    webhook: Webhook,
+    *,
+    now: float | None = None,
+    max_future_skew_s: float = DEFAULT_MAX_FUTURE_SKEW_S,
+) -> Signals:
+    """The usable status alerts of a webhook, and a line for each alert skipped.
+
+    An alert is newer information when its ``startsAt`` is later, so one that starts far in
+    the future would win over every real one for ever: an OFFLINE of year 9999 would open
+    an outage no ONLINE could close. Alerts starting (or, resolved, ending) more than
+    ``max_future_skew_s`` after ``now`` (seconds since the epoch, the clock by default)
+    are skipped; so is a resolved alert that ends before it started.
+    """
+    clock = time.time() if now is None else now
+    latest = int((clock + max_future_skew_s) * 1_000_000)
     signals: list[Signal] = []
     skipped: list[str] = []
     for i, alert in enumerate(webhook.alerts):
@@ -188,9 +213,27 @@ def status_signals(webhook: Webhook) -> Signals:
         if not firing and alert.ends_at is None:
             skipped.append(f"alerts[{i}]: resolved {kind.value} of {cluster!r} without endsAt")
             continue
-        state = AlertState(
-            firing=firing, starts_at=alert.starts_at, ends_at=None if firing else alert.ends_at
-        )
+        ends_at = None if firing else alert.ends_at
+        late = [
+            (field, moment)
+            for field, moment in (("startsAt", alert.starts_at), ("endsAt", ends_at))
+            if moment is not None and moment > latest
+        ]
+        if late:
+            field, moment = late[0]
+            skipped.append(
+                f"alerts[{i}]: {kind.value} of {cluster!r} has {field} {format_time(moment)}, "
+                f"in the future by more than {max_future_skew_s:g}s "
+                "(--alerts.max-future-skew; is the clock of Prometheus or Alertmanager right?)"
+            )
+            continue
+        if ends_at is not None and ends_at < alert.starts_at:
+            skipped.append(
+                f"alerts[{i}]: resolved {kind.value} of {cluster!r} ends before it starts "
+                f"(endsAt {format_time(ends_at)}, startsAt {format_time(alert.starts_at)})"
+            )
+            continue
+        state = AlertState(firing=firing, starts_at=alert.starts_at, ends_at=ends_at)
         signals.append(Signal(cluster=cluster, alert=kind, state=state))
     return Signals(signals=tuple(signals), skipped=tuple(skipped))
 
