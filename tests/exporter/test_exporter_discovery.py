@@ -51,12 +51,13 @@ def test_main_then_folder_in_name_order_first_name_wins(tmp_path: Path) -> None:
     assert "duplicate name: first seen in" in found.problems[0].reason
 
 
-def test_other_suffixes_are_ignored(tmp_path: Path) -> None:
-    for name in ("x.json", "y.yaml.bak", "README", ".z.swp"):
+def test_files_of_any_name_count_and_hidden_ones_do_not(tmp_path: Path) -> None:
+    """Cluster API's kubeconfig Secret has one key, ``value``: every name is a kubeconfig."""
+    for name in ("value", "x.json", "y.yaml.bak", ".z.swp"):
         write(tmp_path / name, kubeconfig(name.replace(".", "-")))
     write(tmp_path / "ok.yaml", kubeconfig("ok"))
     found = Discoverer(None, tmp_path).scan()
-    assert names(found) == ["ok"]
+    assert names(found) == ["ok", "value", "x-json", "y-yaml-bak"]
     assert found.problems == ()
 
 
@@ -114,9 +115,9 @@ def test_missing_main_kubeconfig_is_a_problem_the_folder_still_counts(tmp_path: 
     ]
 
 
-def test_missing_folder_and_directory_named_yaml(tmp_path: Path) -> None:
+def test_missing_folder_and_a_main_kubeconfig_that_is_a_folder(tmp_path: Path) -> None:
     (tmp_path / "dir.yaml").mkdir()
-    found = Discoverer(None, tmp_path).scan()
+    found = Discoverer(tmp_path / "dir.yaml", None).scan()
     assert [p.reason for p in found.problems] == ["not a file"]
     absent = Discoverer(None, tmp_path / "absent").scan()
     assert absent.clusters == ()

@@ -1,0 +1,247 @@
+"""Hostile and unlucky kubeconfigs: bounded parsing, and a failed read keeps the last good.
+
+Each bad file is a counted problem with its reason while every other file is discovered;
+none may block the scan, the event loop, or memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+import yaml
+
+from exporter import kubeconfig_yaml
+from exporter.discovery import Discoverer
+
+if TYPE_CHECKING:
+    from exporter_helpers import MonitorFactory
+
+    from fleetwatch.standin import StandinFleet
+
+#: The classic "billion laughs" inside an otherwise valid kubeconfig: 9 levels of 9
+#: aliases under one user entry, 9^9 (387 million) nodes once expanded.
+BOMB = (
+    "apiVersion: v1\nkind: Config\n"
+    "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+    "contexts: [{name: bomb, context: {cluster: c, user: u}}]\n"
+    "x0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n"
+    + "".join(f"x{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 9))
+    + "users: [{name: u, user: {token: t, extensions: *a8}}]\n"
+)
+
+
+def kubeconfig(*contexts: str, server: str = "https://127.0.0.1:6443") -> str:
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": c, "cluster": {"server": f"{server}/{c}"}} for c in contexts],
+        "users": [{"name": c, "user": {"token": f"secret-{c}"}} for c in contexts],
+        "contexts": [{"name": c, "context": {"cluster": c, "user": c}} for c in contexts],
+    }
+    return yaml.dump(doc, Dumper=yaml.CSafeDumper)
+
+
+def names(found: object) -> list[str]:
+    return [c.name for c in found.clusters]  # type: ignore[attr-defined]
+
+
+def reasons(found: object) -> dict[str, str]:
+    return {Path(p.source).name: p.reason for p in found.problems}  # type: ignore[attr-defined]
+
+
+def test_an_alias_bomb_is_a_problem_found_in_microseconds(tmp_path: Path) -> None:
+    assert len(BOMB) < 1000
+    (tmp_path / "bomb.yaml").write_text(BOMB)
+    (tmp_path / "good.yaml").write_text(kubeconfig("good"))
+    started = time.process_time()
+    found = Discoverer(None, tmp_path).scan()
+    assert time.process_time() - started < 0.5
+    assert names(found) == ["good"]
+    assert reasons(found)["bomb.yaml"].startswith("refused: too many YAML nodes (")
+    assert "once expanded" in reasons(found)["bomb.yaml"]
+
+
+def test_an_alias_to_its_own_node_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "loop.yaml").write_text(
+        "apiVersion: v1\nkind: Config\ncontexts: []\nusers: &u [{name: u, user: {x: *u}}]\n"
+    )
+    found = Discoverer(None, tmp_path).scan()
+    assert reasons(found) == {"loop.yaml": "refused: alias *u inside the node it names"}
+
+
+def test_a_few_aliases_are_fine_as_kubectl_allows_them(tmp_path: Path) -> None:
+    text = (
+        "apiVersion: v1\nkind: Config\n"
+        "clusters: [{name: a, cluster: {server: 'https://a'}}, "
+        "{name: b, cluster: {server: 'https://b'}}]\n"
+        "users: [{name: shared, user: &creds {token: t}}, {name: copy, user: *creds}]\n"
+        "contexts: [{name: a, context: {cluster: a, user: shared}}, "
+        "{name: b, context: {cluster: b, user: copy}}]\n"
+    )
+    (tmp_path / "k.yaml").write_text(text)
+    discoverer = Discoverer(None, tmp_path)
+    found = discoverer.scan()
+    assert names(found) == ["a", "b"]
+    assert found.problems == ()
+    ctx = discoverer.context_config(found.clusters[1])
+    assert ctx is not None and ctx.config["users"][0]["user"] == {"token": "t"}
+
+
+def test_a_document_of_too_many_nodes_is_refused_before_it_is_loaded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(kubeconfig_yaml, "MAX_NODES", 500)
+    (tmp_path / "dense.yaml").write_text(
+        "apiVersion: v1\nkind: Config\ncontexts: []\nx: [" + ",".join(["1"] * 600) + "]\n"
+    )
+    (tmp_path / "small.yaml").write_text(kubeconfig("small"))
+    found = Discoverer(None, tmp_path).scan()
+    assert names(found) == ["small"]
+    assert (
+        reasons(found)["dense.yaml"] == "refused: too many YAML nodes: more than 500 once expanded"
+    )
+
+
+def test_big_binary_special_files_are_problems_and_the_rest_is_found(tmp_path: Path) -> None:
+    big = tmp_path / "big.yaml"
+    with big.open("wb") as handle:  # sparse: 50 MB without writing them
+        handle.truncate(50 * 1024 * 1024)
+    (tmp_path / "binary.yaml").write_bytes(bytes(range(256)) * 4)
+    os.mkfifo(tmp_path / "fifo.yaml")  # opening it for reading would wait for a writer forever
+    (tmp_path / "ok.yaml").write_text(kubeconfig("ok"))
+    started = time.monotonic()
+    found = Discoverer(None, tmp_path).scan()
+    assert time.monotonic() - started < 2
+    assert names(found) == ["ok"]
+    got = reasons(found)
+    assert got["big.yaml"] == f"too big: 52428800 bytes, the limit is {32 * 1024 * 1024}"
+    assert got["binary.yaml"].startswith("not YAML text (unacceptable character #x0000")
+    assert got["fifo.yaml"] == "not a regular file"
+    assert len(found.problems) == 3
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a file of mode 000")
+def test_an_unreadable_file_is_a_problem(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.yaml"
+    secret.write_text(kubeconfig("hidden"))
+    secret.chmod(0)
+    (tmp_path / "ok.yaml").write_text(kubeconfig("ok"))
+    found = Discoverer(None, tmp_path).scan()
+    assert names(found) == ["ok"]
+    assert reasons(found) == {"secret.yaml": "permission denied"}
+
+
+def test_a_thousand_context_kubeconfig_loads_in_under_two_seconds(tmp_path: Path) -> None:
+    """With certificate-sized data per context (5.7 MB), as a real fleet's main file."""
+    blob = "QUJD" * 400  # 1.6 KB of base64, as an embedded certificate
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": f"c{i}",
+                "cluster": {"server": f"https://c{i}", "certificate-authority-data": blob},
+            }
+            for i in range(1000)
+        ],
+        "users": [
+            {"name": f"u{i}", "user": {"client-certificate-data": blob, "client-key-data": blob}}
+            for i in range(1000)
+        ],
+        "contexts": [
+            {"name": f"c{i}", "context": {"cluster": f"c{i}", "user": f"u{i}"}} for i in range(1000)
+        ],
+    }
+    (tmp_path / "config").write_text(yaml.dump(doc, Dumper=yaml.CSafeDumper))
+    discoverer = Discoverer(tmp_path / "config", None)
+    started = time.process_time()  # CPU time: other engineers' load does not count
+    found = discoverer.scan()
+    assert time.process_time() - started < 2.0
+    assert len(found.clusters) == 1000 and found.problems == ()
+
+
+# --- a file rewritten in place keeps its clusters -----------------------------------
+
+
+def test_a_file_caught_mid_rewrite_keeps_its_last_good_clusters(tmp_path: Path) -> None:
+    """``kubectl config`` truncates and rewrites: a scan in between must drop nothing."""
+    path = tmp_path / "config"
+    path.write_text(kubeconfig("a", "b", "c"))
+    discoverer = Discoverer(path, None)
+    assert names(discoverer.scan()) == ["a", "b", "c"]
+    before = discoverer.context_config(discoverer.scan().clusters[0])
+
+    for partial in ("", kubeconfig("a", "b", "c")[:150]):  # truncated, then half written
+        path.write_text(partial)
+        found = discoverer.scan()
+        assert names(found) == ["a", "b", "c"], partial
+        assert discoverer.context_config(found.clusters[0]) is before
+        [problem] = found.problems
+        assert problem.reason.endswith("its last good version is used until it parses again")
+    assert len(found.new_problems) == 1  # a new reason: a new problem, counted once
+
+    path.write_text(kubeconfig("a", "b"))  # a valid parse drops what is gone
+    assert names(discoverer.scan()) == ["a", "b"]
+    assert discoverer.scan().problems == ()
+    path.unlink()  # so does removal
+    found = discoverer.scan()
+    assert names(found) == [] and [p.reason for p in found.problems] == ["file not found"]
+
+
+def test_a_failed_file_of_the_folder_keeps_its_clusters_until_removed(tmp_path: Path) -> None:
+    (tmp_path / "x.yaml").write_text(kubeconfig("x1", "x2"))
+    (tmp_path / "y.yaml").write_text(kubeconfig("y"))
+    discoverer = Discoverer(None, tmp_path)
+    assert names(discoverer.scan()) == ["x1", "x2", "y"]
+    (tmp_path / "x.yaml").write_text("clusters: [\n")
+    found = discoverer.scan()
+    assert names(found) == ["x1", "x2", "y"]
+    assert reasons(found)["x.yaml"].startswith("invalid YAML at line")
+    assert discoverer.parses == 3
+    discoverer.scan()
+    assert discoverer.parses == 3  # the broken version is not parsed again each cycle
+    (tmp_path / "x.yaml").unlink()
+    assert names(discoverer.scan()) == ["y"]
+
+
+def test_a_file_that_never_parsed_has_no_clusters(tmp_path: Path) -> None:
+    (tmp_path / "x.yaml").write_text("{{{")
+    found = Discoverer(None, tmp_path).scan()
+    assert names(found) == [] and reasons(found)["x.yaml"].startswith("invalid YAML")
+
+
+# --- the exporter's cycle ----------------------------------------------------------
+
+
+async def test_a_bomb_neither_blocks_the_loop_nor_stops_the_fleet(
+    fleet: StandinFleet, kubeconfig_dir: Path, make_monitor: MonitorFactory
+) -> None:
+    await fleet.add_cluster("good")
+    fleet.write_kubeconfig(kubeconfig_dir / "good.yaml", ["good"], credential="token")
+    (kubeconfig_dir / "bomb.yaml").write_text(BOMB)
+    lag = 0.0
+
+    async def ticker() -> None:
+        nonlocal lag
+        while True:
+            before = time.monotonic()
+            await asyncio.sleep(0.01)
+            lag = max(lag, time.monotonic() - before - 0.01)
+
+    async with make_monitor(probe_timeout=5.0) as (monitor, rec):
+        tick = asyncio.create_task(ticker())
+        try:
+            await asyncio.wait_for(monitor.run_cycle(), 30)
+        finally:
+            tick.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await tick
+    assert [v.cluster.name for v in rec.last.clusters] == ["good"]
+    assert rec.view("good").success is True
+    assert monitor.discovery_errors_total == 1
+    assert lag < 0.5
