@@ -1,0 +1,171 @@
+"""`pip install .` (not editable) gives a `fleetwatch demo` that works away from any checkout.
+
+The wheel is built from a copy of the sources, so a stale ``build/`` folder of the checkout
+cannot leak into it, and installed into a fresh venv outside the checkout. That venv sees
+the running environment's packages through one ``.pth`` line (no download; a folder added
+that way has its own ``.pth`` files ignored, so the checkout's editable install stays out).
+Then ``fleetwatch demo`` runs from an empty folder, with Prometheus and Alertmanager, until
+the stand-in cluster the test takes down is OFFLINE.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from fleetwatch.procs import wait_until
+from fleetwatch.wiring import JsonClient
+
+ROOT = Path(__file__).resolve().parents[2]
+#: What the wheel is built from: the packages, the shipped files they link to, the metadata.
+SOURCES = ("common", "exporter", "reactor", "fleetwatch", "alerts", "dashboards")
+#: Two clusters probed every second: OFFLINE two seconds after `down`.
+DEMO_ARGS = ("--free-ports", "--clusters=2", "--interval=1")
+
+
+def _run(argv: list[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
+    result = subprocess.run(
+        argv, capture_output=True, text=True, timeout=180, check=False, cwd=cwd, env=env
+    )
+    assert result.returncode == 0, f"{argv}:\n{result.stdout}{result.stderr}"
+    return result.stdout
+
+
+def build_wheel(tmp: Path) -> Path:
+    src = tmp / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, src / name)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
+    for name in SOURCES:
+        # symlinks=True: the wheel must be built from fleetwatch/data's links, as a release is.
+        shutil.copytree(ROOT / name, src / name, symlinks=True, ignore=ignore)
+    out = tmp / "dist"
+    _run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "-q", "-w", str(out)])
+    (wheel,) = out.glob("fleetwatch-*.whl")
+    return wheel
+
+
+def install_in_fresh_venv(tmp: Path, wheel: Path) -> Path:
+    venv = tmp / "venv"
+    _run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
+    python = venv / "bin" / "python"
+    purelib = Path(
+        _run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]
+        ).strip()
+    )
+    ours = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    (purelib / "fleetwatch-test-deps.pth").write_text("".join(f"{p}\n" for p in sorted(ours)))
+    pip = [sys.executable, "-m", "pip", "--python", str(python)]
+    _run([*pip, "install", "-q", "--no-deps", "--no-index", str(wheel)])
+    return venv
+
+
+def clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "PYTHONHOME"}}
+
+
+def test_installed_wheel_runs_the_demo_to_an_offline_cluster(
+    tmp_path: Path, record_timing: Callable[[str, float, float | None], None]
+) -> None:
+    started = time.monotonic()
+    venv = install_in_fresh_venv(tmp_path, build_wheel(tmp_path))
+    work = tmp_path / "work"  # outside the checkout, and empty
+    work.mkdir()
+    fleetwatch = str(venv / "bin" / "fleetwatch")
+
+    where = json.loads(
+        _run(
+            [
+                str(venv / "bin" / "python"),
+                "-c",
+                "import json, common, exporter, fleetwatch, reactor; print(json.dumps("
+                "{m.__name__: m.__file__ for m in (common, exporter, fleetwatch, reactor)}))",
+            ],
+            cwd=work,
+            env=clean_env(),
+        )
+    )
+    for name, path in where.items():
+        assert Path(path).is_relative_to(venv), f"{name} imported from {path}, not the wheel"
+    # The installed data are copies of the repository's files, byte for byte.
+    data = Path(where["fleetwatch"]).parent / "data"
+    installed = {p.relative_to(data): p.read_bytes() for p in data.rglob("*") if p.is_file()}
+    repo_data = ROOT / "fleetwatch" / "data"
+    expected = {
+        p.relative_to(repo_data): p.read_bytes() for p in repo_data.rglob("*") if p.is_file()
+    }
+    assert installed == expected
+
+    state_file = tmp_path / "demo.json"
+    out = tmp_path / "demo.out"
+    with out.open("w") as sink:
+        demo = subprocess.Popen(
+            [fleetwatch, "demo", *DEMO_ARGS, f"--state-file={state_file}"],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            cwd=work,
+            env=clean_env(),
+            start_new_session=True,
+        )
+    try:
+        wait_until(
+            lambda: "\nready\n" in out.read_text() or demo.poll() is not None,
+            60,
+            interval=0.1,
+            what="the demo's banner",
+        )
+        assert demo.poll() is None, out.read_text()
+        assert "alertmanager" in out.read_text(), "the demo ran without Alertmanager"
+        state = json.loads(state_file.read_text())
+        reactor = JsonClient(state["reactor_url"])
+
+        down = subprocess.run(
+            [fleetwatch, "demo", "down", "demo-001", f"--state-file={state_file}"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+            cwd=work,
+            env=clean_env(),
+        )
+        assert down.returncode == 0, down.stderr + out.read_text()
+
+        def status() -> str:
+            found: str = {c["name"]: c["status"] for c in reactor.get("/clusters")}["demo-001"]
+            return found
+
+        wait_until(lambda: status() == "OFFLINE", 30, what="demo-001 OFFLINE")
+        wait_until(
+            lambda: re.search(r"cluster demo-001 +OFFLINE", out.read_text()) is not None,
+            10,
+            what="the demo printing demo-001 OFFLINE",
+        )
+
+        demo.send_signal(signal.SIGINT)
+        assert demo.wait(30) == 0, out.read_text()
+        assert not Path(state["folder"]).exists()
+    finally:
+        if demo.poll() is None:
+            demo.send_signal(signal.SIGINT)
+            try:
+                demo.wait(20)
+            except subprocess.TimeoutExpired:
+                demo.kill()
+                demo.wait(10)
+        if state_file.exists():
+            for pid in json.loads(state_file.read_text()).get("children", {}).values():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+    record_timing("wheel built and installed, demo to OFFLINE", time.monotonic() - started, None)
