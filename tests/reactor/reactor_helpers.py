@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import psycopg
 from aiohttp.test_utils import TestClient
+
+from reactor.store import SQLiteStore, Store
+from reactor.store_postgres import PostgresStore
 
 TOKEN = "s3cret-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -15,13 +20,76 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 MakeClient = Callable[..., Awaitable[TestClient[Any, Any]]]
 
 
-def dump_db(path: Path) -> dict[str, list[tuple[Any, ...]]]:
-    """Every row of every table, read-only (works while a reactor has the file open)."""
+#: A test's ``db_path`` with this suffix is not a SQLite file: it holds the URL of the
+#: test's PostgreSQL database (conftest.py, the ``postgresql`` parameter of ``database``).
+POSTGRES_URL_SUFFIX = ".pgurl"
+TABLES = ("clusters", "outages", "apps")
+
+
+def postgres_url(path: Path) -> str | None:
+    """The PostgreSQL URL ``path`` holds, or None when it is a SQLite file."""
+    return path.read_text().strip() if path.suffix == POSTGRES_URL_SUFFIX else None
+
+
+def db_flag(path: Path) -> str:
+    """The ``fleetwatch reactor`` flag that names the test's database."""
+    url = postgres_url(path)
+    return f"--db.path={path}" if url is None else f"--db.url={url}"
+
+
+def open_store(path: Path) -> Store:
+    """The store behind ``path`` (SQLite file or PostgreSQL database), migrated."""
+    url = postgres_url(path)
+    return SQLiteStore(path) if url is None else PostgresStore(url)
+
+
+def query(path: Path, sql: str) -> list[tuple[Any, ...]]:
+    """The rows of one read-only statement (plain SQL both stores speak, no parameters)."""
+    url = postgres_url(path)
+    if url is not None:
+        with psycopg.connect(url) as conn:
+            return conn.execute(sql).fetchall()  # type: ignore[arg-type]
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
-        return {
-            t: db.execute(f"SELECT * FROM {t} ORDER BY id").fetchall()
-            for t in ("clusters", "outages", "apps")
-        }
+        return db.execute(sql).fetchall()
+    finally:
+        db.close()
+
+
+@contextmanager
+def hold_write_lock(path: Path) -> Iterator[None]:
+    """Another writer holds the database's write locks meanwhile; plain reads still run.
+
+    SQLite: a transaction that took the write lock. PostgreSQL: the tables locked in
+    EXCLUSIVE mode, which stops every row lock (``FOR UPDATE``/``FOR SHARE``) and write.
+    """
+    url = postgres_url(path)
+    if url is not None:
+        with psycopg.connect(url) as conn:
+            conn.execute("LOCK TABLE clusters, apps, outages IN EXCLUSIVE MODE")
+            yield
+            conn.rollback()
+        return
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+
+
+def dump_db(path: Path) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of every table, read-only (works while a reactor has the database open)."""
+    url = postgres_url(path)
+    if url is not None:
+        with psycopg.connect(url) as conn:
+            return {
+                t: conn.execute(f"SELECT * FROM {t} ORDER BY id").fetchall()  # type: ignore[arg-type]
+                for t in TABLES
+            }
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return {t: db.execute(f"SELECT * FROM {t} ORDER BY id").fetchall() for t in TABLES}
     finally:
         db.close()

@@ -6,13 +6,12 @@ import asyncio
 import logging
 import re
 import shutil
-import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
-from reactor_helpers import AUTH, TOKEN, MakeClient, dump_db
+from reactor_helpers import AUTH, TOKEN, MakeClient, dump_db, hold_write_lock
 from reactor_payloads import OFFLINE, ONLINE, alert, webhook
 
 from reactor.openapi import openapi_document
@@ -517,9 +516,7 @@ async def test_a_locked_database_is_503_and_the_retry_succeeds(
     registry = CollectorRegistry()
     client = await make_client(registry=registry, db_busy_timeout_s=0.2)
     await setup_fleet(client)
-    other = sqlite3.connect(db_path, isolation_level=None)
-    other.execute("BEGIN IMMEDIATE")  # another writer holds the lock
-    try:
+    with hold_write_lock(db_path):  # another writer holds the lock
         before = dump_db(db_path)
         resp = await client.post("/alerts", json=webhook(alert(ONLINE, "c1", 0)))
         assert resp.status == 503 and resp.headers["Retry-After"] == "1"
@@ -530,9 +527,6 @@ async def test_a_locked_database_is_503_and_the_retry_succeeds(
         # Reads go through their own read-only connection: the lock does not stop them.
         assert (await client.get("/apps")).status == 200
         assert (await client.get("/metrics")).status == 200
-    finally:
-        other.execute("ROLLBACK")
-        other.close()
     assert (
         registry.get_sample_value("fleetwatch_reactor_notifications_total", {"outcome": "error"})
         == 1

@@ -1,7 +1,8 @@
 """Deployments racing with a cascade: refused (409) or degraded with the others, never DEPLOYED.
 
 Two races: many concurrent API calls in one reactor (serialised by its store thread), and
-a second process-like writer with its own SQLite connection (serialised by BEGIN IMMEDIATE).
+a second process-like writer with its own connection (serialised by BEGIN IMMEDIATE on
+SQLite, by the cluster row's lock on PostgreSQL). Each runs on both stores.
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from reactor_helpers import MakeClient, dump_db
+from reactor_helpers import MakeClient, dump_db, open_store
 from reactor_payloads import OFFLINE, ONLINE, alert, webhook
 
 from reactor.service import Gated, Service
 from reactor.signals import parse_webhook, status_signals
-from reactor.store import SQLiteStore
+from reactor.statemachine import AppStatus
+from reactor.store import retry_conflicts
 
 DEPLOYED_ON_C1 = 2000
 PENDING_ON_C1 = 400
@@ -26,17 +28,17 @@ PENDING_ON_C1 = 400
 
 def seed(db_path: Path) -> None:
     """c1 (ONLINE) with 2,000 DEPLOYED apps and 400 PENDING ones, written straight to the store."""
-    store = SQLiteStore(db_path)
+    store = open_store(db_path)
     service = Service(store)
-    service.add_cluster("c1", "https://127.0.0.1:6443", "c1-secret")
+    c1 = service.add_cluster("c1", "https://127.0.0.1:6443", "c1-secret")
     body = webhook(alert(ONLINE, "c1", 0))
     service.apply_signals(status_signals(parse_webhook(json.dumps(body).encode())).signals)
     with store.write() as tx:
-        rows = [(f"live-{i}", "DEPLOYED") for i in range(DEPLOYED_ON_C1)]
-        rows += [(f"new-{i}", "PENDING") for i in range(PENDING_ON_C1)]
-        tx.db.executemany(  # type: ignore[attr-defined]
-            "INSERT INTO apps (name, cluster_id, status) VALUES (?, 1, ?)", rows
-        )
+        for i in range(DEPLOYED_ON_C1):
+            app = tx.insert_app(f"live-{i}", c1.id)
+            tx.set_app(app.id, c1.id, AppStatus.DEPLOYED, None)
+        for i in range(PENDING_ON_C1):
+            tx.insert_app(f"new-{i}", c1.id)
     store.close()
 
 
@@ -94,14 +96,14 @@ async def test_another_writer_racing_a_cascade(make_client: MakeClient, db_path:
 
     def other_writer() -> None:
         """Deploy round the PENDING apps until the gate has refused 50 times."""
-        store = SQLiteStore(db_path)
+        store = open_store(db_path)
         service = Service(store)
         deadline = time.monotonic() + 30
         try:
             i = 0
             while counts["refused"] < 50 and time.monotonic() < deadline:
                 try:
-                    service.deploy(f"new-{i % PENDING_ON_C1}", "c1")
+                    retry_conflicts(lambda: service.deploy(f"new-{i % PENDING_ON_C1}", "c1"))  # noqa: B023
                     counts["deployed"] += 1
                 except Gated:
                     counts["refused"] += 1

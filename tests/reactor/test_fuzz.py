@@ -19,10 +19,11 @@ from urllib.parse import quote
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from reactor_helpers import dump_db
+from reactor_helpers import POSTGRES_URL_SUFFIX, db_flag, dump_db
 from reactor_payloads import OFFLINE, ONLINE, ZERO_TIME, alert, at, webhook
 
 from fleetwatch.procs import ManagedProcess, free_port
+from reactor.database import POSTGRESQL, SQLITE
 
 TOKEN = "fuzz-token"
 CLUSTERS = ["c1", "c2", "c3"]
@@ -52,11 +53,17 @@ class Reactor:
             conn.close()
 
 
-@pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Reactor]:
+@pytest.fixture(scope="module", params=[SQLITE, POSTGRESQL])
+def live(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Reactor]:
+    """A reactor process on each store in turn (the PostgreSQL one on the session's server)."""
     folder = tmp_path_factory.mktemp("fuzz")
     port = free_port()
     db_path = folder / "state.db"
+    if request.param == POSTGRESQL:
+        db_path = folder / f"state{POSTGRES_URL_SUFFIX}"
+        db_path.write_text(request.getfixturevalue("postgres_server").create_database())
     token_file = folder / "token"
     token_file.write_text(TOKEN)
     proc = ManagedProcess(
@@ -66,7 +73,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Reactor]:
             "fleetwatch.cli",
             "reactor",
             f"--web.listen-address=127.0.0.1:{port}",
-            f"--db.path={db_path}",
+            db_flag(db_path),
             f"--web.token-file={token_file}",
             "--web.max-body-bytes=65536",
             f"--kubeconfig={folder / 'none'}",
