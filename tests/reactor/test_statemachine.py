@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
+from reactor_helpers import open_store
 from reactor_payloads import OFFLINE, ONLINE, alert, webhook
 
 from reactor.metrics import ReactorMetrics
@@ -30,7 +31,6 @@ from reactor.statemachine import (
     StatusAlert,
     apply,
 )
-from reactor.store import SQLiteStore
 
 
 def on(starts: float, ends: float | None = None) -> dict[str, Any]:
@@ -375,8 +375,9 @@ def run(service: Service, step: Step) -> None:
 
 
 @pytest.fixture
-def service(tmp_path: Path) -> Any:
-    store = SQLiteStore(tmp_path / "state.db")
+def service(db_path: Path) -> Any:
+    """The service over each store in turn (db_path is parametrised: sqlite, postgresql)."""
+    store = open_store(db_path)
     svc = Service(store, ReactorMetrics(CollectorRegistry()))
     svc.add_cluster("c1", "https://127.0.0.1:6443", "/nonexistent/c1.yaml")
     svc.add_cluster("c2", "https://127.0.0.1:6444", "/nonexistent/c2.yaml")
