@@ -17,7 +17,9 @@ import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
+from reactor.auth import TokenFileError, read_token, reload_token_on_sighup
 from reactor.context import (
     DEFAULT_DB_PATH,
     DEFAULT_LISTEN_ADDRESS,
@@ -25,6 +27,7 @@ from reactor.context import (
     Settings,
 )
 from reactor.database import POSTGRESQL, open_store, parse_db_url, sqlite_url
+from reactor.signals import DEFAULT_MAX_FUTURE_SKEW_S
 
 log = logging.getLogger("reactor")
 
@@ -103,8 +106,18 @@ def add_parsers(subparsers: Any) -> None:
         metavar="FILE",
         type=Path,
         help="file holding the bearer token required on POST /alerts and every mutating call; "
-        "surrounding whitespace is ignored (default: the token in $FLEETWATCH_TOKEN; "
+        "surrounding whitespace is ignored; re-read when it changes and on SIGHUP, with a "
+        "warning when other users may read it (default: the token in $FLEETWATCH_TOKEN; "
         "neither: no authentication)",
+    )
+    p.add_argument(
+        "--alerts.max-future-skew",
+        dest="max_future_skew",
+        metavar="DURATION",
+        type=duration_s,
+        default=DEFAULT_MAX_FUTURE_SKEW_S,
+        help="a status alert that starts (or ends) later than the reactor's clock plus this "
+        "is skipped with a log line, never stored; seconds, or 30s, 10m, 1h (default: 10m)",
     )
     p.add_argument(
         "--web.max-body-bytes",
@@ -159,6 +172,69 @@ def add_parsers(subparsers: Any) -> None:
         help="seconds per request (default: 10)",
     )
     s.set_defaults(func=run_status)
+    add_cluster_parsers(subparsers)
+
+
+def add_cluster_parsers(subparsers: Any) -> None:
+    """``fleetwatch cluster delete|reset NAME``: the operator's repair path."""
+    c: argparse.ArgumentParser = subparsers.add_parser(
+        "cluster",
+        help="delete a cluster from a running reactor, or clear its alert state",
+        description=(
+            "Repair what no alert can: 'delete' forgets a decommissioned cluster "
+            "(DELETE /clusters/NAME; refused while apps are on it unless --force, which "
+            "deletes them too); 'reset' clears its alert state (DELETE /clusters/NAME/alerts: "
+            "it reads UNKNOWN, an open outage is closed and its apps restored). "
+            "Exits 1 when the reactor refuses or cannot be reached."
+        ),
+    )
+    actions = c.add_subparsers(dest="action", metavar="ACTION", required=True)
+    for action, summary in (
+        ("delete", "forget a decommissioned cluster (its apps too only with --force)"),
+        ("reset", "clear the cluster's alert state: UNKNOWN, open outage closed, apps restored"),
+    ):
+        a: argparse.ArgumentParser = actions.add_parser(action, help=summary, description=summary)
+        a.add_argument("name", metavar="NAME", help="the cluster's name")
+        if action == "delete":
+            a.add_argument(
+                "--force",
+                action="store_true",
+                help="delete the apps on the cluster with it (without: 409 while apps are on it)",
+            )
+        a.add_argument(
+            "--reactor",
+            metavar="URL",
+            default=DEFAULT_REACTOR_URL,
+            help=f"base URL of the reactor (default: {DEFAULT_REACTOR_URL})",
+        )
+        a.add_argument(
+            "--token-file",
+            dest="token_file",
+            metavar="FILE",
+            type=Path,
+            help="file holding the reactor's bearer token (default: $FLEETWATCH_TOKEN)",
+        )
+        a.add_argument(
+            "--timeout",
+            metavar="SECONDS",
+            type=float,
+            default=30.0,
+            help="seconds for the request (default: 30)",
+        )
+        a.set_defaults(func=run_cluster)
+
+
+def duration_s(text: str) -> float:
+    """A duration flag: seconds (``600``), or a number with s, m or h (``10m``)."""
+    units = {"s": 1.0, "m": 60.0, "h": 3600.0}
+    number, unit = (text[:-1], units[text[-1]]) if text[-1:] in units else (text, 1.0)
+    try:
+        value = float(number) * unit
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 600, 30s, 10m)") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 600, 30s, 10m)")
+    return value
 
 
 def parse_listen_address(text: str) -> tuple[str, int]:
@@ -173,11 +249,9 @@ def settings_from(args: argparse.Namespace, env: dict[str, str]) -> Settings:
     token: str | None = None
     if args.token_file is not None:
         try:
-            token = args.token_file.read_text().strip()
-        except OSError as exc:
-            raise ValueError(f"--web.token-file {args.token_file}: {exc.strerror}") from None
-        if not token:
-            raise ValueError(f"--web.token-file {args.token_file} is empty")
+            token = read_token(args.token_file)
+        except TokenFileError as exc:
+            raise ValueError(f"--web.token-file {exc}") from None
     elif env.get("FLEETWATCH_TOKEN", "").strip():
         token = env["FLEETWATCH_TOKEN"].strip()
     if args.max_body_bytes < 1024:
@@ -194,6 +268,8 @@ def settings_from(args: argparse.Namespace, env: dict[str, str]) -> Settings:
         db_url=db_url,
         db_password=db_password,
         token=token,
+        token_file=args.token_file,
+        max_future_skew_s=args.max_future_skew,
         max_body_bytes=args.max_body_bytes,
         kubeconfig_path=kubeconfig,
         kubeconfig_dir=kubeconfig_dir,
@@ -275,6 +351,7 @@ def run_reactor(args: argparse.Namespace) -> int:
     )
     app = create_app(settings)
     app.on_startup.append(_freeze_startup_objects)  # runs after the store and discovery
+    app.on_startup.append(reload_token_on_sighup)  # process-wide, so installed here
     # access_log=None: one line per request would dominate the cost of a deployment call.
     try:
         web.run_app(
@@ -323,6 +400,55 @@ def run_status(args: argparse.Namespace) -> int:
         print(f"fleetwatch status: cannot read {base}: {reason}", file=sys.stderr)
         return 1
     print(render_status(clusters, apps, datetime.now(UTC)))
+    return 0
+
+
+# -- fleetwatch cluster ---------------------------------------------------------------
+
+
+def run_cluster(args: argparse.Namespace) -> int:
+    """DELETE /clusters/NAME (``delete``) or /clusters/NAME/alerts (``reset``); say what changed."""
+    command = f"fleetwatch cluster {args.action}"
+    token = None
+    try:
+        if args.token_file is not None:
+            token = read_token(args.token_file)
+        elif os.environ.get("FLEETWATCH_TOKEN", "").strip():
+            token = os.environ["FLEETWATCH_TOKEN"].strip()
+    except TokenFileError as exc:
+        print(f"{command}: --token-file {exc}", file=sys.stderr)
+        return 2
+    path = f"/clusters/{quote(args.name, safe='')}"
+    if args.action == "reset":
+        path += "/alerts"
+    elif args.force:
+        path += "?force=true"
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    request = urllib.request.Request(
+        args.reactor.rstrip("/") + path, method="DELETE", headers=headers
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=args.timeout) as resp:
+            answer = json.load(resp)
+    except urllib.error.HTTPError as exc:
+        try:
+            message = json.load(exc)["error"]
+        except (ValueError, KeyError, TypeError):
+            message = exc.reason
+        print(f"{command}: refused ({exc.code}): {message}", file=sys.stderr)
+        return 1
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        print(f"{command}: cannot reach {args.reactor}: {reason}", file=sys.stderr)
+        return 1
+    if args.action == "delete":
+        print(f"cluster {args.name} deleted, with {answer['apps_deleted']} app(s)")
+    else:
+        print(
+            f"cluster {args.name}: alert state cleared, now {answer['cluster']['status']}; "
+            f"{answer['outages_closed']} outage(s) closed, "
+            f"{answer['apps_restored']} app(s) restored"
+        )
     return 0
 
 

@@ -181,7 +181,7 @@ def test_flags_win_over_the_environment() -> None:
     result = _fleetwatch_rules(
         "--failure-threshold",
         "3",
-        "--probe-interval",
+        "--probe.interval",
         "30",
         CLUSTER_HEALTH_FAILURE_THRESHOLD="4",
         CLUSTER_HEALTH_INTERVAL="60",
@@ -319,3 +319,51 @@ def test_alertmanager_reactor_receiver_and_storm_inhibition() -> None:
     }
     mentioned = set(re.findall(r"Fleet\w+", ALERTMANAGER.read_text()))
     assert mentioned <= names
+
+
+def test_the_old_probe_interval_spelling_still_works() -> None:
+    old = _fleetwatch_rules("--probe-interval", "30")
+    new = _fleetwatch_rules("--probe.interval", "30")
+    assert old.returncode == new.returncode == 0, old.stderr + new.stderr
+    assert old.stdout == new.stdout
+    help_text = _fleetwatch_rules("--help").stdout
+    assert "--probe.interval" in help_text and "--probe-interval" not in help_text
+
+
+def test_prometheusrule_namespace_and_labels() -> None:
+    result = _fleetwatch_rules(
+        "--format",
+        "prometheusrule",
+        "--namespace",
+        "fw",
+        "--label",
+        "release=kps",
+        "--label",
+        "team=platform",
+    )
+    assert result.returncode == 0, result.stderr
+    obj = yaml.safe_load(result.stdout)
+    assert obj["metadata"]["namespace"] == "fw"
+    assert obj["metadata"]["labels"] == {
+        "app.kubernetes.io/name": "fleetwatch",
+        "release": "kps",
+        "team": "platform",
+    }
+    rules = [rule for group in obj["spec"]["groups"] for rule in group["rules"]]
+    alerts = [rule for rule in rules if "alert" in rule]
+    assert alerts and all(rule["labels"]["namespace"] == "fw" for rule in alerts)
+    assert all("namespace" not in rule.get("labels", {}) for rule in rules if "record" in rule)
+    # The status alerts keep their own labels beside the namespace.
+    offline = next(rule for rule in alerts if rule["alert"] == "FleetClusterOffline")
+    assert offline["labels"]["severity"] == "critical"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("--namespace", "fw"), ("--format", "prometheusrule", "--label", "no-equals-sign")],
+)
+def test_prometheusrule_options_are_checked(args: tuple[str, ...]) -> None:
+    result = _fleetwatch_rules(*args)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert "fleetwatch rules:" in result.stderr
