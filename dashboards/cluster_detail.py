@@ -8,6 +8,7 @@ and those texts belong next to their queries.
 
 from __future__ import annotations
 
+from common.contract import STATUS_CODE_RECORD
 from dashboards.frame import ONE_CLUSTER, UID_CLUSTER, annotation, cluster_variable, dashboard
 from dashboards.panels import (
     Board,
@@ -42,8 +43,8 @@ def status_and_probes(b: Board, y: int) -> int:
     b.add(
         stat(
             "Status",
-            "From the recording rule cluster:fleetwatch_status:code.",
-            [target(f"max(cluster:fleetwatch_status:code{{{C}}})", "status", instant=True)],
+            f"From the recording rule {STATUS_CODE_RECORD}.",
+            [target(f"max({STATUS_CODE_RECORD}{{{C}}})", "status", instant=True)],
             mappings=STATUS_MAPPINGS,
         ),
         at=(0, y + 1, 4, 4),
@@ -130,7 +131,7 @@ def status_and_probes(b: Board, y: int) -> int:
             "Status and probe history",
             "Top: the status from the rules. Bottom: the result of each probe.",
             [
-                target(f"max(cluster:fleetwatch_status:code{{{C}}})", "status", "A"),
+                target(f"max({STATUS_CODE_RECORD}{{{C}}})", "status", "A"),
                 target(f"max(fleetwatch_cluster_probe_success{{{C}}})", "last probe", "B"),
             ],
             STATUS_MAPPINGS,

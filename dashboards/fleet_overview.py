@@ -10,7 +10,17 @@ for its users, live next to their queries.
 
 from __future__ import annotations
 
-from common.contract import STATUS_CODES, STORM_ALERT, STORM_FRACTION, STORM_MIN_CLUSTERS, Status
+from common.contract import (
+    CLUSTERS_COUNT_RECORD,
+    FAILING_RATIO_RECORD,
+    PROBE_FAILING_ALERT,
+    STATUS_CODE_RECORD,
+    STATUS_CODES,
+    STORM_ALERT,
+    STORM_FRACTION,
+    STORM_MIN_CLUSTERS,
+    Status,
+)
 from dashboards.frame import (
     ANY_CLUSTER,
     CLUSTER_LINK,
@@ -45,7 +55,7 @@ from dashboards.status import (
 )
 
 F = ANY_CLUSTER
-STATUS = f"max by (cluster) (cluster:fleetwatch_status:code{{{F}}})"
+STATUS = f"max by (cluster) ({STATUS_CODE_RECORD}{{{F}}})"
 
 #: 1 exporter down or absent, 2 exporter stalled (no cycle for 3 intervals), 0 watching.
 #: absent() reacts at the first failed scrape; the alerts cover a restart of Prometheus.
@@ -69,7 +79,7 @@ def headline(b: Board, y: int) -> int:
         stat(
             Status.ONLINE,
             "Clusters whose last probes succeed (status from the recording rule "
-            "cluster:fleetwatch_status:code).",
+            f"{STATUS_CODE_RECORD}).",
             [target(_count_status(Status.ONLINE), Status.ONLINE, instant=True)],
             steps=thresholds((None, COLOR_ONLINE)),
         ),
@@ -99,11 +109,11 @@ def headline(b: Board, y: int) -> int:
         stat(
             "Failing, not yet OFFLINE",
             "Clusters whose latest probes fail but fewer than N in a row "
-            "(alert FleetClusterProbeFailing, which stays 10 min after the last failure so "
+            f"(alert {PROBE_FAILING_ALERT}, which stays 10 min after the last failure so "
             "that a flapping cluster is one warning): they turn OFFLINE if it goes on.",
             [
                 target(
-                    f"count({firing('FleetClusterProbeFailing', F)}) or vector(0)",
+                    f"count({firing(PROBE_FAILING_ALERT, F)}) or vector(0)",
                     "failing",
                     instant=True,
                 )
@@ -178,11 +188,11 @@ def status_history(b: Board, y: int) -> int:
         ),
         at=(0, y, 12, 9),
     )
-    by_status = [(f'sum(fleet:fleetwatch_clusters:count{{status="{s}"}})', s) for s in Status]
+    by_status = [(f'sum({CLUSTERS_COUNT_RECORD}{{status="{s}"}})', s) for s in Status]
     b.add(
         timeseries(
             "Clusters by status (whole fleet)",
-            "From the recording rule fleet:fleetwatch_clusters:count; counts the whole fleet "
+            f"From the recording rule {CLUSTERS_COUNT_RECORD}; counts the whole fleet "
             "(the cluster filter does not apply).",
             targets(*by_status),
             unit="none",
@@ -353,11 +363,11 @@ def probe_failures(b: Board, y: int) -> int:
         timeseries(
             "Share of the fleet failing (storm guard)",
             "Share of the probeable clusters failing their probes (recording rule "
-            "fleet:fleetwatch_clusters_probe_failing:ratio). At the storm fraction (dashed "
+            f"{FAILING_RATIO_RECORD}). At the storm fraction (dashed "
             f"line: the default {STORM_FRACTION * 100:g} %, `fleetwatch rules --storm-fraction`), "
             f"with at least {STORM_MIN_CLUSTERS} probeable clusters, {STORM_ALERT} fires and "
             "per-cluster OFFLINE notifications are held back: no cascade runs.",
-            [target("max(fleet:fleetwatch_clusters_probe_failing:ratio)", "failing share")],
+            [target(f"max({FAILING_RATIO_RECORD})", "failing share")],
             unit="percentunit",
             steps=thresholds((None, COLOR_ONLINE), (STORM_FRACTION, "purple")),
             threshold_style="dashed",

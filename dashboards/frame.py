@@ -8,7 +8,7 @@ Grafana 10 or later (schemaVersion 38); Prometheus as the only datasource.
 
 from __future__ import annotations
 
-from common.contract import STORM_ALERT, Status, StatusAlert
+from common.contract import PROBE_FAILING_ALERT, STORM_ALERT, Status, StatusAlert
 from dashboards.panels import DS, Board, Json
 from dashboards.status import COLOR_FAILING, COLOR_OFFLINE, firing
 
@@ -126,7 +126,7 @@ def annotation_list(selector: str, extra: list[Json]) -> Json:
             ),
             annotation(
                 "Cluster failing probes (grace period)",
-                firing("FleetClusterProbeFailing", selector),
+                firing(PROBE_FAILING_ALERT, selector),
                 COLOR_FAILING,
                 "{{cluster}} failing probes",
                 enable=False,

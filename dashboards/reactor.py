@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from common.contract import StatusAlert
+from common.contract import CLUSTERS_COUNT_RECORD, StatusAlert
 from dashboards.frame import ANY_CLUSTER, UID_REACTOR, cluster_variable, dashboard
 from dashboards.panels import (
     Board,
@@ -143,9 +143,7 @@ def apps_and_clusters(b: Board, y: int) -> int:
             "added by hand with POST /clusters show only on the reactor's side).",
             [
                 target("sum by (status) (fleetwatch_reactor_clusters)", "reactor {{status}}", "A"),
-                target(
-                    "sum by (status) (fleet:fleetwatch_clusters:count)", "rules {{status}}", "B"
-                ),
+                target(f"sum by (status) ({CLUSTERS_COUNT_RECORD})", "rules {{status}}", "B"),
             ],
             unit="none",
             interpolation="stepAfter",
