@@ -1,11 +1,12 @@
 """The bearer token the reactor's API requires, and the file it may come from.
 
-A token file is re-read when it changes (its identity, size, time or mode, checked at most
-once a second, by the requests that need the token) and on SIGHUP, so a rotation needs no
-restart: a Kubernetes Secret volume swaps its files in place, and ``kubectl`` users expect
-a HUP to do it. A file that cannot be read, or reads empty, keeps the last good token (the
-reactor never falls open to "no authentication"), with a warning. A file others may read
-gets a warning too: the token is the one credential of every mutating call.
+A token file is re-read when it changes (identity, size, times or mode, looked at no more
+than once a second, by the requests that need the token) and on SIGHUP, as Prometheus and
+Alertmanager reload on a HUP: rotating the token needs no restart, and a Kubernetes Secret
+volume that swaps its files is followed. A file that cannot be read, or reads empty, keeps
+the last good token (the reactor never falls open to "no authentication"), with a
+warning. A file other users may read gets a warning too: the token is the one credential
+of every mutating call.
 """
 
 from __future__ import annotations
@@ -65,11 +66,13 @@ def warn_if_readable_by_others(path: Path, mode: int) -> bool:
     return True
 
 
-Signature = tuple[int, int, int, int, int]
+Signature = tuple[int, int, int, int, int, int]
 
 
 def _signature(st: os.stat_result) -> Signature:
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_mode)
+    """What changes when the file does: ctime too, as a rewrite that keeps size and mtime
+    (``cp -p``, ``touch -r``) still changes it."""
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
 
 
 class TokenSource:

@@ -9,8 +9,15 @@ for an operator to remove a cluster or clear its alert state.
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import logging
+import os
+import signal
+import sys
+import time
+import urllib.error
+import urllib.request
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -18,6 +25,9 @@ from typing import Any
 import pytest
 from reactor_helpers import AUTH, TOKEN, MakeClient, dump_db
 from reactor_payloads import OFFLINE, ONLINE, alert, at, webhook
+
+from fleetwatch.cli import main
+from fleetwatch.procs import ManagedProcess, free_port, wait_until
 
 LATE = "9999-12-31T23:59:59Z"
 
@@ -246,3 +256,251 @@ async def test_an_authorization_header_with_non_ascii_bytes_is_401(
             assert json.loads(answer) == {"error": "missing or wrong bearer token"}
     assert dump_db(db_path) == before
     no_traceback(caplog)
+
+
+async def test_a_body_in_gzip_is_read_and_a_gzip_bomb_is_413(
+    make_client: MakeClient, db_path: Path
+) -> None:
+    """Decoding is ours now (aiohttp's is off): real gzip still works, its size is bounded."""
+    client = await make_client(max_body_bytes=64 * 1024)
+    await fleet(client)
+    headers = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
+    body = gzip.compress(json.dumps(webhook(alert(OFFLINE, "c1", 5))).encode())
+    resp = await client.post("/alerts", data=body, headers=headers)
+    assert resp.status == 200 and (await resp.json())["apps_degraded"] == 1
+    before = dump_db(db_path)
+    bomb = gzip.compress(b" " * (10 * 1024 * 1024))  # 10 KiB that would be 10 MiB
+    assert len(bomb) < 64 * 1024
+    resp = await client.post("/alerts", data=bomb, headers=headers)
+    assert resp.status == 413 and "65536 bytes" in (await resp.json())["error"]
+    for coding, message in (("br", "'br' is not supported"), ("deflate", "not deflate data")):
+        resp = await client.post("/alerts", data=body, headers={"Content-Encoding": coding})
+        assert resp.status == 400 and message in (await resp.json())["error"]
+    resp = await client.post("/alerts", data=body[:-8], headers=headers)
+    assert resp.status == 400 and "cut short" in (await resp.json())["error"]
+    assert dump_db(db_path) == before
+
+
+# -- the repair path: DELETE /clusters/{name} and DELETE /clusters/{name}/alerts ----------
+
+
+async def test_delete_a_cluster_refuses_to_orphan_apps_unless_forced(
+    make_client: MakeClient, db_path: Path
+) -> None:
+    """Before: no way to remove a decommissioned cluster (405)."""
+    client = await make_client(token=TOKEN)
+    await fleet(client, headers=AUTH)
+    await notify(client, alert(OFFLINE, "c1", 5), headers=AUTH)  # an outage to delete too
+    before = dump_db(db_path)
+    assert (await client.delete("/clusters/c1")).status == 401
+    assert (await client.delete("/clusters/c1?force=true")).status == 401
+    resp = await client.delete("/clusters/c1", headers=AUTH)
+    assert resp.status == 409
+    assert "carries 2 app(s)" in (await resp.json())["error"]
+    resp = await client.delete("/clusters/c1?force=yes", headers=AUTH)
+    assert resp.status == 400
+    assert dump_db(db_path) == before
+
+    resp = await client.delete("/clusters/c1?force=true", headers=AUTH)
+    assert resp.status == 200
+    assert await resp.json() == {"deleted": "c1", "apps_deleted": 2}
+    assert (await client.get("/clusters/c1")).status == 404
+    assert [a["name"] for a in await (await client.get("/apps")).json()] == ["b1"]
+    after = dump_db(db_path)
+    assert [row[1] for row in after["clusters"]] == ["c2"]
+    assert after["outages"] == []
+
+    # A cluster without apps needs no force; a status alert naming it later creates it anew.
+    resp = await client.patch("/apps/b1", json={"cluster": "c2"}, headers=AUTH)
+    assert (await client.post("/apps", json={"name": "x", "cluster": "c2"}, headers=AUTH)).ok
+    resp = await client.delete("/clusters/c2", headers=AUTH)
+    assert resp.status == 409
+    body = {"name": "c3", "endpoint": "https://c3:6443", "kubeconfig_secret_ref": "c3"}
+    assert (await client.post("/clusters", json=body, headers=AUTH)).status == 201
+    resp = await client.delete("/clusters/c3", headers=AUTH)
+    assert await resp.json() == {"deleted": "c3", "apps_deleted": 0}
+    await notify(client, alert(ONLINE, "c1", 30), headers=AUTH)
+    c1 = await (await client.get("/clusters/c1")).json()
+    assert (c1["status"], c1["source"]) == ("ONLINE", "alerts")
+
+
+async def test_clearing_the_alert_state_repairs_a_poisoned_cluster(
+    make_client: MakeClient,
+) -> None:
+    """A state no alert can fix (here made as the reactor made it before the skew check:
+    an OFFLINE of year 9999) is repaired by DELETE /clusters/{name}/alerts. Before: 405."""
+    client = await make_client(token=TOKEN, max_future_skew_s=1e12)
+    await fleet(client, headers=AUTH)
+    await notify(client, with_starts(alert(OFFLINE, "c1", 0), LATE), headers=AUTH)
+    await notify(client, alert(ONLINE, "c1", 9), headers=AUTH)  # cannot close that outage
+    assert await status(client, "c1") == "OFFLINE"
+    assert await app_status(client, "a1") == ("DEGRADED", "cluster_offline")
+
+    assert (await client.delete("/clusters/c1/alerts")).status == 401
+    resp = await client.delete("/clusters/c1/alerts", headers=AUTH)
+    assert resp.status == 200
+    answer = await resp.json()
+    assert (answer["outages_closed"], answer["apps_restored"]) == (1, 1)
+    assert answer["cluster"]["status"] == "UNKNOWN"
+    assert answer["cluster"]["outage_since"] is None
+    assert await app_status(client, "a1") == ("DEPLOYED", None)
+    assert await app_status(client, "p1") == ("PENDING", None)
+
+    # "Had been ONLINE" is kept: the real OFFLINE that comes next cascades, and the real
+    # ONLINE after it restores.
+    assert (await notify(client, alert(OFFLINE, "c1", 20), headers=AUTH))["apps_degraded"] == 1
+    assert (await notify(client, alert(ONLINE, "c1", 25), headers=AUTH))["apps_restored"] == 1
+    assert await status(client, "c1") == "ONLINE"
+    # Clearing a healthy cluster: UNKNOWN, nothing else; the next ONLINE repeat heals it.
+    answer = await (await client.delete("/clusters/c2/alerts", headers=AUTH)).json()
+    assert (answer["cluster"]["status"], answer["outages_closed"]) == ("UNKNOWN", 0)
+    await notify(client, alert(ONLINE, "c2", 0), headers=AUTH)
+    assert await status(client, "c2") == "ONLINE"
+
+
+async def test_fleetwatch_cluster_delete_and_reset(
+    make_client: MakeClient, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The repair path from the command line, names with a "/" included (sent as %2F)."""
+    client = await make_client(token=TOKEN)
+    await fleet(client, headers=AUTH)
+    body = {"name": "team/a", "endpoint": "https://a:6443", "kubeconfig_secret_ref": "a"}
+    assert (await client.post("/clusters", json=body, headers=AUTH)).status == 201
+    await notify(client, alert(OFFLINE, "c1", 5), headers=AUTH)
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    url = str(client.make_url("/"))
+
+    async def fleetwatch(*argv: str) -> tuple[int, str, str]:
+        args = [*argv, "--reactor", url, "--token-file", str(token_file)]
+        code = await asyncio.to_thread(main, args)
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    code, _, err = await fleetwatch("cluster", "delete", "c1")
+    assert code == 1 and "refused (409)" in err and "carries 2 app(s)" in err
+    code, out, _ = await fleetwatch("cluster", "reset", "c1")
+    assert code == 0
+    assert (
+        out
+        == "cluster c1: alert state cleared, now UNKNOWN; 1 outage(s) closed, 1 app(s) restored\n"
+    )
+    code, out, _ = await fleetwatch("cluster", "delete", "c1", "--force")
+    assert (code, out) == (0, "cluster c1 deleted, with 2 app(s)\n")
+    code, out, _ = await fleetwatch("cluster", "reset", "team/a")
+    assert code == 0 and "now UNKNOWN" in out
+    code, out, _ = await fleetwatch("cluster", "delete", "team/a")
+    assert (code, out) == (0, "cluster team/a deleted, with 0 app(s)\n")
+    code, _, err = await fleetwatch("cluster", "delete", "team/a")
+    assert code == 1 and "refused (404): cluster 'team/a' not found" in err
+    token_file.write_text("wrong")
+    code, _, err = await fleetwatch("cluster", "delete", "c2", "--force")
+    assert code == 1 and "refused (401)" in err
+    assert (await client.get("/clusters/c2")).status == 200
+
+
+# -- the token file ------------------------------------------------------------------------
+
+
+async def test_a_token_file_others_may_read_gets_a_warning(
+    make_client: MakeClient, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Before: a world-readable token file was taken without a word."""
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN)
+    token_file.chmod(0o644)
+    with caplog.at_level(logging.WARNING):
+        await make_client(token=TOKEN, token_file=token_file)
+    warnings = [r.getMessage() for r in caplog.records if "readable by other" in r.getMessage()]
+    assert warnings == [
+        f"token file {token_file} is readable by other users (mode 0644): chmod 600 it "
+        "(in Kubernetes, defaultMode: 0400 on the Secret volume)"
+    ]
+    caplog.clear()
+    token_file.chmod(0o600)
+    with caplog.at_level(logging.WARNING):
+        await make_client(token=TOKEN, token_file=token_file)
+    assert not [r for r in caplog.records if "readable by other" in r.getMessage()]
+
+
+EMPTY = {"version": "4", "alerts": []}  # a notification that changes nothing
+
+
+async def test_the_token_file_is_read_again_when_it_changes(
+    make_client: MakeClient, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Before: read once at start; rotating the token needed a restart."""
+    token_file = tmp_path / "token"
+    token_file.write_text("first-token")
+    token_file.chmod(0o600)
+    client = await make_client(token="first-token", token_file=token_file)
+    first = {"Authorization": "Bearer first-token"}
+    second = {"Authorization": "Bearer second-token"}
+    assert (await client.post("/alerts", json=EMPTY, headers=first)).status == 200
+    token_file.write_text("second-token")
+    deadline = time.monotonic() + 10
+    while (await client.post("/alerts", json=EMPTY, headers=second)).status != 200:
+        assert time.monotonic() < deadline, "the new token was never taken"
+        await asyncio.sleep(0.05)
+    assert (await client.post("/alerts", json=EMPTY, headers=first)).status == 401
+
+    # An empty (half-written) or vanished file keeps the last good token, with a warning.
+    with caplog.at_level(logging.WARNING):
+        token_file.write_text("")
+        token_file.unlink()
+        deadline = time.monotonic() + 10
+        while not [r for r in caplog.records if "cannot be read" in r.getMessage()]:
+            assert time.monotonic() < deadline, "the missing file was never noticed"
+            assert (await client.post("/alerts", json=EMPTY, headers=second)).status == 200
+            await asyncio.sleep(0.05)
+    assert (await client.post("/alerts", json=EMPTY)).status == 401
+    for record in caplog.records:
+        assert "second-token" not in record.getMessage()
+
+
+def test_sighup_reads_the_token_file_again(tmp_path: Path) -> None:
+    """A real ``fleetwatch reactor``: SIGHUP alone (no request in between, which would look at
+    the file itself) takes the new token; the flag for the future skew is accepted."""
+    port = free_port()
+    token_file = tmp_path / "token"
+    token_file.write_text("first-token")
+    token_file.chmod(0o600)
+    argv = [
+        sys.executable,
+        "-m",
+        "fleetwatch.cli",
+        "reactor",
+        f"--web.listen-address=127.0.0.1:{port}",
+        f"--db.path={tmp_path / 'state.db'}",
+        f"--kubeconfig={tmp_path / 'none'}",
+        f"--web.token-file={token_file}",
+        "--alerts.max-future-skew=5m",
+    ]
+    url = f"http://127.0.0.1:{port}"
+    with ManagedProcess(argv, tmp_path / "reactor.log", ready_url=f"{url}/healthz") as proc:
+
+        def post(token: str) -> int:
+            request = urllib.request.Request(
+                f"{url}/alerts",
+                data=json.dumps(EMPTY).encode(),
+                method="POST",
+                headers={"Authorization": f"Bearer {token}"},
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=10) as resp:
+                    return int(resp.status)
+            except urllib.error.HTTPError as exc:
+                return exc.code
+
+        assert post("first-token") == 200
+        token_file.write_text("second-token")
+        os.kill(proc.pid, signal.SIGHUP)
+        wait_until(
+            lambda: "the bearer token changed" in proc.log_tail(50),
+            timeout=10,
+            what="the token re-read on SIGHUP",
+        )
+        assert (post("second-token"), post("first-token")) == (200, 401)
+        assert proc.alive()
+        log = proc.log_tail(200)
+    assert "second-token" not in log and "first-token" not in log
