@@ -25,8 +25,12 @@ log = logging.getLogger("exporter")
 
 ENVIRONMENT = """\
 environment (flags win over it):
-  KUBECONFIG_PATH          main kubeconfig (default: ~/.kube/config)
-  KUBECONFIG_DIR           folder of extra kubeconfigs: *.yaml, *.yml, *.conf, read in name order
+  KUBECONFIG_PATH          main kubeconfig (must exist)
+  KUBECONFIG               when KUBECONFIG_PATH is unset: kubectl's list of kubeconfigs,
+                           colon-separated, merged as kubectl does (default: ~/.kube/config,
+                           skipped when missing; empty: no main kubeconfig)
+  KUBECONFIG_DIR           folder of extra kubeconfigs: every visible file, sub-folders
+                           included (a volume of mounted Secrets), read in name order
   CLUSTER_HEALTH_INTERVAL  seconds between two probe cycles (default: 300)
 """
 
@@ -142,14 +146,39 @@ def _add_discovery_flags(parser: argparse.ArgumentParser) -> None:
         "--kubeconfig",
         metavar="FILE",
         default=None,
-        help="main kubeconfig (default: $KUBECONFIG_PATH or ~/.kube/config)",
+        help="main kubeconfig; empty: none (default: $KUBECONFIG_PATH, else $KUBECONFIG's "
+        "list, else ~/.kube/config when it exists)",
     )
     parser.add_argument(
         "--kubeconfig-dir",
         dest="kubeconfig_dir",
         metavar="DIR",
         default=None,
-        help="folder of extra kubeconfigs, *.yaml, *.yml and *.conf (default: $KUBECONFIG_DIR)",
+        help="folder of extra kubeconfigs: every visible file, sub-folders included "
+        "(default: $KUBECONFIG_DIR)",
+    )
+    parser.add_argument(
+        "--shard.count",
+        dest="shard_count",
+        metavar="N",
+        type=int,
+        default=None,
+        help="split the fleet over N exporters by a stable hash of the cluster name",
+    )
+    parser.add_argument(
+        "--shard.index",
+        dest="shard_index",
+        metavar="I",
+        type=int,
+        default=None,
+        help="this exporter's shard, 0 to N-1: only its clusters are probed and published",
+    )
+    parser.add_argument(
+        "--shard.index-from-hostname",
+        dest="shard_index_from_hostname",
+        action="store_true",
+        help="take --shard.index from the ordinal ending the host name, as a StatefulSet "
+        "pod's (fleetwatch-exporter-2 is shard 2; $HOSTNAME, else the system's)",
     )
 
 
@@ -199,6 +228,9 @@ def run_exporter(args: argparse.Namespace) -> int:
             max_idle_connections=args.max_idle_connections,
             config_file=args.config_file,
             log_level=args.log_level,
+            shard_count=args.shard_count,
+            shard_index=args.shard_index,
+            shard_index_from_hostname=args.shard_index_from_hostname,
         )
     except SettingsError as exc:
         print(f"fleetwatch exporter: {exc}", file=sys.stderr)
@@ -223,12 +255,13 @@ def serve(settings: Settings, checks: Sequence[ClusterCheck]) -> int:
     host, port = settings.host_port
     _raise_open_files_limit()
     log.info(
-        "fleetwatch exporter on http://%s:%d/metrics: kubeconfig %s, folder %s, "
+        "fleetwatch exporter on http://%s:%d/metrics: kubeconfig %s, folder %s, %s, "
         "interval %gs, timeout %gs, concurrency %d",
         host,
         port,
-        settings.kubeconfig_path,
+        settings.kubeconfig_path or "(none)",
         settings.kubeconfig_dir or "(none)",
+        settings.shard or "unsharded",
         settings.interval,
         settings.timeout,
         settings.concurrency,
@@ -264,8 +297,20 @@ def _raise_open_files_limit() -> None:
 
 def run_discover(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.ERROR)  # problems are in the output, not the log
-    settings = resolve(kubeconfig=args.kubeconfig, kubeconfig_dir=args.kubeconfig_dir)
-    found = Discoverer(settings.kubeconfig_path, settings.kubeconfig_dir).scan()
+    try:
+        settings = resolve(
+            kubeconfig=args.kubeconfig,
+            kubeconfig_dir=args.kubeconfig_dir,
+            shard_count=args.shard_count,
+            shard_index=args.shard_index,
+            shard_index_from_hostname=args.shard_index_from_hostname,
+        )
+    except SettingsError as exc:
+        print(f"fleetwatch discover: {exc}", file=sys.stderr)
+        return 2
+    found = Discoverer(
+        settings.kubeconfig_path, settings.kubeconfig_dir, shard=settings.shard
+    ).scan()
     clusters = [
         {
             "name": c.name,
@@ -279,7 +324,11 @@ def run_discover(args: argparse.Namespace) -> int:
         {"source": p.source, "context": p.context, "reason": p.reason} for p in found.problems
     ]
     if args.output == "json":
-        json.dump({"clusters": clusters, "problems": problems}, sys.stdout, indent=2)
+        answer: dict[str, Any] = {"clusters": clusters, "problems": problems}
+        if settings.shard is not None:
+            index, count = settings.shard.index, settings.shard.count
+            answer["shard"] = {"index": index, "count": count, "fleet_size": found.fleet_size}
+        json.dump(answer, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
     rows = [("NAME", "ENDPOINT", "PROBEABLE", "SOURCE")] + [
@@ -289,7 +338,8 @@ def run_discover(args: argparse.Namespace) -> int:
     for row in rows:
         cells = [str(v).ljust(w) for v, w in zip(row[:3], widths, strict=True)]
         print("  ".join([*cells, str(row[3])]))
-    print(f"\n{len(clusters)} cluster(s), {len(problems)} problem(s)")
+    shard = f" in {settings.shard} ({found.fleet_size} in the fleet)" if settings.shard else ""
+    print(f"\n{len(clusters)} cluster(s){shard}, {len(problems)} problem(s)")
     for p in found.problems:
         print(f"  problem: {p}")
     return 0

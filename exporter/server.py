@@ -65,7 +65,8 @@ def create_app(
             settings.concurrency,
             max_idle_connections=settings.max_idle_connections,
         ),
-        discovery or Discoverer(settings.kubeconfig_path, settings.kubeconfig_dir),
+        discovery
+        or Discoverer(settings.kubeconfig_path, settings.kubeconfig_dir, shard=settings.shard),
         publish,
         checks,
     )

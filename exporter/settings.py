@@ -12,6 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from exporter.kubeconfig_files import MainKubeconfig, main_kubeconfig
+from exporter.shard import Shard, ShardError, resolve_shard
+
 log = logging.getLogger(__name__)
 
 DEFAULT_LISTEN = "127.0.0.1:9713"
@@ -29,8 +32,10 @@ class Settings:
     #: host:port of /metrics. Loopback by default: the exporter is scraped locally or
     #: through a proxy; exposing it is a decision to make explicitly.
     listen_address: str = DEFAULT_LISTEN
-    #: main kubeconfig (``KUBECONFIG_PATH``, default ``~/.kube/config``); None: not read
-    kubeconfig_path: Path | None = None
+    #: main kubeconfig: a file named by ``--kubeconfig``/``KUBECONFIG_PATH`` (must exist),
+    #: else kubectl's ``KUBECONFIG`` list or ``~/.kube/config`` (skipped when missing,
+    #: as kubectl does); None: not read (``KUBECONFIG=""`` or ``--kubeconfig=""``)
+    kubeconfig_path: MainKubeconfig = None
     #: folder of extra kubeconfigs (``KUBECONFIG_DIR``); None: none
     kubeconfig_dir: Path | None = None
     #: seconds between the starts of two probe cycles (``CLUSTER_HEALTH_INTERVAL``); 300
@@ -51,6 +56,8 @@ class Settings:
     #: optional YAML for the etcd/control-plane checks (``--config.file``)
     config_file: Path | None = None
     log_level: str = "info"
+    #: this exporter's shard (``--shard.count``/``--shard.index``); None: the whole fleet
+    shard: Shard | None = None
 
     @property
     def host_port(self) -> tuple[str, int]:
@@ -98,11 +105,13 @@ def resolve(
     config_file: str | None = None,
     log_level: str = "info",
     env: Mapping[str, str] | None = None,
+    shard_count: int | None = None,
+    shard_index: int | None = None,
+    shard_index_from_hostname: bool = False,
 ) -> Settings:
     """Settings from flag values (None when not given) and the environment."""
     env = os.environ if env is None else env
-    path_raw = kubeconfig if kubeconfig is not None else env.get("KUBECONFIG_PATH", "")
-    path = absolute_path(path_raw or "~/.kube/config")
+    path = main_kubeconfig(kubeconfig, env)
     dir_raw = kubeconfig_dir if kubeconfig_dir is not None else env.get("KUBECONFIG_DIR", "")
     folder = absolute_path(dir_raw) if dir_raw else None
     if interval is not None:
@@ -129,6 +138,12 @@ def resolve(
         raise SettingsError(
             f"--probe.max-idle-connections {max_idle_connections}: must be 0 or more"
         )
+    try:
+        shard = resolve_shard(
+            shard_count, shard_index, index_from_hostname=shard_index_from_hostname
+        )
+    except ShardError as exc:
+        raise SettingsError(str(exc)) from None
     listen = listen_address or DEFAULT_LISTEN
     parse_listen_address(listen)
     return Settings(
@@ -141,4 +156,5 @@ def resolve(
         max_idle_connections=max_idle_connections,
         config_file=Path(config_file) if config_file else None,
         log_level=log_level,
+        shard=shard,
     )
