@@ -319,7 +319,7 @@ class PostgresStore:
         if conn is not None and (conn.closed or conn.broken):
             conn.close()
             self._conn = None
-        if isinstance(exc, _BUSY | psycopg.OperationalError):
+        if isinstance(exc, (*_BUSY, psycopg.OperationalError)):
             return StoreUnavailable(f"the database cannot serve: {_first_line(exc)}")
         return exc  # a bug (bad SQL, bad data): a 500 with the traceback in the log
 
