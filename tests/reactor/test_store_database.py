@@ -1,0 +1,202 @@
+"""``--db.url`` and its password: parsed at the edge, shown without the password, and the
+PostgreSQL store's behaviour when its server goes away (503, ``ping``, reconnection)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import threading
+from pathlib import Path
+
+import pytest
+from reactor_postgres import PostgresServer
+
+from fleetwatch.cli import build_parser
+from fleetwatch.procs import wait_until
+from reactor.cli import settings_from, shown_database
+from reactor.database import POSTGRESQL, SQLITE, parse_db_url
+from reactor.service import Service
+from reactor.signals import parse_webhook, status_signals
+from reactor.store import StoreUnavailable, retry_conflicts
+from reactor.store_postgres import PostgresStore
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "where", "password", "shown"),
+    [
+        ("sqlite:///fleetwatch.db", SQLITE, "fleetwatch.db", None, "sqlite:///fleetwatch.db"),
+        ("sqlite:////var/lib/fw.db", SQLITE, "/var/lib/fw.db", None, "sqlite:////var/lib/fw.db"),
+        ("sqlite:///:memory:", SQLITE, ":memory:", None, "sqlite:///:memory:"),
+        (
+            "postgresql://fw@db.example:5432/fleet",
+            POSTGRESQL,
+            "postgresql://fw@db.example:5432/fleet",
+            None,
+            "postgresql://fw@db.example:5432/fleet",
+        ),
+        (
+            "postgres://fw:s%40cret@db.example/fleet?sslmode=require",
+            POSTGRESQL,
+            "postgresql://fw@db.example/fleet?sslmode=require",
+            "s@cret",
+            "postgresql://fw:xxxxx@db.example/fleet?sslmode=require",
+        ),
+        (
+            "postgresql://fw@db.example/fleet?password=s3cret&sslmode=verify-full",
+            POSTGRESQL,
+            "postgresql://fw@db.example/fleet?sslmode=verify-full",
+            "s3cret",
+            "postgresql://fw:xxxxx@db.example/fleet?sslmode=verify-full",
+        ),
+    ],
+)
+def test_urls(text: str, kind: str, where: str, password: str | None, shown: str) -> None:
+    url = parse_db_url(text)
+    assert url.kind == kind
+    assert (str(url.path) if kind == SQLITE else url.conninfo) == where
+    assert url.password == password
+    assert url.shown() == shown
+    assert password is None or password not in repr(url)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("fleetwatch.db", "must start with sqlite:// or postgresql://"),
+        ("mysql://u:p@h/db", "unknown scheme 'mysql'"),
+        ("sqlite://fleetwatch.db", "needs a path after the third slash"),
+        ("postgresql://fw:pw@db:port/x", "the port is not a number"),
+        ("postgresql:///fleet", "needs a host"),
+    ],
+)
+def test_bad_urls(text: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message) as caught:
+        parse_db_url(text)
+    assert "pw" not in str(caught.value).replace("postgresql", "")
+
+
+def settings_of(argv: list[str], env: dict[str, str]) -> argparse.Namespace:
+    return build_parser().parse_args(["reactor", *argv])
+
+
+def test_the_password_comes_from_the_file_then_the_environment_then_the_url(
+    tmp_path: Path,
+) -> None:
+    url = "--db.url=postgresql://fw:from-url@db:5432/fleet"
+    secret = tmp_path / "password"
+    secret.write_text("from-file\n")
+    env = {"PGPASSWORD": "from-env"}
+    args = settings_of([url, f"--db.password-file={secret}"], env)
+    assert settings_from(args, env).db_password == "from-file"
+    assert settings_from(settings_of([url], env), env).db_password == "from-env"
+    settings = settings_from(settings_of([url], {}), {})
+    assert settings.db_password is None  # the store then takes the URL's
+    assert shown_database(settings) == "postgresql://fw:xxxxx@db:5432/fleet"
+    with_file = settings_from(args, env)
+    assert "from-file" not in repr(with_file) and "from-url" not in shown_database(with_file)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--db.path=a.db", "--db.url=sqlite:///b.db"], "both name the database"),
+        (["--db.url=postgresql://fw@db/x", "--db.password-file=/nonexistent"], "No such file"),
+        (["--db.url=oracle://x"], "unknown scheme"),
+    ],
+)
+def test_bad_database_flags(argv: list[str], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        settings_from(settings_of(argv, {}), {})
+
+
+def test_defaults_stay_a_sqlite_file() -> None:
+    settings = settings_from(settings_of([], {}), {})
+    assert settings.db_url is None and settings.db_path == Path("fleetwatch.db")
+    assert shown_database(settings) == "sqlite:///fleetwatch.db"
+
+
+def test_a_database_that_goes_away_is_503_and_comes_back_by_itself() -> None:
+    root = Path(tempfile.mkdtemp(prefix="fleetwatch-pg-ping-"))
+    server = PostgresServer(root).init().start()  # its own: this test stops it
+    try:
+        url = server.create_database()
+        store = PostgresStore(url)
+        service = Service(store)
+        service.add_cluster("c1", "https://127.0.0.1:6443", "ref")
+        store.ping()
+        server.stop("fast")
+        with pytest.raises(StoreUnavailable, match="cannot"):
+            store.ping()
+        with pytest.raises(StoreUnavailable, match="cannot be reached"):
+            service.add_app("a1", "c1")
+        server.start()
+
+        def ready() -> bool:
+            try:
+                store.ping()
+                return True
+            except StoreUnavailable:
+                return False
+
+        wait_until(ready, 10, what="the store reconnected")
+        assert service.add_app("a1", "c1").cluster == "c1"
+        store.close()
+    finally:
+        server.stop()
+        server.remove()
+
+
+def test_replicas_inserting_one_new_name_together_are_retried(
+    postgres_server: PostgresServer,
+) -> None:
+    """Eight stores applying one notification that names 30 unknown clusters, at once: a
+    loser's unique violation is a conflict, and running it again finds the winner's rows,
+    so every call succeeds and each cluster is created exactly once."""
+    url = postgres_server.create_database()
+    PostgresStore(url).close()
+    alerts = [
+        {
+            "status": "firing",
+            "labels": {"alertname": "FleetClusterOnline", "cluster": f"c{i}"},
+            "annotations": {},
+            "startsAt": "2026-11-30T04:00:00.000Z",
+            "endsAt": "0001-01-01T00:00:00Z",
+        }
+        for i in range(30)
+    ]
+    body = {
+        "version": "4",
+        "status": "firing",
+        "receiver": "r",
+        "groupLabels": {},
+        "commonLabels": {},
+        "commonAnnotations": {},
+        "externalURL": "http://127.0.0.1:9093",
+        "groupKey": "{}:{}",
+        "truncatedAlerts": 0,
+        "alerts": alerts,
+    }
+    signals = status_signals(parse_webhook(json.dumps(body).encode())).signals
+    gate = threading.Barrier(8)
+    failures: list[BaseException] = []
+    created: list[str] = []
+
+    def apply() -> None:
+        store = PostgresStore(url, migrate=False)
+        service = Service(store)
+        try:
+            gate.wait()
+            created.extend(retry_conflicts(lambda: service.apply_signals(signals)).clusters_created)
+        except BaseException as exc:  # reported below
+            failures.append(exc)
+        finally:
+            store.close()
+
+    threads = [threading.Thread(target=apply) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not failures, failures
+    assert sorted(created) == sorted(f"c{i}" for i in range(30))
