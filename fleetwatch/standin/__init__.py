@@ -5,13 +5,13 @@ No kube-apiserver can be installed here, so the tests, the benchmarks and
 127.0.0.1, each on its own port, with the answers, certificates and failure modes a
 prober meets in the field. ``python -m fleetwatch.standin serve`` runs one by hand.
 
-Names are imported lazily: ``python -m fleetwatch.standin exec-credential`` (the exec
-plugin the kubeconfigs name) must start fast, without aiohttp or cryptography.
+Names are imported on first use (PEP 562): ``python -m fleetwatch.standin exec-credential``
+(the exec plugin the kubeconfigs name) must start fast, without aiohttp or cryptography.
+Each import is written out, so the import contracts see it.
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -20,18 +20,6 @@ if TYPE_CHECKING:
     from fleetwatch.standin.fleet import Mode, StandinCluster, StandinFleet
     from fleetwatch.standin.kubeconfig import CaKind, Credential
     from fleetwatch.standin.threaded import ThreadedFleet
-
-_EXPORTS = {
-    "FleetCerts": "certs",
-    "ControlPlane": "controlplane",
-    "node_ip": "controlplane",
-    "Mode": "fleet",
-    "StandinCluster": "fleet",
-    "StandinFleet": "fleet",
-    "CaKind": "kubeconfig",
-    "Credential": "kubeconfig",
-    "ThreadedFleet": "threaded",
-}
 
 __all__ = [
     "CaKind",
@@ -47,7 +35,24 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    if name == "FleetCerts":
+        from fleetwatch.standin import certs
+
+        return certs.FleetCerts
+    if name in ("ControlPlane", "node_ip"):
+        from fleetwatch.standin import controlplane
+
+        return getattr(controlplane, name)
+    if name in ("Mode", "StandinCluster", "StandinFleet"):
+        from fleetwatch.standin import fleet
+
+        return getattr(fleet, name)
+    if name in ("CaKind", "Credential"):
+        from fleetwatch.standin import kubeconfig
+
+        return getattr(kubeconfig, name)
+    if name == "ThreadedFleet":
+        from fleetwatch.standin import threaded
+
+        return threaded.ThreadedFleet
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
