@@ -3,10 +3,12 @@
 The body is parsed once, here, into dataclasses. A body that is not a v4 webhook raises
 :class:`PayloadError` whose message says what is wrong and where (the API answers 400:
 Alertmanager does not retry 4xx). Inside a valid webhook, an alert that cannot be used
-(another alertname, no ``cluster`` label, a "resolved" without ``endsAt``) is skipped and
-reported, never fatal: Alertmanager would otherwise re-send the whole group forever.
+(another alertname, no ``cluster`` label, a "resolved" without ``endsAt`` or ending before
+it starts, a time far in the future) is skipped and reported, never fatal: Alertmanager
+would otherwise re-send the whole group forever. Timestamps are ASCII RFC 3339.
 
-What Alertmanager 0.25 really sends (FACTS.md): ``version "4"``, ``alerts[]`` each with its
+What Alertmanager 0.25 really sends (checked against a real one, see
+tests/reactor/test_alertmanager.py): ``version "4"``, ``alerts[]`` each with its
 own ``status``, ``labels``, ``startsAt``, ``endsAt`` (``0001-01-01T00:00:00Z`` while firing),
 ``fingerprint``. We go by each alert's own status, never the group's.
 """

@@ -26,8 +26,9 @@ import pytest
 from reactor_helpers import AUTH, TOKEN, MakeClient, dump_db
 from reactor_payloads import OFFLINE, ONLINE, alert, at, webhook
 
-from fleetwatch.cli import main
+from fleetwatch.cli import build_parser, main
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
+from reactor.cli import settings_from
 
 LATE = "9999-12-31T23:59:59Z"
 
@@ -504,3 +505,32 @@ def test_sighup_reads_the_token_file_again(tmp_path: Path) -> None:
         assert proc.alive()
         log = proc.log_tail(200)
     assert "second-token" not in log and "first-token" not in log
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("600", 600.0), ("30s", 30.0), ("10m", 600.0), ("1.5h", 5400.0)]
+)
+def test_the_future_skew_flag_takes_a_duration(text: str, seconds: float) -> None:
+    args = build_parser().parse_args(["reactor", f"--alerts.max-future-skew={text}"])
+    assert settings_from(args, {}).max_future_skew_s == seconds
+
+
+@pytest.mark.parametrize("text", ["", "m", "ten", "-1m", "inf", "nan", "5d"])
+def test_the_future_skew_flag_refuses_what_is_not_a_duration(
+    text: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["reactor", f"--alerts.max-future-skew={text}"])
+    assert "not a duration" in capsys.readouterr().err
+
+
+def test_a_token_file_that_gives_no_token_stops_the_start(tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    for content, message in ((b" \n", "is empty"), (b"\xff\xfe", "not UTF-8 text")):
+        token_file.write_bytes(content)
+        args = build_parser().parse_args(["reactor", f"--web.token-file={token_file}"])
+        with pytest.raises(ValueError, match=message):
+            settings_from(args, {})
+    args = build_parser().parse_args(["reactor", f"--web.token-file={tmp_path / 'none'}"])
+    with pytest.raises(ValueError, match="No such file"):
+        settings_from(args, {})
