@@ -23,7 +23,9 @@ from reactor.api import add_routes, auth_middleware, errors_middleware
 from reactor.auth import TOKEN, TokenSource
 from reactor.context import BACKEND, METRICS, SETTINGS, Backend, Settings
 from reactor.database import parse_db_url, sqlite_url
+from reactor.health import add_health_routes
 from reactor.metrics import ReactorMetrics
+from reactor.reconcile import setup_reconciliation
 from reactor.service import DiscoveredCluster, Service
 from reactor.store import Store, StoreUnavailable
 
@@ -111,7 +113,9 @@ def create_app(
             await backend.thread.stop()
 
     app.cleanup_ctx.append(lifecycle)
+    setup_reconciliation(app)  # after the store: starts once it is open, stops before it closes
     add_routes(app)
+    add_health_routes(app)
     return app
 
 

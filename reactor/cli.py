@@ -17,8 +17,10 @@ import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
+from common.logs import FORMATS, LEVELS, setup_logging
+from common.web import display_address, parse_listen_address
 from reactor.auth import TokenFileError, read_token, reload_token_on_sighup
 from reactor.context import (
     DEFAULT_DB_PATH,
@@ -40,7 +42,9 @@ status (ONLINE, OFFLINE, UNKNOWN), degrades the apps DEPLOYED on a cluster that 
 (reason cluster_offline), restores exactly those when it is ONLINE again, and answers 409
 to deployments to an OFFLINE cluster. State lives in a SQLite file (a restart loses nothing)
 or in PostgreSQL, which several replicas share.
-Endpoints: /alerts, /clusters, /apps, /deployments, /healthz, /metrics, /openapi.json.
+Endpoints: /alerts, /clusters, /apps, /deployments, /healthz, /-/healthy, /-/ready,
+/metrics, /openapi.json. With --alertmanager.url it also reads the alerts Alertmanager lists
+every interval, so a lost notification costs at most one interval.
 The kubeconfigs are scanned once, at start-up; a cluster first named later by an alert is
 added then (source alerts, no endpoint until the next start-up scan)."""
 
@@ -67,7 +71,8 @@ def add_parsers(subparsers: Any) -> None:
         dest="listen_address",
         metavar="HOST:PORT",
         default=DEFAULT_LISTEN_ADDRESS,
-        help=f"address of the API (default: {DEFAULT_LISTEN_ADDRESS})",
+        help="address of the API; :PORT listens on every interface "
+        f"(default: {DEFAULT_LISTEN_ADDRESS})",
     )
     p.add_argument(
         "--db.path",
@@ -141,11 +146,44 @@ def add_parsers(subparsers: Any) -> None:
         "(default: $KUBECONFIG_DIR)",
     )
     p.add_argument(
+        "--alertmanager.url",
+        dest="alertmanager_urls",
+        metavar="URL",
+        action="append",
+        default=[],
+        help="an Alertmanager to reconcile with, e.g. http://127.0.0.1:9093; repeat it for "
+        "each peer of an HA cluster (default: none, webhooks only)",
+    )
+    p.add_argument(
+        "--alertmanager.reconcile-interval",
+        dest="reconcile_interval",
+        metavar="SECONDS",
+        type=float,
+        default=60.0,
+        help="seconds between two reconciliations with Alertmanager; 0: none (default: 60)",
+    )
+    p.add_argument(
+        "--alertmanager.min-uptime",
+        dest="min_uptime",
+        metavar="SECONDS",
+        type=float,
+        default=300.0,
+        help="an alert the reactor holds as firing and no Alertmanager lists any more is "
+        "resolved only once one of them has been up this long (default: 300)",
+    )
+    p.add_argument(
         "--log.level",
         dest="log_level",
         default="info",
-        choices=["debug", "info", "warning", "error"],
+        choices=LEVELS,
         help="least severe log level written to stderr (default: info)",
+    )
+    p.add_argument(
+        "--log.format",
+        dest="log_format",
+        default="logfmt",
+        choices=FORMATS,
+        help="format of the log lines: logfmt or json, UTC timestamps (default: logfmt)",
     )
     p.set_defaults(func=run_reactor)
 
@@ -237,13 +275,6 @@ def duration_s(text: str) -> float:
     return value
 
 
-def parse_listen_address(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"--web.listen-address must be host:port, got {text!r}")
-    return host.strip("[]") or "127.0.0.1", int(port)
-
-
 def settings_from(args: argparse.Namespace, env: dict[str, str]) -> Settings:
     """Flags and environment -> :class:`Settings` (raises ValueError with a clear message)."""
     token: str | None = None
@@ -263,6 +294,11 @@ def settings_from(args: argparse.Namespace, env: dict[str, str]) -> Settings:
     if kubeconfig_dir is None and env.get("KUBECONFIG_DIR"):
         kubeconfig_dir = Path(env["KUBECONFIG_DIR"])
     db_url, db_password = database_from(args, env)
+    alertmanager_urls = tuple(check_alertmanager_url(url) for url in args.alertmanager_urls)
+    if args.reconcile_interval < 0:
+        raise ValueError("--alertmanager.reconcile-interval must be 0 (off) or more seconds")
+    if args.min_uptime < 0:
+        raise ValueError("--alertmanager.min-uptime must be 0 or more seconds")
     return Settings(
         db_path=args.db_path or DEFAULT_DB_PATH,
         db_url=db_url,
@@ -273,7 +309,22 @@ def settings_from(args: argparse.Namespace, env: dict[str, str]) -> Settings:
         max_body_bytes=args.max_body_bytes,
         kubeconfig_path=kubeconfig,
         kubeconfig_dir=kubeconfig_dir,
+        alertmanager_urls=alertmanager_urls,
+        reconcile_interval_s=args.reconcile_interval,
+        min_uptime_s=args.min_uptime,
     )
+
+
+def check_alertmanager_url(url: str) -> str:
+    """An http(s) URL with a host; the message never repeats it (it may hold a password)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("--alertmanager.url must be an http(s) URL such as http://127.0.0.1:9093")
+    try:
+        parts.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError:
+        raise ValueError("--alertmanager.url has a port that is not a number") from None
+    return url
 
 
 def database_from(args: argparse.Namespace, env: dict[str, str]) -> tuple[str | None, str | None]:
@@ -323,15 +374,11 @@ def migrate_only(settings: Settings) -> int:
 
 
 def run_reactor(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        datefmt="%Y-%m-%dT%H:%M:%S",  # as the exporter's lines, so the two logs interleave
-    )
+    setup_logging(args.log_level, args.log_format)
     try:
         host, port = parse_listen_address(args.listen_address)
         settings = settings_from(args, dict(os.environ))
-    except ValueError as exc:
+    except ValueError as exc:  # common.web.ListenAddressError is one
         print(f"fleetwatch reactor: {exc}", file=sys.stderr)
         return 2
     if args.db_migrate_only:
@@ -343,9 +390,8 @@ def run_reactor(args: argparse.Namespace) -> int:
     from reactor.store import StoreUnavailable
 
     log.info(
-        "reactor on http://%s:%d, database %s, token %s",
-        host,
-        port,
+        "reactor on http://%s, database %s, token %s",
+        display_address(host, port),
         shown_database(settings),
         "required" if settings.token else "not configured",
     )
@@ -366,7 +412,8 @@ def run_reactor(args: argparse.Namespace) -> int:
         print(f"fleetwatch reactor: cannot open the database: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:
-        print(f"fleetwatch reactor: cannot listen on {host}:{port}: {exc}", file=sys.stderr)
+        where = display_address(host, port)
+        print(f"fleetwatch reactor: cannot listen on {where}: {exc}", file=sys.stderr)
         return 1
     log.info("stopped (database closed)")  # as the exporter says it: a clean stop is visible
     return 0

@@ -51,6 +51,13 @@ class Settings:
     """Main kubeconfig scanned at start-up; None (and no dir): no discovery."""
     kubeconfig_dir: Path | None = None
     """Folder of extra kubeconfigs (``*.yaml``, ``*.yml``, ``*.conf``) scanned at start-up."""
+    alertmanager_urls: tuple[str, ...] = field(default=(), repr=False)
+    """Alertmanagers (peers of one cluster) to reconcile with (``reactor.reconcile``); a URL
+    may hold basic-auth credentials, hence no repr."""
+    reconcile_interval_s: float = 60.0
+    """Seconds between two reconciliations; 0: none (webhooks only)."""
+    min_uptime_s: float = 300.0
+    """An Alertmanager up for less than this resolves nothing by no longer listing it."""
 
 
 class StoreThread:

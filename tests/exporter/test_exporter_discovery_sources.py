@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -223,3 +226,35 @@ def test_a_folder_linked_twice_is_read_once(tmp_path: Path) -> None:
     scan = Discoverer(None, tmp_path).scan()
     assert [c.name for c in scan.clusters] == ["k"]
     assert scan.problems == ()
+
+
+def test_discover_reads_kubeconfig_and_a_secret_volume(tmp_path: Path) -> None:
+    """``fleetwatch discover`` shows what the exporter reads: no default-file problem."""
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.write_text(simple("alpha"))
+    second.write_text(doc({"beta": ("alpha", "alpha")}))  # uses a's cluster and user
+    volume = tmp_path / "secrets"
+    volume.mkdir()
+    atomic_writer(volume / "capi-kubeconfig", "2026_12_01_05_00_00.1", {"value": simple("capi")})
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path / "home"),
+        "KUBECONFIG": f"{first}{os.pathsep}{tmp_path / 'gone'}{os.pathsep}{second}",
+        "KUBECONFIG_DIR": str(volume),
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "fleetwatch.cli", "discover", "--output=json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=Path(__file__).resolve().parents[2],
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    answer = json.loads(result.stdout)
+    assert [(c["name"], c["endpoint"], c["source"]) for c in answer["clusters"]] == [
+        ("alpha", "https://alpha", str(first)),
+        ("beta", "https://alpha", str(second)),
+        ("capi", "https://capi", str(volume / "capi-kubeconfig" / "value")),
+    ]
+    assert answer["problems"] == []

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from common.web import parse_listen_address
 from fleetwatch.cli import build_parser
-from reactor.cli import parse_listen_address, render_status, settings_from
+from reactor.cli import render_status, settings_from
 from reactor.context import Settings
 
 
@@ -70,15 +71,48 @@ def test_empty_token_file(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("127.0.0.1:9714", ("127.0.0.1", 9714)), (":80", ("127.0.0.1", 80)), ("[::1]:9", ("::1", 9))],
+    [("127.0.0.1:9714", ("127.0.0.1", 9714)), (":80", (None, 80)), ("[::1]:9", ("::1", 9))],
 )
-def test_listen_address(text: str, expected: tuple[str, int]) -> None:
+def test_listen_address(text: str, expected: tuple[str | None, int]) -> None:
+    """``:PORT`` is every interface (None for aiohttp), as in Prometheus and the exporter."""
     assert parse_listen_address(text) == expected
 
 
 def test_listen_address_without_port() -> None:
     with pytest.raises(ValueError, match="host:port"):
         parse_listen_address("localhost")
+
+
+def test_alertmanager_flags() -> None:
+    s = settings([], {})
+    assert (s.alertmanager_urls, s.reconcile_interval_s, s.min_uptime_s) == ((), 60.0, 300.0)
+    s = settings(
+        [
+            "--alertmanager.url=http://127.0.0.1:9093",
+            "--alertmanager.url=https://am2.example:9093",
+            "--alertmanager.reconcile-interval=5",
+            "--alertmanager.min-uptime=0",
+        ],
+        {},
+    )
+    assert s.alertmanager_urls == ("http://127.0.0.1:9093", "https://am2.example:9093")
+    assert (s.reconcile_interval_s, s.min_uptime_s) == (5.0, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--alertmanager.url=ftp://u:secret@h"], "must be an http"),
+        (["--alertmanager.url=http://u:secret@h:port"], "not a number"),
+        (["--alertmanager.reconcile-interval=-1"], r"0 \(off\) or more"),
+        (["--alertmanager.min-uptime=-1"], "0 or more"),
+    ],
+)
+def test_bad_alertmanager_flags(argv: list[str], message: str) -> None:
+    with pytest.raises(ValueError, match=message) as raised:
+        settings(argv, {})
+    assert "secret" not in str(raised.value)
+    assert "secret" not in repr(Settings(alertmanager_urls=("http://u:secret@h:9093",)))
 
 
 def test_render_status_empty() -> None:

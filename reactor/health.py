@@ -1,0 +1,51 @@
+"""``/-/healthy`` and ``/-/ready``: what an orchestrator and a load balancer ask the reactor.
+
+As Prometheus' own servers: ``/-/healthy`` answers 200 while the process serves (a restart
+cannot help otherwise), ``/-/ready`` answers 503 while the database cannot answer a query,
+so a load balancer sends the calls to a replica that can serve them. Both are GETs, so the
+bearer token never guards them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from aiohttp import web
+
+from reactor.context import BACKEND
+from reactor.service import Service
+from reactor.store import StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+#: How long ``/-/ready`` waits for the database before it says "not ready".
+READY_TIMEOUT_S = 2.0
+
+
+async def get_healthy(request: web.Request) -> web.Response:
+    return web.Response(text="fleetwatch reactor is healthy.\n")
+
+
+async def get_ready(request: web.Request) -> web.Response:
+    backend = request.app[BACKEND]
+    try:
+        await asyncio.wait_for(backend.read(ping), READY_TIMEOUT_S)
+    except (StoreUnavailable, TimeoutError) as exc:
+        reason = str(exc) or f"no answer within {READY_TIMEOUT_S:g}s"
+        return web.Response(
+            status=503,
+            text=f"fleetwatch reactor is not ready: the database is unreachable ({reason}).\n",
+            headers={"Retry-After": "1"},
+        )
+    return web.Response(text="fleetwatch reactor is ready.\n")
+
+
+def ping(service: Service) -> None:
+    """One trivial query, on the thread that owns the store handle."""
+    service.store.ping()
+
+
+def add_health_routes(app: web.Application) -> None:
+    app.router.add_get("/-/healthy", get_healthy)
+    app.router.add_get("/-/ready", get_ready)

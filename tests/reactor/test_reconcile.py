@@ -1,0 +1,141 @@
+"""Reconciliation's rules, as a table: what a listing of Alertmanager's alerts is news of.
+
+Pure (``reactor.reconcile.plan``): the listings and the reactor's state in, the signals the
+state machine will fold out. The same rules against a real Alertmanager are in
+test_reconcile_alertmanager.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from reactor.alertmanager import ListedAlert, Listing, display_name, read_alert
+from reactor.reconcile import Answer, plan, request_timeout
+from reactor.statemachine import AlertState, ClusterState, StatusAlert
+from reactor.store import ClusterRecord
+
+S = 1_000_000  #: one second in microseconds
+NOW = 1_000 * S
+ON, OFF = StatusAlert.ONLINE.value, StatusAlert.OFFLINE.value
+
+
+def listed(name: str, cluster: str, starts: int, suppressed: bool = False) -> ListedAlert:
+    return ListedAlert({"alertname": name, "cluster": cluster}, starts * S, suppressed)
+
+
+def answer(*alerts: ListedAlert, old_enough: bool = True, name: str = "am") -> Answer:
+    return Answer(name, Listing(alerts, started_at=0), old_enough)
+
+
+def held(
+    name: str, online: AlertState | None = None, offline: AlertState | None = None
+) -> ClusterRecord:
+    return ClusterRecord(1, name, None, None, "alerts", ClusterState(online, offline), None)
+
+
+def firing(starts: int) -> AlertState:
+    return AlertState(firing=True, starts_at=starts * S)
+
+
+def resolved(starts: int, ends: int) -> AlertState:
+    return AlertState(firing=False, starts_at=starts * S, ends_at=ends * S)
+
+
+def news(records: Sequence[ClusterRecord], *answers: Answer) -> set[tuple[str, str, AlertState]]:
+    return {(s.cluster, s.alert.value, s.state) for s in plan(records, answers, NOW).signals}
+
+
+def test_an_active_alert_is_firing_since_its_starts_at() -> None:
+    assert news([], answer(listed(ON, "c1", 10))) == {("c1", ON, firing(10))}
+
+
+def test_what_the_reactor_knows_is_no_news() -> None:
+    records = [held("c1", online=firing(10)), held("c2", offline=resolved(5, 9))]
+    assert news(records, answer(listed(ON, "c1", 10), listed(OFF, "c2", 5))) == set()
+
+
+def test_a_suppressed_alert_carries_no_news_and_is_not_resolved() -> None:
+    # Inhibited by the storm guard or silenced: never a cascade, and still listed.
+    assert news([held("c1", online=firing(0))], answer(listed(OFF, "c1", 10, True))) == {
+        ("c1", ON, AlertState(firing=False, starts_at=0, ends_at=NOW))
+    }
+    assert news([held("c1", offline=firing(10))], answer(listed(OFF, "c1", 10, True))) == set()
+
+
+def test_held_firing_and_no_longer_listed_is_resolved_now() -> None:
+    records = [held("c1", online=firing(0)), held("c2", offline=firing(5))]
+    assert news(records, answer()) == {
+        ("c1", ON, AlertState(firing=False, starts_at=0, ends_at=NOW)),
+        ("c2", OFF, AlertState(firing=False, starts_at=5 * S, ends_at=NOW)),
+    }
+
+
+def test_an_alertmanager_up_too_short_resolves_nothing() -> None:
+    records = [held("c1", online=firing(0))]
+    assert news(records, answer(old_enough=False)) == set()
+    # ...but what it lists is news all the same.
+    assert news([], answer(listed(ON, "c2", 3), old_enough=False)) == {("c2", ON, firing(3))}
+
+
+def test_listed_by_any_peer_is_not_resolved() -> None:
+    records = [held("c1", online=firing(0))]
+    young = answer(listed(ON, "c1", 0), old_enough=False, name="young")
+    assert news(records, young, answer(name="old")) == set()
+
+
+def test_a_newer_instance_listed_resolves_the_held_one() -> None:
+    # The Offline since 5 ended; a new one since 20 is silenced: 5 resolved, 20 no news.
+    records = [held("c1", offline=firing(5))]
+    assert news(records, answer(listed(OFF, "c1", 20, True))) == {
+        ("c1", OFF, AlertState(firing=False, starts_at=5 * S, ends_at=NOW))
+    }
+
+
+def test_other_alerts_and_unusable_clusters_are_ignored() -> None:
+    other = ListedAlert({"alertname": "FleetProbeStorm"}, 1 * S, False)
+    no_cluster = ListedAlert({"alertname": ON}, 1 * S, False)
+    bad_cluster = ListedAlert({"alertname": ON, "cluster": " x"}, 1 * S, False)
+    assert news([], answer(other, no_cluster, bad_cluster)) == set()
+
+
+def test_a_held_alert_starting_after_now_is_not_resolved() -> None:
+    assert news([held("c1", online=firing(NOW // S + 5))], answer()) == set()
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (
+            {
+                "labels": {"alertname": ON, "cluster": "c1"},
+                "startsAt": "1970-01-01T00:00:10.000Z",
+                "status": {"state": "active", "silencedBy": [], "inhibitedBy": []},
+            },
+            listed(ON, "c1", 10),
+        ),
+        (
+            {
+                "labels": {"alertname": OFF, "cluster": "c1"},
+                "startsAt": "1970-01-01T00:00:10Z",
+                "status": {"state": "suppressed", "silencedBy": ["x"], "inhibitedBy": []},
+            },
+            listed(OFF, "c1", 10, True),
+        ),
+        ({"labels": {"alertname": ON}, "startsAt": "yesterday"}, None),
+        ({"labels": {"alertname": 1}, "startsAt": "1970-01-01T00:00:10Z"}, None),
+        ([], None),
+    ],
+)
+def test_read_alert(raw: object, expected: ListedAlert | None) -> None:
+    assert read_alert(raw) == expected
+
+
+def test_display_name_never_shows_credentials() -> None:
+    assert display_name("http://admin:hunter2@am.example:9093/am") == "am.example:9093"
+    assert display_name("http://[::1]:9093") == "[::1]:9093"
+
+
+def test_request_timeout_follows_the_interval_within_bounds() -> None:
+    assert [request_timeout(s) for s in (0.5, 5, 60)] == [2.0, 5.0, 10.0]
