@@ -47,10 +47,15 @@ async def _cycles(
     max_idle: int | None = None,
 ) -> dict[str, Any]:
     from exporter import exposition
-    from exporter.config import build_checks
-    from exporter.cycle import CycleSettings, Monitor, Snapshot
+    from exporter.controlplane import build_checks
+    from exporter.cycle import Monitor
     from exporter.discovery import Discoverer
+    from exporter.kube import install_patches
+    from exporter.model import CycleSettings
     from exporter.settings import DEFAULT_CONCURRENCY
+    from exporter.snapshot import Snapshot
+
+    install_patches()  # as `fleetwatch exporter` does at start
 
     rendered_bytes = 0
 

@@ -2,56 +2,26 @@
 
 A :class:`ClusterCheck` (etcd membership, control-plane targets, ...) is given the cluster,
 an authenticated :class:`~exporter.probe.ApiClient` (the probe's connection pool, TLS
-context and headers) and the probe's result. It returns a :class:`CheckResult`: samples
-of the metric families it declared up front (the exposition renders them with HELP/TYPE,
-adding the ``cluster`` label) and Prometheus HTTP SD target groups (served on
-``/sd/control-plane``).
+context and headers) and the probe's result. It returns a
+:class:`~exporter.model.CheckResult`: samples of the metric families it declared up front
+(the exposition renders them with HELP/TYPE, adding the ``cluster`` label) and Prometheus
+HTTP SD target groups (served on ``/sd/control-plane``).
 
 The cycle runs every check of a cluster concurrently, each within ``--probe.timeout``; a
 check that raises or times out yields no samples for that cluster this cycle and counts in
-``fleetwatch_exporter_check_errors_total{check}``. A check never sees another cluster.
+``fleetwatch_exporter_check_errors_total{check}``. A check never sees another cluster. A
+check that holds connections of its own (direct etcd) also has ``aclose()``
+(:class:`ClosingCheck`): the cycle calls it when it stops.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
 
 from exporter.discovery import Cluster
-from exporter.probe import ApiClient, ProbeResult
-
-
-@dataclass(frozen=True)
-class MetricFamily:
-    """A family a check publishes: name, type and help, as in the text format."""
-
-    name: str
-    type: Literal["gauge", "counter"]
-    help: str
-
-
-@dataclass(frozen=True)
-class Sample:
-    """One sample of a declared family for this cluster; ``cluster`` is added for you."""
-
-    name: str
-    value: float
-    labels: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class TargetGroup:
-    """One Prometheus HTTP SD group: ``{"targets": [...], "labels": {...}}``."""
-
-    targets: tuple[str, ...]
-    labels: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    samples: tuple[Sample, ...] = ()
-    targets: tuple[TargetGroup, ...] = ()
+from exporter.model import CheckResult, MetricFamily, ProbeResult
+from exporter.probe import ApiClient
 
 
 class ClusterCheck(Protocol):
@@ -70,3 +40,10 @@ class ClusterCheck(Protocol):
         Use ``api.get_json(path, timeout)`` for API calls; it raises ``ApiError``.
         """
         ...
+
+
+@runtime_checkable
+class ClosingCheck(Protocol):
+    """A check with connections of its own, closed when the exporter stops."""
+
+    async def aclose(self) -> None: ...

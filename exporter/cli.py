@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import logging
+import resource
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from aiohttp import web
+
+from common.logs import FORMATS, LEVELS, setup_logging
+from common.web import display_address
 from exporter.checks import ClusterCheck
+from exporter.config import load_config
+from exporter.controlplane import build_checks
 from exporter.discovery import Discoverer, probeable
+from exporter.server import create_app
 from exporter.settings import (
     DEFAULT_CONCURRENCY,
     DEFAULT_LISTEN,
@@ -46,8 +53,6 @@ List the clusters the exporter would probe (each context of the kubeconfigs once
 API endpoint, kubeconfig file, probeable) and every problem found on the way (a missing
 or invalid file, a context whose cluster or user is missing, a duplicate name). Exits 0
 even when some files are broken; the problems are part of the answer."""
-
-LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
 def add_parsers(subparsers: Any) -> None:
@@ -116,9 +121,16 @@ def add_parsers(subparsers: Any) -> None:
     exp.add_argument(
         "--log.level",
         dest="log_level",
-        choices=LOG_LEVELS,
+        choices=LEVELS,
         default="info",
         help="least severe log level written to stderr (default: info)",
+    )
+    exp.add_argument(
+        "--log.format",
+        dest="log_format",
+        choices=FORMATS,
+        default="logfmt",
+        help="log line format on stderr: logfmt or json (default: logfmt)",
     )
     exp.set_defaults(func=run_exporter)
 
@@ -182,41 +194,17 @@ def _add_discovery_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def setup_logging(level: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(
-        logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%Y-%m-%dT%H:%M:%S")
-    )
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
-    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
-
-
 def load_checks(config_file: Path | None) -> Sequence[ClusterCheck]:
     """The per-cluster checks of the etcd/control-plane part, built from ``--config.file``.
 
-    Raises whatever ``exporter.config.load_config`` raises for a bad file.
+    Raises ``exporter.config.ConfigError`` for a bad file.
     """
-    try:
-        config_mod = importlib.import_module("exporter.config")
-    except ImportError:
-        config_mod = None
-    config: Any = None
-    if config_file is not None:
-        if config_mod is None or not hasattr(config_mod, "load_config"):
-            log.warning("this build has no config schema; %s is accepted unread", config_file)
-            return ()
-        config = config_mod.load_config(config_file)
-    build = getattr(config_mod, "build_checks", None)
-    if build is None:
-        return ()
-    checks: Sequence[ClusterCheck] = build(config)
-    return checks
+    config = load_config(config_file) if config_file is not None else None
+    return build_checks(config)
 
 
 def run_exporter(args: argparse.Namespace) -> int:
-    setup_logging(args.log_level)
+    setup_logging(args.log_level, args.log_format)
     try:
         settings = resolve(
             listen_address=args.listen_address,
@@ -228,6 +216,7 @@ def run_exporter(args: argparse.Namespace) -> int:
             max_idle_connections=args.max_idle_connections,
             config_file=args.config_file,
             log_level=args.log_level,
+            log_format=args.log_format,
             shard_count=args.shard_count,
             shard_index=args.shard_index,
             shard_index_from_hostname=args.shard_index_from_hostname,
@@ -248,17 +237,12 @@ def run_exporter(args: argparse.Namespace) -> int:
 
 
 def serve(settings: Settings, checks: Sequence[ClusterCheck]) -> int:
-    from aiohttp import web
-
-    from exporter.server import create_app
-
     host, port = settings.host_port
     _raise_open_files_limit()
     log.info(
-        "fleetwatch exporter on http://%s:%d/metrics: kubeconfig %s, folder %s, %s, "
+        "fleetwatch exporter on http://%s/metrics: kubeconfig %s, folder %s, %s, "
         "interval %gs, timeout %gs, concurrency %d",
-        host,
-        port,
+        display_address(host, port),
         settings.kubeconfig_path or "(none)",
         settings.kubeconfig_dir or "(none)",
         settings.shard or "unsharded",
@@ -284,8 +268,6 @@ def serve(settings: Settings, checks: Sequence[ClusterCheck]) -> int:
 
 def _raise_open_files_limit() -> None:
     """One kept-alive connection per cluster: lift the soft open-files limit to the hard one."""
-    import resource
-
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard == resource.RLIM_INFINITY or soft < hard:
         target = hard if hard != resource.RLIM_INFINITY else max(soft, 1_048_576)

@@ -26,13 +26,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 import yaml
-
-if TYPE_CHECKING:
-    from exporter.checks import ClusterCheck
 
 #: etcd's ``/health`` blocks about 1 s before answering 503 when the member cannot commit,
 #: and ``/v3/maintenance/status`` takes 1.4-2 s to say "no leader": a shorter budget would
@@ -257,15 +254,3 @@ def _kind(raw: object) -> str:
     if isinstance(raw, str):
         return "a string"
     return type(raw).__name__
-
-
-def build_checks(config: ExporterConfig | None) -> list[ClusterCheck]:
-    """The per-cluster checks the exporter runs (``exporter.cli`` calls this).
-
-    Always the control-plane check: the API-server view of etcd, the control-plane targets
-    and CoreDNS need no config; ``config`` adds direct etcd endpoints per cluster.
-    """
-    # Imported here: exporter.controlplane imports this module for its types.
-    from exporter.controlplane import ControlPlaneCheck
-
-    return [ControlPlaneCheck(config or ExporterConfig())]

@@ -10,18 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 from collections.abc import AsyncIterator, Sequence
 
 from aiohttp import web
 
 from exporter.checks import ClusterCheck
-from exporter.cycle import CycleSettings, DiscoverySource, Monitor, Snapshot
+from exporter.cycle import DiscoverySource, Monitor
 from exporter.discovery import Discoverer
 from exporter.exposition import CONTENT_TYPE, Rendered, render
 from exporter.kube import install_patches
+from exporter.model import CycleSettings
 from exporter.settings import Settings
+from exporter.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -55,11 +56,9 @@ def create_app(
     slot: list[Rendered] = [render(_empty(settings))]
     app[RENDERED] = slot
 
-    shard = (settings.shard.index, settings.shard.count) if settings.shard else (0, 1)
-
     async def publish(snap: Snapshot) -> None:
         # Rendering 10k clusters takes tens of ms of CPU: keep it off the event loop.
-        slot[0] = await asyncio.to_thread(render, dataclasses.replace(snap, shard=shard))
+        slot[0] = await asyncio.to_thread(render, snap)
 
     monitor = Monitor(
         CycleSettings(
@@ -104,8 +103,7 @@ def _log_crash(task: asyncio.Task[None]) -> None:
 
 
 def _empty(settings: Settings) -> Snapshot:
-    shard = (settings.shard.index, settings.shard.count) if settings.shard else (0, 1)
-    return Snapshot((), (), (), 0, 0, 0.0, 0.0, settings.interval, settings.timeout, shard)
+    return Snapshot((), (), (), 0, 0, 0.0, 0.0, settings.interval, settings.timeout)
 
 
 async def _index(request: web.Request) -> web.Response:

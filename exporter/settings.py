@@ -1,7 +1,9 @@
 """The exporter's settings: one dataclass, filled from flags, then the environment.
 
-Flags win over environment variables (DESIGN.md); the variable names are the operations
-guide's. Invalid values raise :class:`SettingsError` with a message naming the setting.
+Flags win over environment variables, as in kubectl and the Prometheus exporters; the
+variable names (``KUBECONFIG_PATH``, ``KUBECONFIG_DIR``, ``CLUSTER_HEALTH_INTERVAL``) are
+the ones docs/exporter.md lists. Invalid values raise :class:`SettingsError` with a message
+naming the setting.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from common.logs import FORMATS, LEVELS
+from common.web import ListenAddressError, parse_listen_address
 from exporter.kubeconfig_files import MainKubeconfig, main_kubeconfig
 from exporter.shard import Shard, ShardError, resolve_shard
 
@@ -29,8 +33,8 @@ class SettingsError(ValueError):
 
 @dataclass(frozen=True)
 class Settings:
-    #: host:port of /metrics. Loopback by default: the exporter is scraped locally or
-    #: through a proxy; exposing it is a decision to make explicitly.
+    #: host:port of /metrics (``:port``: every interface). Loopback by default: the
+    #: exporter is scraped locally or through a proxy; exposing it is a decision to make.
     listen_address: str = DEFAULT_LISTEN
     #: main kubeconfig: a file named by ``--kubeconfig``/``KUBECONFIG_PATH`` (must exist),
     #: else kubectl's ``KUBECONFIG`` list or ``~/.kube/config`` (skipped when missing,
@@ -56,22 +60,15 @@ class Settings:
     #: optional YAML for the etcd/control-plane checks (``--config.file``)
     config_file: Path | None = None
     log_level: str = "info"
+    #: ``logfmt`` or ``json`` (``common.logs``)
+    log_format: str = "logfmt"
     #: this exporter's shard (``--shard.count``/``--shard.index``); None: the whole fleet
     shard: Shard | None = None
 
     @property
-    def host_port(self) -> tuple[str, int]:
+    def host_port(self) -> tuple[str | None, int]:
+        """``(host, port)`` to listen on; host None: every interface."""
         return parse_listen_address(self.listen_address)
-
-
-def parse_listen_address(value: str) -> tuple[str, int]:
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
-        raise SettingsError(
-            f"--web.listen-address {value!r}: expected host:port, e.g. {DEFAULT_LISTEN}"
-        )
-    host = host.strip("[]") or "0.0.0.0"
-    return host, int(port)
 
 
 def absolute_path(raw: str | Path) -> Path:
@@ -104,6 +101,7 @@ def resolve(
     max_idle_connections: int | None = None,
     config_file: str | None = None,
     log_level: str = "info",
+    log_format: str = "logfmt",
     env: Mapping[str, str] | None = None,
     shard_count: int | None = None,
     shard_index: int | None = None,
@@ -145,7 +143,14 @@ def resolve(
     except ShardError as exc:
         raise SettingsError(str(exc)) from None
     listen = listen_address or DEFAULT_LISTEN
-    parse_listen_address(listen)
+    try:
+        parse_listen_address(listen)
+    except ListenAddressError as exc:
+        raise SettingsError(str(exc)) from None
+    if log_level not in LEVELS:
+        raise SettingsError(f"--log.level {log_level!r}: expected one of {', '.join(LEVELS)}")
+    if log_format not in FORMATS:
+        raise SettingsError(f"--log.format {log_format!r}: expected one of {', '.join(FORMATS)}")
     return Settings(
         listen_address=listen,
         kubeconfig_path=path,
@@ -156,5 +161,6 @@ def resolve(
         max_idle_connections=max_idle_connections,
         config_file=Path(config_file) if config_file else None,
         log_level=log_level,
+        log_format=log_format,
         shard=shard,
     )

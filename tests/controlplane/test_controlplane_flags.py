@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from exporter.controlplane import (
-    Node,
-    Pod,
+from exporter.components import (
     component_endpoint,
     control_plane_targets,
-    coredns_spread,
-    etcd_from_static_pods,
     flag_values,
     is_loopback,
 )
+from exporter.kubesystem import Node, Pod, coredns_spread, etcd_from_static_pods
 
 
 @pytest.mark.parametrize(

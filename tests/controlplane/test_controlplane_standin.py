@@ -21,13 +21,9 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.controlplane import (
-    FAMILIES,
-    ControlPlaneCheck,
-    read_kube_system,
-    report_from_kube_system,
-)
-from exporter.probe import ApiError, Reason
+from exporter.controlplane import ControlPlaneCheck, read_kube_system
+from exporter.controlplane_report import FAMILIES, report_from_kube_system
+from exporter.model import ApiError, Reason
 from exporter.server import MONITOR, create_app
 from exporter.settings import Settings
 from fleetwatch.standin import StandinFleet

@@ -6,8 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from exporter.config import build_checks, load_config
-from exporter.controlplane import ControlPlaneCheck
+from exporter.config import load_config
+from exporter.controlplane import ControlPlaneCheck, build_checks
 
 
 def check(path: Path) -> subprocess.CompletedProcess[str]:

@@ -20,7 +20,8 @@ from etcd_cluster import EtcdCluster
 from etcd_poll import poll
 
 from exporter.config import EtcdConfig
-from exporter.etcd import NO_LEADER_ERROR, EtcdReport, QuorumState, probe_etcd
+from exporter.etcd import probe_etcd
+from exporter.quorum import NO_LEADER_ERROR, EtcdReport, QuorumState
 from fleetwatch.rules import RuleSettings, render_rules
 
 #: Every observed report, by step: test_etcd_rules_live feeds them to the alert rules.

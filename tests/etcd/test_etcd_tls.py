@@ -18,8 +18,8 @@ from etcd_pki import EtcdPki, mint
 from etcd_poll import poll
 
 from exporter.config import EtcdConfig, load_config
-from exporter.controlplane import load_tls
-from exporter.etcd import QuorumState, build_ssl_context, probe_etcd
+from exporter.etcd import build_ssl_context, load_tls, probe_etcd
+from exporter.quorum import QuorumState
 from fleetwatch.procs import ManagedProcess, free_port
 
 pytestmark = pytest.mark.skipif(shutil.which("etcd") is None, reason="etcd not installed")

@@ -11,9 +11,10 @@ import pytest
 from exporter_helpers import MonitorFactory, Recorder
 
 from exporter.checks import ClusterCheck
-from exporter.cycle import CycleSettings, DiscoverySource, Monitor
+from exporter.cycle import DiscoverySource, Monitor
 from exporter.discovery import Discoverer
 from exporter.kube import install_patches
+from exporter.model import CycleSettings
 from fleetwatch.standin import StandinFleet
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 
-from exporter.cycle import ClusterView, Monitor, Snapshot
+from exporter.cycle import Monitor
+from exporter.snapshot import ClusterView, Snapshot
 
 
 class Recorder:

@@ -1,4 +1,4 @@
-"""The probes' HTTP/1.1 client against scripted local servers: framing, keep-alive, bounds."""
+"""The probes' connection pool against scripted local servers: framing, keep-alive, bounds."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
-from exporter.http11 import Failure, HttpError, HttpPool
+from exporter.http1 import Failure, HttpError
+from exporter.httppool import HttpPool
 
 Script = Callable[[int], bytes]  # request number on the connection -> raw answer
 Starter = Callable[..., Awaitable[str]]  # (script, close_after=False) -> base URL

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from exporter_helpers import MonitorFactory
 
-from exporter.probe import Reason
+from exporter.model import Reason
 from fleetwatch.standin import StandinFleet
 
 

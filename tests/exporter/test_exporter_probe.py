@@ -17,7 +17,7 @@ from exporter_helpers import MonitorFactory
 
 from exporter.credentials import CredentialsError, build_credentials
 from exporter.discovery import Cluster, ContextConfig, Discovery
-from exporter.probe import Reason
+from exporter.model import Reason
 from fleetwatch.standin import StandinFleet
 
 CREDENTIAL_KINDS = [
@@ -210,8 +210,10 @@ async def test_dead_keepalive_connection_is_retried_once(
     kubeconfig_dir: Path, make_monitor: MonitorFactory
 ) -> None:
     """A server that closes each kept-alive connection without answering its 2nd request."""
+    handlers: list[asyncio.Task[object]] = []
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        handlers.append(asyncio.current_task())  # type: ignore[arg-type]
         await reader.readuntil(b"\r\n\r\n")
         body = b"[+]ping ok\nreadyz check passed\n"
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
@@ -232,6 +234,9 @@ async def test_dead_keepalive_connection_is_retried_once(
             await monitor.run_cycle()
             assert rec.view("plain").success is True, monitor.states["plain"].last
         server.close()
+    # The monitor closed its connections: each handler sees the end of its stream and ends.
+    async with asyncio.timeout(5):
+        await asyncio.gather(*handlers)
 
 
 @pytest.mark.parametrize("credential", ["exec_token", "token_file"])

@@ -17,13 +17,13 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.checks import CheckResult, MetricFamily, Sample, TargetGroup
-from exporter.cycle import Snapshot
 from exporter.discovery import Cluster
 from exporter.exposition import render_metrics
-from exporter.probe import ApiClient, ProbeResult
+from exporter.model import CheckResult, MetricFamily, ProbeResult, Sample, TargetGroup
+from exporter.probe import ApiClient
 from exporter.server import MONITOR, create_app
 from exporter.settings import Settings
+from exporter.snapshot import Snapshot
 from fleetwatch.standin import StandinFleet
 
 ClientFactory = Callable[[web.Application], Any]
@@ -240,7 +240,6 @@ DOCUMENTED_FAMILIES = [
     ("fleetwatch_exporter_last_cycle_timestamp_seconds", "gauge"),
     ("fleetwatch_exporter_probe_interval_seconds", "gauge"),
     ("fleetwatch_exporter_probe_timeout_seconds", "gauge"),
-    ("fleetwatch_exporter_shard", "gauge"),
 ]
 
 

@@ -1,0 +1,82 @@
+"""The probes' connections and credentials, held for the exporter's life.
+
+:class:`Connections` owns the :class:`~exporter.httppool.HttpPool` (kept-alive connections
+to every API server), the :class:`~exporter.credentials.CredentialCache`, and the
+reconnections started after a timeout: a timed-out connection is closed (its answer may
+still come), so a hung API server would cost a TLS handshake, under a slot, at the start
+of every cycle, and with a thousand of them the last timeouts would start seconds late.
+Connecting again right after the cycle lets the next probe send at once. Each
+reconnection is a task of its own, one per cluster at most, cancelled and awaited by
+:meth:`Connections.aclose`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from exporter.credentials import CredentialCache, Credentials
+from exporter.discovery import ContextConfig
+from exporter.http1 import HttpError
+from exporter.httppool import HttpPool
+from exporter.probe import ApiClient
+
+#: Seconds an idle kept-alive connection may wait for its next probe (at least two intervals).
+IDLE_CONNECTION_SECONDS = 3600.0
+
+
+class Connections:
+    """HTTP pool, credential cache and reconnections; ``aclose()`` when the exporter stops."""
+
+    def __init__(self, concurrency: int, max_idle: int | None) -> None:
+        self.credentials = CredentialCache()
+        #: the probes' kept-alive connections
+        self.http = HttpPool(max_idle)
+        self._reconnects: dict[str, asyncio.Task[None]] = {}
+        self._reconnect_slots = asyncio.Semaphore(concurrency)
+
+    def api(self, endpoint: str, credentials: Credentials) -> ApiClient:
+        return ApiClient(self.http, endpoint, credentials)
+
+    def prune(self, live: list[ContextConfig], interval: float) -> None:
+        """Forget credentials of contexts no longer probed; close connections idle too long.
+
+        Connections of clusters no longer probed (gone from the kubeconfigs) are closed
+        after an hour idle, or two intervals if longer.
+        """
+        self.http.prune_idle(max(IDLE_CONNECTION_SECONDS, 2 * interval))
+        self.credentials.prune({self.credentials.key(ctx) for ctx in live})
+
+    def reconnecting(self, name: str) -> asyncio.Task[None] | None:
+        """The reconnection of ``name`` under way, if any: the probe waits for it."""
+        return self._reconnects.get(name)
+
+    def reconnect_later(self, name: str, api: ApiClient, timeout: float) -> None:
+        """Open a new connection for a cluster whose probe timed out, in the background.
+
+        Called when the cycle has ended, so the handshakes never slow down the cycle.
+        """
+        if name in self._reconnects:
+            return
+        creds = api.credentials
+
+        async def reconnect() -> None:
+            try:
+                async with self._reconnect_slots, asyncio.timeout(timeout):
+                    await self.http.preconnect(
+                        api.endpoint,
+                        context=creds.ssl_context,
+                        server_hostname=creds.server_hostname,
+                    )
+            except (HttpError, TimeoutError):
+                pass  # the next probe finds out and reports it
+            finally:
+                self._reconnects.pop(name, None)
+
+        self._reconnects[name] = asyncio.create_task(reconnect(), name=f"reconnect {name}")
+
+    async def aclose(self) -> None:
+        for task in self._reconnects.values():
+            task.cancel()
+        await asyncio.gather(*self._reconnects.values(), return_exceptions=True)
+        self._reconnects.clear()
+        self.http.close()

@@ -1,0 +1,122 @@
+"""The exporter's shared types: what a probe found, and what a per-cluster check publishes.
+
+Every other exporter module speaks these; they import nothing but the standard library,
+so the pure modules (parsing, quorum, state, exposition) and the I/O modules (the
+cycle, the probe, the checks) meet here without importing each other.
+
+- :class:`Reason` and :class:`ProbeResult`: one probe's outcome; :func:`verdict` turns an
+  answer of ``/readyz?verbose`` into it. A failed probe is data, never an exception.
+- :class:`ApiError`: a request to an API server got no usable answer, with its reason.
+- :class:`MetricFamily`, :class:`Sample`, :class:`TargetGroup`, :class:`CheckResult`: what
+  a check of the extension seam (``exporter.checks``) hands to the exposition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Literal
+
+
+class Reason(StrEnum):
+    """Why a probe failed: the ``reason`` label of ``fleetwatch_cluster_probe_failures_total``."""
+
+    TIMEOUT = "timeout"  #: no complete answer within --probe.timeout
+    CONNECT = "connect"  #: connection refused, reset, or closed before an answer
+    TLS = "tls"  #: TLS handshake failed (unknown CA, wrong name, refused client cert)
+    UNAUTHORIZED = "unauthorized"  #: 401 or 403: the credentials are not accepted
+    NOT_READY = "not_ready"  #: the server answered and lists failed checks ([-] lines)
+    HTTP_ERROR = "http_error"  #: any other answer than 200
+    CREDENTIALS = "credentials"  #: the kubeconfig context cannot be turned into credentials
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """Outcome of one probe. ``detail`` is for logs: short, and never a credential."""
+
+    success: bool
+    reason: Reason | None
+    duration: float  #: seconds, from the first byte sent to the verdict
+    status: int | None = None  #: HTTP status when there was an answer
+    detail: str = ""
+    failed_checks: tuple[str, ...] = ()
+
+
+class ApiError(Exception):
+    """A request to an API server failed; ``reason`` is one of :class:`Reason`."""
+
+    def __init__(self, reason: Reason, detail: str, status: int | None = None) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+        self.status = status
+
+
+def failed_checks(body: bytes) -> tuple[str, ...]:
+    """Names of the ``[-]name failed...`` lines of a verbose health body."""
+    out: list[str] = []
+    for line in body.decode("utf-8", "replace").splitlines():
+        if line.startswith("[-]"):
+            name = line[3:].split(" ", 1)[0]
+            if name:
+                out.append(name[:100])
+    return tuple(out)
+
+
+def verdict(status: int, body: bytes, duration: float) -> ProbeResult:
+    """The probe's result for an answer of ``/readyz?verbose``: 200 is success, the rest data."""
+    if status == 200:
+        return ProbeResult(True, None, duration, status)
+    if status in (401, 403):
+        return ProbeResult(False, Reason.UNAUTHORIZED, duration, status, f"HTTP {status}")
+    checks = failed_checks(body)
+    if checks:
+        detail = f"HTTP {status}, failed checks: {', '.join(checks)}"
+        return ProbeResult(False, Reason.NOT_READY, duration, status, detail, checks)
+    return ProbeResult(False, Reason.HTTP_ERROR, duration, status, f"HTTP {status}")
+
+
+@dataclass(frozen=True)
+class MetricFamily:
+    """A family a check publishes: name, type and help, as in the text format."""
+
+    name: str
+    type: Literal["gauge", "counter"]
+    help: str
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One sample of a declared family for this cluster; ``cluster`` is added for you."""
+
+    name: str
+    value: float
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TargetGroup:
+    """One Prometheus HTTP SD group: ``{"targets": [...], "labels": {...}}``."""
+
+    targets: tuple[str, ...]
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    samples: tuple[Sample, ...] = ()
+    targets: tuple[TargetGroup, ...] = ()
+
+
+@dataclass(frozen=True)
+class CycleSettings:
+    """What the probe cycle runs with (from ``exporter.settings.Settings``)."""
+
+    interval: float  #: seconds between the starts of two cycles
+    timeout: float  #: seconds one cluster may take (credentials + probe), and each check
+    concurrency: int  #: probes working (not waiting for an answer) at the same time
+    #: idle kept-alive connections kept between cycles; None: one per cluster. OpenSSL
+    #: keeps 24-34 KiB per idle TLS connection, so 10,000 clusters hold 300+ MB; past the
+    #: bound a probe pays a TLS handshake (about 1.5 ms of CPU) instead.
+    max_idle_connections: int | None = None

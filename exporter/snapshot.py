@@ -1,0 +1,99 @@
+"""One moment of the exporter, frozen for ``/metrics`` and ``/sd/control-plane``.
+
+After each phase of a cycle the runner builds a :class:`Snapshot` (pure: the cluster table
+and the cycle's counters in, immutable values out) and hands it to the exposition, which
+renders it in another thread. Scrapes serve the last rendering and never wait for a probe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from exporter.discovery import Cluster
+from exporter.model import CheckResult, CycleSettings, MetricFamily, Reason
+from exporter.state import ClusterTable
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    """One cluster as the exposition shows it."""
+
+    cluster: Cluster
+    probeable: bool
+    success: bool | None  #: None before the first probe
+    duration: float
+    consecutive_failures: int
+    last_success: float
+    failures: tuple[tuple[Reason, int], ...]
+    checks: tuple[CheckResult, ...]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything ``/metrics`` and ``/sd/control-plane`` show, as of one moment."""
+
+    clusters: tuple[ClusterView, ...]
+    check_families: tuple[MetricFamily, ...]
+    check_errors: tuple[tuple[str, int], ...]
+    discovery_errors_total: int
+    cycles_total: int
+    cycle_duration: float  #: seconds, last complete cycle (0 before the first)
+    last_cycle_end: float  #: epoch seconds, 0 before the first
+    interval: float
+    timeout: float
+
+
+@dataclass
+class CycleStats:
+    """The runner's own counters, as ``fleetwatch_exporter_*`` shows them."""
+
+    cycles_total: int = 0
+    cycle_duration: float = 0.0  #: seconds, last complete cycle
+    last_cycle_end: float = 0.0  #: epoch seconds
+    probes_started: int = 0  #: total probes sent (tests check "never probed")
+    #: clusters whose probe timed out in the last cycle, and probes that waited for a slot
+    last_timed_out: tuple[str, ...] = ()
+    last_slot_waits: int = 0
+    check_errors: dict[str, int] = field(default_factory=dict)  #: by check name
+
+
+def declared_families(declared: Iterable[Iterable[MetricFamily]]) -> tuple[MetricFamily, ...]:
+    """Every check's families, the first declaration of a name winning."""
+    families: dict[str, MetricFamily] = {}
+    for group in declared:
+        for fam in group:
+            families.setdefault(fam.name, fam)
+    return tuple(families.values())
+
+
+def build_snapshot(
+    table: ClusterTable,
+    families: tuple[MetricFamily, ...],
+    stats: CycleStats,
+    settings: CycleSettings,
+) -> Snapshot:
+    views = tuple(
+        ClusterView(
+            cluster=s.cluster,
+            probeable=s.probeable,
+            success=None if s.last is None else s.last.success,
+            duration=0.0 if s.last is None else s.last.duration,
+            consecutive_failures=s.consecutive_failures,
+            last_success=s.last_success,
+            failures=s.failures,
+            checks=s.checks,
+        )
+        for s in table.states.values()
+    )
+    return Snapshot(
+        clusters=views,
+        check_families=families,
+        check_errors=tuple(sorted(stats.check_errors.items())),
+        discovery_errors_total=table.discovery_errors_total,
+        cycles_total=stats.cycles_total,
+        cycle_duration=stats.cycle_duration,
+        last_cycle_end=stats.last_cycle_end,
+        interval=settings.interval,
+        timeout=settings.timeout,
+    )
