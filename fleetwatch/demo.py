@@ -7,6 +7,10 @@ rules of ``fleetwatch rules`` and the route of ``alerts/alertmanager.yml``. It p
 URLs, then every status change the reactor makes. ``fleetwatch demo down NAME`` and
 ``fleetwatch demo up NAME`` (another terminal) switch a stand-in cluster through the fleet's
 control API. Ctrl-C (or SIGTERM) stops every child by its pid and removes the folder.
+
+Longer than most modules because it is one story told top to bottom (start the parts,
+tell people where they are, print what changes, stop), which the wiring it calls keeps
+free of process and configuration details.
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ equal), followed by the etcd/control-plane groups of ``fleetwatch.rules_controlp
 
 Rules are built as plain dicts with a "why" comment each and written as YAML by hand-sized
 code, so the shipped file reads like a hand-written one and still cannot drift from the
-renderer.
+renderer. That makes this module longer than most: the bulk of it is the rules' comments
+and alert texts, which belong next to the expressions they explain.
 """
 
 from __future__ import annotations
