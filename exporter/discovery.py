@@ -44,6 +44,7 @@ from exporter.kubeconfig_files import (
     MainKubeconfig,
     ReadError,
     absolute,
+    being_rewritten,
     file_version,
     main_kubeconfig,
     read_file,
@@ -448,7 +449,9 @@ class Discoverer:
             failure = None
         if state is None:
             state = self._states[key] = _FileState()
-        if version is None or version != state.tried:
+        if version is not None and version != state.tried and being_rewritten(path):
+            pass  # kubectl holds its lock: read the new version once it has let go
+        elif version is None or version != state.tried:
             state.tried = version
             if failure is None:
                 try:

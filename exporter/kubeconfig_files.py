@@ -16,7 +16,9 @@ folder that leads back to one above it is a problem, not a hang.
 
 Reading is bounded (:func:`read_file`): never more than :data:`MAX_FILE_BYTES`, only
 regular files (a FIFO would block the reader forever), and a file that changed while it
-was read is reported as such rather than parsed half-written.
+was read is reported as such rather than parsed half-written. kubectl locks a kubeconfig
+it rewrites with ``<file>.lock``: a changed file under a fresh lock is read on a later
+scan (:func:`being_rewritten`), and the lock file is not taken for a kubeconfig.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +41,11 @@ MAX_FILE_BYTES = 32 * 1024 * 1024
 
 #: How deep sub-folders are followed; a Secret volume is two levels deep.
 MAX_DEPTH = 16
+
+#: kubectl (client-go) creates ``<file>.lock`` while it rewrites ``<file>`` in place, and
+#: removes it right after (milliseconds); a lock older than this was left by a killed
+#: kubectl and no longer holds the reader back.
+LOCK_FRESH_SECONDS = 60.0
 
 #: What identifies one version of a file: a change of any of them means "parse again".
 #: (device, inode, size, mtime in ns); a merged ``KUBECONFIG`` list chains its files'.
@@ -138,9 +146,12 @@ def walk_folder(root: Path) -> tuple[list[Path], list[FileProblem]]:
         except OSError as exc:
             problems.append(FileProblem(str(folder), os_reason(exc)))
             return
+        present = set(names)
         for name in names:
             if name.startswith("."):
                 continue
+            if name.endswith(".lock") and name[: -len(".lock")] in present:
+                continue  # kubectl's lock of the file next to it, not a kubeconfig
             path = folder / name
             try:
                 entry = os.stat(path)
@@ -158,6 +169,15 @@ def walk_folder(root: Path) -> tuple[list[Path], list[FileProblem]]:
 
     visit(root, st, ())
     return files, problems
+
+
+def being_rewritten(path: Path, now: float | None = None) -> bool:
+    """Whether kubectl holds its lock on ``path`` (a fresh ``<path>.lock`` exists)."""
+    try:
+        locked = os.stat(f"{path}.lock")
+    except OSError:
+        return False
+    return (time.time() if now is None else now) - locked.st_mtime < LOCK_FRESH_SECONDS
 
 
 def file_version(path: Path) -> FileVersion:

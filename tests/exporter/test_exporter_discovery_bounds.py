@@ -193,6 +193,25 @@ def test_a_file_caught_mid_rewrite_keeps_its_last_good_clusters(tmp_path: Path) 
     assert names(found) == [] and [p.reason for p in found.problems] == ["file not found"]
 
 
+def test_a_file_under_kubectls_lock_is_read_once_kubectl_lets_go(tmp_path: Path) -> None:
+    """A half-written file may be valid YAML with fewer contexts: kubectl's lock says wait."""
+    path = tmp_path / "config"
+    path.write_text(kubeconfig("a", "b", "c"))
+    discoverer = Discoverer(None, tmp_path)
+    assert names(discoverer.scan()) == ["a", "b", "c"]
+    lock = tmp_path / "config.lock"  # what client-go creates while it rewrites the file
+    lock.touch()
+    path.write_text(kubeconfig("a"))  # a valid prefix of the new content
+    found = discoverer.scan()
+    assert names(found) == ["a", "b", "c"] and found.problems == ()  # the lock is no file
+    lock.unlink()
+    assert names(discoverer.scan()) == ["a"]
+    path.write_text(kubeconfig("a", "d"))
+    lock.touch()
+    os.utime(lock, (time.time() - 120, time.time() - 120))  # left by a killed kubectl
+    assert names(discoverer.scan()) == ["a", "d"]
+
+
 def test_a_failed_file_of_the_folder_keeps_its_clusters_until_removed(tmp_path: Path) -> None:
     (tmp_path / "x.yaml").write_text(kubeconfig("x1", "x2"))
     (tmp_path / "y.yaml").write_text(kubeconfig("y"))
