@@ -313,8 +313,40 @@ def _rebased(entry: Mapping[str, Any], key: str, fields: tuple[str, ...], base: 
     return {**entry, key: changed}
 
 
+#: Nodes one cluster, user or context entry may hold, aliases expanded. Each context's
+#: entries are copied into its own minimal kubeconfig and serialised (to hash credentials)
+#: once per context: an entry shared by thousands of contexts must stay small, or that
+#: work multiplies. A real entry holds tens of nodes (an exec plugin with its arguments
+#: and environment, a hundred).
+MAX_ENTRY_NODES = 1000
+
+
+def _too_big(entry: object, cache: dict[int, bool]) -> bool:
+    """Whether ``entry`` holds more than :data:`MAX_ENTRY_NODES` nodes, aliases expanded."""
+    known = cache.get(id(entry))
+    if known is None:
+        known = cache[id(entry)] = _count(entry, MAX_ENTRY_NODES) > MAX_ENTRY_NODES
+    return known
+
+
+def _count(value: object, budget: int) -> int:
+    """Nodes of ``value`` counted up to just past ``budget`` (stops there: no bomb walk)."""
+    seen = 0
+    stack = [value]
+    while stack and seen <= budget:
+        item = stack.pop()
+        seen += 1
+        if isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return seen
+
+
 def _resolve(docs: list[tuple[str, _Doc]]) -> tuple[dict[str, _Resolved], list[DiscoveryProblem]]:
     """Every context of ``docs`` merged map by map (first file wins for a name)."""
+    oversized: dict[int, bool] = {}
     clusters: dict[str, tuple[str, Mapping[str, Any]]] = {}
     users: dict[str, tuple[str, Mapping[str, Any]]] = {}
     contexts: dict[str, tuple[str, Mapping[str, Any]]] = {}
@@ -350,6 +382,9 @@ def _resolve(docs: list[tuple[str, _Doc]]) -> tuple[dict[str, _Resolved], list[D
             problem(f"cluster {cluster_name!r} is missing")
             continue
         cluster_source, cluster_entry = found
+        if _too_big(entry, oversized) or _too_big(cluster_entry, oversized):
+            problem(f"context or cluster {cluster_name!r} entry over {MAX_ENTRY_NODES} YAML nodes")
+            continue
         cluster = cluster_entry.get("cluster")
         server = cluster.get("server") if isinstance(cluster, dict) else None
         if not isinstance(server, str) or not server:
@@ -373,6 +408,9 @@ def _resolve(docs: list[tuple[str, _Doc]]) -> tuple[dict[str, _Resolved], list[D
             user_entry = user_found[1] if user_found is not None else None
             if user_entry is None or not isinstance(user_entry.get("user", {}), dict):
                 problem(f"user {str(user_name)[:80]!r} is missing")
+                continue
+            if _too_big(user_entry, oversized):
+                problem(f"user {str(user_name)[:80]!r} entry over {MAX_ENTRY_NODES} YAML nodes")
                 continue
             if user_found is not None and user_found[0] != source:
                 user_entry = _rebased(

@@ -92,6 +92,27 @@ def test_a_few_aliases_are_fine_as_kubectl_allows_them(tmp_path: Path) -> None:
     assert ctx is not None and ctx.config["users"][0]["user"] == {"token": "t"}
 
 
+def test_a_big_entry_shared_by_many_contexts_is_refused_for_each(tmp_path: Path) -> None:
+    """Under the file's bound, but each context would carry (and hash) 6,561 nodes."""
+    text = (
+        "apiVersion: v1\nkind: Config\n"
+        "x0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n"
+        + "".join(f"x{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 4))
+        + "clusters: [{name: c, cluster: {server: 'https://c'}}]\n"
+        "users: [{name: big, user: {token: t, extensions: *a3}}, {name: ok, user: {token: t}}]\n"
+        "contexts: [{name: p1, context: {cluster: c, user: big}}, "
+        "{name: p2, context: {cluster: c, user: big}}, "
+        "{name: fine, context: {cluster: c, user: ok}}]\n"
+    )
+    (tmp_path / "k.yaml").write_text(text)
+    found = Discoverer(None, tmp_path).scan()
+    assert names(found) == ["fine"]
+    assert {(p.context, p.reason) for p in found.problems} == {
+        ("p1", "user 'big' entry over 1000 YAML nodes"),
+        ("p2", "user 'big' entry over 1000 YAML nodes"),
+    }
+
+
 def test_a_document_of_too_many_nodes_is_refused_before_it_is_loaded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
