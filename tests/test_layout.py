@@ -1,9 +1,10 @@
 """The architecture stays as drawn: import contracts, and package data that exists once.
 
-The contracts live in ``.importlinter`` (layers fleetwatch > exporter | reactor > common,
-the reactor's one allowed import from the exporter, the only modules that may import the
-kubernetes client, no import cycles); ``lint-imports`` checks them over every import,
-including the ones inside functions that a reading of the top of each file would miss.
+The contracts live in ``.importlinter`` (layers fleetwatch | dashboards > exporter |
+reactor > common, the reactor's one allowed import from the exporter, the only modules
+that may import the kubernetes client, no import cycles, the exporter's pure modules);
+``lint-imports`` checks them over every import, including the ones inside functions that
+a reading of the top of each file would miss.
 """
 
 from __future__ import annotations
