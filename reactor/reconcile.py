@@ -41,7 +41,14 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from reactor.alertmanager import AlertmanagerClient, AlertmanagerError, Listing
 from reactor.context import BACKEND, METRICS, SETTINGS, Backend
-from reactor.signals import Alert, Signal, Webhook, is_name, status_signals
+from reactor.signals import (
+    DEFAULT_MAX_FUTURE_SKEW_S,
+    Alert,
+    Signal,
+    Webhook,
+    is_name,
+    status_signals,
+)
 from reactor.statemachine import ClusterState, StatusAlert, is_newer
 from reactor.store import ClusterRecord, StoreUnavailable
 
@@ -103,8 +110,16 @@ class Plan:
     skipped: tuple[str, ...]  #: listed status alerts that could not be used, and why
 
 
-def plan(held: Iterable[ClusterRecord], answers: Sequence[Answer], now_us: int) -> Plan:
+def plan(
+    held: Iterable[ClusterRecord],
+    answers: Sequence[Answer],
+    now_us: int,
+    max_future_skew_s: float = DEFAULT_MAX_FUTURE_SKEW_S,
+) -> Plan:
     """The news in the Alertmanagers' listings, against what the reactor ``held``.
+
+    The alerts go through the webhook's checks (``reactor.signals.status_signals``): one
+    starting more than ``max_future_skew_s`` after ``now_us`` is skipped, as in a webhook.
 
     Pure (no I/O), so the rules are tested as a table. News is what the state machine would
     take as newer; the state machine still judges it in the transaction (the state may have
@@ -133,7 +148,11 @@ def plan(held: Iterable[ClusterRecord], answers: Sequence[Answer], now_us: int) 
                 if (kind.value, cluster.name, state.starts_at) not in listed:
                     labels = {"alertname": kind.value, "cluster": cluster.name}
                     missing.append(Alert("resolved", labels, state.starts_at, now_us))
-    found = status_signals(Webhook(tuple(alerts + missing)))
+    found = status_signals(
+        Webhook(tuple(alerts + missing)),
+        now=now_us / 1_000_000,
+        max_future_skew_s=max_future_skew_s,
+    )
     known = {c.name: c.state for c in held}
     news = tuple(s for s in found.signals if _is_news(s, known))
     firing = sum(1 for s in news if s.state.firing)
@@ -160,12 +179,14 @@ class Reconciler:
         backend: Backend,
         metrics: ReconcileMetrics,
         min_uptime_s: float,
+        max_future_skew_s: float = DEFAULT_MAX_FUTURE_SKEW_S,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.clients = clients
         self.backend = backend
         self.metrics = metrics
         self.min_uptime_s = min_uptime_s
+        self.max_future_skew_s = max_future_skew_s
         self.clock = clock
         #: Alertmanager name -> why it failed last time; absent: it answered last time.
         self._failing: dict[str, str] = {}
@@ -195,7 +216,7 @@ class Reconciler:
                 answers.append(Answer(client.name, result, uptime_s >= self.min_uptime_s))
         if not answers:
             return 0
-        news = plan(held, answers, int(now * 1_000_000))
+        news = plan(held, answers, int(now * 1_000_000), self.max_future_skew_s)
         for line in news.skipped[:3]:
             log.debug("reconciliation skipped: %s", line)
         changed = 0
@@ -285,7 +306,13 @@ def setup_reconciliation(app: web.Application) -> None:
         timeout = request_timeout(interval_s)
         async with aiohttp.ClientSession() as session:
             clients = [AlertmanagerClient(url, session, timeout) for url in urls]
-            reconciler = Reconciler(clients, app[BACKEND], metrics, settings.min_uptime_s)
+            reconciler = Reconciler(
+                clients,
+                app[BACKEND],
+                metrics,
+                settings.min_uptime_s,
+                max_future_skew_s=settings.max_future_skew_s,
+            )
             log.info(
                 "reconciliation with %s every %gs (alerts no longer listed are resolved once "
                 "an Alertmanager has been up %gs)",

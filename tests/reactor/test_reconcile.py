@@ -139,3 +139,10 @@ def test_display_name_never_shows_credentials() -> None:
 
 def test_request_timeout_follows_the_interval_within_bounds() -> None:
     assert [request_timeout(s) for s in (0.5, 5, 60)] == [2.0, 5.0, 10.0]
+
+
+def test_an_alert_from_the_future_is_skipped_as_in_a_webhook() -> None:
+    far = answer(listed(OFF, "c1", NOW // S + 3600))
+    result = plan([], [far], NOW, max_future_skew_s=600)
+    assert result.signals == () and len(result.skipped) == 1
+    assert "in the future" in result.skipped[0]

@@ -24,6 +24,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 from etcd_poll import poll
 from prometheus_client import CollectorRegistry
+from reactor_helpers import postgres_url
 
 from fleetwatch.procs import ManagedProcess, free_port
 from reactor.app import create_app
@@ -373,12 +374,17 @@ async def test_a_lost_resolved_costs_at_most_one_interval(
 
 
 async def test_replicas_reconciling_at_once_change_the_state_once(
-    start_reactor: StartReactor, alertmanagers: Any, http: aiohttp.ClientSession
+    start_reactor: StartReactor, alertmanagers: Any, http: aiohttp.ClientSession, db_path: Path
 ) -> None:
-    """Three reactors on one database read the same Alertmanager every second."""
+    """Three reactors on one database (SQLite, PostgreSQL) read one Alertmanager every second."""
+    url = postgres_url(db_path)
+    database: dict[str, Any] = {"db_path": db_path} if url is None else {"db_url": url}
     am = alertmanagers()
     await asyncio.to_thread(am.start)
-    replicas = [await start_reactor(alertmanager_urls=(am.url,), min_uptime_s=0) for _ in range(3)]
+    replicas = [
+        await start_reactor(alertmanager_urls=(am.url,), min_uptime_s=0, **database)
+        for _ in range(3)
+    ]
     await replicas[0].setup({f"c{i}": [f"app{i}a", f"app{i}b"] for i in range(5)})
     await am.post(http, *(status_alert(ON, f"c{i}", 0) for i in range(5)))
     await poll(replicas[2].statuses, lambda s: set(s.values()) == {"ONLINE"}, WITHIN_S, "ONLINE")
