@@ -2,16 +2,27 @@
 
 Pure (``reactor.reconcile.plan``): the listings and the reactor's state in, the signals the
 state machine will fold out. The same rules against a real Alertmanager are in
-test_reconcile_alertmanager.py.
+test_reconcile_alertmanager.py. Last, the task's life: shutdown never waits on an
+Alertmanager that does not answer.
 """
 
 from __future__ import annotations
 
+import asyncio
+import socket
+import time
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 import pytest
+from aiohttp.test_utils import TestClient
+from etcd_poll import poll
+from prometheus_client import CollectorRegistry
 
 from reactor.alertmanager import ListedAlert, Listing, display_name, read_alert
+from reactor.app import create_app
+from reactor.context import Settings
 from reactor.reconcile import Answer, plan, request_timeout
 from reactor.statemachine import AlertState, ClusterState, StatusAlert
 from reactor.store import ClusterRecord
@@ -146,3 +157,28 @@ def test_an_alert_from_the_future_is_skipped_as_in_a_webhook() -> None:
     result = plan([], [far], NOW, max_future_skew_s=600)
     assert result.signals == () and len(result.skipped) == 1
     assert "in the future" in result.skipped[0]
+
+
+async def test_shutdown_cancels_a_reconciliation_in_flight(
+    aiohttp_client: Any, tmp_path: Path
+) -> None:
+    """An Alertmanager that accepts and never answers holds no shutdown (10 s timeout)."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        registry = CollectorRegistry()
+        settings = Settings(
+            db_path=tmp_path / "state.db", alertmanager_urls=(url,), reconcile_interval_s=60
+        )
+        client: TestClient[Any, Any] = await aiohttp_client(create_app(settings, registry=registry))
+
+        async def runs() -> float:
+            return registry.get_sample_value("fleetwatch_reactor_reconcile_runs_total") or 0.0
+
+        await poll(runs, lambda n: n >= 1, 10, "a reconciliation under way")
+        started = time.monotonic()
+        await client.close()
+        assert time.monotonic() - started < 2.0
+    names = {task.get_name() for task in asyncio.all_tasks()}
+    assert "fleetwatch-reconciliation" not in names
