@@ -8,10 +8,11 @@ What this test taught us about Alertmanager: within one aggregation group, an al
 resolves and fires again (same labels, new ``startsAt``) between two flushes is never
 notified - the group's set of firing fingerprints did not change. Here c1's Online
 resolves and re-fires faster than ``group_interval``, so the reactor first hears only
-"Offline resolved" (UNKNOWN-or-stale-ONLINE: nothing restored, as the contract says), and
-the restore comes with the next *repeat* of the Online group, which carries the new
-``startsAt``. Hence ``repeat_interval`` of the reactor's route bounds how late a restore
-after a short outage can be.
+"Offline resolved" (UNKNOWN, never ONLINE from the older Online: nothing restored, as the
+contract says), and the restore comes with the next *repeat* of the Online group, which
+carries the new ``startsAt``. Hence ``repeat_interval`` of the reactor's route bounds how
+late a restore after a short outage can be; reconciliation (``--alertmanager.url``) bounds
+it by its interval.
 """
 
 from __future__ import annotations
