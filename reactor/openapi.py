@@ -390,6 +390,21 @@ def openapi_document() -> dict[str, Any]:
             "/healthz": {
                 "get": {"summary": "Liveness", "responses": {"200": {"description": "Alive."}}}
             },
+            "/-/healthy": {
+                "get": {
+                    "summary": "Liveness, as Prometheus' own servers answer it (plain text)",
+                    "responses": {"200": {"description": "The process serves."}},
+                }
+            },
+            "/-/ready": {
+                "get": {
+                    "summary": "Readiness: can the database answer a query? (plain text)",
+                    "responses": {
+                        "200": {"description": "Ready."},
+                        "503": {"description": "The database is unreachable (Retry-After)."},
+                    },
+                }
+            },
             "/metrics": {
                 "get": {
                     "summary": "Prometheus metrics (fleetwatch_reactor_...)",
