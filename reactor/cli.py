@@ -21,6 +21,7 @@ from urllib.parse import quote, urlsplit
 
 from common.logs import FORMATS, LEVELS, setup_logging
 from common.web import display_address, parse_listen_address
+from exporter.discovery import main_kubeconfig
 from reactor.auth import TokenFileError, read_token, reload_token_on_sighup
 from reactor.context import (
     DEFAULT_DB_PATH,
@@ -136,7 +137,8 @@ def add_parsers(subparsers: Any) -> None:
         "--kubeconfig",
         metavar="FILE",
         type=Path,
-        help="main kubeconfig scanned at start-up (default: $KUBECONFIG_PATH or ~/.kube/config)",
+        help="main kubeconfig scanned at start-up (default: $KUBECONFIG_PATH, else "
+        "$KUBECONFIG's list, else ~/.kube/config when it exists)",
     )
     p.add_argument(
         "--kubeconfig-dir",
@@ -287,9 +289,10 @@ def settings_from(args: argparse.Namespace, env: dict[str, str]) -> Settings:
         token = env["FLEETWATCH_TOKEN"].strip()
     if args.max_body_bytes < 1024:
         raise ValueError("--web.max-body-bytes must be at least 1024")
-    kubeconfig = args.kubeconfig
-    if kubeconfig is None:
-        kubeconfig = Path(env.get("KUBECONFIG_PATH") or "~/.kube/config").expanduser()
+    # As the exporter finds it: a named file must exist, kubectl's KUBECONFIG list (or
+    # ~/.kube/config) is merged and a missing file in it skipped.
+    flag = None if args.kubeconfig is None else str(args.kubeconfig)
+    kubeconfig = main_kubeconfig(flag, env)
     kubeconfig_dir = args.kubeconfig_dir
     if kubeconfig_dir is None and env.get("KUBECONFIG_DIR"):
         kubeconfig_dir = Path(env["KUBECONFIG_DIR"])

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
+from exporter.discovery import MainKubeconfig
 from reactor.metrics import ReactorMetrics
 from reactor.service import Service
 from reactor.signals import DEFAULT_MAX_FUTURE_SKEW_S
@@ -47,7 +48,7 @@ class Settings:
     db_password: str | None = field(default=None, repr=False)
     """PostgreSQL password (from ``--db.password-file`` or ``PGPASSWORD``); wins over one in
     ``db_url``. Never printed: not even in this object's repr."""
-    kubeconfig_path: Path | None = None
+    kubeconfig_path: MainKubeconfig = None
     """Main kubeconfig scanned at start-up; None (and no dir): no discovery."""
     kubeconfig_dir: Path | None = None
     """Folder of extra kubeconfigs (``*.yaml``, ``*.yml``, ``*.conf``) scanned at start-up."""
