@@ -1,4 +1,8 @@
-"""``fleetwatch exporter`` and ``fleetwatch discover``: flags, environment, logging, start-up."""
+"""``fleetwatch exporter`` and ``fleetwatch discover``: flags, environment, logging, start-up.
+
+Over 300 lines because most of it is the two subcommands' flag definitions and help texts,
+which read best as one list in the order ``--help`` prints them.
+"""
 
 from __future__ import annotations
 

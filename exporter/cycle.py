@@ -11,7 +11,10 @@ ends with :meth:`Monitor.publish` handing an immutable snapshot to the expositio
 :class:`Monitor` runs cycles and nothing else. What it remembers per cluster is
 ``exporter.state`` (pure rules), what it warns about is ``exporter.advice``, the
 connections and credentials are ``exporter.connections``, the snapshot
-``exporter.snapshot``.
+``exporter.snapshot``. The module is a little over 300 lines because the probe of one
+cluster (credentials, waiting for a reconnection without a slot, one retry after a 401,
+the slot given back while the answer is awaited) is one sequence of awaits that reads best
+whole, next to the slot it juggles.
 """
 
 from __future__ import annotations

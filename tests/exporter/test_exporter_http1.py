@@ -142,6 +142,15 @@ def test_garbage_raises_only_http_errors(data: bytes, cuts: list[int]) -> None:
         assert exc.failure in (Failure.PROTOCOL, Failure.CONNECT)
 
 
+def test_bytes_after_a_complete_answer_forbid_reuse() -> None:
+    parser = ResponseParser(max_bytes=100)
+    assert parser.feed(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+    assert parser.keep_alive
+    assert parser.feed(b"HTTP/1.1 200 OK\r\n")  # nobody asked for these
+    assert not parser.keep_alive
+    assert parser.result() == (200, b"ok")
+
+
 def test_nothing_before_eof_is_retryable() -> None:
     parser = ResponseParser(max_bytes=10)
     with pytest.raises(HttpError) as caught:
