@@ -8,5 +8,6 @@ as ``prometheus/common`` does for Prometheus' components):
   defaults: the contract between the rules, Alertmanager and the reactor;
 - ``common.web``: ``--web.listen-address`` parsing, one meaning for both servers;
 - ``common.logs``: logging set-up (``--log.level``, ``--log.format``);
-- ``common.version``: the version and build information.
+- ``common.version``: the version, build information and the process collectors;
+- ``common.webconfig``: ``--web.config.file`` (TLS, basic auth), one module for both servers.
 """

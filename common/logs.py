@@ -8,6 +8,7 @@ itself.
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import sys
@@ -58,6 +59,24 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             line["err"] = self.formatException(record.exc_info)
         return json.dumps(line, ensure_ascii=False)
+
+
+def add_log_flags(parser: argparse.ArgumentParser, default_level: str = "info") -> None:
+    """``--log.level`` and ``--log.format``, spelled and explained alike on every subcommand."""
+    parser.add_argument(
+        "--log.level",
+        dest="log_level",
+        choices=LEVELS,
+        default=default_level,
+        help=f"least severe log level written to stderr (default: {default_level})",
+    )
+    parser.add_argument(
+        "--log.format",
+        dest="log_format",
+        choices=FORMATS,
+        default="logfmt",
+        help="format of the log lines on stderr: logfmt or json, UTC timestamps (default: logfmt)",
+    )
 
 
 def setup_logging(level: str = "info", fmt: str = "logfmt", stream: TextIO | None = None) -> None:

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import exporter.cli
 import reactor.cli
-from common.version import __version__
+from common.version import version_text
 from fleetwatch import demo, rules
 
 
@@ -28,6 +28,32 @@ class CommandModule(Protocol):
 COMMAND_MODULES: tuple[CommandModule, ...] = (exporter.cli, reactor.cli, rules, demo)
 
 
+class VersionAction(argparse.Action):
+    """``--version``: the version line, built only when asked (the revision may run git)."""
+
+    def __init__(
+        self, option_strings: Sequence[str], dest: str, program: str = "fleetwatch"
+    ) -> None:
+        super().__init__(
+            option_strings,
+            argparse.SUPPRESS,
+            nargs=0,
+            default=argparse.SUPPRESS,
+            help="print the version, revision and Python version, then exit",
+        )
+        self.program = program
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: object,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        print(version_text(self.program))
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fleetwatch",
@@ -37,10 +63,13 @@ def build_parser() -> argparse.ArgumentParser:
             "apps on a cluster when Alertmanager says it went down or came back."
         ),
     )
-    parser.add_argument("--version", action="version", version=f"fleetwatch {__version__}")
+    parser.add_argument("--version", action=VersionAction)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in COMMAND_MODULES:
         module.add_parsers(subparsers)
+    # `fleetwatch exporter --version` as `prometheus --version`: on every subcommand.
+    for name, sub in subparsers.choices.items():
+        sub.add_argument("--version", action=VersionAction, program=f"fleetwatch {name}")
     return parser
 
 

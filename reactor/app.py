@@ -17,9 +17,11 @@ from typing import Protocol
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
+from common.version import register_process_metrics
+from common.webconfig import BasicAuth, WebConfig, basic_auth_middleware
 from exporter.discovery import Discoverer, Discovery
 from reactor import database
-from reactor.api import add_routes, auth_middleware, errors_middleware
+from reactor.api import add_routes, auth_middleware, auth_problem, errors_middleware
 from reactor.auth import TOKEN, TokenSource
 from reactor.context import BACKEND, METRICS, SETTINGS, Backend, Settings
 from reactor.database import parse_db_url, sqlite_url
@@ -47,6 +49,7 @@ def create_app(
     registry: CollectorRegistry | None = None,
     store_factory: Callable[[], Store] | None = None,
     discoverer: Scanner | None = None,
+    web_config: WebConfig | None = None,
 ) -> web.Application:
     """Build the reactor app; nothing is opened until it starts.
 
@@ -55,17 +58,25 @@ def create_app(
     ``settings.db_path``).
     ``discoverer``: start-up discovery (built from the settings' kubeconfig paths by default;
     none when neither is set).
+    ``web_config``: ``--web.config.file``; its basic auth guards every path (the TLS part is
+    the server's, ``fleetwatch reactor`` passes it to aiohttp).
     """
+    guard = []
+    if web_config is not None and web_config.users:
+        # A valid bearer token passes too: Alertmanager sends one Authorization header.
+        guard.append(basic_auth_middleware(BasicAuth(web_config.users), has_bearer_token))
     app = web.Application(
         client_max_size=settings.max_body_bytes,
-        middlewares=[errors_middleware, auth_middleware],
+        middlewares=[*guard, errors_middleware, auth_middleware],
         # Bodies are decoded by reactor.api.read_body: aiohttp's own decoding answered a
         # body declared gzip that is not gzip with a traceback and a dropped connection.
         handler_args={"auto_decompress": False},
     )
     app[SETTINGS] = settings
     app[TOKEN] = TokenSource(settings.token, settings.token_file)
-    app[METRICS] = ReactorMetrics(registry if registry is not None else CollectorRegistry())
+    registry = registry if registry is not None else CollectorRegistry()
+    register_process_metrics(registry)
+    app[METRICS] = ReactorMetrics(registry)
     app[BACKEND] = Backend()
     if discoverer is None and (settings.kubeconfig_path or settings.kubeconfig_dir):
         discoverer = Discoverer(settings.kubeconfig_path, settings.kubeconfig_dir)
@@ -117,6 +128,13 @@ def create_app(
     add_routes(app)
     add_health_routes(app)
     return app
+
+
+def has_bearer_token(request: web.Request) -> bool:
+    """The request carries the reactor's bearer token (none configured: False)."""
+    token = request.app[TOKEN].current()
+    header = request.headers.get("Authorization", "")
+    return token is not None and auth_problem(header, token) is None
 
 
 async def keep_house(store: Store, stop: asyncio.Event, interval_s: float) -> None:

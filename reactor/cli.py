@@ -21,6 +21,7 @@ from urllib.parse import quote, urlsplit
 
 from common.logs import FORMATS, LEVELS, setup_logging
 from common.web import display_address, parse_listen_address
+from common.webconfig import WEB_CONFIG_HELP, WebConfigError, load_web_config, server_ssl_context
 from exporter.discovery import main_kubeconfig
 from reactor.auth import TokenFileError, read_token, reload_token_on_sighup
 from reactor.context import (
@@ -124,6 +125,13 @@ def add_parsers(subparsers: Any) -> None:
         default=DEFAULT_MAX_FUTURE_SKEW_S,
         help="a status alert that starts (or ends) later than the reactor's clock plus this "
         "is skipped with a log line, never stored; seconds, or 30s, 10m, 1h (default: 10m)",
+    )
+    p.add_argument(
+        "--web.config.file",
+        dest="web_config_file",
+        metavar="FILE",
+        type=Path,
+        help=WEB_CONFIG_HELP,
     )
     p.add_argument(
         "--web.max-body-bytes",
@@ -386,6 +394,13 @@ def run_reactor(args: argparse.Namespace) -> int:
         return 2
     if args.db_migrate_only:
         return migrate_only(settings)
+    try:
+        web_config = load_web_config(args.web_config_file) if args.web_config_file else None
+    except WebConfigError as exc:
+        print(f"fleetwatch reactor: --web.config.file {exc}", file=sys.stderr)
+        return 2
+    tls = web_config.tls if web_config is not None else None
+    ssl_context = server_ssl_context(tls) if tls is not None else None
 
     from aiohttp import web
 
@@ -393,12 +408,14 @@ def run_reactor(args: argparse.Namespace) -> int:
     from reactor.store import StoreUnavailable
 
     log.info(
-        "reactor on http://%s, database %s, token %s",
+        "reactor on %s://%s, database %s, token %s%s",
+        "https" if ssl_context else "http",
         display_address(host, port),
         shown_database(settings),
         "required" if settings.token else "not configured",
+        ", basic auth on" if web_config is not None and web_config.users else "",
     )
-    app = create_app(settings)
+    app = create_app(settings, web_config=web_config)
     app.on_startup.append(_freeze_startup_objects)  # runs after the store and discovery
     app.on_startup.append(reload_token_on_sighup)  # process-wide, so installed here
     # access_log=None: one line per request would dominate the cost of a deployment call.
@@ -407,6 +424,7 @@ def run_reactor(args: argparse.Namespace) -> int:
             app,
             host=host,
             port=port,
+            ssl_context=ssl_context,
             access_log=None,
             print=None,
             shutdown_timeout=10,

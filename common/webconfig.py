@@ -1,0 +1,407 @@
+"""``--web.config.file``: TLS and basic authentication, in Prometheus' exporter-toolkit format.
+
+Prometheus, Alertmanager and every official exporter read the same file; a platform team
+that already writes one for them writes the same for fleetwatch's two servers::
+
+    tls_server_config:
+      cert_file: server.crt              # paths are relative to this file's folder
+      key_file: server.key
+      client_auth_type: RequireAndVerifyClientCert   # optional
+      client_ca_file: clients-ca.crt     # needed by the client_auth_types that verify
+      min_version: TLS12                 # TLS10..TLS13, default TLS12
+    basic_auth_users:
+      prometheus: $2b$12$...             # bcrypt hash (htpasswd -nBC 12 "" | tr -d ':\\n')
+
+As in exporter-toolkit the parsing is strict: an unknown key, or a key that toolkit knows
+but fleetwatch does not implement (``cipher_suites``, ``http_server_config``, ...), is an
+error that names it, so a setting is never silently ignored. The file is read once, at
+start-up: a change needs a restart.
+
+Basic authentication guards every path, as in exporter-toolkit. A bcrypt check costs a
+few hundred milliseconds of CPU on purpose, and Prometheus sends the same credentials with
+every scrape, so a verified (user, password) pair is remembered for :data:`CACHE_TTL_S`
+(exporter-toolkit caches too); checks run one at a time in a worker thread, so a flood of
+wrong passwords costs one core and never stalls the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import hashlib
+import logging
+import ssl
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import bcrypt
+import yaml
+from aiohttp import web
+
+log = logging.getLogger(__name__)
+
+#: client_auth_type -> what the server asks of a client's certificate. Python's TLS cannot
+#: request a certificate without verifying it, so toolkit's RequestClientCert and
+#: RequireAnyClientCert are refused with a message rather than mapped to something else.
+CLIENT_AUTH_TYPES: Final[Mapping[str, ssl.VerifyMode]] = {
+    "NoClientCert": ssl.CERT_NONE,
+    "VerifyClientCertIfGiven": ssl.CERT_OPTIONAL,
+    "RequireAndVerifyClientCert": ssl.CERT_REQUIRED,
+}
+UNSUPPORTED_CLIENT_AUTH: Final = ("RequestClientCert", "RequireAnyClientCert", "RequireClientCert")
+
+TLS_VERSIONS: Final[Mapping[str, ssl.TLSVersion]] = {
+    "TLS10": ssl.TLSVersion.TLSv1,
+    "TLS11": ssl.TLSVersion.TLSv1_1,
+    "TLS12": ssl.TLSVersion.TLSv1_2,
+    "TLS13": ssl.TLSVersion.TLSv1_3,
+}
+
+TOP_KEYS: Final = frozenset({"tls_server_config", "basic_auth_users"})
+TLS_KEYS: Final = frozenset(
+    {"cert_file", "key_file", "client_auth_type", "client_ca_file", "min_version", "max_version"}
+)
+#: exporter-toolkit keys fleetwatch does not implement: named as such in the error.
+TOOLKIT_ONLY_KEYS: Final = frozenset(
+    {
+        "http_server_config",
+        "cert",
+        "key",
+        "client_ca",
+        "client_allowed_sans",
+        "cipher_suites",
+        "curve_preferences",
+        "prefer_server_cipher_suites",
+    }
+)
+
+#: ``--web.config.file``'s help, the same on both servers.
+WEB_CONFIG_HELP: Final = (
+    "YAML file in Prometheus exporter-toolkit's format: tls_server_config (cert_file, "
+    "key_file, client_auth_type, client_ca_file, min_version) serves HTTPS, "
+    "basic_auth_users (user: bcrypt hash) guards every path (default: plain HTTP, no auth)"
+)
+
+#: Seconds a checked (user, password) pair is remembered; a scrape every 15-60 s pays one
+#: bcrypt check per this many seconds instead of one per scrape.
+CACHE_TTL_S: Final = 60.0
+#: Pairs remembered at most (exporter-toolkit keeps 100).
+CACHE_SIZE: Final = 100
+
+#: Checked against when the user is unknown, so an unknown user costs what a known one
+#: does and the answer time does not tell which user names exist. (bcrypt of "fleetwatch")
+_DUMMY_HASH: Final = b"$2b$10$Hhbh8fxGMXYnAzv3pbNxoueaVIWavIG9Xc.Y1mzdaIqeIq/siF7Ym"
+
+
+class WebConfigError(ValueError):
+    """The web config file cannot be used; the message names the file and the key."""
+
+
+@dataclass(frozen=True)
+class TLSServerConfig:
+    """``tls_server_config``, its paths resolved against the config file's folder."""
+
+    cert_file: Path
+    key_file: Path
+    client_auth_type: str = "NoClientCert"
+    client_ca_file: Path | None = None
+    min_version: str = "TLS12"
+    max_version: str = "TLS13"
+
+
+@dataclass(frozen=True)
+class WebConfig:
+    """A parsed web config: TLS when ``tls`` is set, basic auth when ``users`` is not empty."""
+
+    tls: TLSServerConfig | None = None
+    #: user name -> bcrypt hash
+    users: Mapping[str, bytes] = field(default_factory=dict)
+
+
+def load_web_config(path: Path) -> WebConfig:
+    """Read and check ``path``; the TLS files are loaded once here so a bad one fails now."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise WebConfigError(f"{path}: {reason}") from None
+    config = parse_web_config(text, base=path.parent, source=str(path))
+    if config.tls is not None:
+        server_ssl_context(config.tls, source=str(path))
+    return config
+
+
+def parse_web_config(text: str, *, base: Path, source: str = "web config") -> WebConfig:
+    """The file's text -> :class:`WebConfig`; relative paths are taken from ``base``."""
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise WebConfigError(f"{source}: not YAML: {exc}") from None
+    if doc is None:
+        return WebConfig()
+    top = _mapping(doc, source, "the file")
+    _check_keys(top, TOP_KEYS, source, "")
+    tls_doc = top.get("tls_server_config")
+    tls = None
+    if tls_doc is not None and tls_doc != {}:
+        tls = _parse_tls(_mapping(tls_doc, source, "tls_server_config"), base, source)
+    users = _parse_users(top.get("basic_auth_users"), source)
+    return WebConfig(tls, users)
+
+
+def _parse_tls(doc: Mapping[str, Any], base: Path, source: str) -> TLSServerConfig:
+    _check_keys(doc, TLS_KEYS, source, "tls_server_config.")
+    values = {k: _string(v, source, f"tls_server_config.{k}") for k, v in doc.items()}
+    for key in ("cert_file", "key_file"):
+        if not values.get(key):
+            raise WebConfigError(f"{source}: tls_server_config.{key} is missing")
+    auth = values.get("client_auth_type") or "NoClientCert"
+    if auth in UNSUPPORTED_CLIENT_AUTH:
+        raise WebConfigError(
+            f"{source}: tls_server_config.client_auth_type {auth} is not supported (Python's "
+            "TLS cannot ask for a client certificate without verifying it): use "
+            "VerifyClientCertIfGiven or RequireAndVerifyClientCert with client_ca_file"
+        )
+    if auth not in CLIENT_AUTH_TYPES:
+        raise WebConfigError(
+            f"{source}: tls_server_config.client_auth_type {auth!r}: expected one of "
+            f"{', '.join(CLIENT_AUTH_TYPES)}"
+        )
+    ca = values.get("client_ca_file") or None
+    if ca and auth == "NoClientCert":
+        raise WebConfigError(
+            f"{source}: tls_server_config.client_ca_file is set but client_auth_type is "
+            "NoClientCert: set client_auth_type (e.g. RequireAndVerifyClientCert)"
+        )
+    if not ca and auth != "NoClientCert":
+        raise WebConfigError(
+            f"{source}: tls_server_config.client_auth_type {auth} needs client_ca_file"
+        )
+    versions = {}
+    for key, default in (("min_version", "TLS12"), ("max_version", "TLS13")):
+        versions[key] = values.get(key) or default
+        if versions[key] not in TLS_VERSIONS:
+            raise WebConfigError(
+                f"{source}: tls_server_config.{key} {versions[key]!r}: expected one of "
+                f"{', '.join(TLS_VERSIONS)}"
+            )
+    if TLS_VERSIONS[versions["min_version"]] > TLS_VERSIONS[versions["max_version"]]:
+        raise WebConfigError(f"{source}: tls_server_config.min_version is above max_version")
+    return TLSServerConfig(
+        cert_file=base / values["cert_file"],
+        key_file=base / values["key_file"],
+        client_auth_type=auth,
+        client_ca_file=base / ca if ca else None,
+        min_version=versions["min_version"],
+        max_version=versions["max_version"],
+    )
+
+
+def _parse_users(doc: object, source: str) -> dict[str, bytes]:
+    if doc is None:
+        return {}
+    users = {}
+    for user, hashed in _mapping(doc, source, "basic_auth_users").items():
+        where = f"basic_auth_users.{user}"
+        value = _string(hashed, source, where).encode()
+        # A bcrypt hash: $2a$, $2b$ or $2y$, a two-digit cost, 53 characters of salt and hash.
+        if len(value) != 60 or value[:4] not in (b"$2a$", b"$2b$", b"$2y$"):
+            raise WebConfigError(
+                f"{source}: {where} is not a bcrypt hash (make one with: "
+                "htpasswd -nBC 12 '' | tr -d ':\\n', or python -c \"import bcrypt; "
+                "print(bcrypt.hashpw(b'PASSWORD', bcrypt.gensalt()).decode())\")"
+            )
+        users[user] = value
+    return users
+
+
+def _mapping(doc: object, source: str, where: str) -> Mapping[str, Any]:
+    if not isinstance(doc, dict) or not all(isinstance(k, str) for k in doc):
+        raise WebConfigError(f"{source}: {where} must be a mapping of names to values")
+    return doc
+
+
+def _string(value: object, source: str, where: str) -> str:
+    if not isinstance(value, str):
+        raise WebConfigError(f"{source}: {where} must be a string")
+    return value
+
+
+def _check_keys(doc: Mapping[str, Any], known: frozenset[str], source: str, prefix: str) -> None:
+    for key in doc:
+        if key in known:
+            continue
+        if key in TOOLKIT_ONLY_KEYS:
+            raise WebConfigError(
+                f"{source}: {prefix}{key} is an exporter-toolkit setting fleetwatch does not "
+                "implement; remove it"
+            )
+        raise WebConfigError(
+            f"{source}: unknown key {prefix}{key}; expected one of {', '.join(sorted(known))}"
+        )
+
+
+def server_ssl_context(tls: TLSServerConfig, source: str = "web config") -> ssl.SSLContext:
+    """The server's TLS context: its certificate, versions and client-certificate policy."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = TLS_VERSIONS[tls.min_version]
+    ctx.maximum_version = TLS_VERSIONS[tls.max_version]
+    try:
+        ctx.load_cert_chain(tls.cert_file, tls.key_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise WebConfigError(
+            f"{source}: tls_server_config cert_file {tls.cert_file} / key_file {tls.key_file}: "
+            f"{_tls_reason(exc)}"
+        ) from None
+    ctx.verify_mode = CLIENT_AUTH_TYPES[tls.client_auth_type]
+    if tls.client_ca_file is not None:
+        try:
+            ctx.load_verify_locations(cafile=tls.client_ca_file)
+        except (OSError, ssl.SSLError) as exc:
+            raise WebConfigError(
+                f"{source}: tls_server_config.client_ca_file {tls.client_ca_file}: "
+                f"{_tls_reason(exc)}"
+            ) from None
+    return ctx
+
+
+def _tls_reason(exc: OSError | ssl.SSLError) -> str:
+    if isinstance(exc, ssl.SSLError):
+        return exc.reason or str(exc)
+    return exc.strerror or str(exc)
+
+
+class BasicAuth:
+    """Checks ``Authorization: Basic`` against the bcrypt hashes, remembering recent answers.
+
+    The cache is keyed by a SHA-256 of (user, password, hash): the password is never kept
+    in memory, and a changed hash never matches an old entry. Both answers are remembered,
+    so repeating a wrong password costs no second bcrypt check either.
+    """
+
+    def __init__(
+        self,
+        users: Mapping[str, bytes],
+        *,
+        ttl_s: float = CACHE_TTL_S,
+        size: int = CACHE_SIZE,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.users = dict(users)
+        self._ttl_s = ttl_s
+        self._size = size
+        self._clock = clock
+        self._cache: OrderedDict[bytes, tuple[float, bool]] = OrderedDict()
+        self._lock = asyncio.Lock()
+        self.bcrypt_checks = 0  #: how many bcrypt checks ran (the cache's effect, in tests)
+
+    async def check(self, header: str) -> bool:
+        """True when ``header`` (the Authorization value) names a user and their password."""
+        credentials = parse_basic(header)
+        if credentials is None:
+            return False
+        user, password = credentials
+        hashed = self.users.get(user)
+        key = hashlib.sha256(b"\0".join((user.encode(), password.encode(), hashed or b""))).digest()
+        found = self._cached(key)
+        if found is not None:
+            return found
+        async with self._lock:  # one bcrypt at a time; the pair may be cached meanwhile
+            found = self._cached(key)
+            if found is not None:
+                return found
+            ok = await asyncio.to_thread(_bcrypt_ok, password.encode(), hashed)
+            self.bcrypt_checks += 1
+        self._cache[key] = (self._clock() + self._ttl_s, ok)
+        self._cache.move_to_end(key)
+        while len(self._cache) > self._size:
+            self._cache.popitem(last=False)
+        return ok
+
+    def _cached(self, key: bytes) -> bool | None:
+        entry = self._cache.get(key)
+        if entry is None:
+            return None
+        expires, ok = entry
+        if self._clock() >= expires:
+            del self._cache[key]
+            return None
+        return ok
+
+
+def _bcrypt_ok(password: bytes, hashed: bytes | None) -> bool:
+    try:
+        ok = bcrypt.checkpw(password, hashed or _DUMMY_HASH)
+    except ValueError:  # a password over 72 bytes (bcrypt 5 refuses it) or a bad salt
+        return False
+    return ok and hashed is not None
+
+
+def parse_basic(header: str) -> tuple[str, str] | None:
+    """``Basic base64(user:password)`` -> (user, password), else None (as Go's BasicAuth)."""
+    scheme, _, encoded = header.partition(" ")
+    if scheme.lower() != "basic":
+        return None
+    try:
+        decoded = base64.b64decode(encoded.strip(), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+    user, sep, password = decoded.partition(":")
+    return (user, password) if sep else None
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+#: Another credential the server accepts in place of basic auth (the reactor's bearer token).
+Alternative = Callable[[web.Request], bool]
+
+
+def basic_auth_middleware(auth: BasicAuth, also_accept: Alternative | None = None) -> Any:
+    """aiohttp middleware: 401 with ``WWW-Authenticate: Basic`` unless the request passes.
+
+    ``also_accept(request)`` True lets a request through without basic auth: the reactor
+    passes its bearer-token check, since a webhook sender (Alertmanager) can send one
+    ``Authorization`` header, not two.
+    """
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        header = request.headers.get("Authorization", "")
+        if await auth.check(header) or (also_accept is not None and also_accept(request)):
+            return await handler(request)
+        log.debug("basic auth refused: %s %s", request.method, request.path)
+        return web.Response(
+            status=401,
+            text="Unauthorized\n",
+            headers={"WWW-Authenticate": 'Basic realm="fleetwatch"'},
+        )
+
+    return middleware
+
+
+@dataclass(frozen=True)
+class WebSecurity:
+    """What a server takes from ``--web.config.file``: a TLS context and a middleware."""
+
+    ssl_context: ssl.SSLContext | None
+    middlewares: tuple[Any, ...]
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.ssl_context is not None else "http"
+
+
+def web_security(path: Path | None, also_accept: Alternative | None = None) -> WebSecurity:
+    """``--web.config.file`` (None: plain HTTP, no auth) -> what the server installs."""
+    if path is None:
+        return WebSecurity(None, ())
+    config = load_web_config(path)
+    ctx = server_ssl_context(config.tls, str(path)) if config.tls is not None else None
+    middlewares = (
+        (basic_auth_middleware(BasicAuth(config.users), also_accept),) if config.users else ()
+    )
+    return WebSecurity(ctx, middlewares)

@@ -1,0 +1,285 @@
+"""The operating surface both servers share with Prometheus' own components.
+
+In process (aiohttp's test client): build info and the process collectors on ``/metrics``,
+basic auth on every path of the reactor with its bearer token still required on top.
+Real processes: ``fleetwatch exporter`` and ``fleetwatch reactor`` serving HTTPS with basic
+auth and required client certificates, scraped by a real Prometheus: ``up 1`` with the
+right credentials, ``up 0`` with a wrong password or without the client certificate.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import ssl
+import subprocess
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import bcrypt
+import pytest
+import yaml
+from aiohttp.test_utils import TestClient
+from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
+
+from common.version import __version__
+from common.webconfig import parse_web_config
+from fleetwatch.procs import ManagedProcess, free_port, wait_until
+from fleetwatch.standin.certs import FleetCerts
+from reactor.app import create_app
+from reactor.context import Settings
+
+PASSWORD = "scrape-s3cret"
+TOKEN = "mutate-s3cret"
+#: Cost 6: the answers are under test here, not bcrypt's cost (measured in docs/deployment.md).
+HASH = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(6)).decode()
+
+
+def basic(user: str, password: str) -> dict[str, str]:
+    raw = base64.b64encode(f"{user}:{password}".encode()).decode()
+    return {"Authorization": f"Basic {raw}"}
+
+
+def samples(text: str) -> dict[str, list[Any]]:
+    return {f.name: f.samples for f in text_string_to_metric_families(text)}
+
+
+# -- in process -----------------------------------------------------------------------
+
+
+async def test_reactor_metrics_carry_build_info_and_process_collectors(
+    aiohttp_client: Any, tmp_path: Path
+) -> None:
+    registry = CollectorRegistry()
+    app = create_app(Settings(db_path=tmp_path / "state.db"), registry=registry)
+    client: TestClient[Any, Any] = await aiohttp_client(app)
+    resp = await client.get("/metrics")
+    assert resp.status == 200
+    found = samples(await resp.text())
+    (info,) = found["fleetwatch_build_info"]
+    assert info.labels["version"] == __version__
+    assert info.labels["python_version"] == ".".join(map(str, sys.version_info[:3]))
+    assert info.labels["revision"]
+    assert info.value == 1
+    for name in ("process_resident_memory_bytes", "process_start_time_seconds", "python_info"):
+        assert name in found, sorted(found)
+    assert any(name.startswith("python_gc_") for name in found)
+
+
+async def test_reactor_basic_auth_guards_every_path_and_the_token_still_guards_mutations(
+    aiohttp_client: Any, tmp_path: Path
+) -> None:
+    web_config = parse_web_config(f"basic_auth_users:\n  prometheus: '{HASH}'\n", base=tmp_path)
+    app = create_app(
+        Settings(db_path=tmp_path / "state.db", token=TOKEN), web_config=web_config
+    )
+    client: TestClient[Any, Any] = await aiohttp_client(app)
+    for path in ("/-/healthy", "/-/ready", "/metrics", "/clusters", "/openapi.json"):
+        resp = await client.get(path)
+        assert resp.status == 401, path
+        assert resp.headers["WWW-Authenticate"].startswith("Basic")
+        assert (await client.get(path, headers=basic("prometheus", "wrong"))).status == 401
+        assert (await client.get(path, headers=basic("prometheus", PASSWORD))).status == 200
+    cluster = {"name": "c1", "endpoint": "https://c1:6443", "kubeconfig_secret_ref": "/x"}
+    # Basic auth lets a reader in, not a writer: mutations still need the bearer token ...
+    resp = await client.post("/clusters", json=cluster, headers=basic("prometheus", PASSWORD))
+    assert resp.status == 401
+    assert resp.headers["WWW-Authenticate"].startswith("Bearer")
+    # ... which is a credential of its own: Alertmanager sends one Authorization header.
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    assert (await client.post("/clusters", json=cluster, headers=bearer)).status == 201
+    assert (await client.get("/clusters", headers=bearer)).status == 200
+    wrong = {"Authorization": "Bearer not-the-token"}
+    assert (await client.get("/clusters", headers=wrong)).status == 401
+
+
+# -- real processes and a real Prometheus ---------------------------------------------
+
+
+def fleetwatch(*args: str) -> list[str]:
+    return [sys.executable, "-m", "fleetwatch.cli", *args]
+
+
+def test_version_on_every_subcommand() -> None:
+    for command in ("exporter", "discover", "reactor", "status", "rules", "demo", "cluster"):
+        done = subprocess.run(
+            fleetwatch(command, "--version"), capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith(f"fleetwatch {command}, version {__version__} (revision: ")
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> FleetCerts:
+    return FleetCerts.create(tmp_path_factory.mktemp("pki"))
+
+
+def web_config_file(root: Path, pki: FleetCerts) -> Path:
+    files = pki.files
+    path = root / "web.yml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "tls_server_config": {
+                    "cert_file": str(files.server_cert),
+                    "key_file": str(files.server_key),
+                    "client_auth_type": "RequireAndVerifyClientCert",
+                    "client_ca_file": str(files.ca_cert),
+                },
+                "basic_auth_users": {"prometheus": HASH},
+            }
+        )
+    )
+    return path
+
+
+def get(url: str, ctx: ssl.SSLContext, headers: dict[str, str]) -> tuple[int, str]:
+    request = urllib.request.Request(url, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=5, context=ctx) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def client_ctx(pki: FleetCerts, with_cert: bool) -> ssl.SSLContext:
+    return pki.client_context(with_cert=with_cert)
+
+
+@pytest.fixture(scope="module")
+def servers(
+    tmp_path_factory: pytest.TempPathFactory, pki: FleetCerts
+) -> Iterator[dict[str, str]]:
+    """The exporter and the reactor on HTTPS with basic auth and client certificates."""
+    root = tmp_path_factory.mktemp("surface")
+    config = web_config_file(root, pki)
+    ports = {"exporter": free_port(), "reactor": free_port()}
+    procs = [
+        ManagedProcess(
+            fleetwatch(
+                "exporter",
+                f"--web.listen-address=127.0.0.1:{ports['exporter']}",
+                f"--web.config.file={config}",
+                "--kubeconfig=",
+                f"--kubeconfig-dir={root}/no-kubeconfigs",
+                "--probe.interval=1",
+            ),
+            root / "exporter.log",
+        ),
+        ManagedProcess(
+            fleetwatch(
+                "reactor",
+                f"--web.listen-address=127.0.0.1:{ports['reactor']}",
+                f"--web.config.file={config}",
+                f"--db.path={root}/state.db",
+                "--kubeconfig=",
+            ),
+            root / "reactor.log",
+            env={"FLEETWATCH_TOKEN": TOKEN},
+        ),
+    ]
+    urls = {name: f"https://127.0.0.1:{port}" for name, port in ports.items()}
+    try:
+        for proc in procs:
+            proc.start()
+        ctx = client_ctx(pki, with_cert=True)
+        for name, url in urls.items():
+            wait_until(
+                lambda url=url: get(f"{url}/-/ready", ctx, basic("prometheus", PASSWORD))[0]
+                == 200,
+                timeout=30,
+                what=f"{name} ready over HTTPS",
+            )
+        yield urls
+    finally:
+        for proc in procs:
+            proc.stop()
+
+
+def test_both_servers_refuse_a_wrong_password_and_a_missing_client_certificate(
+    servers: dict[str, str], pki: FleetCerts
+) -> None:
+    with_cert = client_ctx(pki, with_cert=True)
+    without_cert = client_ctx(pki, with_cert=False)
+    for name, url in servers.items():
+        status, body = get(f"{url}/metrics", with_cert, basic("prometheus", PASSWORD))
+        assert status == 200, (name, body)
+        assert "fleetwatch_build_info{" in body and "process_cpu_seconds_total" in body, name
+        assert get(f"{url}/metrics", with_cert, basic("prometheus", "wrong"))[0] == 401, name
+        assert get(f"{url}/metrics", with_cert, {})[0] == 401, name
+        with pytest.raises((ssl.SSLError, urllib.error.URLError, ConnectionError)):
+            get(f"{url}/metrics", without_cert, basic("prometheus", PASSWORD))
+        with pytest.raises(urllib.error.URLError):  # plain HTTP is not served
+            urllib.request.urlopen(url.replace("https", "http") + "/metrics", timeout=5)
+
+
+def test_prometheus_scrapes_both_over_https_with_basic_auth(
+    servers: dict[str, str], pki: FleetCerts, tmp_path: Path
+) -> None:
+    binary = shutil.which("prometheus")
+    assert binary, "prometheus is not installed: run scripts/install.sh"
+    files = pki.files
+    tls = {"ca_file": str(files.ca_cert)}
+    client_cert = {"cert_file": str(files.client_cert), "key_file": str(files.client_key)}
+    jobs = {
+        "good": ({**tls, **client_cert}, PASSWORD),
+        "wrong-password": ({**tls, **client_cert}, "wrong"),
+        "no-client-cert": (tls, PASSWORD),
+    }
+    scrape_configs = [
+        {
+            "job_name": f"{server}-{job}",
+            "scheme": "https",
+            "tls_config": tls_config,
+            "basic_auth": {"username": "prometheus", "password": password},
+            "static_configs": [{"targets": [urllib.parse.urlsplit(url).netloc]}],
+        }
+        for server, url in servers.items()
+        for job, (tls_config, password) in jobs.items()
+    ]
+    config = tmp_path / "prometheus.yml"
+    config.write_text(
+        yaml.safe_dump(
+            {"global": {"scrape_interval": "1s"}, "scrape_configs": scrape_configs}
+        )
+    )
+    port = free_port()
+    prom_url = f"http://127.0.0.1:{port}"
+    with ManagedProcess(
+        [
+            binary,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={tmp_path / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        tmp_path / "prometheus.log",
+        ready_url=f"{prom_url}/-/ready",
+    ).start(ready_timeout=30):
+
+        def up() -> dict[str, str] | None:
+            query = urllib.parse.urlencode({"query": "up"})
+            with urllib.request.urlopen(f"{prom_url}/api/v1/query?{query}", timeout=5) as r:
+                result = json.load(r)["data"]["result"]
+            found = {s["metric"]["job"]: s["value"][1] for s in result}
+            return found if len(found) == len(scrape_configs) else None
+
+        def both_good_up() -> dict[str, str] | None:
+            found = up()
+            return found if found and found["exporter-good"] == found["reactor-good"] else None
+
+        found = wait_until(both_good_up, timeout=30, what="every job scraped, the good ones up")
+        assert found == {
+            "exporter-good": "1",
+            "exporter-wrong-password": "0",
+            "exporter-no-client-cert": "0",
+            "reactor-good": "1",
+            "reactor-wrong-password": "0",
+            "reactor-no-client-cert": "0",
+        }
