@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the fleetwatch OCI image with podman, without network during the build.
 #
-#   bash scripts/build-image.sh [TAG]        # default TAG: localhost/fleetwatch:dev
+#   bash scripts/build-image.sh [TAG]        # default TAG: localhost/fleetwatch:VERSION
 #
 # The base image is a Debian bookworm made here with debootstrap (python3, venv, CA
 # certificates) unless BASE_IMAGE names one you have (e.g. python:3.11-slim-bookworm
@@ -10,7 +10,8 @@
 # itself runs with --network=none. Needs: podman, runc, debootstrap (as root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-tag=${1:-localhost/fleetwatch:dev}
+version=$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+tag=${1:-localhost/fleetwatch:$version}  # the tag deploy/kubernetes names
 base=${BASE_IMAGE:-localhost/fleetwatch-base:bookworm}
 work=${FLEETWATCH_IMAGE_WORK:-/var/tmp/fleetwatch-image}
 mkdir -p "$work"
@@ -48,4 +49,7 @@ trap 'rm -rf wheelhouse' EXIT
   --build-arg BASE_IMAGE="$base" \
   --build-arg PIP_OPTIONS="--no-index --find-links /src/wheelhouse" \
   -f Containerfile -t "$tag" . >/dev/null
+# The build stage and any image the new tag replaced are left untagged: remove them, or
+# every build keeps a few hundred MB.
+"${podman[@]}" image prune --force >/dev/null
 echo "$tag"

@@ -34,3 +34,17 @@ fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]' 2>&1 \
   | grep -v '^WARNING: Location' >&2 || true
 .venv/bin/python -c 'import fleetwatch, exporter, reactor' 
+# Tools of the deployment tests, each in a virtualenv of its own: checkov pins many
+# packages that would fight ours (about 80 s to install), and cloudcoil (the Prometheus
+# Operator's CRD models) registers a pytest plugin that must not load in .venv.
+if [ ! -x .venv-checkov/bin/checkov ]; then
+  python3 -m venv .venv-checkov
+  .venv-checkov/bin/python -m pip install -q --disable-pip-version-check 'checkov>=3.2' 2>&1 \
+    | grep -v '^WARNING: Location' >&2 || true
+fi
+if [ ! -x .venv-crd/bin/python ] || ! .venv-crd/bin/python -c 'import cloudcoil.models.prometheus_operator' 2>/dev/null; then
+  python3 -m venv .venv-crd
+  .venv-crd/bin/python -m pip install -q --disable-pip-version-check \
+    'cloudcoil-models-prometheus-operator>=0.80' pyyaml 2>&1 \
+    | grep -v '^WARNING: Location' >&2 || true
+fi

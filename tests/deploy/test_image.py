@@ -1,0 +1,120 @@
+"""The image built from the Containerfile runs every part, as the non-root user.
+
+Built once per session with podman (base from debootstrap, no network during the build):
+the exporter in the container probes a stand-in fleet on the host network and becomes
+ready; the reactor in the container becomes ready on SQLite (and on PostgreSQL where the
+reactor tests' server is available). If podman cannot build or run here, the tests fail
+with the reason: an image nobody can build is a broken deliverable, not a skipped one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from deploy_image import Container, podman
+
+from fleetwatch.procs import free_port, wait_until
+from fleetwatch.standin import ThreadedFleet
+
+
+@pytest.fixture(scope="module")
+def shared_dir() -> Iterator[Path]:
+    """A folder the container's user (65532) can read: pytest's tmp folders are 0700."""
+    root = Path(os.environ.get("TMPDIR", "/tmp")) / f"fleetwatch-image-test-{os.getpid()}"
+    root.mkdir(mode=0o755)
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def readable(folder: Path) -> None:
+    for path in [folder, *folder.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_every_subcommand_runs_as_the_non_root_user(image: str) -> None:
+    done = podman("run", "--rm", "--network=host", image, "--version")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("fleetwatch ")
+    for command in ("exporter", "reactor", "discover", "rules", "status", "demo"):
+        done = podman("run", "--rm", "--network=host", image, command, "--help")
+        assert done.returncode == 0, f"{command}: {done.stderr}"
+    done = podman("run", "--rm", "--network=host", "--entrypoint", "id", image, "-u")
+    assert done.stdout.strip() == "65532"
+    done = podman(
+        "run",
+        "--rm",
+        "--network=host",
+        "--entrypoint",
+        "sh",
+        image,
+        "-c",
+        "command -v gcc cc pip || true",
+    )
+    assert done.stdout.strip() == "", f"the final stage carries {done.stdout.split()}"
+
+
+def test_exporter_in_the_container_probes_the_fleet(
+    image: str, shared_dir: Path, tmp_path: Path
+) -> None:
+    with ThreadedFleet(shared_dir / "fleet") as fleet:
+        fleet.add_clusters(2, prefix="img")
+        kubeconfig = fleet.write_kubeconfig(shared_dir / "kubeconfig")
+        readable(shared_dir)
+        port = free_port()
+        with Container(
+            image,
+            f"fw-exporter-{port}",
+            [
+                "exporter",
+                f"--web.listen-address=127.0.0.1:{port}",
+                f"--kubeconfig={kubeconfig}",
+                "--probe.interval=1",
+            ],
+            tmp_path / "exporter.log",
+            mounts={shared_dir: str(shared_dir)},
+            # TODO(issue 12): /-/ready once the exporter serves it.
+            ready_url=f"http://127.0.0.1:{port}/healthz",
+        ) as exporter:
+
+            def probed() -> bool:
+                _, text = get(f"http://127.0.0.1:{port}/metrics")
+                return all(
+                    f'fleetwatch_cluster_probe_success{{cluster="img-{i:03d}"}} 1.0' in text
+                    for i in range(1, 3)
+                )
+
+            wait_until(probed, 30, what="both stand-in clusters probed from the container")
+            assert get(f"http://127.0.0.1:{port}/-/healthy")[0] == 200
+            user = exporter.exec("sh", "-c", "id -u")
+            assert user.strip() == "65532"
+
+
+def test_reactor_in_the_container_on_sqlite(image: str, tmp_path: Path) -> None:
+    port = free_port()
+    with Container(
+        image,
+        f"fw-reactor-{port}",
+        ["reactor", f"--web.listen-address=127.0.0.1:{port}"],
+        tmp_path / "reactor.log",
+        ready_url=f"http://127.0.0.1:{port}/-/ready",
+    ) as reactor:
+        status, body = get(f"http://127.0.0.1:{port}/clusters")
+        assert (status, json.loads(body)) == (200, [])
+        files = reactor.exec("ls", "/var/lib/fleetwatch")
+        assert "fleetwatch.db" in files.split()

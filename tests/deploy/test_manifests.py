@@ -1,0 +1,454 @@
+"""The Kubernetes manifests render, validate and say what the rest of the repository says.
+
+Every overlay renders with ``kubectl kustomize``; every object validates strictly (unknown
+fields are errors) against Kubernetes' own schemas with kubernetes-validate, and every
+monitoring.coreos.com object against the Prometheus Operator's CRD schemas (pydantic models
+generated from them, in ``.venv-crd``); the PrometheusRule holds exactly ``fleetwatch
+rules``' groups, which pass promtool's check and the repository's promtool unit tests; the
+AlertmanagerConfig, as the operator turns it into Alertmanager configuration, passes amtool
+and keeps the timings of alerts/alertmanager.yml; checkov finds no failed check among the
+security policies docs/deployment.md claims.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+from deploy_manifests import (
+    KUBERNETES_VERSION,
+    OVERLAYS,
+    REPO,
+    Obj,
+    alertmanager_config,
+    find,
+    of_kind,
+    render,
+    rendered_text,
+    workloads,
+)
+
+NAMESPACE = "fleetwatch"
+CLUSTER_SCOPED = {"Namespace"}
+CRD_PYTHON = REPO / ".venv-crd" / "bin" / "python"
+CHECKOV = REPO / ".venv-checkov" / "bin" / "checkov"
+
+#: checkov's Kubernetes checks the manifests claim to pass, for every workload (the list
+#: docs/deployment.md gives): probes, requests and memory limits, no privilege, a
+#: read-only root, no NET_RAW nor any capability, seccomp, no service-account token,
+#: a high numeric user, no host namespaces, no default namespace, a fixed image tag.
+CLAIMED_CHECKS = {
+    "CKV_K8S_8": "liveness probe",
+    "CKV_K8S_9": "readiness probe",
+    "CKV_K8S_10": "CPU requests",
+    "CKV_K8S_12": "memory requests",
+    "CKV_K8S_13": "memory limits",
+    "CKV_K8S_14": "image tag fixed",
+    "CKV_K8S_16": "not privileged",
+    "CKV_K8S_17": "no host PID",
+    "CKV_K8S_18": "no host IPC",
+    "CKV_K8S_19": "no host network",
+    "CKV_K8S_20": "no privilege escalation",
+    "CKV_K8S_21": "not the default namespace",
+    "CKV_K8S_22": "read-only root filesystem",
+    "CKV_K8S_23": "no root containers admitted",
+    "CKV_K8S_25": "no added capabilities",
+    "CKV_K8S_28": "no NET_RAW",
+    "CKV_K8S_29": "security context on pod and containers",
+    "CKV_K8S_30": "security context on containers",
+    "CKV_K8S_31": "seccomp RuntimeDefault",
+    "CKV_K8S_37": "all capabilities dropped",
+    "CKV_K8S_38": "no service-account token mounted",
+    "CKV_K8S_40": "high user id",
+}
+#: checkov's checks the manifests knowingly fail; docs/deployment.md says why for each.
+ACCEPTED_CHECKS = {
+    "CKV_K8S_11": "no CPU limit: throttling stretches the first cycle's TLS handshakes",
+    "CKV_K8S_15": "imagePullPolicy IfNotPresent: the tag is fixed; pin a digest instead",
+    "CKV_K8S_35": "the PostgreSQL URL (no password in it) comes from a Secret as env",
+    "CKV_K8S_43": "image by tag: the digest is the user's registry's, set in an overlay",
+}
+
+
+def _tool(name: str) -> str:
+    found = shutil.which(name)
+    if found is None:
+        pytest.fail(f"{name} is not installed (scripts/install.sh installs it)")
+    return found
+
+
+# --- rendering ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_overlay_renders_into_the_namespace(overlay: str) -> None:
+    objects = render(overlay)
+    assert of_kind(objects, "Namespace")[0]["metadata"]["name"] == NAMESPACE
+    outside = [
+        f"{o['kind']}/{o['metadata']['name']}"
+        for o in objects
+        if o["kind"] not in CLUSTER_SCOPED and o["metadata"].get("namespace") != NAMESPACE
+    ]
+    assert outside == [], f"objects kubectl would create in the current namespace: {outside}"
+    unlabelled = [
+        o["metadata"]["name"]
+        for o in objects
+        if o["metadata"].get("labels", {}).get("app.kubernetes.io/part-of") != "fleetwatch"
+    ]
+    assert unlabelled == []
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_workload_is_hardened(overlay: str) -> None:
+    for workload in workloads(render(overlay)):
+        pod = workload["spec"]["template"]["spec"]
+        assert pod["automountServiceAccountToken"] is False
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        for container in pod["containers"]:
+            context = container["securityContext"]
+            assert context["allowPrivilegeEscalation"] is False
+            assert context["readOnlyRootFilesystem"] is True
+            assert context["capabilities"] == {"drop": ["ALL"]}
+            assert container["image"] == "localhost/fleetwatch:0.1.0"
+            assert {"cpu", "memory"} <= container["resources"]["requests"].keys()
+            assert "memory" in container["resources"]["limits"]
+
+
+def test_the_sqlite_overlay_runs_one_reactor_on_a_volume() -> None:
+    objects = render("overlays/sqlite")
+    reactor = find(objects, "Deployment", "fleetwatch-reactor")
+    assert reactor["spec"]["replicas"] == 1
+    assert reactor["spec"]["strategy"] == {"type": "Recreate"}
+    args = reactor["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--db.url=sqlite:////var/lib/fleetwatch/fleetwatch.db" in args
+    assert not [a for a in args if "postgresql" in a or "FLEETWATCH_DB_URL" in a]
+    volumes = {v["name"]: v for v in reactor["spec"]["template"]["spec"]["volumes"]}
+    claim = volumes["data"]["persistentVolumeClaim"]["claimName"]
+    find(objects, "PersistentVolumeClaim", claim)
+    assert of_kind(objects, "PodDisruptionBudget") == []
+
+
+def test_the_shards_agree_with_their_statefulsets() -> None:
+    """``--shard.count`` equals the replicas of each StatefulSet (every index has a pod)."""
+    statefulsets = of_kind(render("overlays/sharded"), "StatefulSet")
+    assert {s["metadata"]["name"] for s in statefulsets} == {
+        "fleetwatch-exporter-a",
+        "fleetwatch-exporter-b",
+    }
+    for statefulset in statefulsets:
+        args = statefulset["spec"]["template"]["spec"]["containers"][0]["args"]
+        assert f"--shard.count={statefulset['spec']['replicas']}" in args
+        assert "--shard.index-from-hostname" in args
+    assert of_kind(render("overlays/sharded"), "Deployment")[0]["metadata"]["name"] == (
+        "fleetwatch-reactor"
+    )
+
+
+def _without(template: Obj, *, args: bool) -> Obj:
+    template = copy.deepcopy(template)
+    template["metadata"].pop("labels")
+    if args:
+        for container in template["spec"]["containers"]:
+            container.pop("args")
+    return template
+
+
+def test_the_statefulsets_pod_template_is_the_deployments() -> None:
+    """Only the arguments (shards) and the labels (vantage point) differ."""
+    deployment = find(render("base"), "Deployment", "fleetwatch-exporter")
+    base_args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    for statefulset in of_kind(render("overlays/sharded"), "StatefulSet"):
+        template = statefulset["spec"]["template"]
+        assert _without(template, args=True) == _without(deployment["spec"]["template"], args=True)
+        args = template["spec"]["containers"][0]["args"]
+        assert args[: len(base_args)] == base_args
+        labels = template["metadata"]["labels"]
+        assert labels.items() >= deployment["spec"]["template"]["metadata"]["labels"].items()
+
+
+# --- schemas --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_objects_validate_strictly_against_the_kubernetes_schemas(overlay: str) -> None:
+    checked = 0
+    for obj in render(overlay):
+        if obj["apiVersion"].startswith("monitoring.coreos.com/"):
+            continue
+        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+        checked += 1
+    assert checked >= 8
+
+
+def test_the_kubernetes_validation_is_strict() -> None:
+    """The check above can fail: a misspelt field of a Deployment is refused."""
+    deployment = find(render("base"), "Deployment", "fleetwatch-reactor")
+    deployment["spec"]["template"]["spec"]["containers"][0]["readinesProbe"] = {}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(deployment, KUBERNETES_VERSION, strict=True)
+
+
+def _crd_check(objects: list[Obj]) -> list[dict[str, Any]]:
+    if not CRD_PYTHON.exists():
+        pytest.fail(f"{CRD_PYTHON} is missing: scripts/install.sh makes it")
+    done = subprocess.run(
+        [str(CRD_PYTHON), str(Path(__file__).with_name("deploy_crd_check.py"))],
+        input=yaml.safe_dump_all(objects),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+@pytest.mark.parametrize("overlay", ["overlays/prometheus-operator", "overlays/sharded"])
+def test_operator_objects_validate_against_the_crd_schemas(overlay: str) -> None:
+    results = _crd_check(render(overlay))
+    kinds = sorted(r["kind"] for r in results)
+    assert kinds == [
+        "AlertmanagerConfig",
+        "PrometheusRule",
+        "ScrapeConfig",
+        "ServiceMonitor",
+        "ServiceMonitor",
+    ]
+    assert {f"{r['kind']}/{r['name']}": r["errors"] for r in results if r["errors"]} == {}
+    fields = {f for r in results for f in r["fields"]}
+    # The fields the operator acts on went through the typed models.
+    assert {
+        "spec.endpoints[].port",
+        "spec.endpoints[].path",
+        "spec.selector.matchLabels.app.kubernetes.io/name",
+        "spec.groups[].rules[].expr",
+        "spec.groups[].rules[].for",
+        "spec.httpSDConfigs[].url",
+        "spec.relabelings[].action",
+        "spec.route.matchers[].matchType",
+        "spec.receivers[].webhookConfigs[].httpConfig.authorization.credentials.key",
+        "spec.inhibitRules[].equal[]",
+    } <= fields
+
+
+def test_the_crd_validation_finds_unknown_fields_and_bad_values() -> None:
+    objects = render("overlays/prometheus-operator")
+    monitor = copy.deepcopy(find(objects, "ServiceMonitor", "fleetwatch-exporter"))
+    monitor["spec"]["endpoints"][0]["scrapeEvery"] = "30s"
+    config = copy.deepcopy(find(objects, "AlertmanagerConfig", "fleetwatch-reactor"))
+    config["spec"]["route"]["matchers"][0]["matchType"] = "~"
+    errors = {r["kind"]: r["errors"] for r in _crd_check([monitor, config])}
+    assert errors["ServiceMonitor"] == ["spec.endpoints[0].scrapeEvery: not a field of the schema"]
+    assert "spec.route.matchers.0.matchType" in errors["AlertmanagerConfig"][0]
+
+
+# --- the PrometheusRule ---------------------------------------------------------------------
+
+
+def _fleetwatch(*args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "fleetwatch.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _without_namespace_label(groups: list[Obj]) -> list[Obj]:
+    groups = copy.deepcopy(groups)
+    for group in groups:
+        for rule in group["rules"]:
+            if "alert" in rule:
+                assert rule["labels"].pop("namespace") == NAMESPACE, rule["alert"]
+    return groups
+
+
+def _with_namespace_label(unit_tests: Obj) -> Obj:
+    """The repository's promtool unit tests, expecting the label the PrometheusRule adds."""
+    for test in unit_tests["tests"]:
+        for case in test.get("alert_rule_test", []):
+            for alert in case.get("exp_alerts") or []:
+                alert["exp_labels"]["namespace"] = NAMESPACE
+    return unit_tests
+
+
+def test_the_prometheusrule_holds_fleetwatch_rules_groups(tmp_path: Path) -> None:
+    """``fleetwatch rules``' groups plus the namespace label on every alert (the operator's
+    AlertmanagerConfig routes match on it); promtool checks them and runs the repository's
+    unit tests on them."""
+    rule = find(render("overlays/prometheus-operator"), "PrometheusRule", "fleetwatch")
+    assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    groups = rule["spec"]["groups"]
+    assert _without_namespace_label(groups) == yaml.safe_load(_fleetwatch("rules"))["groups"]
+
+    # The unit tests name ../fleetwatch.rules.yml: give them the PrometheusRule's groups.
+    (tmp_path / "fleetwatch.rules.yml").write_text(yaml.safe_dump({"groups": groups}))
+    (tmp_path / "tests").mkdir()
+    for test_file in sorted((REPO / "alerts" / "tests").glob("*.test.yml")):
+        unit_tests = _with_namespace_label(yaml.safe_load(test_file.read_text()))
+        (tmp_path / "tests" / test_file.name).write_text(yaml.safe_dump(unit_tests))
+    promtool = _tool("promtool")
+    check = subprocess.run(
+        [promtool, "check", "rules", "fleetwatch.rules.yml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+    tests = sorted(p.name for p in (tmp_path / "tests").iterdir())
+    assert len(tests) >= 2
+    unit = subprocess.run(
+        [promtool, "test", "rules", *tests],
+        cwd=tmp_path / "tests",
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert unit.returncode == 0, unit.stdout[-3000:] + unit.stderr
+    assert unit.stdout.count("SUCCESS") == len(tests)
+
+
+# --- the AlertmanagerConfig -----------------------------------------------------------------
+
+
+def test_the_alertmanagerconfig_as_alertmanager_sees_it_passes_amtool(tmp_path: Path) -> None:
+    config = find(
+        render("overlays/prometheus-operator"), "AlertmanagerConfig", "fleetwatch-reactor"
+    )
+    secrets = tmp_path / "secrets"
+    (secrets / "fleetwatch-reactor-token").mkdir(parents=True)
+    (secrets / "fleetwatch-reactor-token" / "token").write_text("t0ken\n")
+    translated = alertmanager_config(config, secrets)
+    (tmp_path / "alertmanager.yml").write_text(yaml.safe_dump(translated, sort_keys=False))
+    done = subprocess.run(
+        [_tool("amtool"), "check-config", str(tmp_path / "alertmanager.yml")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 inhibit rules" in done.stdout
+    # Both status alerts reach the reactor through the operator's route.
+    route = translated["route"]["routes"][0]
+    assert route["receiver"] == "fleetwatch/fleetwatch-reactor/fleetwatch-reactor"
+    for alertname in ("FleetClusterOnline", "FleetClusterOffline"):
+        done = subprocess.run(
+            [
+                _tool("amtool"),
+                "config",
+                "routes",
+                "test",
+                f"--config.file={tmp_path / 'alertmanager.yml'}",
+                f"alertname={alertname}",
+                "namespace=fleetwatch",
+                "cluster=a",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.stdout.strip() == route["receiver"], done.stdout + done.stderr
+
+
+def test_the_alertmanagerconfig_keeps_the_example_routes_timings() -> None:
+    """Same grouping and timings as alerts/alertmanager.yml's routes to the reactor."""
+    config = find(
+        render("overlays/prometheus-operator"), "AlertmanagerConfig", "fleetwatch-reactor"
+    )
+    route = config["spec"]["route"]
+    example = yaml.safe_load((REPO / "alerts" / "alertmanager.yml").read_text())
+    reactor_routes = [
+        r for r in example["route"]["routes"] if r["receiver"] == "fleetwatch-reactor"
+    ]
+    assert len(reactor_routes) == 2
+    for example_route in reactor_routes:
+        assert route["groupBy"] == example_route["group_by"]
+        assert route["groupWait"] == example_route["group_wait"]
+        assert route["groupInterval"] == example_route["group_interval"]
+        assert route["repeatInterval"] == example_route["repeat_interval"]
+    example_names = sorted(
+        r["matchers"][0].split('"')[1] for r in reactor_routes
+    )  # alertname = "X"
+    matcher = route["matchers"][0]
+    assert (matcher["name"], matcher["matchType"]) == ("alertname", "=~")
+    assert sorted(matcher["value"].split("|")) == example_names
+    webhook = config["spec"]["receivers"][0]["webhookConfigs"][0]
+    assert webhook["sendResolved"] is True
+    assert webhook["url"].endswith(":9714/alerts")
+    example_inhibit = example["inhibit_rules"]
+    assert len(config["spec"]["inhibitRules"]) == len(example_inhibit)
+
+
+# --- checkov --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def checkov_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One checkov run over every overlay (one file each): about 10 s instead of 4 x 8 s."""
+    if not CHECKOV.exists():
+        pytest.fail(f"{CHECKOV} is missing: scripts/install.sh makes it")
+    folder = tmp_path_factory.mktemp("checkov")
+    for overlay in OVERLAYS:
+        (folder / f"{overlay.replace('/', '-')}.yaml").write_text(rendered_text(overlay))
+    done = subprocess.run(
+        [
+            str(CHECKOV),
+            "--directory",
+            str(folder),
+            "--framework",
+            "kubernetes",
+            "--skip-download",  # no network: the guidelines' links are not needed
+            "--compact",
+            "--output",
+            "json",
+            "--skip-check",
+            ",".join(sorted(ACCEPTED_CHECKS)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_checkov_finds_no_failed_claimed_check(
+    overlay: str, checkov_report: dict[str, Any]
+) -> None:
+    file_name = f"/{overlay.replace('/', '-')}.yaml"
+    results = checkov_report["results"]
+    failed = sorted(
+        f"{c['check_id']} {c['resource']}"
+        for c in results["failed_checks"]
+        if c["file_path"] == file_name
+    )
+    assert failed == []
+    passed: dict[str, set[str]] = {}
+    for check in results["passed_checks"]:
+        if check["file_path"] == file_name:
+            passed.setdefault(check["resource"], set()).add(check["check_id"])
+    names = [f"{w['kind']}.{NAMESPACE}.{w['metadata']['name']}" for w in workloads(render(overlay))]
+    assert names
+    for name in names:
+        missing = sorted(set(CLAIMED_CHECKS) - passed.get(name, set()))
+        assert missing == [], f"{name}: claimed but not passed: {missing}"
