@@ -223,6 +223,14 @@ def _render_exporter(out: list[str], snap: Snapshot) -> None:
     ):
         _header(out, name, kind, help_text)
         out.append(f"{name} {fmt(value)}\n")
+    _header(
+        out,
+        "fleetwatch_exporter_shard",
+        "gauge",
+        "This exporter's shard of the fleet (--shard.index of --shard.count); always 1.",
+    )
+    index, count = snap.shard
+    out.append(f'fleetwatch_exporter_shard{{index="{index}",count="{count}"}} 1\n')
     if snap.check_errors:
         _header(
             out,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import AsyncIterator, Sequence
 
@@ -56,8 +57,11 @@ def create_app(
     slot: list[Rendered] = [render(_empty(settings))]
     app[RENDERED] = slot
 
+    shard = (settings.shard.index, settings.shard.count) if settings.shard else (0, 1)
+
     async def publish(snap: Snapshot) -> None:
         # Rendering 10k clusters takes tens of ms of CPU: keep it off the event loop.
+        snap = dataclasses.replace(snap, shard=shard)
         slot[0] = await asyncio.to_thread(render, snap)
 
     monitor = Monitor(
@@ -103,7 +107,8 @@ def _log_crash(task: asyncio.Task[None]) -> None:
 
 
 def _empty(settings: Settings) -> Snapshot:
-    return Snapshot((), (), (), 0, 0, 0.0, 0.0, settings.interval, settings.timeout)
+    shard = (settings.shard.index, settings.shard.count) if settings.shard else (0, 1)
+    return Snapshot((), (), (), 0, 0, 0.0, 0.0, settings.interval, settings.timeout, shard)
 
 
 async def _index(request: web.Request) -> web.Response:

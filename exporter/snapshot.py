@@ -42,6 +42,8 @@ class Snapshot:
     last_cycle_end: float  #: epoch seconds, 0 before the first
     interval: float
     timeout: float
+    #: (index, count) of this exporter's shard; (0, 1) when it probes the whole fleet
+    shard: tuple[int, int] = (0, 1)
 
 
 @dataclass

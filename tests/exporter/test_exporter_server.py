@@ -240,6 +240,7 @@ DOCUMENTED_FAMILIES = [
     ("fleetwatch_exporter_last_cycle_timestamp_seconds", "gauge"),
     ("fleetwatch_exporter_probe_interval_seconds", "gauge"),
     ("fleetwatch_exporter_probe_timeout_seconds", "gauge"),
+    ("fleetwatch_exporter_shard", "gauge"),
 ]
 
 
