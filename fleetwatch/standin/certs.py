@@ -5,6 +5,9 @@ admin's client certificate (``CN=kubernetes-admin, O=system:masters``); we mint 
 shape once per fleet, with ECDSA P-256 keys because their handshakes are cheap and a
 benchmark opens thousands. The foreign CA signs a second serving certificate for the
 ``wrong_ca`` mode: a server whose certificate the kubeconfig's CA does not vouch for.
+More client certificates, each with its own common name, come from
+:meth:`FleetCerts.issue_client`: several watchers (two replicas of an exporter) then
+present different identities, and a cluster can refuse one of them.
 """
 
 from __future__ import annotations
@@ -12,8 +15,9 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import os
+import re
 import ssl
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cryptography import x509
@@ -23,6 +27,12 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 #: Certificates are valid from an hour ago (clock skew) for a year.
 _VALIDITY = datetime.timedelta(days=365)
+
+#: Common names of issued client certificates; they also name the certificate's files.
+CLIENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+
+#: Common name of the fleet's default client certificate.
+DEFAULT_CLIENT = "fleetwatch"
 
 
 @dataclass(frozen=True)
@@ -142,13 +152,28 @@ def _write(path: Path, data: bytes, secret: bool = False) -> Path:
 
 
 @dataclass(frozen=True)
+class ClientCert:
+    """A client certificate of the fleet CA (``O=system:masters``), in memory and on disk."""
+
+    common_name: str
+    cert_pem: bytes
+    key_pem: bytes = field(repr=False)
+    cert_file: Path
+    key_file: Path
+
+
+@dataclass(frozen=True)
 class FleetCerts:
     """The PEM material of one fleet, in memory and on disk."""
 
     files: CertFiles
     ca_pem: bytes
     client_cert_pem: bytes
-    client_key_pem: bytes
+    client_key_pem: bytes = field(repr=False)
+    #: The CA itself, kept in memory only, to issue more client certificates.
+    _ca: tuple[x509.Certificate, ec.EllipticCurvePrivateKey] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     @classmethod
     def create(cls, directory: Path) -> FleetCerts:
@@ -156,7 +181,7 @@ class FleetCerts:
         directory.mkdir(parents=True, exist_ok=True)
         ca = _make_ca("fleetwatch-standin-ca")
         server = _make_leaf(_name("kube-apiserver"), ca, server=True)
-        client = _make_leaf(_name("fleetwatch", "system:masters"), ca, server=False)
+        client = _make_leaf(_name(DEFAULT_CLIENT, "system:masters"), ca, server=False)
         foreign = _make_ca("someone-elses-ca")
         foreign_server = _make_leaf(_name("kube-apiserver"), foreign, server=True)
         d = directory
@@ -177,6 +202,39 @@ class FleetCerts:
             ca_pem=_cert_pem(ca[0]),
             client_cert_pem=_cert_pem(client[0]),
             client_key_pem=_key_pem(client[1]),
+            _ca=ca,
+        )
+
+    @property
+    def default_client(self) -> ClientCert:
+        """The certificate every kubeconfig carries unless told otherwise."""
+        return ClientCert(
+            DEFAULT_CLIENT,
+            self.client_cert_pem,
+            self.client_key_pem,
+            self.files.client_cert,
+            self.files.client_key,
+        )
+
+    def issue_client(self, common_name: str) -> ClientCert:
+        """A new client certificate ``CN=<common_name>, O=system:masters`` of the fleet CA.
+
+        Written next to the fleet's own as ``client-<common_name>.crt``/``.key``; issuing
+        the same name again replaces the files with a new key.
+        """
+        if not CLIENT_NAME.fullmatch(common_name):
+            raise ValueError(f"client common name {common_name!r} must match {CLIENT_NAME.pattern}")
+        if self._ca is None:
+            raise RuntimeError("these certificates were not created here: no CA key to sign with")
+        cert, key = _make_leaf(_name(common_name, "system:masters"), self._ca, server=False)
+        folder = self.files.ca_cert.parent
+        cert_pem, key_pem = _cert_pem(cert), _key_pem(key)
+        return ClientCert(
+            common_name,
+            cert_pem,
+            key_pem,
+            _write(folder / f"client-{common_name}.crt", cert_pem),
+            _write(folder / f"client-{common_name}.key", key_pem, secret=True),
         )
 
     def server_context(self, *, foreign: bool = False) -> ssl.SSLContext:
@@ -197,9 +255,16 @@ class FleetCerts:
         ctx.verify_mode = ssl.CERT_OPTIONAL
         return ctx
 
-    def client_context(self, *, with_cert: bool = True) -> ssl.SSLContext:
-        """A client context trusting the fleet CA (for tests and tools of this package)."""
+    def client_context(
+        self, *, with_cert: bool = True, client: ClientCert | None = None
+    ) -> ssl.SSLContext:
+        """A client context trusting the fleet CA (for tests and tools of this package).
+
+        It presents ``client`` (default: the fleet's own client certificate) unless
+        ``with_cert`` is false.
+        """
         ctx = ssl.create_default_context(cadata=self.ca_pem.decode())
         if with_cert:
-            ctx.load_cert_chain(self.files.client_cert, self.files.client_key)
+            chosen = client or self.default_client
+            ctx.load_cert_chain(chosen.cert_file, chosen.key_file)
         return ctx

@@ -26,6 +26,17 @@ def cluster_json(cluster: StandinCluster) -> dict[str, Any]:
     }
 
 
+def blocked_json(cluster: StandinCluster) -> dict[str, Any]:
+    return {"name": cluster.name, "common_names": sorted(cluster.blocked_clients)}
+
+
+async def _get_blocked_clients(request: web.Request) -> web.Response:
+    cluster = request.app[FLEET].clusters.get(request.match_info["name"])
+    if cluster is None:
+        return _error(404, f"no cluster named {request.match_info['name']!r}")
+    return web.json_response(blocked_json(cluster))
+
+
 def _error(status: int, message: str) -> web.Response:
     return web.json_response({"error": message}, status=status)
 
@@ -59,6 +70,28 @@ async def _set_mode(request: web.Request) -> web.Response:
     except ValueError as exc:
         return _error(400, str(exc))
     return web.json_response(cluster_json(cluster))
+
+
+async def _set_blocked_clients(request: web.Request) -> web.Response:
+    fleet = request.app[FLEET]
+    name = request.match_info["name"]
+    if name not in fleet.clusters:
+        return _error(404, f"no cluster named {name!r}")
+    usage = 'body must be JSON like {"common_names": ["exporter-a"]}'
+    try:
+        body = json.loads(await request.read())
+    except ValueError:
+        return _error(400, usage)
+    names = body.get("common_names") if isinstance(body, dict) else None
+    if set(body if isinstance(body, dict) else ()) != {"common_names"} or not (
+        isinstance(names, list) and all(isinstance(n, str) for n in names)
+    ):
+        return _error(400, usage)
+    try:
+        cluster = await fleet.set_blocked_clients(name, names)
+    except ValueError as exc:
+        return _error(400, str(exc))
+    return web.json_response(blocked_json(cluster))
 
 
 def plane_json(plane: ControlPlane) -> dict[str, Any]:
@@ -135,6 +168,8 @@ def create_app(fleet: StandinFleet) -> web.Application:
     app.router.add_get("/clusters", _list)
     app.router.add_get("/clusters/{name}", _get)
     app.router.add_put("/clusters/{name}/mode", _set_mode)
+    app.router.add_get("/clusters/{name}/blocked-clients", _get_blocked_clients)
+    app.router.add_put("/clusters/{name}/blocked-clients", _set_blocked_clients)
     app.router.add_get("/clusters/{name}/control-plane", _get_plane)
     app.router.add_put("/clusters/{name}/control-plane", _set_plane)
     return app

@@ -18,6 +18,12 @@ Modes imitate what a probe meets in the field:
 ``unauthorized``      401 ``Status`` even for good credentials (revoked, expired)
 ``wrong_ca``          a serving certificate from a CA the kubeconfig does not trust
 ====================  =============================================================
+
+Besides its mode, a cluster can be cut off from some watchers only: requests that present
+a client certificate whose common name is in its ``blocked_clients`` are never answered,
+as if the network between that client and the cluster dropped their packets. Two
+exporter replicas with their own client certificates then disagree about one cluster,
+which is what the rules' two vantage points must survive.
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ from types import TracebackType
 from aiohttp import web
 
 from fleetwatch.standin import responses
-from fleetwatch.standin.certs import FleetCerts
+from fleetwatch.standin.certs import CLIENT_NAME, ClientCert, FleetCerts
 from fleetwatch.standin.controlplane import ControlPlane, node_list, pod_list
 from fleetwatch.standin.kubeconfig import CaKind, Credential, write_kubeconfig
 from fleetwatch.standin.metrics import MetricsListeners, wanted_endpoints
@@ -79,6 +85,7 @@ class StandinCluster:
     __slots__ = (
         "_listener",
         "_placeholder",
+        "blocked_clients",
         "control_plane",
         "index",
         "mode",
@@ -98,6 +105,8 @@ class StandinCluster:
         #: Requests received (any path, any answer); "was this cluster probed?".
         self.requests = 0
         self.control_plane = control_plane
+        #: Common names of client certificates whose requests are never answered.
+        self.blocked_clients: frozenset[str] = frozenset()
         self._listener: asyncio.Server | None = None
         self._placeholder: socket.socket | None = None
 
@@ -264,6 +273,24 @@ class StandinFleet:
         await self._reconcile_metrics(cluster)
         return cluster
 
+    async def set_blocked_clients(self, name: str, common_names: Iterable[str]) -> StandinCluster:
+        """Cut the cluster off from these client certificates (by common name); ``[]`` heals.
+
+        Their requests hang, as through a network that drops packets; connections already
+        open are closed so that no client keeps a connection from before the cut.
+        """
+        cluster = self.cluster(name)
+        blocked = frozenset(common_names)
+        for common_name in blocked:
+            if not CLIENT_NAME.fullmatch(common_name):
+                raise ValueError(
+                    f"client common name {common_name!r} must match {CLIENT_NAME.pattern}"
+                )
+        if blocked != cluster.blocked_clients:
+            cluster.blocked_clients = blocked
+            self._close_connections(cluster.port)
+        return cluster
+
     async def set_control_plane(self, name: str, control_plane: ControlPlane) -> StandinCluster:
         """Replace the kube-system topology a cluster reports (nodes, static pods, CoreDNS)."""
         cluster = self.cluster(name)
@@ -296,8 +323,12 @@ class StandinFleet:
         *,
         credential: Credential = "client_cert_data",
         ca: CaKind = "data",
+        client: ClientCert | None = None,
     ) -> Path:
-        """One kubeconfig with one context per cluster (context name = cluster name)."""
+        """One kubeconfig with one context per cluster (context name = cluster name).
+
+        ``client``: the client certificate it carries (see :meth:`issue_client`).
+        """
         return write_kubeconfig(
             Path(path),
             self._resolve(clusters),
@@ -305,7 +336,12 @@ class StandinFleet:
             self.directory / "tokens",
             credential=credential,
             ca=ca,
+            client=client,
         )
+
+    def issue_client(self, common_name: str) -> ClientCert:
+        """A client certificate of its own for one watcher (``CN=<common_name>``)."""
+        return self.certs.issue_client(common_name)
 
     def write_kubeconfig_dir(
         self,
@@ -387,6 +423,8 @@ class StandinFleet:
             return _text(404, "404 page not found\n")
         cluster.requests += 1
         mode = cluster.mode
+        if cluster.blocked_clients and _client_name(request) in cluster.blocked_clients:
+            mode = Mode.HANG  # cut off from this client only
         if mode in (Mode.HANG, Mode.DOWN):
             # Never answer: wait until the client gives up (aiohttp cancels this handler
             # when the connection closes) or the fleet stops, then drop the connection.
@@ -449,6 +487,17 @@ def _local_port(transport: asyncio.BaseTransport | None) -> int:
         return 0
     sockname = transport.get_extra_info("sockname")
     return int(sockname[1]) if sockname else 0
+
+
+def _client_name(request: web.BaseRequest) -> str | None:
+    """Common name of the client certificate the TLS layer verified, if one was sent."""
+    transport = request.transport
+    peer = transport.get_extra_info("peercert") if transport is not None else None
+    for rdn in (peer or {}).get("subject", ()):
+        for key, value in rdn:
+            if key == "commonName":
+                return str(value)
+    return None
 
 
 def _authenticated(request: web.BaseRequest, token: str) -> bool:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
 import yaml
 
 if TYPE_CHECKING:
-    from fleetwatch.standin.certs import FleetCerts
+    from fleetwatch.standin.certs import ClientCert, FleetCerts
 
 
 class StandinCluster(Protocol):
@@ -80,16 +80,20 @@ def _exec(args: list[str]) -> dict[str, Any]:
 
 
 def _user(
-    credential: Credential, cluster: StandinCluster, certs: FleetCerts, tokens_dir: Path
+    credential: Credential,
+    cluster: StandinCluster,
+    certs: FleetCerts,
+    tokens_dir: Path,
+    client: ClientCert | None,
 ) -> dict[str, Any]:
-    files = certs.files
+    cert = client or certs.default_client
     if credential == "client_cert_data":
         return {
-            "client-certificate-data": _b64(certs.client_cert_pem),
-            "client-key-data": _b64(certs.client_key_pem),
+            "client-certificate-data": _b64(cert.cert_pem),
+            "client-key-data": _b64(cert.key_pem),
         }
     if credential == "client_cert_files":
-        return {"client-certificate": str(files.client_cert), "client-key": str(files.client_key)}
+        return {"client-certificate": str(cert.cert_file), "client-key": str(cert.key_file)}
     if credential in ("token", "insecure"):
         return {"token": cluster.token}
     if credential == "token_file":
@@ -97,7 +101,7 @@ def _user(
     if credential == "exec_token":
         return _exec(["--token-file", str(_token_file(tokens_dir, cluster))])
     if credential == "exec_cert":
-        return _exec(["--cert-file", str(files.client_cert), "--key-file", str(files.client_key)])
+        return _exec(["--cert-file", str(cert.cert_file), "--key-file", str(cert.key_file)])
     raise ValueError(f"unknown credential kind {credential!r}; expected one of {CREDENTIALS}")
 
 
@@ -108,8 +112,12 @@ def kubeconfig_dict(
     *,
     credential: Credential = "client_cert_data",
     ca: CaKind = "data",
+    client: ClientCert | None = None,
 ) -> dict[str, Any]:
-    """The kubeconfig document: one cluster, user and context per stand-in cluster."""
+    """The kubeconfig document: one cluster, user and context per stand-in cluster.
+
+    ``client`` is the certificate of the certificate kinds (default: the fleet's own).
+    """
     if credential not in CREDENTIALS:
         raise ValueError(f"unknown credential kind {credential!r}; expected one of {CREDENTIALS}")
     if ca not in ("data", "file"):
@@ -125,7 +133,10 @@ def kubeconfig_dict(
             server["certificate-authority"] = str(certs.files.ca_cert)
         entries["clusters"].append({"name": cluster.name, "cluster": server})
         entries["users"].append(
-            {"name": f"{cluster.name}-admin", "user": _user(credential, cluster, certs, tokens_dir)}
+            {
+                "name": f"{cluster.name}-admin",
+                "user": _user(credential, cluster, certs, tokens_dir, client),
+            }
         )
         entries["contexts"].append(
             {
@@ -150,9 +161,12 @@ def write_kubeconfig(
     *,
     credential: Credential = "client_cert_data",
     ca: CaKind = "data",
+    client: ClientCert | None = None,
 ) -> Path:
     """Write the kubeconfig atomically (a watcher re-scanning never sees half a file)."""
-    document = kubeconfig_dict(clusters, certs, tokens_dir, credential=credential, ca=ca)
+    document = kubeconfig_dict(
+        clusters, certs, tokens_dir, credential=credential, ca=ca, client=client
+    )
     text = yaml.dump(document, Dumper=yaml.CSafeDumper, sort_keys=False)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")

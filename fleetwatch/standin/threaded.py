@@ -9,6 +9,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
+from fleetwatch.standin.certs import ClientCert
 from fleetwatch.standin.controlplane import ControlPlane
 from fleetwatch.standin.fleet import StandinCluster, StandinFleet
 from fleetwatch.standin.kubeconfig import CaKind, Credential
@@ -101,6 +102,12 @@ class ThreadedFleet:
     def set_mode(self, name: str, mode: str) -> StandinCluster:
         return self._call(self.fleet.set_mode(name, mode))
 
+    def set_blocked_clients(self, name: str, common_names: Iterable[str]) -> StandinCluster:
+        return self._call(self.fleet.set_blocked_clients(name, list(common_names)))
+
+    def issue_client(self, common_name: str) -> ClientCert:
+        return self.fleet.issue_client(common_name)
+
     def set_control_plane(self, name: str, control_plane: ControlPlane) -> StandinCluster:
         return self._call(self.fleet.set_control_plane(name, control_plane))
 
@@ -111,8 +118,11 @@ class ThreadedFleet:
         *,
         credential: Credential = "client_cert_data",
         ca: CaKind = "data",
+        client: ClientCert | None = None,
     ) -> Path:
-        return self.fleet.write_kubeconfig(path, clusters, credential=credential, ca=ca)
+        return self.fleet.write_kubeconfig(
+            path, clusters, credential=credential, ca=ca, client=client
+        )
 
     def write_kubeconfig_dir(
         self,
