@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import tempfile
@@ -20,7 +21,14 @@ from prometheus_client.parser import text_string_to_metric_families
 from exporter.discovery import Discoverer
 from exporter.server import MONITOR, create_app
 from exporter.settings import SettingsError, resolve
-from exporter.shard import Shard, ShardError, ordinal_from_hostname, resolve_shard, shard_of
+from exporter.shard import (
+    Shard,
+    ShardError,
+    current_hostname,
+    ordinal_from_hostname,
+    resolve_shard,
+    shard_of,
+)
 from fleetwatch.standin import StandinFleet
 
 NAME = st.text(st.characters(categories=("L", "N", "P", "S")), min_size=1, max_size=40)
@@ -192,3 +200,28 @@ async def test_a_sharded_exporter_probes_and_publishes_its_shard_only(
     info = {s.labels["cluster"] for s in families["fleetwatch_cluster_info"].samples}
     assert info == mine
     assert {n for n in names if fleet.requests(n)} == mine
+
+
+def test_index_from_hostname_reads_the_pods_hostname(tmp_path: Path) -> None:
+    write_fleet(tmp_path / "config", [f"c{i}" for i in range(10)])
+    flags = [
+        f"--kubeconfig={tmp_path / 'config'}",
+        "--shard.count=3",
+        "--shard.index-from-hostname",
+    ]
+    result = subprocess.run(
+        [sys.executable, "-m", "fleetwatch.cli", "discover", "--output=json", *flags],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+        env={"PATH": "/usr/bin:/bin", "HOSTNAME": "fleetwatch-exporter-a-2"},
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    answer = json.loads(result.stdout)
+    assert answer["shard"] == {"index": 2, "count": 3, "fleet_size": 10}
+    assert {c["name"] for c in answer["clusters"]} == {
+        f"c{i}" for i in range(10) if shard_of(f"c{i}", 3) == 2
+    }
+    assert current_hostname({"HOSTNAME": "pod-1"}) == "pod-1"
+    assert current_hostname({}) == socket.gethostname()
