@@ -29,7 +29,7 @@ KUBEADM_FIX = (
     "`bind-address: 0.0.0.0`, and etcd.local.extraArgs `listen-metrics-urls: "
     "http://0.0.0.0:2381`; then `kubeadm upgrade apply` (or edit the static pod manifests in "
     "/etc/kubernetes/manifests) one control-plane node at a time. Until then the Prometheus "
-    "relabel rule on localhost_only=\"true\" (fleetwatch docs/controlplane.md) drops these "
+    'relabel rule on localhost_only="true" (fleetwatch docs/controlplane.md) drops these '
     "targets, so they never page as down."
 )
 
