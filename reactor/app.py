@@ -23,7 +23,7 @@ from exporter.discovery import Discoverer, Discovery
 from reactor import database
 from reactor.api import add_routes, auth_middleware, auth_problem, errors_middleware
 from reactor.auth import TOKEN, TokenSource
-from reactor.context import BACKEND, METRICS, SETTINGS, Backend, Settings
+from reactor.context import BACKEND, METRICS, SETTINGS, Backend, Settings, StoreThread
 from reactor.database import parse_db_url, sqlite_url
 from reactor.health import add_health_routes
 from reactor.metrics import ReactorMetrics
@@ -98,6 +98,13 @@ def create_app(
         try:
             store = await backend.thread.call(store_factory or open_store)
             backend.service = Service(store, app[METRICS])
+            for _ in range(settings.db_writers - 1):
+                writer = await backend.thread.call(store.writer)
+                if writer is None:  # one writer only (SQLite)
+                    break
+                thread = StoreThread()
+                thread.start()
+                backend.writers.append((thread, Service(writer, app[METRICS])))
             reader_store = await backend.reads.call(store.reader)
             if reader_store is not None:
                 backend.reader = Service(reader_store)
@@ -118,6 +125,10 @@ def create_app(
             if reader_store is not None:
                 await backend.reads.call(reader_store.close)
             await backend.reads.stop()
+            writers, backend.writers = backend.writers, []
+            for thread, service in writers:
+                await thread.call(service.store.close)
+                await thread.stop()
             backend.service = None
             if store is not None:
                 await backend.thread.call(store.close)

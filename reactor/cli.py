@@ -26,6 +26,7 @@ from exporter.discovery import main_kubeconfig
 from reactor.auth import TokenFileError, read_token, reload_token_on_sighup
 from reactor.context import (
     DEFAULT_DB_PATH,
+    DEFAULT_DB_WRITERS,
     DEFAULT_LISTEN_ADDRESS,
     DEFAULT_MAX_BODY_BYTES,
     Settings,
@@ -99,6 +100,15 @@ def add_parsers(subparsers: Any) -> None:
         type=Path,
         help="file holding the PostgreSQL password; surrounding whitespace is ignored "
         "(default: $PGPASSWORD, else the password in --db.url, if any)",
+    )
+    p.add_argument(
+        "--db.writers",
+        dest="db_writers",
+        metavar="N",
+        type=int,
+        default=DEFAULT_DB_WRITERS,
+        help="PostgreSQL: transactions this replica runs at once, each on its own connection "
+        f"(plus one for reads); SQLite: always 1 (default: {DEFAULT_DB_WRITERS})",
     )
     p.add_argument(
         "--db.migrate-only",
@@ -305,6 +315,8 @@ def settings_from(args: argparse.Namespace, env: dict[str, str]) -> Settings:
     if kubeconfig_dir is None and env.get("KUBECONFIG_DIR"):
         kubeconfig_dir = Path(env["KUBECONFIG_DIR"])
     db_url, db_password = database_from(args, env)
+    if not 1 <= args.db_writers <= 64:
+        raise ValueError("--db.writers must be between 1 and 64")
     alertmanager_urls = tuple(check_alertmanager_url(url) for url in args.alertmanager_urls)
     if args.reconcile_interval < 0:
         raise ValueError("--alertmanager.reconcile-interval must be 0 (off) or more seconds")
@@ -314,6 +326,7 @@ def settings_from(args: argparse.Namespace, env: dict[str, str]) -> Settings:
         db_path=args.db_path or DEFAULT_DB_PATH,
         db_url=db_url,
         db_password=db_password,
+        db_writers=args.db_writers,
         token=token,
         token_file=args.token_file,
         max_future_skew_s=args.max_future_skew,

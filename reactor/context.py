@@ -25,6 +25,7 @@ T = TypeVar("T")
 DEFAULT_LISTEN_ADDRESS = "127.0.0.1:9714"
 DEFAULT_DB_PATH = Path("fleetwatch.db")
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
+DEFAULT_DB_WRITERS = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +46,9 @@ class Settings:
     db_url: str | None = None
     """``sqlite:///PATH`` or ``postgresql://user@host:port/db`` (``reactor.database``);
     None: the SQLite file ``db_path``."""
+    db_writers: int = DEFAULT_DB_WRITERS
+    """Store threads writing in parallel, each on its own connection, when the store allows
+    it (PostgreSQL; a SQLite file has one writer). More: throughput on a remote database."""
     db_password: str | None = field(default=None, repr=False)
     """PostgreSQL password (from ``--db.password-file`` or ``PGPASSWORD``); wins over one in
     ``db_url``. Never printed: not even in this object's repr."""
@@ -82,6 +86,8 @@ class StoreThread:
         self._thread = threading.Thread(target=self._work, name="fleetwatch-store", daemon=True)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending: list[_Call] = []
+        #: calls given to this thread and not answered yet (read on the event loop only)
+        self.inflight = 0
 
     def start(self) -> None:
         """Start the thread; calls are then taken from the running event loop only."""
@@ -96,7 +102,11 @@ class StoreThread:
         self._pending.append(_Call(fn, future))
         if len(self._pending) == 1:
             loop.call_soon(self._submit)
-        return await future
+        self.inflight += 1
+        try:
+            return await future
+        finally:
+            self.inflight -= 1
 
     def _submit(self) -> None:
         batch, self._pending = self._pending, []
@@ -167,6 +177,10 @@ class Backend:
         self.reads = StoreThread()
         self._service: Service | None = None
         self.reader: Service | None = None
+        #: More store threads, each with a service over its own connection, when the store
+        #: allows parallel writers (PostgreSQL: its row locks serialise what must be). Calls
+        #: go to the least busy of ``thread`` and these.
+        self.writers: list[tuple[StoreThread, Service]] = []
 
     @property
     def service(self) -> Service:
@@ -180,9 +194,12 @@ class Backend:
 
     async def run(self, operation: Callable[[Service], T]) -> T:
         """Run ``operation(service)`` on the store thread, e.g. ``run(lambda s: s.deploy(...))``."""
-        service = self.service
+        service, thread = self.service, self.thread
+        for other_thread, other_service in self.writers:
+            if other_thread.inflight < thread.inflight:
+                service, thread = other_service, other_thread
         # A call that lost a race with another replica's transaction runs again.
-        return await self.thread.call(lambda: retry_conflicts(lambda: operation(service)))
+        return await thread.call(lambda: retry_conflicts(lambda: operation(service)))
 
     async def read(self, operation: Callable[[Service], T]) -> T:
         """Run a read-only ``operation`` on the reader thread (the store thread if none)."""

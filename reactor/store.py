@@ -158,6 +158,11 @@ class Store(Protocol):
         """A second handle for reads, used from another thread; None: read through this one."""
         ...
 
+    def writer(self) -> Store | None:
+        """Another read-write handle on its own connection, for one more store thread;
+        None: every write of this process goes through this handle (SQLite's one writer)."""
+        ...
+
     def ping(self) -> None:
         """Raise :class:`StoreUnavailable` unless the database answers a query now (for
         readiness). Call it on the thread that uses this handle, like any other call."""
@@ -431,6 +436,10 @@ class SQLiteStore:
 
     def schema_version(self) -> int:
         return int(self.db.execute("PRAGMA user_version").fetchone()[0])
+
+    def writer(self) -> None:
+        """None: SQLite has one writer at a time, so one store thread writes."""
+        return None
 
     def ping(self) -> None:
         try:

@@ -345,6 +345,10 @@ class PostgresStore:
 
     def reader(self) -> PostgresStore:
         """A second connection for reads: they never wait behind this one's writes."""
+        return self.writer()
+
+    def writer(self) -> PostgresStore:
+        """Another connection: transactions on it run in parallel with this one's."""
         return PostgresStore(
             self.conninfo,
             password=self._password,
