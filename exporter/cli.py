@@ -17,8 +17,15 @@ from typing import Any
 
 from aiohttp import web
 
-from common.logs import FORMATS, LEVELS, setup_logging
+from common.logs import FORMATS, LEVELS, add_log_flags, setup_logging
 from common.web import display_address
+from common.webconfig import (
+    WEB_CONFIG_HELP,
+    WebConfig,
+    WebConfigError,
+    load_web_config,
+    server_ssl_context,
+)
 from exporter.checks import ClusterCheck
 from exporter.config import load_config
 from exporter.controlplane import build_checks
@@ -50,7 +57,8 @@ Probe the API server of every cluster named in your kubeconfigs (GET /readyz?ver
 each context's own credentials) every interval, and publish the results on /metrics for
 Prometheus. Kubeconfigs are re-scanned each cycle: a file dropped into the folder is probed
 on the next cycle, a removed one stops being published. Endpoints: /metrics, /healthz,
-/sd/control-plane (Prometheus HTTP service discovery of control-plane targets)."""
+/-/healthy, /-/ready (503 before the first cycle), /sd/control-plane (Prometheus HTTP
+service discovery of control-plane targets)."""
 
 DISCOVER_DESCRIPTION = """\
 List the clusters the exporter would probe (each context of the kubeconfigs once: name,
@@ -74,6 +82,14 @@ def add_parsers(subparsers: Any) -> None:
         metavar="HOST:PORT",
         default=None,
         help=f"address of /metrics (default: {DEFAULT_LISTEN})",
+    )
+    exp.add_argument(
+        "--web.config.file",
+        dest="web_config_file",
+        metavar="FILE",
+        type=Path,
+        default=None,
+        help=WEB_CONFIG_HELP,
     )
     exp.add_argument(
         "--probe.interval",
@@ -148,6 +164,8 @@ def add_parsers(subparsers: Any) -> None:
         formatter_class=fmt,
     )
     _add_discovery_flags(disc)
+    # Problems are part of the answer, not the log: only errors are logged by default.
+    add_log_flags(disc, default_level="error")
     disc.add_argument(
         "--output",
         choices=("table", "json"),
@@ -233,20 +251,31 @@ def run_exporter(args: argparse.Namespace) -> int:
     except Exception as exc:  # the config module's own errors carry the precise message
         print(f"fleetwatch exporter: --config.file: {exc}", file=sys.stderr)
         return 1
+    try:
+        web_config = load_web_config(args.web_config_file) if args.web_config_file else None
+    except WebConfigError as exc:
+        print(f"fleetwatch exporter: --web.config.file {exc}", file=sys.stderr)
+        return 2
     if args.config_check:
         what = f"{settings.config_file}" if settings.config_file else "settings (no --config.file)"
         print(f"{what}: OK")
         return 0
-    return serve(settings, checks)
+    return serve(settings, checks, web_config)
 
 
-def serve(settings: Settings, checks: Sequence[ClusterCheck]) -> int:
+def serve(
+    settings: Settings, checks: Sequence[ClusterCheck], web_config: WebConfig | None = None
+) -> int:
+    tls = web_config.tls if web_config is not None else None
+    ssl_context = server_ssl_context(tls) if tls is not None else None
     host, port = settings.host_port
     _raise_open_files_limit()
     log.info(
-        "fleetwatch exporter on http://%s/metrics: kubeconfig %s, folder %s, %s, "
+        "fleetwatch exporter on %s://%s/metrics%s: kubeconfig %s, folder %s, %s, "
         "interval %gs, timeout %gs, concurrency %d",
+        "https" if ssl_context else "http",
         display_address(host, port),
+        " (basic auth)" if web_config is not None and web_config.users else "",
         settings.kubeconfig_path or "(none)",
         settings.kubeconfig_dir or "(none)",
         settings.shard or "unsharded",
@@ -256,9 +285,10 @@ def serve(settings: Settings, checks: Sequence[ClusterCheck]) -> int:
     )
     try:
         web.run_app(
-            create_app(settings, checks=checks),
+            create_app(settings, checks=checks, web_config=web_config),
             host=host,
             port=port,
+            ssl_context=ssl_context,
             print=None,
             access_log=None,
             shutdown_timeout=5.0,
@@ -282,7 +312,7 @@ def _raise_open_files_limit() -> None:
 
 
 def run_discover(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=logging.ERROR)  # problems are in the output, not the log
+    setup_logging(args.log_level, args.log_format)
     try:
         settings = resolve(
             kubeconfig=args.kubeconfig,

@@ -93,9 +93,12 @@ class _Round:
     timed_out: list[tuple[str, ApiClient]] = field(default_factory=list)
 
 
+_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING}
+
+
 def _say(note: Note | None) -> None:
     if note is not None:
-        (log.info if note.level == "info" else log.warning)(note.msg, *note.args)
+        log.log(_LEVELS[note.level], note.msg, *note.args)
 
 
 class Monitor:

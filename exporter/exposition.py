@@ -255,9 +255,13 @@ def render_sd(snap: Snapshot) -> bytes:
     return json.dumps(groups, separators=(",", ":")).encode()
 
 
-def render(snap: Snapshot) -> Rendered:
-    """Everything one snapshot serves (CPU-bound: run it in a worker thread)."""
-    body = render_metrics(snap)
+def render(snap: Snapshot, process_metrics: bytes = b"") -> Rendered:
+    """Everything one snapshot serves (CPU-bound: run it in a worker thread).
+
+    ``process_metrics``: the build info and process collectors, rendered by the caller at
+    the same moment and appended, so ``/metrics`` is still one body per cycle.
+    """
+    body = render_metrics(snap) + process_metrics
     return Rendered(
         metrics=body,
         metrics_gzip=gzip.compress(body, compresslevel=6, mtime=0),

@@ -15,7 +15,10 @@ import logging
 from collections.abc import AsyncIterator, Sequence
 
 from aiohttp import web
+from prometheus_client import CollectorRegistry, generate_latest
 
+from common.version import register_process_metrics
+from common.webconfig import BasicAuth, WebConfig, basic_auth_middleware
 from exporter.checks import ClusterCheck
 from exporter.cycle import DiscoverySource, Monitor
 from exporter.discovery import Discoverer
@@ -44,6 +47,7 @@ def create_app(
     routes: Sequence[web.AbstractRouteDef] = (),
     discovery: DiscoverySource | None = None,
     run_loop: bool = True,
+    web_config: WebConfig | None = None,
 ) -> web.Application:
     """The exporter application.
 
@@ -51,10 +55,15 @@ def create_app(
     ``routes`` are mounted as given (extra endpoints of those checks). ``discovery``
     replaces the kubeconfig scan (tests); ``run_loop=False`` leaves cycles to the caller
     (``await app[MONITOR].run_cycle()``), for tests that want one cycle at a time.
+    ``web_config``: ``--web.config.file``; its basic auth guards every path (its TLS part
+    is the server's: ``fleetwatch exporter`` hands it to aiohttp).
     """
     install_patches()  # the kubernetes client's, once, before any credential is built
-    app = web.Application()
-    slot: list[Rendered] = [render(_empty(settings))]
+    users = web_config.users if web_config is not None else {}
+    app = web.Application(middlewares=[basic_auth_middleware(BasicAuth(users))] if users else [])
+    # Build info and the process collectors, on a registry of this app's own.
+    process = register_process_metrics(CollectorRegistry())
+    slot: list[Rendered] = [render_with(process, _empty(settings))]
     app[RENDERED] = slot
 
     shard = (settings.shard.index, settings.shard.count) if settings.shard else (0, 1)
@@ -62,7 +71,7 @@ def create_app(
     async def publish(snap: Snapshot) -> None:
         # Rendering 10k clusters takes tens of ms of CPU: keep it off the event loop.
         snap = dataclasses.replace(snap, shard=shard)
-        slot[0] = await asyncio.to_thread(render, snap)
+        slot[0] = await asyncio.to_thread(render_with, process, snap)
 
     monitor = Monitor(
         CycleSettings(
@@ -96,6 +105,8 @@ def create_app(
     app.router.add_get("/", _index)
     app.router.add_get("/metrics", _metrics)
     app.router.add_get("/healthz", _healthz)
+    app.router.add_get("/-/healthy", _healthz)
+    app.router.add_get("/-/ready", _ready)
     app.router.add_get("/sd/control-plane", _sd_control_plane)
     app.router.add_routes(routes)
     return app
@@ -104,6 +115,11 @@ def create_app(
 def _log_crash(task: asyncio.Task[None]) -> None:
     if not task.cancelled() and task.exception() is not None:
         log.error("the probe loop stopped: %r", task.exception())
+
+
+def render_with(process: CollectorRegistry, snap: Snapshot) -> Rendered:
+    """One cycle's answers, the process collectors' samples of this moment appended."""
+    return render(snap, generate_latest(process))
 
 
 def _empty(settings: Settings) -> Snapshot:
@@ -126,6 +142,17 @@ async def _metrics(request: web.Request) -> web.Response:
 
 async def _healthz(request: web.Request) -> web.Response:
     return web.Response(text="ok\n")
+
+
+async def _ready(request: web.Request) -> web.Response:
+    """503 until the first cycle is published: before it, /metrics holds no cluster."""
+    if request.app[MONITOR].stats.cycles_total == 0:
+        return web.Response(
+            status=503,
+            text="fleetwatch exporter is not ready: the first probe cycle has not completed.\n",
+            headers={"Retry-After": "1"},
+        )
+    return web.Response(text="fleetwatch exporter is ready.\n")
 
 
 async def _sd_control_plane(request: web.Request) -> web.Response:

@@ -31,7 +31,7 @@ from exporter.model import CheckResult, ProbeResult, Reason
 class Note:
     """A log line as data: ``log.<level>(msg, *args)``, said by the caller."""
 
-    level: Literal["info", "warning"]
+    level: Literal["debug", "info", "warning"]
     msg: str
     args: tuple[object, ...] = ()
 
@@ -79,8 +79,11 @@ def record_probe(
         tuple(sorted(failures.items())),
         state.checks,
     )
+    # A change of state (it starts failing, or fails for another reason) is said at INFO;
+    # the same failure again at DEBUG: one summary line per cycle says how many fail.
+    previous = state.last.reason if state.last is not None else None
     note = Note(
-        "warning",
+        "info" if consecutive == 1 or previous is not result.reason else "debug",
         "cluster %s: probe failed (%s): %s [%d in a row]",
         (name, result.reason.value, result.detail, consecutive),
     )
@@ -102,6 +105,9 @@ class ClusterTable:
             Note("warning", "kubeconfig problem, skipped: %s", (p,)) for p in discovery.new_problems
         ]
         self.discovery_errors_total += len(discovery.new_problems)
+        # Into an empty table (start-up) every cluster is new: the cycle's summary line
+        # counts them, and a line per cluster would be thousands of lines at DEBUG only.
+        found_level: Literal["debug", "info"] = "info" if self.states else "debug"
         names = {c.name for c in discovery.clusters}
         for gone in [n for n in self.states if n not in names]:
             del self.states[gone]
@@ -119,7 +125,7 @@ class ClusterTable:
                 state = ClusterState(cluster)
                 notes.append(
                     Note(
-                        "info",
+                        found_level,
                         "discovered cluster %s (%s) in %s",
                         (cluster.name, cluster.endpoint, cluster.kubeconfig_secret_ref),
                     )

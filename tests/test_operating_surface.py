@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import shutil
 import ssl
 import subprocess
@@ -31,7 +32,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from common.version import __version__
 from common.webconfig import parse_web_config
+from exporter.server import MONITOR
+from exporter.server import create_app as create_exporter
+from exporter.settings import Settings as ExporterSettings
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
+from fleetwatch.standin import StandinFleet
 from fleetwatch.standin.certs import FleetCerts
 from reactor.app import create_app
 from reactor.context import Settings
@@ -77,9 +82,7 @@ async def test_reactor_basic_auth_guards_every_path_and_the_token_still_guards_m
     aiohttp_client: Any, tmp_path: Path
 ) -> None:
     web_config = parse_web_config(f"basic_auth_users:\n  prometheus: '{HASH}'\n", base=tmp_path)
-    app = create_app(
-        Settings(db_path=tmp_path / "state.db", token=TOKEN), web_config=web_config
-    )
+    app = create_app(Settings(db_path=tmp_path / "state.db", token=TOKEN), web_config=web_config)
     client: TestClient[Any, Any] = await aiohttp_client(app)
     for path in ("/-/healthy", "/-/ready", "/metrics", "/clusters", "/openapi.json"):
         resp = await client.get(path)
@@ -98,6 +101,67 @@ async def test_reactor_basic_auth_guards_every_path_and_the_token_still_guards_m
     assert (await client.get("/clusters", headers=bearer)).status == 200
     wrong = {"Authorization": "Bearer not-the-token"}
     assert (await client.get("/clusters", headers=wrong)).status == 401
+
+
+async def test_exporter_ready_after_its_first_cycle_with_build_info_rendered_per_cycle(
+    aiohttp_client: Any, tmp_path: Path
+) -> None:
+    async with StandinFleet(tmp_path / "fleet") as fleet:
+        await fleet.add_cluster("good")
+        folder = tmp_path / "kubeconfigs"
+        folder.mkdir()
+        fleet.write_kubeconfig(folder / "fleet.yaml", ["good"])
+        settings = ExporterSettings(kubeconfig_path=None, kubeconfig_dir=folder, timeout=2)
+        app = create_exporter(settings, run_loop=False)
+        client: TestClient[Any, Any] = await aiohttp_client(app)
+        assert (await client.get("/-/healthy")).status == 200
+        resp = await client.get("/-/ready")
+        assert resp.status == 503 and resp.headers["Retry-After"] == "1"
+        first = samples(await (await client.get("/metrics")).text())
+        assert first["fleetwatch_build_info"][0].labels["version"] == __version__
+        assert "process_cpu_seconds" in first and "python_info" in first  # _total cut
+        # Rendered with the cycle, not per scrape: two scrapes in a row are the same bytes.
+        one = await (await client.get("/metrics")).read()
+        assert one == await (await client.get("/metrics")).read()
+        await app[MONITOR].run_cycle()
+        assert (await client.get("/-/ready")).status == 200
+        after = await (await client.get("/metrics")).read()
+        assert after != one and b"fleetwatch_build_info{" in after
+        assert after.count(b"# TYPE process_start_time_seconds ") == 1
+
+
+async def test_exporter_logs_a_change_of_state_at_info_and_the_rest_at_debug(
+    aiohttp_client: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with StandinFleet(tmp_path / "fleet") as fleet:
+        for name in ("good", "bad"):
+            await fleet.add_cluster(name)
+        folder = tmp_path / "kubeconfigs"
+        folder.mkdir()
+        fleet.write_kubeconfig(folder / "fleet.yaml", ["good", "bad"])
+        settings = ExporterSettings(kubeconfig_path=None, kubeconfig_dir=folder, timeout=2)
+        app = create_exporter(settings, run_loop=False)
+        await aiohttp_client(app)
+        caplog.set_level(logging.DEBUG, logger="exporter")
+        await app[MONITOR].run_cycle()  # both ONLINE: the summary line only
+        await fleet.set_mode("bad", "not_ready")
+        for _ in range(3):
+            await app[MONITOR].run_cycle()
+        await fleet.set_mode("bad", "ok")
+        await app[MONITOR].run_cycle()
+
+    def lines(name: str, level: int) -> list[str]:
+        return [m for r in caplog.records if r.levelno == level and name in (m := r.getMessage())]
+
+    changes = lines("cluster bad", logging.INFO)
+    assert len(changes) == 2, changes
+    assert "probe failed (not_ready)" in changes[0] and "[1 in a row]" in changes[0]
+    assert "probe succeeded again after 3 failures" in changes[1]
+    assert len([m for m in lines("cluster bad", logging.DEBUG) if "probe failed" in m]) == 2
+    summaries = [r for r in caplog.records if r.getMessage().startswith("cycle ")]
+    assert {r.levelname for r in summaries} == {"INFO"} and len(summaries) == 5
+    assert not lines("good", logging.INFO)  # discovered at start-up: DEBUG, not a line each
+    assert lines("discovered cluster good", logging.DEBUG)
 
 
 # -- real processes and a real Prometheus ---------------------------------------------
@@ -154,9 +218,7 @@ def client_ctx(pki: FleetCerts, with_cert: bool) -> ssl.SSLContext:
 
 
 @pytest.fixture(scope="module")
-def servers(
-    tmp_path_factory: pytest.TempPathFactory, pki: FleetCerts
-) -> Iterator[dict[str, str]]:
+def servers(tmp_path_factory: pytest.TempPathFactory, pki: FleetCerts) -> Iterator[dict[str, str]]:
     """The exporter and the reactor on HTTPS with basic auth and client certificates."""
     root = tmp_path_factory.mktemp("surface")
     config = web_config_file(root, pki)
@@ -192,8 +254,7 @@ def servers(
         ctx = client_ctx(pki, with_cert=True)
         for name, url in urls.items():
             wait_until(
-                lambda url=url: get(f"{url}/-/ready", ctx, basic("prometheus", PASSWORD))[0]
-                == 200,
+                lambda url=url: get(f"{url}/-/ready", ctx, basic("prometheus", PASSWORD))[0] == 200,
                 timeout=30,
                 what=f"{name} ready over HTTPS",
             )
@@ -216,7 +277,7 @@ def test_both_servers_refuse_a_wrong_password_and_a_missing_client_certificate(
         assert get(f"{url}/metrics", with_cert, {})[0] == 401, name
         with pytest.raises((ssl.SSLError, urllib.error.URLError, ConnectionError)):
             get(f"{url}/metrics", without_cert, basic("prometheus", PASSWORD))
-        with pytest.raises(urllib.error.URLError):  # plain HTTP is not served
+        with pytest.raises((urllib.error.URLError, ConnectionError)):  # no plain HTTP
             urllib.request.urlopen(url.replace("https", "http") + "/metrics", timeout=5)
 
 
@@ -246,9 +307,7 @@ def test_prometheus_scrapes_both_over_https_with_basic_auth(
     ]
     config = tmp_path / "prometheus.yml"
     config.write_text(
-        yaml.safe_dump(
-            {"global": {"scrape_interval": "1s"}, "scrape_configs": scrape_configs}
-        )
+        yaml.safe_dump({"global": {"scrape_interval": "1s"}, "scrape_configs": scrape_configs})
     )
     port = free_port()
     prom_url = f"http://127.0.0.1:{port}"

@@ -130,7 +130,7 @@ def test_tls_files_are_loaded_when_the_file_is(tmp_path: Path) -> None:
     swapped.write_text(
         f"tls_server_config:\n  cert_file: {certs.server_cert}\n  key_file: {certs.client_key}\n"
     )
-    with pytest.raises(WebConfigError, match="cert_file .* key_file"):
+    with pytest.raises(WebConfigError, match=r"cert_file .* key_file"):
         load_web_config(swapped)
     missing = tmp_path / "missing.yml"
     missing.write_text("tls_server_config: {cert_file: nope.crt, key_file: nope.key}\n")
