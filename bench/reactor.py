@@ -1,11 +1,19 @@
 """Reactor benchmarks: POST /deployments under wrk vs a bare aiohttp handler, big webhooks,
-a 100,000-app cascade, and the database size per 100,000 apps.
+a 100,000-app cascade, and the database size per 100,000 apps; on SQLite and on PostgreSQL.
 
 The reactor is the real ``fleetwatch reactor`` process on a SQLite file seeded through
 its own store (``reactor.store.SQLiteStore``), so setup does not take 100,000 HTTP calls.
 ``POST /deployments`` is driven by wrk (2 threads, 50 connections, a Lua script rotating
 over 1,000 apps on 1,000 clusters, with the bearer token) and, in the same run,
 alternating with it, the bare aiohttp server of ``bench.bare_server`` with the same body.
+
+PostgreSQL (``--postgres``, on by default; PostgreSQL 15 from Debian): a server of its own
+in a temporary folder with its default durability (``fsync``, ``synchronous_commit`` on),
+seeded like the SQLite file, and two ``fleetwatch reactor`` replicas on it. Each round
+runs, one after the other: the bare handler, the SQLite reactor, one PostgreSQL replica,
+and both replicas at once (two wrk processes of one thread and 25 connections each, their
+requests summed and the worse p99 kept). The webhooks and the cascade then run on one
+PostgreSQL replica too.
 
 Run: ``.venv/bin/python -m bench.reactor --duration 10 --runs 3``
 """
@@ -16,6 +24,7 @@ import argparse
 import json
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -23,8 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.aiohttp_baseline import start_bare, wrk_runs
-from bench.common import ProcWatch, machine_load, summary, write_result
+from bench.common import ProcWatch, machine_load, run_wrk, summary, write_result
 from fleetwatch.procs import ManagedProcess, free_port
+from tests.reactor.reactor_postgres import PostgresServer
 
 TOKEN = "bench-token-not-a-secret"
 NEVER = "0001-01-01T00:00:00Z"
@@ -53,6 +63,33 @@ def seed(db: Path, clusters: int, apps_per_cluster: int, prefix: str = "c") -> N
         store.close()
 
 
+def seed_postgres(url: str, clusters: int, apps_per_cluster: int, prefix: str = "c") -> None:
+    """As :func:`seed`, in set-based SQL (100,000 single inserts would take a minute)."""
+    from reactor.store_postgres import PostgresStore
+
+    store = PostgresStore(url)
+    try:
+        width = len(str(clusters))
+        with store.write() as tx:
+            cur = tx.cur  # type: ignore[attr-defined]
+            cur.execute(
+                "INSERT INTO clusters (name, endpoint, kubeconfig_secret_ref, source) "
+                "SELECT %s || lpad(i::text, %s, '0'), 'https://127.0.0.1:1', 'bench-secret', "
+                "'api' FROM generate_series(0, %s) i",
+                (prefix, width, clusters - 1),
+            )
+            cur.execute(
+                "INSERT INTO apps (name, cluster_id, status) "
+                "SELECT c.name || '-app' || a, c.id, 'DEPLOYED' FROM clusters c, "
+                "generate_series(0, %s) a WHERE c.name LIKE %s",
+                (apps_per_cluster - 1, f"{prefix}%"),
+            )
+        with store.write() as tx:
+            tx.cur.execute("ANALYZE")  # type: ignore[attr-defined]
+    finally:
+        store.close()
+
+
 def db_bytes(db: Path) -> int:
     return sum(p.stat().st_size for p in db.parent.glob(db.name + "*"))
 
@@ -61,18 +98,29 @@ def db_bytes(db: Path) -> int:
 
 
 def start_reactor(
-    tmp: Path, db: Path, switch_interval: float | None = None
+    tmp: Path,
+    db: Path,
+    switch_interval: float | None = None,
+    db_url: str | None = None,
+    name: str | None = None,
+    writers: int | None = None,
 ) -> tuple[ManagedProcess, str]:
-    """``fleetwatch reactor`` on a free port; ``switch_interval`` is an experiment (below)."""
+    """``fleetwatch reactor`` on a free port; ``switch_interval`` is an experiment (below).
+
+    ``db_url``: the database instead of the SQLite file ``db``.
+    """
     port = free_port()
     token_file = tmp / "token"
     token_file.write_text(TOKEN + "\n")
     empty = tmp / "empty-kubeconfig.yaml"
     empty.write_text("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n")
     args = [
-        "reactor", f"--web.listen-address=127.0.0.1:{port}", f"--db.path={db}",
+        "reactor", f"--web.listen-address=127.0.0.1:{port}",
+        f"--db.url={db_url}" if db_url else f"--db.path={db}",
         f"--web.token-file={token_file}", f"--kubeconfig={empty}", "--log.level=warning",
     ]  # fmt: skip
+    if writers is not None:
+        args.append(f"--db.writers={writers}")
     if switch_interval is None:
         argv = [str(Path(sys.executable).parent / "fleetwatch"), *args]
     else:
@@ -85,7 +133,7 @@ def start_reactor(
         )
         argv = [sys.executable, "-c", code]
     proc = ManagedProcess(
-        argv, tmp / f"reactor-{db.stem}.log", ready_url=f"http://127.0.0.1:{port}/healthz"
+        argv, tmp / f"reactor-{name or db.stem}.log", ready_url=f"http://127.0.0.1:{port}/healthz"
     ).start(ready_timeout=60)
     return proc, f"http://127.0.0.1:{port}"
 
@@ -211,6 +259,103 @@ end
     }
 
 
+def deployments_script(tmp: Path, names: list[str]) -> Path:
+    """The wrk Lua script of bench_deployments (it writes the same file)."""
+    bodies = [json.dumps({"app": f"{n}-app0", "cluster": n}) for n in names]
+    script = tmp / "deployments.lua"
+    lua_bodies = ",\n".join(json.dumps(b) for b in bodies)
+    script.write_text(
+        f"""local bodies = {{
+{lua_bodies}
+}}
+local i = 0
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer {TOKEN}"
+request = function()
+  i = i % #bodies + 1
+  return wrk.format(nil, nil, nil, bodies[i])
+end
+"""
+    )
+    return script
+
+
+def wrk_on_replicas(bases: list[str], pids: list[int], duration: float, script: Path) -> dict:
+    """wrk on several replicas at once: one wrk of 1 thread and 50/N connections each."""
+    watches = [ProcWatch(pid).start() for pid in pids]
+    results: list[Any] = [None] * len(bases)
+
+    def one(i: int) -> None:
+        results[i] = run_wrk(
+            bases[i] + "/deployments",
+            duration,
+            threads=1,
+            connections=50 // len(bases),
+            script=script,
+        )
+
+    with machine_load() as load:
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(len(bases))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    cpu = [w.stop().cpu_s for w in watches]
+    return {
+        "rps": round(sum(r.rps for r in results), 2),
+        "p50_ms": max(r.p50_ms for r in results),
+        "p99_ms": max(r.p99_ms for r in results),
+        "requests": sum(r.requests for r in results),
+        "non_2xx": sum(r.non_2xx for r in results),
+        "server_cpu_s": round(sum(cpu), 3),
+        "load": load,
+    }
+
+
+def bench_stores(
+    tmp: Path,
+    sqlite: tuple[int, str],
+    postgres: list[tuple[int, str]],
+    names: list[str],
+    duration: float,
+    runs: int,
+) -> dict[str, Any]:
+    """POST /deployments side by side: bare, SQLite, 1 PostgreSQL replica, 2 replicas."""
+    script = deployments_script(tmp, names)
+    bare, bare_base = start_bare(tmp)
+    rounds = []
+    try:
+        for _ in range(runs):
+
+            def once(base: str, pid: int) -> dict[str, Any]:
+                return dict(wrk_runs(base, "/deployments", pid, duration, 1, script)["runs"][0])
+
+            row = {
+                "bare": once(bare_base, bare.pid),
+                "sqlite": once(sqlite[1], sqlite[0]),
+                "postgres_1": once(postgres[0][1], postgres[0][0]),
+                "postgres_2": wrk_on_replicas(
+                    [b for _, b in postgres], [p for p, _ in postgres], duration, script
+                ),
+            }
+            for key in ("sqlite", "postgres_1", "postgres_2"):
+                row[key]["rps_ratio"] = round(row[key]["rps"] / row["bare"]["rps"], 3)
+            rounds.append(row)
+    finally:
+        bare.stop()
+    out: dict[str, Any] = {"runs": rounds}
+    for key in ("bare", "sqlite", "postgres_1", "postgres_2"):
+        out[key] = {
+            "rps": summary([r[key]["rps"] for r in rounds]),
+            "p99_ms": summary([r[key]["p99_ms"] for r in rounds]),
+            "non_2xx": sum(r[key]["non_2xx"] for r in rounds),
+        }
+        if key != "bare":
+            out[key]["rps_ratio"] = summary([r[key]["rps_ratio"] for r in rounds])
+    return out
+
+
 def bench_webhooks(base: str, pid: int, names: list[str], runs: int) -> dict[str, Any]:
     """Webhooks of len(names) alerts: all ONLINE, a repeat, all OFFLINE (cascades), back."""
     kinds: dict[str, list[float]] = {"online": [], "repeat": [], "offline": [], "restore": []}
@@ -276,8 +421,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--only-deployments", action="store_true", help="only the wrk comparison (experiments)"
     )
+    parser.add_argument(
+        "--postgres",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also PostgreSQL: 1 and 2 replicas side by side with SQLite (default: on)",
+    )
+    parser.add_argument("--writers", type=int, default=4, help="--db.writers of each replica")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
+    if args.postgres and not args.only_deployments:
+        result = main_postgres(args)
+        write_result("reactor_postgres", result, args.out)
+        return result
     with tempfile.TemporaryDirectory(prefix="fw-bench-") as tmpdir:
         tmp = Path(tmpdir)
         # The database size: an empty store, then one cluster with the cascade's apps.
@@ -332,6 +488,53 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     }
     write_result("reactor", result, args.out)
     return result
+
+
+def main_postgres(args: argparse.Namespace) -> dict[str, Any]:
+    """The side-by-side deployments, then webhooks and the cascade on PostgreSQL."""
+    width = len(str(args.clusters))
+    names = [f"c{i:0{width}d}" for i in range(args.clusters)]
+    with tempfile.TemporaryDirectory(prefix="fw-bench-") as tmpdir:
+        tmp = Path(tmpdir)
+        db = tmp / "fleet.db"
+        seed(db, args.clusters, args.apps_per_cluster)
+        seed(db, 1, args.cascade_apps, prefix="big")
+        # A folder of its own: the server's user must reach it, and cannot enter ours.
+        server = PostgresServer(Path(tempfile.mkdtemp(prefix="fw-bench-pg-")), durable=True)
+        server.init().start()
+        procs: list[ManagedProcess] = []
+        try:
+            url = server.create_database("bench")
+            seed_postgres(url, args.clusters, args.apps_per_cluster)
+            seed_postgres(url, 1, args.cascade_apps, prefix="big")
+            sqlite_proc, sqlite_base = start_reactor(tmp, db, name="sqlite")
+            procs.append(sqlite_proc)
+            replicas = []
+            for i in range(2):
+                proc, base = start_reactor(
+                    tmp, db, db_url=url, name=f"postgres{i}", writers=args.writers
+                )
+                procs.append(proc)
+                replicas.append((proc.pid, base))
+            side_by_side = bench_stores(
+                tmp, (sqlite_proc.pid, sqlite_base), replicas, names, args.duration, args.runs
+            )
+            pid, base = replicas[0]
+            with machine_load() as load_hooks:
+                hooks = bench_webhooks(base, pid, names, args.runs)
+            with machine_load() as load_cascade:
+                cascade = bench_cascade(base, pid, "big0", args.cascade_apps, args.runs)
+        finally:
+            for proc in procs:
+                proc.stop()
+            server.stop()
+            server.remove()
+    return {
+        "deployments": side_by_side,
+        "postgres_webhooks": {**hooks, "load": load_hooks},
+        "postgres_cascade": {**cascade, "load": load_cascade},
+        "postgres": {"durable": True, "writers_per_replica": args.writers},
+    }
 
 
 if __name__ == "__main__":

@@ -57,8 +57,12 @@ class PostgresServer:
         if self._as_root:
             entry = pwd.getpwnam("postgres")
             os.chown(self.root, entry.pw_uid, entry.pw_gid)
-        self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", USER, "-E", "UTF8",
-                  "--no-sync")  # fmt: skip
+        done = self._run(
+            "initdb", "-D", str(self.data), "-A", "trust", "-U", USER, "-E", "UTF8", "--no-sync",
+            check=False,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise RuntimeError(f"initdb failed in {self.root}: {done.stderr.strip()}")
         return self
 
     def start(self) -> PostgresServer:
