@@ -228,6 +228,18 @@ def need_endpoint(doc: dict[str, Any]) -> str:
     return endpoint
 
 
+def path_name(request: web.Request, what: str) -> str:
+    """The ``{name}`` of the path; one that no cluster or app can have is a 404 at once.
+
+    Checked here, not by the database: PostgreSQL refuses a NUL in a text parameter
+    (psycopg.DataError, which was a 500 for ``GET /clusters/%00``).
+    """
+    name = request.match_info["name"]
+    if not is_name(name):
+        raise NotFound(f"{what} {clip(name)!r} not found")
+    return name
+
+
 def need_name(doc: dict[str, Any], key: str) -> str:
     if key not in doc:
         raise BadRequest(f'missing "{key}"')
@@ -339,7 +351,7 @@ async def get_clusters(request: web.Request) -> web.Response:
 
 
 async def get_cluster(request: web.Request) -> web.Response:
-    name = request.match_info["name"]
+    name = path_name(request, "cluster")
     cluster = await request.app[BACKEND].read(lambda s: s.cluster(name))
     return web.json_response(cluster_json(cluster))
 
@@ -362,7 +374,7 @@ async def post_clusters(request: web.Request) -> web.Response:
 
 async def delete_cluster(request: web.Request) -> web.Response:
     """Forget a decommissioned cluster; 409 while apps are on it, unless ``?force=true``."""
-    name = request.match_info["name"]
+    name = path_name(request, "cluster")
     force = request.query.get("force", "false")
     if force not in ("true", "false"):
         raise BadRequest('"force" must be "true" or "false"')
@@ -372,7 +384,7 @@ async def delete_cluster(request: web.Request) -> web.Response:
 
 async def delete_cluster_alerts(request: web.Request) -> web.Response:
     """Clear a cluster's alert state (UNKNOWN again; an open outage closed, its apps back)."""
-    name = request.match_info["name"]
+    name = path_name(request, "cluster")
     result = await request.app[BACKEND].run(lambda s: s.reset_alerts(name))
     return web.json_response(
         {
@@ -389,7 +401,7 @@ async def get_apps(request: web.Request) -> web.Response:
 
 
 async def get_app(request: web.Request) -> web.Response:
-    name = request.match_info["name"]
+    name = path_name(request, "app")
     app = await request.app[BACKEND].read(lambda s: s.app(name))
     return web.json_response(app_json(app))
 
@@ -402,7 +414,7 @@ async def post_apps(request: web.Request) -> web.Response:
 
 
 async def patch_app(request: web.Request) -> web.Response:
-    name = request.match_info["name"]
+    name = path_name(request, "app")
     doc = await read_object(request, frozenset({"cluster", "status", "reason"}))
     backend = request.app[BACKEND]
     if "cluster" in doc:

@@ -534,3 +534,28 @@ def test_a_token_file_that_gives_no_token_stops_the_start(tmp_path: Path) -> Non
     args = build_parser().parse_args(["reactor", f"--web.token-file={tmp_path / 'none'}"])
     with pytest.raises(ValueError, match="No such file"):
         settings_from(args, {})
+
+
+async def test_a_path_name_no_cluster_or_app_can_have_is_404(
+    make_client: MakeClient, db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Found by test_fuzz on PostgreSQL: ``GET /clusters/%00`` was a 500 (psycopg refuses a
+    NUL in a text parameter), with a traceback in the log."""
+    client = await make_client()
+    await fleet(client)
+    before = dump_db(db_path)
+    with caplog.at_level(logging.INFO):
+        for name in ("%00", "a%00b", "%0A", "%20c1", "x" * 300):
+            for method, path in (
+                ("GET", "/clusters/{}"),
+                ("DELETE", "/clusters/{}"),
+                ("DELETE", "/clusters/{}/alerts"),
+                ("GET", "/apps/{}"),
+                ("PATCH", "/apps/{}"),
+            ):
+                body = {"cluster": "c2"} if method == "PATCH" else None
+                resp = await client.request(method, path.format(name), json=body)
+                assert resp.status == 404, (method, path, name, await resp.text())
+                assert "not found" in (await resp.json())["error"].lower()
+    assert dump_db(db_path) == before
+    no_traceback(caplog)
