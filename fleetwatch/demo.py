@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from common.contract import PROBE_FAILING_ALERT, STORM_ALERT
-from common.logs import setup_logging
+from common.logs import add_log_flags, setup_logging
 from fleetwatch import wiring
 from fleetwatch.procs import ManagedProcess, NotReadyError, wait_until
 from fleetwatch.rules import RuleSettings
@@ -320,7 +320,7 @@ class Watcher:
 
 def run_demo(args: argparse.Namespace) -> int:
     # The demo talks to people by print(); logging is for what goes wrong underneath.
-    setup_logging("warning")
+    setup_logging(args.log_level, args.log_format)
     installed = wiring.have_prometheus()
     with_prometheus = installed and not args.no_prometheus
     demo = Demo(
@@ -413,7 +413,16 @@ def add_parsers(subparsers: Any) -> None:
         ),
     )
     p.add_argument("--clusters", type=int, default=4, help="stand-in clusters (default 4)")
-    p.add_argument("--interval", type=float, default=2.0, help="seconds between probes (default 2)")
+    p.add_argument(
+        "--probe.interval",
+        dest="interval",
+        type=float,
+        default=2.0,
+        metavar="SECONDS",
+        help="seconds between probes, as the exporter's flag (default 2)",
+    )
+    # The spelling before flags were unified with the exporter's; kept so scripts work.
+    p.add_argument("--interval", dest="interval", type=float, help=argparse.SUPPRESS)
     p.add_argument(
         "--failure-threshold", type=int, default=2, help="failed probes before OFFLINE (default 2)"
     )
@@ -425,6 +434,7 @@ def add_parsers(subparsers: Any) -> None:
     p.add_argument(
         "--no-prometheus", action="store_true", help="do not start Prometheus and Alertmanager"
     )
+    add_log_flags(p, default_level="warning")
     p.add_argument(
         "--state-file",
         default=str(default_state_file()),
@@ -455,7 +465,8 @@ def _run_checked(args: argparse.Namespace) -> int:
         return 2
     if not args.interval > 0 or args.failure_threshold < 1:
         print(
-            "fleetwatch demo: --interval must be > 0 and --failure-threshold >= 1", file=sys.stderr
+            "fleetwatch demo: --probe.interval must be > 0 and --failure-threshold >= 1",
+            file=sys.stderr,
         )
         return 2
     return run_demo(args)

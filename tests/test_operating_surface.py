@@ -9,6 +9,7 @@ right credentials, ``up 0`` with a wrong password or without the client certific
 
 from __future__ import annotations
 
+import argparse
 import base64
 import json
 import logging
@@ -35,6 +36,7 @@ from common.webconfig import parse_web_config
 from exporter.server import MONITOR
 from exporter.server import create_app as create_exporter
 from exporter.settings import Settings as ExporterSettings
+from fleetwatch.cli import build_parser
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
 from fleetwatch.standin import StandinFleet
 from fleetwatch.standin.certs import FleetCerts
@@ -178,6 +180,32 @@ def test_version_on_every_subcommand() -> None:
         )
         assert done.returncode == 0, done.stderr
         assert done.stdout.startswith(f"fleetwatch {command}, version {__version__} (revision: ")
+
+
+@pytest.mark.parametrize("flag", ["--probe.interval", "--interval"])
+def test_demo_spells_the_probe_interval_as_the_exporter_and_keeps_the_old_spelling(
+    flag: str,
+) -> None:
+    args = build_parser().parse_args(["demo", flag, "3.5"])
+    assert args.interval == 3.5
+    assert build_parser().parse_args(["demo"]).interval == 2.0
+
+
+def test_old_spellings_are_hidden_and_log_flags_are_everywhere_logs_are_written() -> None:
+    parser = build_parser()
+    demo_help = subcommand(parser, "demo").format_help()
+    assert "--probe.interval" in demo_help and "--interval" not in demo_help
+    for command in ("exporter", "discover", "reactor", "demo"):
+        helptext = subcommand(parser, command).format_help()
+        assert "--log.level" in helptext and "--log.format" in helptext, command
+    args = parser.parse_args(["discover", "--log.format", "json"])
+    assert (args.log_level, args.log_format) == ("error", "json")
+
+
+def subcommand(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    (choices,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    found: argparse.ArgumentParser = choices.choices[name]
+    return found
 
 
 @pytest.fixture(scope="module")
