@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from deploy_image import build_image
 
@@ -10,5 +12,9 @@ TAG = "localhost/fleetwatch:test"
 
 @pytest.fixture(scope="session")
 def image() -> str:
-    """Built with scripts/build-image.sh (about a minute); fails with the reason if it cannot."""
-    return build_image(TAG)
+    """Built with scripts/build-image.sh (about a minute); fails with the reason if it cannot.
+
+    ``FLEETWATCH_TEST_IMAGE=TAG`` uses an image built before instead (while working on the
+    tests; CI leaves it unset and builds from the checkout).
+    """
+    return os.environ.get("FLEETWATCH_TEST_IMAGE") or build_image(TAG)

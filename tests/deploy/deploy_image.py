@@ -8,6 +8,7 @@ scripts/build-image.sh writes that file and builds the image without network.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -66,10 +67,14 @@ class Container(ManagedProcess):
         mounts: dict[Path, str] | None = None,
         env: dict[str, str] | None = None,
         ready_url: str | None = None,
+        writable: dict[Path, str] | None = None,
+        options: list[str] | None = None,
     ) -> None:
-        argv = [*PODMAN, "run", "--rm", "--name", name, "--network=host"]
+        argv = [*PODMAN, "run", "--rm", "--name", name, "--network=host", *(options or [])]
         for host, inside in (mounts or {}).items():
             argv += ["-v", f"{host}:{inside}:ro"]
+        for host, inside in (writable or {}).items():
+            argv += ["-v", f"{host}:{inside}:rw"]
         for key, value in (env or {}).items():
             argv += ["-e", f"{key}={value}"]
         argv += [image, *args]
@@ -85,3 +90,11 @@ class Container(ManagedProcess):
         done = podman("exec", self.name, *argv)
         assert done.returncode == 0, done.stderr
         return done.stdout
+
+
+def probed_ok(metrics: str, cluster: str) -> bool:
+    """The exporter's last probe of ``cluster`` succeeded (``1`` or ``1.0``, any other labels)."""
+    pattern = (
+        rf'^fleetwatch_cluster_probe_success\{{cluster="{re.escape(cluster)}"[^}}]*\}} 1(\.0)?$'
+    )
+    return re.search(pattern, metrics, re.MULTILINE) is not None

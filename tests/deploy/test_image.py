@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from deploy_image import Container, podman
+from deploy_image import Container, podman, probed_ok
 
 from fleetwatch.procs import free_port, wait_until
 from fleetwatch.standin import ThreadedFleet
@@ -50,7 +50,7 @@ def get(url: str) -> tuple[int, str]:
 def test_every_subcommand_runs_as_the_non_root_user(image: str) -> None:
     done = podman("run", "--rm", "--network=host", image, "--version")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("fleetwatch ")
+    assert done.stdout.startswith("fleetwatch") and " 0.1.0 " in done.stdout, done.stdout
     for command in ("exporter", "reactor", "discover", "rules", "status", "demo"):
         done = podman("run", "--rm", "--network=host", image, command, "--help")
         assert done.returncode == 0, f"{command}: {done.stderr}"
@@ -94,10 +94,7 @@ def test_exporter_in_the_container_probes_the_fleet(
 
             def probed() -> bool:
                 _, text = get(f"http://127.0.0.1:{port}/metrics")
-                return all(
-                    f'fleetwatch_cluster_probe_success{{cluster="img-{i:03d}"}} 1.0' in text
-                    for i in range(1, 3)
-                )
+                return all(probed_ok(text, f"img-{i:03d}") for i in range(1, 3))
 
             wait_until(probed, 30, what="both stand-in clusters probed from the container")
             assert get(f"http://127.0.0.1:{port}/-/healthy")[0] == 200
