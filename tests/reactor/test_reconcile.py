@@ -9,18 +9,28 @@ Alertmanager that does not answer.
 from __future__ import annotations
 
 import asyncio
+import base64
 import socket
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
+from aiohttp import web
 from aiohttp.test_utils import TestClient
 from etcd_poll import poll
 from prometheus_client import CollectorRegistry
 
-from reactor.alertmanager import ListedAlert, Listing, display_name, read_alert
+from reactor.alertmanager import (
+    AlertmanagerClient,
+    AlertmanagerError,
+    ListedAlert,
+    Listing,
+    display_name,
+    read_alert,
+)
 from reactor.app import create_app
 from reactor.context import Settings
 from reactor.reconcile import Answer, plan, request_timeout
@@ -182,3 +192,40 @@ async def test_shutdown_cancels_a_reconciliation_in_flight(
         assert time.monotonic() - started < 2.0
     names = {task.get_name() for task in asyncio.all_tasks()}
     assert "fleetwatch-reconciliation" not in names
+
+
+async def test_the_client_sends_basic_auth_and_says_why_an_answer_is_unusable(
+    aiohttp_server: Any,
+) -> None:
+    """A small real server in Alertmanager's place: what the client sends, how it fails."""
+    seen: list[str] = []
+    answers: dict[str, web.Response] = {}
+
+    async def handler(request: web.Request) -> web.Response:
+        seen.append(request.headers.get("Authorization", ""))
+        return answers[request.path]
+
+    app = web.Application()
+    app.router.add_get("/am/api/v2/alerts", handler)
+    app.router.add_get("/am/api/v2/status", handler)
+    server = await aiohttp_server(app)
+    url = f"http://admin:hunter2@127.0.0.1:{server.port}/am"
+    async with aiohttp.ClientSession() as session:
+        client = AlertmanagerClient(url, session, timeout_s=2)
+        assert client.name == f"127.0.0.1:{server.port}"
+        cases: list[tuple[web.Response, web.Response, str | None]] = [
+            (web.json_response([]), web.json_response({"uptime": "1970-01-01T00:00:05Z"}), None),
+            (web.Response(status=500), web.json_response({}), "answered HTTP 500"),
+            (web.Response(text="<html>"), web.json_response({}), "did not answer JSON"),
+            (web.json_response({}), web.json_response({}), "did not answer a JSON array"),
+            (web.json_response([]), web.json_response({"uptime": "soon"}), "RFC 3339"),
+        ]
+        for alerts, status, problem in cases:
+            answers.update({"/am/api/v2/alerts": alerts, "/am/api/v2/status": status})
+            if problem is None:
+                assert await client.listing() == Listing((), started_at=5 * S)
+            else:
+                with pytest.raises(AlertmanagerError, match=problem) as raised:
+                    await client.listing()
+                assert "hunter2" not in str(raised.value)
+    assert seen[0] == "Basic " + base64.b64encode(b"admin:hunter2").decode()
