@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import binascii
 import hashlib
 import logging
 import ssl
@@ -349,7 +348,7 @@ def parse_basic(header: str) -> tuple[str, str] | None:
         return None
     try:
         decoded = base64.b64decode(encoded.strip(), validate=True).decode("utf-8")
-    except (binascii.Error, UnicodeDecodeError):
+    except ValueError:  # not base64 (binascii.Error), not ASCII, not UTF-8 once decoded
         return None
     user, sep, password = decoded.partition(":")
     return (user, password) if sep else None

@@ -213,8 +213,18 @@ def add_parsers(subparsers: Any) -> None:
         description=(
             "Ask a running reactor (GET /clusters and GET /apps; no token needed) for its "
             "clusters (status, since when, source) and apps (cluster, status, reason) and "
-            "print them as two tables. Exits 1 when the reactor cannot be read."
+            "print them as two tables. Exits 1 when the reactor cannot be read. A reactor "
+            "whose --web.config.file requires basic auth accepts its bearer token instead: "
+            "it is sent when one is given; $SSL_CERT_FILE names a private CA for https."
         ),
+    )
+    s.add_argument(
+        "--token-file",
+        dest="token_file",
+        metavar="FILE",
+        type=Path,
+        help="file holding the reactor's bearer token (default: $FLEETWATCH_TOKEN; none: "
+        "no Authorization header)",
     )
     s.add_argument(
         "--reactor",
@@ -466,16 +476,32 @@ async def _freeze_startup_objects(app: object) -> None:
 # -- fleetwatch status ----------------------------------------------------------------
 
 
-def _get(url: str, timeout: float) -> Any:
-    with urllib.request.urlopen(url, timeout=timeout) as resp:
-        return json.load(resp)
+def _get(url: str, timeout: float, token: str | None = None) -> Any:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout) as r:
+        return json.load(r)
+
+
+def client_token(token_file: Path | None) -> str | None:
+    """The token a client command sends: ``--token-file``, else $FLEETWATCH_TOKEN, else none.
+
+    Raises :class:`TokenFileError` when the file gives no token.
+    """
+    if token_file is not None:
+        return read_token(token_file)
+    return os.environ.get("FLEETWATCH_TOKEN", "").strip() or None
 
 
 def run_status(args: argparse.Namespace) -> int:
     base = args.reactor.rstrip("/")
     try:
-        clusters = _get(f"{base}/clusters", args.timeout)
-        apps = _get(f"{base}/apps", args.timeout)
+        token = client_token(args.token_file)
+    except TokenFileError as exc:
+        print(f"fleetwatch status: --token-file {exc}", file=sys.stderr)
+        return 2
+    try:
+        clusters = _get(f"{base}/clusters", args.timeout, token)
+        apps = _get(f"{base}/apps", args.timeout, token)
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
         print(f"fleetwatch status: cannot read {base}: {reason}", file=sys.stderr)
@@ -490,12 +516,8 @@ def run_status(args: argparse.Namespace) -> int:
 def run_cluster(args: argparse.Namespace) -> int:
     """DELETE /clusters/NAME (``delete``) or /clusters/NAME/alerts (``reset``); say what changed."""
     command = f"fleetwatch cluster {args.action}"
-    token = None
     try:
-        if args.token_file is not None:
-            token = read_token(args.token_file)
-        elif os.environ.get("FLEETWATCH_TOKEN", "").strip():
-            token = os.environ["FLEETWATCH_TOKEN"].strip()
+        token = client_token(args.token_file)
     except TokenFileError as exc:
         print(f"{command}: --token-file {exc}", file=sys.stderr)
         return 2

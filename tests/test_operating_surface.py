@@ -13,6 +13,7 @@ import argparse
 import base64
 import json
 import logging
+import os
 import shutil
 import ssl
 import subprocess
@@ -307,6 +308,62 @@ def test_both_servers_refuse_a_wrong_password_and_a_missing_client_certificate(
             get(f"{url}/metrics", without_cert, basic("prometheus", PASSWORD))
         with pytest.raises((urllib.error.URLError, ConnectionError)):  # no plain HTTP
             urllib.request.urlopen(url.replace("https", "http") + "/metrics", timeout=5)
+
+
+def test_fleetwatch_status_reads_a_reactor_with_basic_auth_through_its_token(
+    tmp_path: Path, pki: FleetCerts
+) -> None:
+    """HTTPS without client certificates: a private CA through $SSL_CERT_FILE, the token."""
+    files = pki.files
+    config = tmp_path / "web.yml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "tls_server_config": {
+                    "cert_file": str(files.server_cert),
+                    "key_file": str(files.server_key),
+                },
+                "basic_auth_users": {"prometheus": HASH},
+            }
+        )
+    )
+    port = free_port()
+    url = f"https://127.0.0.1:{port}"
+    reactor = ManagedProcess(
+        fleetwatch(
+            "reactor",
+            f"--web.listen-address=127.0.0.1:{port}",
+            f"--web.config.file={config}",
+            f"--db.path={tmp_path}/state.db",
+            "--kubeconfig=",
+        ),
+        tmp_path / "reactor.log",
+        env={"FLEETWATCH_TOKEN": TOKEN},
+    )
+    with reactor.start():
+        ctx = ssl.create_default_context(cafile=str(files.ca_cert))
+        wait_until(
+            lambda: get(f"{url}/-/ready", ctx, basic("prometheus", PASSWORD))[0] == 200,
+            timeout=30,
+            what="reactor ready over HTTPS",
+        )
+        env = {k: v for k, v in os.environ.items() if k != "FLEETWATCH_TOKEN"}
+        env["SSL_CERT_FILE"] = str(files.ca_cert)
+
+        def status(**extra: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                fleetwatch("status", "--reactor", url),
+                capture_output=True,
+                text=True,
+                timeout=60,
+                env={**env, **extra},
+            )
+
+        refused = status()
+        assert refused.returncode == 1 and "Unauthorized" in refused.stderr, refused.stderr
+        answered = status(FLEETWATCH_TOKEN=TOKEN)
+        assert answered.returncode == 0, answered.stderr
+        assert "(no clusters)" in answered.stdout
 
 
 def test_prometheus_scrapes_both_over_https_with_basic_auth(

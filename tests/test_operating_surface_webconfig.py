@@ -147,6 +147,9 @@ def test_tls_files_are_loaded_when_the_file_is(tmp_path: Path) -> None:
         ("basic " + base64.b64encode(b"bob:").decode(), ("bob", "")),
         ("Bearer abc", None),
         ("Basic !!!", None),
+        ("Basic caf\u00e9", None),  # not ASCII
+        ("Basic \udcff", None),  # a header byte that is not UTF-8, as aiohttp hands it over
+        ("Basic " + base64.b64encode(b"\xff:\xfe").decode(), None),  # not UTF-8 inside
         ("Basic " + base64.b64encode(b"no-colon").decode(), None),
         ("", None),
     ],

@@ -81,6 +81,7 @@ async def test_each_failure_mode_is_success_0_with_its_reason(
     for mode, _ in MODES:
         await fleet.add_cluster(f"m-{mode}", mode)
     fleet.write_kubeconfig(kubeconfig_dir / "k.yaml")
+    caplog.set_level("INFO")  # a cluster that starts failing is a change of state: INFO
     async with make_monitor(probe_timeout=1.0) as (monitor, rec):
         await monitor.run_cycle()
     for mode, reason in MODES:
