@@ -13,6 +13,9 @@ hangs.
   open between cycles (up to ``--probe.max-idle-connections``); past the limit every
   accept and connect fails with EMFILE, the ``/metrics`` listener's included (at 10,000
   clusters under a 20,000 limit the exporter stopped answering scrapes; bench/RESULTS.md).
+  The need is the larger of the sockets the probes hold now and the connections this
+  cycle's probes will keep: counting only the clusters probed understated it while
+  connections of removed clusters were still open.
 """
 
 from __future__ import annotations
@@ -85,10 +88,14 @@ class CycleWarnings:
         advice = slow_cycle_advice(elapsed, self.settings, timed_out, slot_waits)
         return Note("warning", "%s", (advice,))
 
-    def open_files(self, soft_limit: int | None, probed: int) -> Note | None:
-        """Warn (once per fleet size) when ``soft_limit`` (None: unlimited) is too low."""
+    def open_files(self, soft_limit: int | None, probed: int, held: int = 0) -> Note | None:
+        """Warn (once per need) when ``soft_limit`` (None: unlimited) is too low.
+
+        ``probed``: clusters this cycle probes; ``held``: the probes' sockets open now.
+        """
         bound = self.settings.max_idle_connections
-        needed = (probed if bound is None else min(probed, bound)) + OPEN_FILES_MARGIN
+        kept = probed if bound is None else min(probed, bound)
+        needed = max(kept, held) + OPEN_FILES_MARGIN
         if soft_limit is None or needed <= soft_limit:
             self._open_files_for = 0
             return None
@@ -97,8 +104,8 @@ class CycleWarnings:
         self._open_files_for = needed
         return Note(
             "warning",
-            "open-files limit %d is below the %d this fleet needs (%d clusters keep a "
-            "connection each, plus %d for the rest): raise the limit (LimitNOFILE=, "
-            "ulimit -n) or set --probe.max-idle-connections",
-            (soft_limit, needed, probed, OPEN_FILES_MARGIN),
+            "open-files limit %d is below the %d this fleet needs (%d clusters probed keep a "
+            "connection each, %d sockets held now, plus %d for the rest): raise the limit "
+            "(LimitNOFILE=, ulimit -n) or set --probe.max-idle-connections",
+            (soft_limit, needed, probed, held, OPEN_FILES_MARGIN),
         )

@@ -13,12 +13,14 @@ reconnection is a task of its own, one per cluster at most, cancelled and awaite
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 
 from exporter.credentials import CredentialCache, Credentials
 from exporter.discovery import ContextConfig
 from exporter.http1 import HttpError
-from exporter.httppool import HttpPool
+from exporter.httppool import HttpPool, Route
 from exporter.probe import ApiClient
+from exporter.proxy import Proxy
 
 #: Seconds an idle kept-alive connection may wait for its next probe (at least two intervals).
 IDLE_CONNECTION_SECONDS = 3600.0
@@ -34,17 +36,31 @@ class Connections:
         self._reconnects: dict[str, asyncio.Task[None]] = {}
         self._reconnect_slots = asyncio.Semaphore(concurrency)
 
-    def api(self, endpoint: str, credentials: Credentials) -> ApiClient:
-        return ApiClient(self.http, endpoint, credentials)
+    def api(self, endpoint: str, credentials: Credentials, proxy: Proxy | None = None) -> ApiClient:
+        return ApiClient(self.http, endpoint, credentials, proxy)
 
-    def prune(self, live: list[ContextConfig], interval: float) -> None:
-        """Forget credentials of contexts no longer probed; close connections idle too long.
+    def prune(
+        self,
+        live: list[ContextConfig],
+        interval: float,
+        discovered: Mapping[str, Route],
+        used_since: float | None = None,
+    ) -> None:
+        """Drop what clusters gone from discovery held; close connections idle too long.
 
-        Connections of clusters no longer probed (gone from the kubeconfigs) are closed
-        after an hour idle, or two intervals if longer.
+        ``discovered``: cluster name -> (endpoint, proxy) of every discovered cluster.
+        Connections to endpoints no discovered cluster uses (a kubeconfig or context
+        removed, a server changed, a shard moved) are closed now, their reconnections
+        cancelled, and the credentials of contexts no longer probed forgotten; the
+        connections of clusters still discovered are closed after an hour idle, or two
+        intervals if longer. ``used_since``: see :meth:`HttpPool.retain`.
         """
+        self.http.retain(discovered.values(), used_since)
         self.http.prune_idle(max(IDLE_CONNECTION_SECONDS, 2 * interval))
         self.credentials.prune({self.credentials.key(ctx) for ctx in live})
+        for name, task in self._reconnects.items():
+            if name not in discovered:
+                task.cancel()  # it removes itself from _reconnects when it ends
 
     def reconnecting(self, name: str) -> asyncio.Task[None] | None:
         """The reconnection of ``name`` under way, if any: the probe waits for it."""
@@ -66,6 +82,7 @@ class Connections:
                         api.endpoint,
                         context=creds.ssl_context,
                         server_hostname=creds.server_hostname,
+                        proxy=api.proxy,
                     )
             except (HttpError, TimeoutError):
                 pass  # the next probe finds out and reports it

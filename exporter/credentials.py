@@ -79,6 +79,13 @@ class _SslContexts:
     def clear(self) -> None:
         self._cache.clear()
 
+    def retain(self, used: set[int]) -> None:
+        """Forget the contexts (by ``id``) no cached credentials use: clusters gone, files
+        renewed (a new mtime makes a new key). Each holds its CA's certificates."""
+        for key, ctx in list(self._cache.items()):  # list(): a timed-out build may add
+            if id(ctx) not in used:
+                self._cache.pop(key, None)
+
 
 def _make_ssl_context(
     ca_file: str | None, cert_file: str | None, key_file: str | None, verify: bool
@@ -252,5 +259,4 @@ class CredentialCache:
         used = set(self._shared.values())
         for shared in [s for s in self._entries if s not in used]:
             del self._entries[shared]
-        if not self._entries:
-            self._ssl.clear()
+        self._ssl.retain({id(c.ssl_context) for c in self._entries.values() if c.ssl_context})

@@ -22,9 +22,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import resource
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -33,9 +34,11 @@ from exporter.checks import ClosingCheck, ClusterCheck
 from exporter.connections import Connections
 from exporter.credentials import CredentialCache, CredentialsError
 from exporter.discovery import Cluster, ContextConfig, Discovery, probeable
-from exporter.httppool import HttpPool
+from exporter.http1 import HttpError
+from exporter.httppool import HttpPool, Route
 from exporter.model import CheckResult, CycleSettings, ProbeResult, Reason
 from exporter.probe import ApiClient, probe
+from exporter.proxy import EnvironmentProxies, Proxy, ProxyError, select
 from exporter.snapshot import CycleStats, Snapshot, build_snapshot, declared_families
 from exporter.state import ClusterState, ClusterTable, Note
 
@@ -51,6 +54,10 @@ class DiscoverySource(Protocol):
 
 
 Publisher = Callable[[Snapshot], Awaitable[None]]
+
+#: How much later than the probe's own deadline the bound of a whole cluster ends: the
+#: probe must see its timeout first, to say what it waited for (the proxy or the server).
+_BOUND_GRACE = 0.05
 
 
 class _Slot:
@@ -110,16 +117,22 @@ class Monitor:
         discovery: DiscoverySource,
         publish: Publisher,
         checks: Sequence[ClusterCheck] = (),
+        environ: Mapping[str, str] | None = None,
     ) -> None:
+        """``environ``: where ``HTTPS_PROXY``/``NO_PROXY`` are read, once (default: ours)."""
         self.settings = settings
         self.discovery = discovery
         self._publish = publish
         self.checks = tuple(checks)
         self._families = declared_families(c.families for c in self.checks)
         self.table = ClusterTable()
-        self.connections = Connections(settings.concurrency, settings.max_idle_connections)
+        self.connections = Connections(
+            settings.concurrency, settings.max_idle_connections, settings.timeout
+        )
         self.warnings = CycleWarnings(settings)
         self.stats = CycleStats(check_errors={c.name: 0 for c in self.checks})
+        self.proxies = EnvironmentProxies(os.environ if environ is None else environ)
+        self._probes_started_at: float | None = None  #: loop time of the last cycle's probes
 
     async def __aenter__(self) -> Monitor:
         return self
@@ -195,11 +208,19 @@ class Monitor:
         # cycle, so a cycle with hung API servers ends about one timeout after it starts
         # instead of one timeout after the last of them got a slot.
         targets.sort(key=lambda t: t[0].last is None or t[0].last.reason is not Reason.TIMEOUT)
+        live = [ctx for _, ctx in targets if ctx is not None]
+        # Clusters gone from discovery lose their connections and credentials now; the
+        # open-files warning then counts what is really held, plus what the probes need.
+        discovered = {name: self._route(s.cluster) for name, s in self.table.states.items()}
+        self.connections.prune(live, self.settings.interval, discovered, self._probes_started_at)
+        self._probes_started_at = asyncio.get_running_loop().time()
         soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
         unlimited = soft == resource.RLIM_INFINITY
-        _say(self.warnings.open_files(None if unlimited else soft, len(targets)))
-        live = [ctx for _, ctx in targets if ctx is not None]
-        self.connections.prune(live, self.settings.interval)
+        _say(
+            self.warnings.open_files(
+                None if unlimited else soft, len(targets), self.connections.http.held
+            )
+        )
         round_ = _Round(asyncio.Semaphore(self.settings.concurrency))
         async with asyncio.TaskGroup() as group:
             for state, ctx in targets:
@@ -229,6 +250,20 @@ class Monitor:
             len(targets) - ok,
             stats.cycle_duration,
         )
+
+    def _proxy(self, cluster: Cluster) -> Proxy | None:
+        """The proxy of ``cluster``'s requests (ProxyError: a setting that cannot be used)."""
+        try:
+            ep = self.connections.http.endpoint(cluster.endpoint)
+        except HttpError:
+            return None  # not a URL: the probe says so
+        return select(cluster.proxy_url, self.proxies, ep.tls, ep.host, ep.port)
+
+    def _route(self, cluster: Cluster) -> Route:
+        try:
+            return cluster.endpoint.rstrip("/"), self._proxy(cluster)
+        except ProxyError:
+            return cluster.endpoint.rstrip("/"), None
 
     def _scan(self) -> tuple[Discovery, dict[str, bool]]:
         """Discovery plus "is it a readable file" per distinct kubeconfig_secret_ref."""
@@ -267,17 +302,24 @@ class Monitor:
         if ctx is None:
             return ProbeResult(False, Reason.CREDENTIALS, 0.0, None, "context not found"), None
         self.stats.probes_started += 1
+        try:
+            proxy = self._proxy(cluster)
+        except ProxyError as exc:
+            return ProbeResult(False, Reason.PROXY, 0.0, None, str(exc)), None
         credentials = self.connections.credentials
         api: ApiClient | None = None
         try:
-            async with asyncio.timeout(timeout):
-                try:
-                    creds, fresh = await credentials.resolve(ctx)
+            # The probe bounds itself (``remaining`` below); this bound is for the rest
+            # (credentials, a reconnection) and ends just after the probe's own.
+            async with asyncio.timeout(timeout + _BOUND_GRACE):
+                try:  # its own bound, inside the outer one: a hung plugin is a credential fault
+                    async with asyncio.timeout(timeout):
+                        creds, fresh = await credentials.resolve(ctx)
                 except TimeoutError:
                     raise CredentialsError(
                         f"resolving the credentials took longer than {timeout:g}s"
                     ) from None
-                api = self.connections.api(cluster.endpoint, creds)
+                api = self.connections.api(cluster.endpoint, creds, proxy)
                 reconnecting = self.connections.reconnecting(cluster.name)
                 if reconnecting is not None:  # its connection is on the way: wait, slot-free
                     slot.release()
@@ -290,7 +332,7 @@ class Monitor:
                     await slot.acquire()
                     credentials.invalidate(ctx, creds)
                     creds, _ = await credentials.resolve(ctx)
-                    api = self.connections.api(cluster.endpoint, creds)
+                    api = self.connections.api(cluster.endpoint, creds, proxy)
                     remaining = max(0.001, timeout - (time.perf_counter() - start))
                     result = await probe(api, remaining, slot)
         except CredentialsError as exc:

@@ -79,6 +79,9 @@ class Cluster:
     endpoint: str  #: that context's ``cluster.server``
     kubeconfig_secret_ref: str  #: path of the kubeconfig file that names the context
     context: str  #: context name inside that file (== name)
+    #: that context's ``cluster.proxy-url``, if any; it may hold the proxy's password, so
+    #: it stays out of ``repr`` (logs say ``exporter.proxy.Proxy.label``)
+    proxy_url: str | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -278,6 +281,7 @@ class _FileState:
 class _Resolved:
     endpoint: str
     config: ContextConfig
+    proxy_url: str | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -418,7 +422,11 @@ def _resolve(docs: list[tuple[str, _Doc]]) -> tuple[dict[str, _Resolved], list[D
                 )
             mini["users"] = [user_entry]
         config = ContextConfig(source, name, version, PackedConfig(mini), base)
-        resolved[name] = _Resolved(server, config)
+        proxy_url = cluster.get("proxy-url") if isinstance(cluster, dict) else None
+        if proxy_url is not None and not isinstance(proxy_url, str):
+            problem(f"cluster {cluster_name!r} has a proxy-url that is not a string")
+            continue
+        resolved[name] = _Resolved(server, config, proxy_url or None)
     return resolved, problems
 
 
@@ -597,7 +605,9 @@ class Discoverer:
                 seen[name] = source
                 fleet += 1
                 if mine:
-                    clusters.append(Cluster(name, resolved.endpoint, source, name))
+                    clusters.append(
+                        Cluster(name, resolved.endpoint, source, name, resolved.proxy_url)
+                    )
                     configs[name] = resolved.config
         live_units = {unit for unit, _, _ in units}
         live_files = {(unit, str(path)) for unit, paths, _ in units for path in paths}

@@ -34,6 +34,7 @@ class Failure(StrEnum):
     TLS = "tls"  #: handshake failed or the TLS stream broke
     PROTOCOL = "protocol"  #: the answer is not HTTP/1.x as we read it
     URL = "url"  #: the endpoint is not a usable URL
+    PROXY = "proxy"  #: the proxy refused, failed or answered CONNECT with another status than 2xx
 
 
 class HttpError(Exception):

@@ -4,6 +4,12 @@ TLS runs on an ``ssl.SSLObject`` over two ``ssl.MemoryBIO`` (the same OpenSSL as
 ``SSLProtocol``, without its layers and its 256 KiB read buffer per connection); the HTTP
 answer is read by :class:`exporter.http1.ResponseParser`. The pool
 (``exporter.httppool``) opens, reuses and closes these connections.
+
+Through an HTTP proxy the connection starts with a tunnel: ``CONNECT host:port`` is sent
+to the proxy, its answer head read (a 2xx opens the tunnel; anything else, or the proxy
+closing, is a :attr:`~exporter.http1.Failure.PROXY` failure), and only then does the TLS
+handshake with the API server start, inside the tunnel: the proxy sees host and port,
+never the requests.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 
-from exporter.http1 import Failure, HttpError, ResponseParser, short
+from exporter.http1 import MAX_HEADER_BYTES, Failure, HttpError, ResponseParser, short
 
 
 class Connection(asyncio.Protocol):
@@ -22,6 +28,7 @@ class Connection(asyncio.Protocol):
         "_out",
         "_parser",
         "_tls",
+        "_tunnel",
         "_waiter",
         "closed",
         "handshaking",
@@ -29,10 +36,20 @@ class Connection(asyncio.Protocol):
         "last_used",
         "pooled",
         "transport",
+        "tunnelling",
     )
 
-    def __init__(self, context: ssl.SSLContext | None, server_hostname: str | None) -> None:
+    def __init__(
+        self,
+        context: ssl.SSLContext | None,
+        server_hostname: str | None,
+        tunnel: bytes | None = None,
+    ) -> None:
+        """``tunnel``: the ``CONNECT`` request to send first, when connected to a proxy."""
         self.transport: asyncio.Transport | None = None
+        #: waiting for the proxy's answer to ``CONNECT`` (the caller's timeout names it)
+        self.tunnelling = tunnel is not None
+        self._tunnel: bytearray | bytes | None = tunnel  #: the request, then the answer head
         self.closed = False
         self.keep_alive = True
         self.pooled = False  #: one of the pool's kept connections (idle or in use)
@@ -56,11 +73,19 @@ class Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
-        if self._tls is not None:
+        if self.tunnelling:
+            assert isinstance(self._tunnel, bytes)
+            self._waiter = asyncio.get_running_loop().create_future()
+            transport.write(self._tunnel)
+            self._tunnel = bytearray()
+        elif self._tls is not None:
             self._waiter = asyncio.get_running_loop().create_future()
             self._handshake()
 
     def data_received(self, data: bytes) -> None:
+        if self.tunnelling:
+            self._tunnel_answer(data)
+            return
         if self._tls is None:
             self._feed(data)
             return
@@ -72,6 +97,9 @@ class Connection(asyncio.Protocol):
             self._read_tls()
 
     def eof_received(self) -> bool:
+        if self.tunnelling:
+            self._fail(_proxy_closed())
+            return False
         if self._tls is not None and self._in is not None:
             self._in.write_eof()
             if not self.handshaking:
@@ -83,10 +111,50 @@ class Connection(asyncio.Protocol):
         self.closed = True
         self.keep_alive = False
         if self._waiter is not None and not self._waiter.done():
-            if self.handshaking:
+            if self.tunnelling:
+                self._fail(_proxy_closed())
+            elif self.handshaking:
                 self._fail(HttpError(Failure.CONNECT, "connection closed during the TLS handshake"))
             else:
                 self._at_eof()
+
+    # -- the proxy's tunnel ----------------------------------------------------------
+
+    def _tunnel_answer(self, data: bytes) -> None:
+        head = self._tunnel
+        assert isinstance(head, bytearray)
+        head += data
+        end = head.find(b"\r\n\r\n")
+        if end < 0:
+            if len(head) > MAX_HEADER_BYTES:
+                self._fail(HttpError(Failure.PROXY, "answered CONNECT with headers too long"))
+            return
+        status_line = bytes(head[: head.find(b"\r\n")]).decode("latin-1")
+        parts = status_line.split(" ", 2)
+        ok = len(parts) >= 2 and parts[0].startswith("HTTP/1.") and parts[1].isdigit()
+        if not ok or not 200 <= int(parts[1]) < 300:
+            what = f"HTTP {' '.join(parts[1:])}" if ok else "not HTTP"
+            self._fail(HttpError(Failure.PROXY, f"refused CONNECT: {short(what, 80)}"))
+            return
+        rest = bytes(head[end + 4 :])
+        self.tunnelling = False
+        self._tunnel = None
+        if self._tls is not None and self._in is not None:
+            self._in.write(rest)  # nothing, normally: the server waits for our hello
+        elif rest:
+            self.keep_alive = False  # bytes before our request: do not trust them
+        self._resolve()
+
+    def start_tls(self) -> asyncio.Future[None] | None:
+        """Start the TLS handshake inside an open tunnel; its future, or None without TLS."""
+        if self._tls is None:
+            return None
+        self._waiter = waiter = asyncio.get_running_loop().create_future()
+        if self.handshaking:
+            self._handshake()
+        else:
+            waiter.set_result(None)
+        return waiter
 
     # -- TLS -------------------------------------------------------------------------
 
@@ -155,8 +223,9 @@ class Connection(asyncio.Protocol):
         return waiter
 
     def handshake_done(self) -> asyncio.Future[None] | None:
-        """The handshake's future (maybe done already) before the first request, else None."""
-        return self._waiter if self._tls is not None and self._parser is None else None
+        """The future of the tunnel and the handshake (maybe done already) before the first
+        request, else None."""
+        return self._waiter if self._parser is None else None
 
     def _feed(self, data: bytes) -> None:
         parser = self._parser
@@ -211,6 +280,11 @@ class Connection(asyncio.Protocol):
 
     def close(self) -> None:
         self.keep_alive = False
+        self._tunnel = None
         if self.transport is not None and not self.closed:
             self.transport.close()
         self.closed = True
+
+
+def _proxy_closed() -> HttpError:
+    return HttpError(Failure.PROXY, "closed the connection before answering CONNECT")

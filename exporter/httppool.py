@@ -12,6 +12,17 @@ Semantics kept from the aiohttp version: one pool for the exporter's life, conne
 alive per (endpoint, TLS context, server name); a request that fails on a *reused*
 connection before any byte of the answer (the server closed it meanwhile) is retried once
 on a fresh connection, never after a timeout or on a fresh connection.
+
+Through a proxy (``exporter.proxy``) a connection goes to the proxy and opens a
+``CONNECT`` tunnel first; the proxy is part of the pool key, so a cluster whose proxy
+changes gets a new connection. :class:`Progress` tells the caller, when its timeout
+fires, whether the request was still waiting for the proxy: that is the proxy's fault
+(reason ``proxy``), not the API server's.
+
+Connections live as long as a cluster needs them: :meth:`HttpPool.retain` closes, at
+once, the idle connections to every endpoint no discovered cluster uses any more (a
+kubeconfig removed, a server changed), and :meth:`HttpPool.prune_idle` the ones idle too
+long.
 """
 
 from __future__ import annotations
@@ -19,13 +30,29 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Mapping
 from contextlib import AbstractAsyncContextManager
 
 from exporter.http1 import Endpoint, Failure, HttpError, request_bytes, short
 from exporter.httpconn import Connection
+from exporter.proxy import Proxy
 
-_PoolKey = tuple[Endpoint, ssl.SSLContext | None, str | None]
+_PoolKey = tuple[Endpoint, ssl.SSLContext | None, str | None, Proxy | None]
+#: what :meth:`HttpPool.retain` keeps: (endpoint URL, its proxy)
+Route = tuple[str, Proxy | None]
+
+
+class Progress:
+    """Where one request stands, for a caller whose timeout cut it short.
+
+    ``stage``: ``"proxy"`` while connecting to the proxy or waiting for its answer to
+    ``CONNECT``; ``"server"`` from then on (or from the start, without a proxy).
+    """
+
+    __slots__ = ("stage",)
+
+    def __init__(self) -> None:
+        self.stage = "server"
 
 
 @contextlib.asynccontextmanager
@@ -76,17 +103,20 @@ class HttpPool:
         server_hostname: str | None,
         max_bytes: int,
         gate: Callable[[], AbstractAsyncContextManager[object]] | None = None,
+        proxy: Proxy | None = None,
+        progress: Progress | None = None,
     ) -> tuple[int, bytes]:
         """``(status, body)`` of ``GET url+path``; raises :class:`HttpError`.
 
         ``gate()`` is held while connecting and sending, not while waiting for the answer:
         the cycle's concurrency bounds work, and a hung server never holds a slot. The
         caller bounds the whole call with a timeout; cancellation closes the connection.
+        ``proxy``: tunnel through it; ``progress`` says how far a new connection got.
         """
         ep = self.endpoint(url)
         if ep.tls and context is None:
             raise HttpError(Failure.TLS, "https endpoint without a TLS context")
-        key: _PoolKey = (ep, context if ep.tls else None, server_hostname if ep.tls else None)
+        key = _key(ep, context, server_hostname, proxy)
         request = request_bytes(ep, path, headers)
         enter = gate or _no_gate
         for attempt in (0, 1):
@@ -94,7 +124,7 @@ class HttpPool:
                 conn = self._take_idle(key)
                 reused = conn is not None
                 if conn is None:
-                    conn = await self._connect(ep, key[1], server_hostname)
+                    conn = await self._connect(ep, key, progress)
                 waiter = conn.send(request, max_bytes)
             try:
                 await waiter
@@ -112,7 +142,12 @@ class HttpPool:
         raise AssertionError("unreachable")
 
     async def preconnect(
-        self, url: str, *, context: ssl.SSLContext | None, server_hostname: str | None
+        self,
+        url: str,
+        *,
+        context: ssl.SSLContext | None,
+        server_hostname: str | None,
+        proxy: Proxy | None = None,
     ) -> None:
         """Open a connection to ``url`` and keep it idle for the next request.
 
@@ -123,10 +158,10 @@ class HttpPool:
         bounds it with a timeout.
         """
         ep = self.endpoint(url)
-        key: _PoolKey = (ep, context if ep.tls else None, server_hostname if ep.tls else None)
+        key = _key(ep, context, server_hostname, proxy)
         if self._idle.get(key):
             return
-        conn = await self._connect(ep, key[1], server_hostname)
+        conn = await self._connect(ep, key, None)
         self._release(key, conn)
 
     def _take_idle(self, key: _PoolKey) -> Connection | None:
@@ -177,6 +212,66 @@ class HttpPool:
                 del self._idle[key]
         return closed
 
+    def retain(self, routes: Collection[Route], used_since: float | None = None) -> int:
+        """Close the idle connections to any endpoint not in ``routes``; return how many.
+
+        The cycle calls it with the endpoints of the clusters discovered: a cluster gone
+        from the kubeconfigs, or whose server or proxy changed, loses its connection in
+        that cycle instead of after the idle bound. An endpoint shared by two clusters
+        stays while either is there. A connection in use now comes back idle after its
+        answer and goes at the next call.
+
+        ``used_since`` (loop time the last cycle's probes started): on an endpoint used
+        since then, the connections idle since before are closed too. Those were made
+        with superseded credentials (a kubeconfig rewritten, a CA renewed: a new TLS
+        context is a new pool key), and nothing will use them again.
+        """
+        live: set[tuple[Endpoint, Proxy | None]] = set()
+        for url, proxy in routes:
+            try:
+                live.add((self.endpoint(url), proxy))
+            except HttpError:
+                continue  # not a URL: it never had a connection
+        closed = 0
+        for key in [k for k in self._idle if (k[0], k[3]) not in live]:
+            conns = self._idle.pop(key)
+            self._idle_count -= len(conns)
+            for conn in conns:
+                self._discard(conn)
+            closed += len(conns)
+        if used_since is not None:
+            closed += self._close_superseded(used_since)
+        if len(self._endpoints) > 2 * len(live) + 1024:  # parsed URLs of gone clusters
+            urls = {url for url, _ in routes}
+            self._endpoints = {u: ep for u, ep in self._endpoints.items() if u in urls}
+        return closed
+
+    def _close_superseded(self, since: float) -> int:
+        used = {
+            (k[0], k[3])
+            for k, conns in self._idle.items()
+            if any(c.last_used >= since for c in conns)
+        }
+        closed = 0
+        for key in [k for k in self._idle if (k[0], k[3]) in used]:
+            conns = self._idle[key]
+            keep = [c for c in conns if c.last_used >= since]
+            for conn in conns:
+                if conn.last_used < since:
+                    self._discard(conn)
+                    closed += 1
+            self._idle_count -= len(conns) - len(keep)
+            if keep:
+                self._idle[key] = keep
+            else:
+                del self._idle[key]
+        return closed
+
+    @property
+    def held(self) -> int:
+        """Sockets this pool holds open now (idle, in use, or being set up)."""
+        return sum(1 for conn in self._open if not conn.closed)
+
     def _discard(self, conn: Connection) -> None:
         conn.close()
         self._open.discard(conn)
@@ -184,26 +279,47 @@ class HttpPool:
             conn.pooled = False
             self._kept -= 1
 
-    async def _connect(
-        self, ep: Endpoint, context: ssl.SSLContext | None, server_hostname: str | None
-    ) -> Connection:
+    async def _connect(self, ep: Endpoint, key: _PoolKey, progress: Progress | None) -> Connection:
         loop = asyncio.get_running_loop()
+        _, context, server_hostname, proxy = key
         hostname = (server_hostname or ep.host) if context is not None else None
+        if proxy is None:
+            host, port, tunnel = ep.host, ep.port, None
+        else:
+            host, port, tunnel = proxy.host, proxy.port, proxy.connect_request(ep.host, ep.port)
+            if progress is not None:
+                progress.stage = "proxy"
         try:
             _, conn = await loop.create_connection(
-                lambda: Connection(context, hostname), ep.host, ep.port
+                lambda: Connection(context, hostname, tunnel), host, port
             )
         except OSError as exc:
+            if proxy is not None:
+                detail = f"cannot connect to the proxy {proxy.label}: {short(exc)}"
+                raise HttpError(Failure.PROXY, detail) from None
             raise HttpError(Failure.CONNECT, f"cannot connect: {short(exc)}") from None
         self.opened += 1
         self._open.add(conn)
-        handshake = conn.handshake_done()
-        if handshake is not None:
+        setup = conn.handshake_done()  # the TLS handshake, or the proxy's tunnel
+        if setup is not None:
             try:
-                await handshake
+                await setup
+                if proxy is not None:  # the tunnel is open: now the server's handshake
+                    if progress is not None:
+                        progress.stage = "server"
+                    handshake = conn.start_tls()
+                    if handshake is not None:
+                        await handshake
+            except HttpError as exc:
+                self._discard(conn)
+                if exc.failure is Failure.PROXY and proxy is not None:
+                    raise HttpError(Failure.PROXY, f"proxy {proxy.label} {exc.detail}") from None
+                raise
             except BaseException:
                 self._discard(conn)
                 raise
+        if progress is not None:
+            progress.stage = "server"
         return conn
 
     def close(self) -> None:
@@ -214,3 +330,9 @@ class HttpPool:
         self._idle.clear()
         self._idle_count = 0
         self._kept = 0
+
+
+def _key(
+    ep: Endpoint, context: ssl.SSLContext | None, server_hostname: str | None, proxy: Proxy | None
+) -> _PoolKey:
+    return (ep, context if ep.tls else None, server_hostname if ep.tls else None, proxy)

@@ -29,6 +29,9 @@ class Reason(StrEnum):
     NOT_READY = "not_ready"  #: the server answered and lists failed checks ([-] lines)
     HTTP_ERROR = "http_error"  #: any other answer than 200
     CREDENTIALS = "credentials"  #: the kubeconfig context cannot be turned into credentials
+    #: the proxy (``proxy-url``, ``HTTPS_PROXY``) refused, hung, answered CONNECT with
+    #: another status than 2xx, or is not usable (not an ``http://`` URL)
+    PROXY = "proxy"
 
 
 @dataclass(frozen=True)

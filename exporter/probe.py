@@ -8,6 +8,10 @@ alive between cycles (pooled per endpoint, SSL context and server name). A kept-
 connection that the server closed meanwhile is retried once on a fresh connection, never
 on a timeout or a refused connection; ``test_dead_keepalive_connection_is_retried_once``
 holds it to it.
+
+Behind a proxy (the cluster's ``proxy-url``, or ``HTTPS_PROXY``), every request of the
+client goes through it; a proxy that refuses, fails or hangs is the reason ``proxy``,
+not the API server's ``connect`` or ``timeout``: the operator then looks at the proxy.
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ from typing import Any
 
 from exporter.credentials import Credentials
 from exporter.http1 import Failure, HttpError
-from exporter.httppool import HttpPool
+from exporter.httppool import HttpPool, Progress
 from exporter.model import ApiError, ProbeResult, Reason, verdict
+from exporter.proxy import Proxy
 
 #: Most of a ``/readyz?verbose`` body we read (a real one is about 2 KB).
 READYZ_MAX_BYTES = 64 * 1024
@@ -35,16 +40,19 @@ Gate = Callable[[], AbstractAsyncContextManager[object]]
 class ApiClient:
     """Authenticated GETs to one API server, over the exporter's shared connection pool.
 
-    Checks (``exporter.controlplane``) use the same connections, TLS context and headers
-    as the probe.
+    Checks (``exporter.controlplane``) use the same connections, TLS context, headers
+    and proxy as the probe.
     """
 
-    __slots__ = ("credentials", "endpoint", "http")
+    __slots__ = ("credentials", "endpoint", "http", "proxy")
 
-    def __init__(self, http: HttpPool, endpoint: str, credentials: Credentials) -> None:
+    def __init__(
+        self, http: HttpPool, endpoint: str, credentials: Credentials, proxy: Proxy | None = None
+    ) -> None:
         self.http = http
         self.endpoint = endpoint.rstrip("/")
         self.credentials = credentials
+        self.proxy = proxy  #: every request tunnels through it (None: direct)
 
     async def get(
         self,
@@ -58,6 +66,7 @@ class ApiClient:
         ``gate`` (the cycle's concurrency slot) is held while connecting and sending only.
         """
         creds = self.credentials
+        progress = Progress()
         try:
             async with asyncio.timeout(timeout):
                 return await self.http.get(
@@ -68,7 +77,14 @@ class ApiClient:
                     server_hostname=creds.server_hostname,
                     max_bytes=max_bytes,
                     gate=gate,
+                    proxy=self.proxy,
+                    progress=progress,
                 )
+        except TimeoutError:
+            if self.proxy is not None and progress.stage == "proxy":
+                detail = f"proxy {self.proxy.label} did not answer CONNECT in time"
+                raise ApiError(Reason.PROXY, detail) from None
+            raise ApiError(Reason.TIMEOUT, "no answer in time") from None
         except Exception as exc:  # every failure becomes a reason; nothing escapes as a crash
             reason, detail = classify_error(exc)
             raise ApiError(reason, detail) from None
@@ -91,6 +107,7 @@ _FAILURE_REASONS = {
     Failure.TLS: Reason.TLS,
     Failure.PROTOCOL: Reason.HTTP_ERROR,
     Failure.URL: Reason.CONNECT,
+    Failure.PROXY: Reason.PROXY,
 }
 
 
