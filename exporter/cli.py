@@ -17,7 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
-from common.logs import FORMATS, LEVELS, add_log_flags, setup_logging
+from common.logs import add_log_flags, setup_logging
 from common.web import display_address
 from common.webconfig import (
     WEB_CONFIG_HELP,
@@ -138,20 +138,7 @@ def add_parsers(subparsers: Any) -> None:
         action="store_true",
         help="check --config.file and the other settings, print the result and exit (0: valid)",
     )
-    exp.add_argument(
-        "--log.level",
-        dest="log_level",
-        choices=LEVELS,
-        default="info",
-        help="least severe log level written to stderr (default: info)",
-    )
-    exp.add_argument(
-        "--log.format",
-        dest="log_format",
-        choices=FORMATS,
-        default="logfmt",
-        help="log line format on stderr: logfmt or json (default: logfmt)",
-    )
+    add_log_flags(exp)
     exp.set_defaults(func=run_exporter)
 
     disc: argparse.ArgumentParser = subparsers.add_parser(

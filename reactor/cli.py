@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from common.logs import FORMATS, LEVELS, setup_logging
+from common.logs import add_log_flags, setup_logging
 from common.web import display_address, parse_listen_address
 from common.webconfig import WEB_CONFIG_HELP, WebConfigError, load_web_config, server_ssl_context
 from exporter.discovery import main_kubeconfig
@@ -191,20 +191,7 @@ def add_parsers(subparsers: Any) -> None:
         help="an alert the reactor holds as firing and no Alertmanager lists any more is "
         "resolved only once one of them has been up this long (default: 300)",
     )
-    p.add_argument(
-        "--log.level",
-        dest="log_level",
-        default="info",
-        choices=LEVELS,
-        help="least severe log level written to stderr (default: info)",
-    )
-    p.add_argument(
-        "--log.format",
-        dest="log_format",
-        default="logfmt",
-        choices=FORMATS,
-        help="format of the log lines: logfmt or json, UTC timestamps (default: logfmt)",
-    )
+    add_log_flags(p)
     p.set_defaults(func=run_reactor)
 
     s: argparse.ArgumentParser = subparsers.add_parser(
