@@ -123,28 +123,56 @@ class Group:
 
 # --- the rules -----------------------------------------------------------------------------
 
-# Two exporters may watch the same fleet (an HA pair): aggregating by cluster drops `job` and
-# `instance`, so each alert is one per cluster whatever scraped it. A cluster counts as failing
-# only while every exporter fails it (min of the counts) and as having succeeded when any did.
+# Several exporters may watch one cluster: two replicas of a shard (two vantage points), or
+# an HA pair of unsharded exporters. Each replica's series carry its `instance`; every status
+# is computed per replica first and then combined by cluster (dropping `job` and `instance`),
+# so each alert is one per cluster whatever scraped it. Counts of two replicas are never mixed:
+# a replica that has not probed yet (0 failures, never succeeded) would otherwise lend its 0
+# to the other's old success and make an OFFLINE cluster ONLINE for a cycle.
 _PROBEABLE = "max by (cluster) (fleetwatch_cluster_probeable)"
 _FAILURES = "min by (cluster) (fleetwatch_cluster_probe_consecutive_failures)"
-_LAST_SUCCESS = "max by (cluster) (fleetwatch_cluster_probe_last_success_timestamp_seconds)"
 _INFO = "max by (cluster) (fleetwatch_cluster_info)"
+
+#: Per replica (labels cluster, job, instance): the status that replica alone sees.
+REPLICA_STATUS_RECORD = "cluster_instance:fleetwatch_status:code"
+
+#: How long the rules remember which clusters a now-down exporter published: its clusters
+#: read UNKNOWN (rather than vanish) and the exporter alerts know whether another replica
+#: still covers them. Longer costs a longer scan of fleetwatch_cluster_info per evaluation.
+MEMORY = "1h"
+
+
+def _remembered(s: RuleSettings) -> str:
+    """The clusters each exporter published within MEMORY, labelled with job and instance."""
+    return f'last_over_time(fleetwatch_cluster_info{{job="{s.exporter_job}"}}[{MEMORY}])'
+
+
+def _uncovered(s: RuleSettings) -> str:
+    """Remembered clusters that no exporter publishes now: nobody probes them."""
+    return f"{_remembered(s)} unless on (cluster) fleetwatch_cluster_info"
 
 
 def status_group(s: RuleSettings) -> Group:
     n = s.failure_threshold
     online, offline = STATUS_CODES[Status.ONLINE], STATUS_CODES[Status.OFFLINE]
+    failures = "fleetwatch_cluster_probe_consecutive_failures"
+    replica_code = (
+        "fleetwatch_cluster_probeable\n"
+        "* (\n"
+        f"      2 * ({failures} >= bool {n})\n"
+        f"    +     ({failures} <  bool {n})\n"
+        "        * (fleetwatch_cluster_probe_last_success_timestamp_seconds > bool 0)\n"
+        "  )\n"
+    )
+    down = f'up{{job="{s.exporter_job}"}} == 0'
     code = (
-        "(\n"
-        f"    {_PROBEABLE}\n"
-        "  * (\n"
-        f"        2 * ({_FAILURES} >= bool {n})\n"
-        f"      +     ({_FAILURES} <  bool {n})\n"
-        f"          * ({_LAST_SUCCESS} > bool 0)\n"
-        "    )\n"
-        ")\n"
+        f"max by (cluster) ({REPLICA_STATUS_RECORD} == {online})\n"
+        f"or max by (cluster) ({REPLICA_STATUS_RECORD})\n"
         f"or on (cluster) 0 * {_INFO}\n"
+        f"or on (cluster) 0 * max by (cluster) (\n"
+        f"    {_remembered(s)}\n"
+        f"  and on (job, instance) {down}\n"
+        ")\n"
     )
     failing_ratio = (
         "(\n"
@@ -172,12 +200,23 @@ def status_group(s: RuleSettings) -> Group:
         rules=(
             Rule(
                 why=(
-                    f"0 UNKNOWN, 1 ONLINE, 2 OFFLINE. The threshold (N = {n}) is applied here\n"
-                    "only. OFFLINE: probeable and at least N consecutive failed probes (a\n"
-                    "cluster that never answered is OFFLINE too; the reactor degrades nothing\n"
-                    "for it). ONLINE: probeable, succeeded once, fewer than N failures since.\n"
-                    "UNKNOWN: everything else, including unprobeable clusters, which therefore\n"
-                    "are never OFFLINE. A cluster missing some gauge is listed as UNKNOWN."
+                    f"0 UNKNOWN, 1 ONLINE, 2 OFFLINE as one exporter replica sees the cluster.\n"
+                    f"The threshold (N = {n}) is applied here only. OFFLINE: probeable and at\n"
+                    "least N consecutive failed probes (a cluster that never answered is OFFLINE\n"
+                    "too; the reactor degrades nothing for it). ONLINE: probeable, succeeded\n"
+                    "once, fewer than N failures since. UNKNOWN: everything else, including a\n"
+                    "replica that has not probed yet and unprobeable clusters (never OFFLINE)."
+                ),
+                body={"record": REPLICA_STATUS_RECORD, "expr": replica_code},
+            ),
+            Rule(
+                why=(
+                    "The cluster's status, one series per cluster: ONLINE when any replica sees\n"
+                    "it ONLINE (it answers someone, so a replica cut off from it changes\n"
+                    "nothing), else OFFLINE when a replica sees it OFFLINE (every replica with\n"
+                    "an opinion agrees), else UNKNOWN. Also UNKNOWN: a cluster with only its\n"
+                    f"info gauge, and for {MEMORY} a cluster whose exporters are all down (its\n"
+                    "shard unwatched: not OFFLINE, no cascade, still counted in the fleet)."
                 ),
                 body={"record": STATUS_CODE_RECORD, "expr": code},
             ),
@@ -349,30 +388,84 @@ def status_group(s: RuleSettings) -> Group:
 
 def exporter_group(s: RuleSettings) -> Group:
     job = f'job="{s.exporter_job}"'
+    down = f"up{{{job}}} == 0"
+    # Down, and some cluster it published is published by no one now; or down and nothing
+    # remembered of it (never came up, or down for longer than MEMORY).
+    unwatched = (
+        "(\n"
+        f"    {down}\n"
+        f"  and on (job, instance) ({_uncovered(s)})\n"
+        ")\n"
+        "or (\n"
+        f"    {down}\n"
+        f"  unless on (job, instance) {_remembered(s)}\n"
+        ")\n"
+    )
+    covered = (
+        "(\n"
+        f"    {down}\n"
+        f"  and on (job, instance) {_remembered(s)}\n"
+        ")\n"
+        f"unless on (job, instance) ({_uncovered(s)})\n"
+    )
     return Group(
         name="fleetwatch-exporter",
         why=(
-            "The watcher itself. While the exporter is down or missing, every status alert\n"
-            "resolves: all clusters read UNKNOWN, deployments are allowed and no outage is seen."
+            "The watcher itself. While every replica probing a cluster is down, its status\n"
+            "alerts resolve: it reads UNKNOWN, deployments are allowed and no outage is seen.\n"
+            "With two replicas per shard, one replica down changes no status: a warning."
         ),
         rules=(
             Rule(
                 why=(
-                    "`for: 2m`: a restart of the exporter costs a scrape or two; longer than that\n"
-                    "and the fleet is unwatched."
+                    "Clusters unwatched: an exporter is down and no other replica publishes\n"
+                    f"some cluster it did (or the rules know nothing of it: it never came up, or\n"
+                    f"it has been down for over {MEMORY}). `for: 2m`: a restart costs a scrape\n"
+                    "or two; longer than that and part of the fleet is unwatched."
                 ),
                 body={
                     "alert": "FleetwatchExporterDown",
-                    "expr": f"up{{{job}}} == 0\n",
+                    "expr": unwatched,
                     "for": "2m",
                     "labels": {"severity": "critical"},
                     "annotations": {
-                        "summary": "fleetwatch exporter {{ $labels.instance }} is down",
+                        "summary": (
+                            "fleetwatch exporter {{ $labels.instance }} is down and its clusters "
+                            "are unwatched"
+                        ),
                         "description": (
                             "Prometheus cannot scrape the fleetwatch exporter at "
-                            "{{ $labels.instance }}. Until it is back every cluster reads UNKNOWN: "
-                            "outages go unnoticed and deployments are not gated. Check the process "
-                            "(fleetwatch exporter), its log and its --web.listen-address."
+                            "{{ $labels.instance }}, and no other replica probes (some of) its "
+                            "clusters. Until one is back they read UNKNOWN: outages go unnoticed "
+                            "and deployments are not gated. Check the process (fleetwatch "
+                            "exporter), its log and its --web.listen-address; with shards, that "
+                            "both replicas of its --shard.index run."
+                        ),
+                    },
+                },
+            ),
+            Rule(
+                why=(
+                    "One replica down while another still publishes every cluster it did (two\n"
+                    "replicas per shard): statuses are unchanged, one vantage point is left.\n"
+                    "A warning; it becomes FleetwatchExporterDown if the other goes too."
+                ),
+                body={
+                    "alert": "FleetwatchExporterReplicaDown",
+                    "expr": covered,
+                    "for": "2m",
+                    "labels": {"severity": "warning"},
+                    "annotations": {
+                        "summary": (
+                            "fleetwatch exporter replica {{ $labels.instance }} is down; "
+                            "another replica covers its clusters"
+                        ),
+                        "description": (
+                            "Prometheus cannot scrape the fleetwatch exporter at "
+                            "{{ $labels.instance }}. Another replica of its shard still probes "
+                            "every cluster it did, so no status changed, but those clusters "
+                            "are watched from one place only: a network problem of that replica "
+                            "would now make them OFFLINE. Bring the replica back."
                         ),
                     },
                 },

@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from common.contract import STORM_ALERT as STORM
 from fleetwatch.rules import RuleSettings, groups
 
 JOB = 'job="fleetwatch-exporter", instance="127.0.0.1:9713"'
@@ -72,20 +73,31 @@ def _cluster_series(
     probeable: int = 1,
     instance: str = "127.0.0.1:9713",
 ) -> list[dict[str, str]]:
-    """The exporter's gauges for one cluster over len(failures) minutes."""
+    """The exporter's gauges for one cluster over len(failures) minutes.
+
+    A ``"stale"`` in ``failures`` is a staleness marker in every gauge: the replica
+    stopped being scraped there (killed); values after it are a restarted replica.
+    """
     n = len(failures)
     if last_success is None:
         last_success = [100] * n
+    last_success = [
+        "stale" if f == "stale" else v for f, v in zip(failures, last_success, strict=True)
+    ]
     labels = f'cluster="{cluster}", job="fleetwatch-exporter", instance="{instance}"'
+
+    def constant(value: int) -> str:
+        return _values(["stale" if f == "stale" else value for f in failures])
+
     return [
         {
             "series": (
                 f"fleetwatch_cluster_info{{{labels}, "
                 f'endpoint="https://{cluster}:6443", source="/kube/{cluster}.yaml"}}'
             ),
-            "values": _values([1] * n),
+            "values": constant(1),
         },
-        {"series": f"fleetwatch_cluster_probeable{{{labels}}}", "values": _values([probeable] * n)},
+        {"series": f"fleetwatch_cluster_probeable{{{labels}}}", "values": constant(probeable)},
         {
             "series": f"fleetwatch_cluster_probe_consecutive_failures{{{labels}}}",
             "values": _values(list(failures)),
@@ -227,6 +239,187 @@ def unknown_case(s: RuleSettings) -> dict[str, Any]:
     }
 
 
+A0, B0 = "10.0.0.1:9713", "10.0.0.2:9713"  # the two replicas of shard 0
+A1, B1 = "10.0.1.1:9713", "10.0.1.2:9713"  # the two replicas of shard 1
+
+
+def _up(instance: str, values: Sequence[int]) -> dict[str, str]:
+    return {
+        "series": f'up{{job="fleetwatch-exporter", instance="{instance}"}}',
+        "values": _values(list(values)),
+    }
+
+
+def vantage_points_case(s: RuleSettings) -> dict[str, Any]:
+    """Two replicas per cluster (two ``instance`` values): one status, never mixed counts.
+
+    - ``restart``: OFFLINE for both; replica B is killed (stale) and comes back knowing
+      nothing (0 failures, never succeeded), then fails again. Still OFFLINE at every
+      minute: B's 0 must not meet A's old success (min and max taken apart said ONLINE).
+    - ``one-stale``: ONLINE for both, then B is killed for good: ONLINE, one series.
+    - ``cut``: A is cut off (failures pile up), B answers: ONLINE, no warning.
+    """
+    n = s.failure_threshold
+    minutes = n + 6
+    kill, back = 2, 3  # B stale at minute 2, restarted at minute 3
+    down_a: list[int | str] = [n + 1 + i for i in range(minutes)]
+    down_b: list[int | str] = [n + 1, n + 2, "stale", *range(minutes - back)]
+    fresh_last: list[int | str] = [60, 60, "stale", *[0] * (minutes - back)]
+    ok: list[int | str] = [0] * minutes
+    stale_b: list[int | str] = [0] * kill + ["stale"]
+    restart = {"cluster": "restart"}
+    return {
+        "name": f"threshold {n}: two vantage points, a replica restarted, killed, cut off",
+        "interval": "1m",
+        "input_series": [
+            *_cluster_series("restart", down_a, [60] * minutes, instance=A0),
+            *_cluster_series("restart", down_b, fresh_last, instance=B0),
+            *_cluster_series("one-stale", ok, instance=A0),
+            *_cluster_series("one-stale", stale_b, instance=B0),
+            *_cluster_series("cut", [n + 4] * minutes, [60] * minutes, instance=A0),
+            *_cluster_series("cut", ok, instance=B0),
+        ],
+        "alert_rule_test": [
+            *(
+                _alerts(s, m, "FleetClusterOffline", [(restart, None)])
+                for m in (0, kill, back, back + 1, minutes - 1)
+            ),
+            *(
+                _alerts(
+                    s,
+                    m,
+                    "FleetClusterOnline",
+                    [({"cluster": "cut"}, None), ({"cluster": "one-stale"}, None)],
+                )
+                for m in (0, kill, back, minutes - 1)
+            ),
+            _alerts(s, back, "FleetClusterProbeFailing", []),
+        ],
+        "promql_expr_test": [
+            _code(m, {"restart": 2, "one-stale": 1, "cut": 1})
+            for m in (0, kill, back, back + 1, minutes - 1)
+        ],
+    }
+
+
+def shard_down_case(s: RuleSettings) -> dict[str, Any]:
+    """One replica of shard 0 down: a warning. Both of shard 1: its cluster UNKNOWN, a page.
+
+    ``x`` (shard 0) is ONLINE; ``y`` (shard 1) is OFFLINE until both its replicas go at
+    minute 2. Then ``y`` reads UNKNOWN, not OFFLINE (nobody probes it), is still counted
+    in the fleet, and is not failing for the storm guard.
+    """
+    n = s.failure_threshold
+    minutes = 8
+    gone = 2
+    ok: list[int | str] = [0] * minutes
+    y_fails: list[int | str] = [n + 1, n + 2, "stale"]
+    return {
+        "name": f"threshold {n}: one replica down warns, a shard without replicas pages",
+        "interval": "1m",
+        "input_series": [
+            *_cluster_series("x", ok, instance=A0),
+            *_cluster_series("x", [0, 0, "stale"], instance=B0),
+            *_cluster_series("y", y_fails, [60] * len(y_fails), instance=A1),
+            *_cluster_series("y", y_fails, [60] * len(y_fails), instance=B1),
+            _up(A0, [1] * minutes),
+            _up(B0, [1] * gone + [0] * (minutes - gone)),
+            _up(A1, [1] * gone + [0] * (minutes - gone)),
+            _up(B1, [1] * gone + [0] * (minutes - gone)),
+        ],
+        "alert_rule_test": [
+            _alerts(s, 1, "FleetClusterOffline", [({"cluster": "y"}, None)]),
+            _alerts(s, gone, "FleetClusterOffline", []),
+            _alerts(s, gone + 1, "FleetwatchExporterReplicaDown", []),
+            _alerts(s, gone + 1, "FleetwatchExporterDown", []),
+            _alerts(
+                s,
+                gone + 2,
+                "FleetwatchExporterReplicaDown",
+                [({"job": "fleetwatch-exporter", "instance": B0}, 0.0)],
+            ),
+            _alerts(
+                s,
+                gone + 2,
+                "FleetwatchExporterDown",
+                [
+                    ({"job": "fleetwatch-exporter", "instance": A1}, 0.0),
+                    ({"job": "fleetwatch-exporter", "instance": B1}, 0.0),
+                ],
+            ),
+        ],
+        "promql_expr_test": [
+            _code(1, {"x": 1, "y": 2}),
+            _code(gone, {"x": 1, "y": 0}),
+            _code(minutes - 1, {"x": 1, "y": 0}),
+            {
+                "expr": "fleet:fleetwatch_clusters:count",
+                "eval_time": f"{gone}m",
+                "exp_samples": [
+                    {"labels": 'fleet:fleetwatch_clusters:count{status="OFFLINE"}', "value": 0},
+                    {"labels": 'fleet:fleetwatch_clusters:count{status="ONLINE"}', "value": 1},
+                    {"labels": 'fleet:fleetwatch_clusters:count{status="UNKNOWN"}', "value": 1},
+                ],
+            },
+            {
+                "expr": "fleet:fleetwatch_clusters_probe_failing:ratio",
+                "eval_time": f"{gone}m",
+                "exp_samples": [
+                    {"labels": "fleet:fleetwatch_clusters_probe_failing:ratio", "value": 0}
+                ],
+            },
+        ],
+    }
+
+
+def replicated_storm_case(s: RuleSettings) -> dict[str, Any]:
+    """The storm guard and the counts count clusters, not the series of two replicas.
+
+    Four clusters, two replicas each: two fail for both replicas, one for replica A only.
+    Clusters failing: 2 of 4. Series failing would be 5 of 8.
+    """
+    n = s.failure_threshold
+    minutes = n + 2
+    failing: list[int | str] = list(range(1, minutes + 1))
+    ok: list[int | str] = [0] * minutes
+    series: list[dict[str, str]] = []
+    for name, a, b in (
+        ("r0", failing, failing),
+        ("r1", failing, failing),
+        ("r2", failing, ok),
+        ("r3", ok, ok),
+    ):
+        series += _cluster_series(name, a, instance=A0) + _cluster_series(name, b, instance=B0)
+    ratio = 2 / 4
+    storm: list[tuple[dict[str, str], float | None]] = (
+        [({}, ratio)] if ratio >= s.storm_fraction and s.storm_min_clusters <= 4 else []
+    )
+    return {
+        "name": f"threshold {n}: storm guard over two replicas counts clusters once",
+        "interval": "1m",
+        "input_series": series,
+        "alert_rule_test": [_alerts(s, 0, STORM, storm)],
+        "promql_expr_test": [
+            {
+                "expr": "fleet:fleetwatch_clusters_probe_failing:ratio",
+                "eval_time": "0m",
+                "exp_samples": [
+                    {"labels": "fleet:fleetwatch_clusters_probe_failing:ratio", "value": ratio}
+                ],
+            },
+            {
+                "expr": "fleet:fleetwatch_clusters:count",
+                "eval_time": f"{minutes - 1}m",
+                "exp_samples": [
+                    {"labels": 'fleet:fleetwatch_clusters:count{status="OFFLINE"}', "value": 2},
+                    {"labels": 'fleet:fleetwatch_clusters:count{status="ONLINE"}', "value": 2},
+                    {"labels": 'fleet:fleetwatch_clusters:count{status="UNKNOWN"}', "value": 0},
+                ],
+            },
+        ],
+    }
+
+
 def storm_case(s: RuleSettings) -> dict[str, Any]:
     """Most of the fleet failing at once fires the guard at the first failed cycle."""
     n = s.failure_threshold
@@ -351,6 +544,9 @@ def test_file(settings: RuleSettings, rule_file: str) -> dict[str, Any]:
             storm_case(settings),
             no_storm_case(settings),
             few_failing_case(settings),
+            vantage_points_case(settings),
+            shard_down_case(settings),
+            replicated_storm_case(settings),
             exporter_case(settings),
             absent_case(settings),
         ],

@@ -130,7 +130,7 @@ def test_annotations_use_known_templates() -> None:
 
 
 def test_threshold_appears_only_in_the_status_rule() -> None:
-    """N is applied once (the status code); every alert reads that code."""
+    """N is applied once (each replica's status code); every alert reads the codes."""
     settings = RuleSettings(failure_threshold=7)
     exprs = {
         r.body.get("record") or r.body["alert"]: r.body["expr"]
@@ -138,7 +138,7 @@ def test_threshold_appears_only_in_the_status_rule() -> None:
         for r in g.rules
     }
     using = {name for name, expr in exprs.items() if re.search(r"\b7\b", expr)}
-    assert using == {"cluster:fleetwatch_status:code"}
+    assert using == {"cluster_instance:fleetwatch_status:code"}
 
 
 def test_status_alerts_have_the_contract_labels() -> None:
