@@ -15,7 +15,8 @@ that already writes one for them writes the same for fleetwatch's two servers::
 As in exporter-toolkit the parsing is strict: an unknown key, or a key that toolkit knows
 but fleetwatch does not implement (``cipher_suites``, ``http_server_config``, ...), is an
 error that names it, so a setting is never silently ignored. The file is read once, at
-start-up: a change needs a restart.
+start-up; the certificate files it names are followed as they are renewed
+(:class:`ReloadingTLS`).
 
 Basic authentication guards every path, as in exporter-toolkit. A bcrypt check costs a
 few hundred milliseconds of CPU on purpose, and Prometheus sends the same credentials with
@@ -275,6 +276,82 @@ def _tls_reason(exc: OSError | ssl.SSLError) -> str:
     return exc.strerror or str(exc)
 
 
+#: Seconds between two looks at the certificate files, by the handshakes that need them.
+TLS_RECHECK_S: Final = 1.0
+
+
+class ReloadingTLS:
+    """The server's TLS context, following its certificate, key and client CA files.
+
+    cert-manager, a Kubernetes Secret volume or a cron job renews certificates in place;
+    exporter-toolkit reads them again for each handshake, and so do we, at most once per
+    ``recheck_s``: when a file changed, a new context is built and every handshake from
+    then on (the one that noticed included) uses it. A renewal that cannot be loaded (a
+    key that does not match, a half-written file) keeps the previous certificate, with a
+    warning, and is tried again at the next change. The rest of the web config file is
+    read at start-up only.
+    """
+
+    def __init__(
+        self,
+        tls: TLSServerConfig,
+        source: str = "web config",
+        *,
+        recheck_s: float = TLS_RECHECK_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.tls = tls
+        self._source = source
+        self._recheck_s = recheck_s
+        self._clock = clock
+        self._next_check = clock() + recheck_s
+        self._signature = self._files()
+        #: The context the server listens with; its callback hands a handshake ``current``.
+        self.listening = server_ssl_context(tls, source)
+        self.listening.sni_callback = self._on_client_hello
+        self.current = self.listening
+
+    def _files(self) -> tuple[tuple[int, int, int], ...]:
+        paths = [self.tls.cert_file, self.tls.key_file, self.tls.client_ca_file]
+        found = []
+        for path in paths:
+            try:
+                st = path.stat() if path is not None else None
+            except OSError:
+                st = None
+            found.append((st.st_ino, st.st_size, st.st_mtime_ns) if st else (0, 0, 0))
+        return tuple(found)
+
+    def refresh(self) -> bool:
+        """Load the files again if they changed; True when a new context is in use."""
+        signature = self._files()
+        if signature == self._signature:
+            return False
+        self._signature = signature
+        try:
+            self.current = server_ssl_context(self.tls, self._source)
+        except WebConfigError as exc:
+            log.warning("TLS files changed but cannot be used, keeping the previous: %s", exc)
+            return False
+        log.info("TLS files changed: certificate %s loaded again", self.tls.cert_file)
+        return True
+
+    def _on_client_hello(
+        self, conn: ssl.SSLSocket | ssl.SSLObject, server_name: str | None, ctx: ssl.SSLContext
+    ) -> None:
+        now = self._clock()
+        if now >= self._next_check:
+            self._next_check = now + self._recheck_s
+            self.refresh()
+        if self.current is not ctx:
+            conn.context = self.current
+
+
+def server_tls(tls: TLSServerConfig, source: str = "web config") -> ssl.SSLContext:
+    """The context a server listens with: ``tls``, its files followed as they are renewed."""
+    return ReloadingTLS(tls, source).listening
+
+
 class BasicAuth:
     """Checks ``Authorization: Basic`` against the bcrypt hashes, remembering recent answers.
 
@@ -380,27 +457,3 @@ def basic_auth_middleware(auth: BasicAuth, also_accept: Alternative | None = Non
         )
 
     return middleware
-
-
-@dataclass(frozen=True)
-class WebSecurity:
-    """What a server takes from ``--web.config.file``: a TLS context and a middleware."""
-
-    ssl_context: ssl.SSLContext | None
-    middlewares: tuple[Any, ...]
-
-    @property
-    def scheme(self) -> str:
-        return "https" if self.ssl_context is not None else "http"
-
-
-def web_security(path: Path | None, also_accept: Alternative | None = None) -> WebSecurity:
-    """``--web.config.file`` (None: plain HTTP, no auth) -> what the server installs."""
-    if path is None:
-        return WebSecurity(None, ())
-    config = load_web_config(path)
-    ctx = server_ssl_context(config.tls, str(path)) if config.tls is not None else None
-    middlewares = (
-        (basic_auth_middleware(BasicAuth(config.users), also_accept),) if config.users else ()
-    )
-    return WebSecurity(ctx, middlewares)

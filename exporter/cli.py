@@ -24,7 +24,7 @@ from common.webconfig import (
     WebConfig,
     WebConfigError,
     load_web_config,
-    server_ssl_context,
+    server_tls,
 )
 from exporter.checks import ClusterCheck
 from exporter.config import load_config
@@ -254,7 +254,7 @@ def serve(
     settings: Settings, checks: Sequence[ClusterCheck], web_config: WebConfig | None = None
 ) -> int:
     tls = web_config.tls if web_config is not None else None
-    ssl_context = server_ssl_context(tls) if tls is not None else None
+    ssl_context = server_tls(tls) if tls is not None else None
     host, port = settings.host_port
     _raise_open_files_limit()
     log.info(

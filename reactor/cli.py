@@ -21,7 +21,7 @@ from urllib.parse import quote, urlsplit
 
 from common.logs import add_log_flags, setup_logging
 from common.web import display_address, parse_listen_address
-from common.webconfig import WEB_CONFIG_HELP, WebConfigError, load_web_config, server_ssl_context
+from common.webconfig import WEB_CONFIG_HELP, WebConfigError, load_web_config, server_tls
 from exporter.discovery import main_kubeconfig
 from reactor.auth import TokenFileError, read_token, reload_token_on_sighup
 from reactor.context import (
@@ -410,7 +410,7 @@ def run_reactor(args: argparse.Namespace) -> int:
         print(f"fleetwatch reactor: --web.config.file {exc}", file=sys.stderr)
         return 2
     tls = web_config.tls if web_config is not None else None
-    ssl_context = server_ssl_context(tls) if tls is not None else None
+    ssl_context = server_tls(tls, str(args.web_config_file)) if tls is not None else None
 
     from aiohttp import web
 

@@ -6,6 +6,7 @@ do; the TLS contexts are built from real certificates (``fleetwatch.standin.cert
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import ssl
 import time
@@ -16,6 +17,8 @@ import pytest
 
 from common.webconfig import (
     BasicAuth,
+    ReloadingTLS,
+    TLSServerConfig,
     WebConfigError,
     load_web_config,
     parse_basic,
@@ -203,3 +206,69 @@ def test_bcrypt_costs_what_the_cache_saves() -> None:
     started = time.perf_counter()
     assert bcrypt.checkpw(b"s3cret", hashed)
     assert time.perf_counter() - started > 0.02
+
+
+async def served_certificate(server: ReloadingTLS, trusted: list[Path]) -> bytes:
+    """The DER certificate a fresh handshake with ``server`` gets."""
+    started = await asyncio.start_server(
+        lambda _r, w: w.close(), "127.0.0.1", 0, ssl=server.listening
+    )
+    port = started.sockets[0].getsockname()[1]
+    client = ssl.create_default_context()
+    for ca in trusted:
+        client.load_verify_locations(cafile=ca)
+    try:
+        _, writer = await asyncio.open_connection(
+            "127.0.0.1", port, ssl=client, server_hostname="127.0.0.1"
+        )
+        der = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
+        writer.close()
+        return bytes(der)
+    finally:
+        started.close()
+        await started.wait_closed()
+
+
+def der(pem_file: Path) -> bytes:
+    return ssl.PEM_cert_to_DER_cert(pem_file.read_text())
+
+
+async def test_a_renewed_certificate_is_served_without_a_restart(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    old = FleetCerts.create(tmp_path / "old").files
+    new = FleetCerts.create(tmp_path / "new").files
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    cert.write_bytes(old.server_cert.read_bytes())
+    key.write_bytes(old.server_key.read_bytes())
+    server = ReloadingTLS(TLSServerConfig(cert, key), recheck_s=0)
+    trusted = [old.ca_cert, new.ca_cert]
+    assert await served_certificate(server, trusted) == der(old.server_cert)
+
+    # Renewed in place, as a Secret volume swaps its files: the next handshake has it.
+    cert.write_bytes(new.server_cert.read_bytes())
+    key.write_bytes(new.server_key.read_bytes())
+    assert await served_certificate(server, trusted) == der(new.server_cert)
+
+    # Half-way through a renewal the key does not match: the last good pair stays.
+    cert.write_bytes(old.server_cert.read_bytes())
+    assert await served_certificate(server, trusted) == der(new.server_cert)
+    assert "cannot be used, keeping the previous" in caplog.text
+    key.write_bytes(old.server_key.read_bytes())  # the renewal completes
+    assert await served_certificate(server, trusted) == der(old.server_cert)
+
+
+async def test_the_files_are_looked_at_once_per_recheck_interval(tmp_path: Path) -> None:
+    old = FleetCerts.create(tmp_path / "old").files
+    new = FleetCerts.create(tmp_path / "new").files
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    cert.write_bytes(old.server_cert.read_bytes())
+    key.write_bytes(old.server_key.read_bytes())
+    clock = Clock()
+    server = ReloadingTLS(TLSServerConfig(cert, key), recheck_s=1.0, clock=clock)
+    cert.write_bytes(new.server_cert.read_bytes())
+    key.write_bytes(new.server_key.read_bytes())
+    trusted = [old.ca_cert, new.ca_cert]
+    assert await served_certificate(server, trusted) == der(old.server_cert)
+    clock.now += 1.0
+    assert await served_certificate(server, trusted) == der(new.server_cert)
