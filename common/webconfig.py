@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import json
 import logging
 import ssl
 import time
@@ -383,7 +384,9 @@ class BasicAuth:
             return False
         user, password = credentials
         hashed = self.users.get(user)
-        key = hashlib.sha256(b"\0".join((user.encode(), password.encode(), hashed or b""))).digest()
+        # JSON keeps the three apart whatever bytes they hold (no user:password ambiguity).
+        pair = json.dumps([user, password, (hashed or b"").decode()]).encode()
+        key = hashlib.sha256(pair).digest()
         found = self._cached(key)
         if found is not None:
             return found
