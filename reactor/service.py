@@ -47,6 +47,10 @@ SOURCE_API = "api"
 SOURCE_ALERTS = "alerts"
 
 
+#: The statuses the gate refuses, for the store to check under the cluster's lock.
+REFUSED = frozenset(s for s in Status if gate.check("", s) is not None)
+
+
 class NotFound(LookupError):
     """An unknown cluster or app name (HTTP 404)."""
 
@@ -115,46 +119,66 @@ class Service:
         moves: dict[str, list[str]] = defaultdict(list)
         with self.store.write() as tx:
             known = tx.clusters_named(list(by_cluster))
+            missing = [name for name in by_cluster if name not in known]
+            if missing:
+                known.update(tx.insert_clusters(missing, SOURCE_ALERTS))
+                created.extend(missing)
             transitions = []
             for name, updates in by_cluster.items():
-                cluster = known.get(name)
-                if cluster is None:
-                    cluster = tx.insert_cluster(name, None, None, SOURCE_ALERTS)
-                    created.append(name)
+                cluster = known[name]
                 transition = apply(cluster.state, updates)
                 if transition.changed:
                     changed.append(name)
                     transitions.append((cluster, transition))
             tx.save_states([(cluster.id, t.state) for cluster, t in transitions])
+            # The effects run in steps: the k-th effect of every cluster together, each kind
+            # as one set-based statement over all of them (a cluster's own effects keep
+            # their order). One round trip per kind, not per cluster: on a database server
+            # a notification about 1,000 clusters is a handful of statements.
+            outage_of = {cluster.id: cluster.outage_id for cluster, _ in transitions}
+            notes: dict[int, list[str]] = {cluster.id: [] for cluster, _ in transitions}
+            for step in range(max((len(t.effects) for _, t in transitions), default=0)):
+                kinds: dict[type, list[tuple[int, object]]] = defaultdict(list)
+                for cluster, transition in transitions:
+                    if step < len(transition.effects):
+                        effect = transition.effects[step]
+                        kinds[type(effect)].append((cluster.id, effect))
+                opens = [(cid, e) for cid, e in kinds[OpenOutage] if isinstance(e, OpenOutage)]
+                if opens:
+                    ids = tx.open_outages([(cid, e.started_at) for cid, e in opens], now)
+                    for (cid, e), outage_id in zip(opens, ids, strict=True):
+                        outage_of[cid] = outage_id
+                        notes[cid].append(f"outage opened (since {format_time(e.started_at)})")
+                    opened += len(opens)
+                if kinds[DegradeApps]:
+                    counts = tx.degrade_apps_of(_members(kinds[DegradeApps], outage_of))
+                    for cid, _ in kinds[DegradeApps]:
+                        notes[cid].append(f"{counts.get(cid, 0)} app(s) degraded")
+                    degraded += sum(counts.values())
+                if kinds[RestoreApps]:
+                    counts = tx.restore_apps_of(_members(kinds[RestoreApps], outage_of))
+                    for cid, _ in kinds[RestoreApps]:
+                        notes[cid].append(f"{counts.get(cid, 0)} app(s) restored")
+                    restored += sum(counts.values())
+                closes = [(cid, e) for cid, e in kinds[CloseOutage] if isinstance(e, CloseOutage)]
+                if closes:
+                    members = _members(closes, outage_of)
+                    tx.close_outages(
+                        [
+                            (c, o, e.closed_at)
+                            for (c, o), (_, e) in zip(members, closes, strict=True)
+                        ]
+                    )
+                    for cid, _ in closes:
+                        outage_of[cid] = None
+                        notes[cid].append("outage closed")
+                    closed += len(closes)
             for cluster, transition in transitions:
-                outage_id = cluster.outage_id
-                notes: list[str] = []
-                for effect in transition.effects:
-                    if isinstance(effect, OpenOutage):
-                        outage_id = tx.open_outage(cluster.id, effect.started_at, now)
-                        opened += 1
-                        notes.append(f"outage opened (since {format_time(effect.started_at)})")
-                    elif isinstance(effect, DegradeApps):
-                        assert outage_id is not None
-                        count = tx.degrade_apps(cluster.id, outage_id)
-                        degraded += count
-                        notes.append(f"{count} app(s) degraded")
-                    elif isinstance(effect, RestoreApps):
-                        assert outage_id is not None
-                        count = tx.restore_apps(cluster.id, outage_id)
-                        restored += count
-                        notes.append(f"{count} app(s) restored")
-                    elif isinstance(effect, CloseOutage):
-                        assert outage_id is not None
-                        tx.close_outage(cluster.id, outage_id, effect.closed_at)
-                        outage_id = None
-                        closed += 1
-                        notes.append("outage closed")
                 before, after = cluster.state.status, transition.state.status
-                if notes:
+                if notes[cluster.id]:
                     cascades.append(
                         f"cluster {cluster.name}: {before.value} -> {after.value}: "
-                        + ", ".join(notes)
+                        + ", ".join(notes[cluster.id])
                     )
                 elif before is not after:
                     moves[f"{before.value} -> {after.value}"].append(cluster.name)
@@ -289,14 +313,13 @@ class Service:
 
     def deploy(self, app: str, cluster: str) -> AppRecord:
         """The app is DEPLOYED on ``cluster`` (moved there if needed), unless the gate says no."""
-        with self.store.write() as tx:
-            place = tx.placement(app, cluster)
-            if place is None:  # say which name is unknown
+        place = self.store.deploy(app, cluster, REFUSED)  # one transaction, gate included
+        if place is None:  # say which name is unknown
+            with self.store.read() as tx:
                 _need_app(tx, app)
                 _need_cluster(tx, cluster)
-                raise AssertionError("placement found neither app nor cluster missing")
-            self._gate(cluster, place.cluster_status)
-            tx.set_app(place.app_id, place.cluster_id, AppStatus.DEPLOYED, None)
+            raise AssertionError("placement found neither app nor cluster missing")
+        self._gate(cluster, place.cluster_status)  # refused: the store wrote nothing
         if self.metrics is not None:
             self.metrics.deployments.inc()
         return AppRecord(
@@ -346,6 +369,18 @@ class Service:
             if self.metrics is not None:
                 self.metrics.deployments_refused.inc()
             raise Gated(refusal)
+
+
+def _members(
+    effects: Sequence[tuple[int, object]], outage_of: dict[int, int | None]
+) -> list[tuple[int, int]]:
+    """(cluster id, its open outage) for each cluster of ``effects``: the outage they act on."""
+    pairs = []
+    for cluster_id, _ in effects:
+        outage_id = outage_of[cluster_id]
+        assert outage_id is not None, "an effect on apps needs the cluster's open outage"
+        pairs.append((cluster_id, outage_id))
+    return pairs
 
 
 def _need_cluster(tx: Transaction, name: str) -> ClusterRecord:

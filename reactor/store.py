@@ -22,7 +22,7 @@ import random
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,7 +118,27 @@ class Transaction(Protocol):
     def insert_cluster(
         self, name: str, endpoint: str | None, ref: str | None, source: str
     ) -> ClusterRecord: ...
+    def insert_clusters(self, names: Sequence[str], source: str) -> dict[str, ClusterRecord]:
+        """New clusters without endpoint (named by alerts), by name."""
+        ...
+
     def set_cluster_location(self, cluster_id: int, endpoint: str, ref: str) -> None: ...
+    def open_outages(self, starts: Sequence[tuple[int, int]], opened_at: int) -> list[int]:
+        """Open an outage on each (cluster id, started at); their ids, in that order."""
+        ...
+
+    def degrade_apps_of(self, members: Sequence[tuple[int, int]]) -> dict[int, int]:
+        """:meth:`degrade_apps` for each (cluster id, outage id) at once; counts by cluster."""
+        ...
+
+    def restore_apps_of(self, members: Sequence[tuple[int, int]]) -> dict[int, int]:
+        """:meth:`restore_apps` for each (cluster id, outage id) at once; counts by cluster."""
+        ...
+
+    def close_outages(self, ends: Sequence[tuple[int, int, int]]) -> None:
+        """:meth:`close_outage` for each (cluster id, outage id, closed at)."""
+        ...
+
     def save_states(self, states: Sequence[tuple[int, ClusterState]]) -> None: ...
     def open_outage(self, cluster_id: int, started_at: int, opened_at: int) -> int: ...
     def degrade_apps(self, cluster_id: int, outage_id: int) -> int: ...
@@ -156,6 +176,13 @@ class Store(Protocol):
 
     def reader(self) -> Store | None:
         """A second handle for reads, used from another thread; None: read through this one."""
+        ...
+
+    def deploy(self, app: str, cluster: str, refused: Collection[Status]) -> Placement | None:
+        """The hot path, as one transaction: unless ``cluster`` is in a ``refused`` status
+        (read under the cluster's lock), ``app`` becomes DEPLOYED on it. Returns the
+        placement as found (its ``cluster_status`` says whether the write happened), or None
+        when the app or the cluster does not exist (nothing written)."""
         ...
 
     def writer(self) -> Store | None:
@@ -260,6 +287,23 @@ class SQLiteTransaction:
         )
         assert cur.lastrowid is not None
         return ClusterRecord(cur.lastrowid, name, endpoint, ref, source, ClusterState(), None)
+
+    def insert_clusters(self, names: Sequence[str], source: str) -> dict[str, ClusterRecord]:
+        return {name: self.insert_cluster(name, None, None, source) for name in names}
+
+    def open_outages(self, starts: Sequence[tuple[int, int]], opened_at: int) -> list[int]:
+        # SQLite runs in this process: a statement per cluster costs no round trip.
+        return [self.open_outage(c, started_at, opened_at) for c, started_at in starts]
+
+    def degrade_apps_of(self, members: Sequence[tuple[int, int]]) -> dict[int, int]:
+        return {c: self.degrade_apps(c, outage_id) for c, outage_id in members}
+
+    def restore_apps_of(self, members: Sequence[tuple[int, int]]) -> dict[int, int]:
+        return {c: self.restore_apps(c, outage_id) for c, outage_id in members}
+
+    def close_outages(self, ends: Sequence[tuple[int, int, int]]) -> None:
+        for c, outage_id, closed_at in ends:
+            self.close_outage(c, outage_id, closed_at)
 
     def set_cluster_location(self, cluster_id: int, endpoint: str, ref: str) -> None:
         self.db.execute(
@@ -440,6 +484,13 @@ class SQLiteStore:
     def writer(self) -> None:
         """None: SQLite has one writer at a time, so one store thread writes."""
         return None
+
+    def deploy(self, app: str, cluster: str, refused: Collection[Status]) -> Placement | None:
+        with self.write() as tx:
+            place = tx.placement(app, cluster)
+            if place is not None and place.cluster_status not in refused:
+                tx.set_app(place.app_id, place.cluster_id, AppStatus.DEPLOYED, None)
+            return place
 
     def ping(self) -> None:
         try:

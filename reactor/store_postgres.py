@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -66,6 +66,15 @@ _CLUSTER_SELECT = (
 _APP_SELECT = (
     "SELECT a.id, a.name, a.cluster_id, c.name, a.status, a.reason, a.outage_id "
     "FROM apps a JOIN clusters c ON c.id = a.cluster_id"
+)
+
+_DEPLOY = (
+    "WITH c AS (SELECT id, status FROM clusters WHERE name = %s FOR SHARE), "
+    "a AS (SELECT id FROM apps WHERE name = %s), "
+    "u AS (UPDATE apps SET cluster_id = c.id, status = 'DEPLOYED', reason = NULL, "
+    "outage_id = NULL FROM c, a WHERE apps.id = a.id AND c.status <> ALL(%s) RETURNING 1) "
+    "SELECT (SELECT id FROM a), c.id, c.status, (SELECT count(*) FROM u) "
+    "FROM (SELECT 1) one LEFT JOIN c ON true"
 )
 
 #: Errors after which running the whole operation again will succeed.
@@ -116,6 +125,78 @@ class PostgresTransaction:
         ).fetchone()
         assert row is not None
         return ClusterRecord(row[0], name, endpoint, ref, source, ClusterState(), None)
+
+    def insert_clusters(self, names: Sequence[str], source: str) -> dict[str, ClusterRecord]:
+        # Another replica inserting one of these names meanwhile: a unique violation, so a
+        # conflict, and the retried call finds the row.
+        rows = self.cur.execute(
+            "INSERT INTO clusters (name, source) SELECT n, %s FROM unnest(%s::text[]) n "
+            "RETURNING id, name",
+            (source, list(names)),
+        ).fetchall()
+        return {
+            name: ClusterRecord(cid, name, None, None, source, ClusterState(), None)
+            for cid, name in rows
+        }
+
+    def open_outages(self, starts: Sequence[tuple[int, int]], opened_at: int) -> list[int]:
+        rows = self.cur.execute(
+            "WITH o AS (INSERT INTO outages (cluster_id, started_at, opened_at) "
+            "SELECT c, s, %s FROM unnest(%s::bigint[], %s::bigint[]) v(c, s) "
+            "RETURNING id, cluster_id) "
+            "UPDATE clusters SET outage_id = o.id FROM o WHERE clusters.id = o.cluster_id "
+            "RETURNING clusters.id, o.id",
+            (opened_at, [c for c, _ in starts], [s for _, s in starts]),
+        ).fetchall()
+        by_cluster = dict(rows)
+        return [by_cluster[c] for c, _ in starts]
+
+    def degrade_apps_of(self, members: Sequence[tuple[int, int]]) -> dict[int, int]:
+        return self._move_apps(
+            "UPDATE apps SET status = 'DEGRADED', reason = %s, outage_id = m.o FROM m "
+            "WHERE apps.cluster_id = m.c AND apps.status = 'DEPLOYED' RETURNING apps.cluster_id",
+            "apps_degraded",
+            members,
+        )
+
+    def restore_apps_of(self, members: Sequence[tuple[int, int]]) -> dict[int, int]:
+        return self._move_apps(
+            "UPDATE apps SET status = 'DEPLOYED', reason = NULL, outage_id = NULL FROM m "
+            "WHERE apps.outage_id = m.o AND apps.cluster_id = m.c AND apps.status = 'DEGRADED' "
+            "AND apps.reason = %s RETURNING apps.cluster_id",
+            "apps_restored",
+            members,
+        )
+
+    def _move_apps(
+        self, update: str, counter: str, members: Sequence[tuple[int, int]]
+    ) -> dict[int, int]:
+        """One statement: the set-based ``update`` of every member's apps, its counts per
+        cluster added to each outage's ``counter``, and returned."""
+        rows = self.cur.execute(
+            "WITH m AS (SELECT * FROM unnest(%s::bigint[], %s::bigint[]) v(c, o)), "
+            f"u AS ({update}), "
+            "n AS (SELECT cluster_id, count(*) AS moved FROM u GROUP BY cluster_id), "
+            f"w AS (UPDATE outages SET {counter} = {counter} + n.moved FROM n, m "
+            "WHERE outages.id = m.o AND m.c = n.cluster_id RETURNING 1) "
+            "SELECT n.cluster_id, n.moved, (SELECT count(*) FROM w) FROM n",
+            ([c for c, _ in members], [o for _, o in members], CLUSTER_OFFLINE),
+        ).fetchall()
+        return {c: int(moved) for c, moved, _ in rows}
+
+    def close_outages(self, ends: Sequence[tuple[int, int, int]]) -> None:
+        params = ([c for c, _, _ in ends], [o for _, o, _ in ends], [t for _, _, t in ends])
+        self.cur.execute(
+            "UPDATE apps SET outage_id = NULL WHERE outage_id = ANY(%s::bigint[])", (params[1],)
+        )
+        self.cur.execute(
+            "UPDATE outages SET closed_at = v.t FROM unnest(%s::bigint[], %s::bigint[], "
+            "%s::bigint[]) v(c, o, t) WHERE outages.id = v.o",
+            params,
+        )
+        self.cur.execute(
+            "UPDATE clusters SET outage_id = NULL WHERE id = ANY(%s::bigint[])", (params[0],)
+        )
 
     def set_cluster_location(self, cluster_id: int, endpoint: str, ref: str) -> None:
         self.cur.execute(
@@ -356,6 +437,22 @@ class PostgresStore:
             connect_timeout_s=self._connect_timeout_s,
             migrate=False,
         )
+
+    def deploy(self, app: str, cluster: str, refused: Collection[Status]) -> Placement | None:
+        """One statement, so one round trip and its own transaction: the cluster read
+        ``FOR SHARE`` (waiting for, then seeing, a notification that holds it), the app
+        written only when the status read under that lock is not refused."""
+        conn = self._connection()
+        try:
+            row = conn.execute(_DEPLOY, (cluster, app, [s.value for s in refused])).fetchone()
+        except psycopg.Error as exc:
+            failure = self._failed(exc)
+            if failure is exc:
+                raise
+            raise failure from exc
+        if row is None or row[0] is None or row[1] is None:
+            return None
+        return Placement(row[0], row[1], Status(row[2]))
 
     def ping(self) -> None:
         conn = self._connection()

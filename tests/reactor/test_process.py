@@ -98,7 +98,8 @@ def writer_busy(db_path: Path) -> bool:
             query(
                 db_path,
                 "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' "
-                "AND query LIKE 'UPDATE apps SET status = ''DEGRADED''%'",
+                "AND pid <> pg_backend_pid() "
+                "AND query LIKE '%UPDATE apps SET status = ''DEGRADED''%'",
             )[0][0]
         )
     db = sqlite3.connect(db_path, timeout=0, isolation_level=None)

@@ -240,7 +240,8 @@ def test_kill_9_of_a_replica_in_a_100k_cascade(
         return bool(
             watcher.execute(
                 "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' "
-                "AND query LIKE 'UPDATE apps SET status = ''DEGRADED''%'"
+                "AND pid <> pg_backend_pid() "
+                "AND query LIKE '%UPDATE apps SET status = ''DEGRADED''%'"
             ).fetchone()[0]  # type: ignore[index]
         )
 
