@@ -20,6 +20,7 @@ import math
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ from common.contract import (
 from exporter.shard import shard_of
 from fleetwatch import wiring
 from fleetwatch.procs import ManagedProcess, wait_until
+from fleetwatch.rules import prom_duration
 from fleetwatch.standin import ThreadedFleet
 
 INTERVAL = 1.0
@@ -98,8 +100,9 @@ class Rig:
                     self.root / name / "kubeconfig.yaml", self.clusters, client=client
                 )
                 self.replicas.append(Replica(shard, name, path))
-        for replica in self.replicas:
-            self.start_replica(replica)
+        # Each start waits for the exporter's /healthz: four at once, not one after another.
+        with ThreadPoolExecutor(len(self.replicas)) as pool:
+            list(pool.map(self.start_replica, self.replicas))
         rules = self.root / "fleetwatch.rules.yml"
         rendered = subprocess.run(
             wiring.fleetwatch_argv("rules", "--failure-threshold", "2", "--probe.interval", "1"),
@@ -108,7 +111,7 @@ class Rig:
             timeout=60,
         )
         rules.write_bytes(rendered.stdout)
-        every = wiring.prom_duration(INTERVAL)
+        every = prom_duration(INTERVAL)
         config = {
             "global": {"scrape_interval": every, "evaluation_interval": every},
             "rule_files": [str(rules)],
@@ -217,9 +220,10 @@ class Rig:
         for name in self.clusters:
             self.fleet.set_mode(name, "ok")
             self.fleet.set_blocked_clients(name, [])
-        for replica in self.replicas:
-            if replica.proc is None or not replica.proc.alive():
-                self.start_replica(replica)
+        stopped = [r for r in self.replicas if r.proc is None or not r.proc.alive()]
+        if stopped:
+            with ThreadPoolExecutor(len(stopped)) as pool:
+                list(pool.map(self.start_replica, stopped))
         expected = dict.fromkeys(self.clusters, float(ONLINE))
         self.wait(lambda: self.statuses() == expected, "every cluster ONLINE", timeout=30)
         self.wait(
