@@ -31,6 +31,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import psycopg
+
 from bench.aiohttp_baseline import start_bare, wrk_runs
 from bench.common import ProcWatch, machine_load, run_wrk, summary, write_result
 from fleetwatch.procs import ManagedProcess, free_port
@@ -320,8 +322,10 @@ def bench_stores(
     names: list[str],
     duration: float,
     runs: int,
+    postgres_async: tuple[int, str] | None = None,
 ) -> dict[str, Any]:
-    """POST /deployments side by side: bare, SQLite, 1 PostgreSQL replica, 2 replicas."""
+    """POST /deployments side by side: bare, SQLite, 1 PostgreSQL replica, 2 replicas (and
+    one replica on a database with ``synchronous_commit = off``)."""
     script = deployments_script(tmp, names)
     bare, bare_base = start_bare(tmp)
     rounds = []
@@ -339,13 +343,15 @@ def bench_stores(
                     [b for _, b in postgres], [p for p, _ in postgres], duration, script
                 ),
             }
-            for key in ("sqlite", "postgres_1", "postgres_2"):
+            if postgres_async is not None:
+                row["postgres_1_async_commit"] = once(postgres_async[1], postgres_async[0])
+            for key in [k for k in row if k != "bare"]:
                 row[key]["rps_ratio"] = round(row[key]["rps"] / row["bare"]["rps"], 3)
             rounds.append(row)
     finally:
         bare.stop()
     out: dict[str, Any] = {"runs": rounds}
-    for key in ("bare", "sqlite", "postgres_1", "postgres_2"):
+    for key in rounds[0]:
         out[key] = {
             "rps": summary([r[key]["rps"] for r in rounds]),
             "p99_ms": summary([r[key]["p99_ms"] for r in rounds]),
@@ -516,8 +522,24 @@ def main_postgres(args: argparse.Namespace) -> dict[str, Any]:
                 )
                 procs.append(proc)
                 replicas.append((proc.pid, base))
+            # The same on a database that acknowledges commits before their WAL is on disk.
+            url_async = server.create_database("benchasync")
+            seed_postgres(url_async, args.clusters, args.apps_per_cluster)
+            with psycopg.connect(url_async, autocommit=True) as conn:
+                name = url_async.rsplit("/", 1)[1]
+                conn.execute(f'ALTER DATABASE "{name}" SET synchronous_commit = off')  # type: ignore[arg-type]
+            proc, base = start_reactor(
+                tmp, db, db_url=url_async, name="postgres-async", writers=args.writers
+            )
+            procs.append(proc)
             side_by_side = bench_stores(
-                tmp, (sqlite_proc.pid, sqlite_base), replicas, names, args.duration, args.runs
+                tmp,
+                (sqlite_proc.pid, sqlite_base),
+                replicas,
+                names,
+                args.duration,
+                args.runs,
+                postgres_async=(proc.pid, base),
             )
             pid, base = replicas[0]
             with machine_load() as load_hooks:
