@@ -29,8 +29,11 @@ IDLE_CONNECTION_SECONDS = 3600.0
 class Connections:
     """HTTP pool, credential cache and reconnections; ``aclose()`` when the exporter stops."""
 
-    def __init__(self, concurrency: int, max_idle: int | None) -> None:
-        self.credentials = CredentialCache()
+    def __init__(
+        self, concurrency: int, max_idle: int | None, plugin_timeout: float = 10.0
+    ) -> None:
+        #: ``plugin_timeout``: an exec plugin's deadline (the probe timeout)
+        self.credentials = CredentialCache(plugin_timeout)
         #: the probes' kept-alive connections
         self.http = HttpPool(max_idle)
         self._reconnects: dict[str, asyncio.Task[None]] = {}
@@ -92,6 +95,7 @@ class Connections:
         self._reconnects[name] = asyncio.create_task(reconnect(), name=f"reconnect {name}")
 
     async def aclose(self) -> None:
+        self.credentials.close()  # first: kills the plugins in flight, with their children
         for task in self._reconnects.values():
             task.cancel()
         await asyncio.gather(*self._reconnects.values(), return_exceptions=True)

@@ -2,8 +2,17 @@
 
 The kubernetes client resolves the context (``exporter.kube.load_context``, on the minimal
 per-context dict that discovery kept: 0.7 ms, versus seconds for ``new_client_from_config``
-on a big file). It is synchronous and may run a plugin, so it runs in a worker thread,
-never on the event loop.
+on a big file). It is synchronous and may run an exec plugin (up to the probe timeout), so
+it runs on the credential workers (``exporter.workers``): a bounded pool of its own, never
+the event loop and never the default executor that discovery and rendering need. Contexts
+that share a resolution wait for one build in flight, so a fleet behind one hung plugin
+starts one plugin per cycle, not one per cluster.
+
+Embedded CA, client certificate and key come as bytes and are loaded from memory: the CA
+with ``cadata``, the certificate and key through an anonymous in-memory file
+(``memfd_create``, read by path ``/proc/self/fd/N``, gone with its descriptor), so no key
+is ever written to disk, not even for a moment. Where there is no ``memfd_create``, a file
+in a private 0700 folder is written and removed at once.
 
 Results are cached per (file version, context), and contexts whose cluster (but for its
 ``server``) and user are identical share one resolution: a fleet whose kubeconfigs repeat
@@ -18,17 +27,21 @@ fails on the trailing newline of a ``tokenFile``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import os
 import ssl
+import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from exporter.discovery import ContextConfig, FileVersion, unpack
-from exporter.kube import ContextLoadError, load_context
+from exporter.execplugin import ExecPluginError, PluginRunner
+from exporter.kube import ContextLoadError, LoadedContext, load_context
+from exporter.workers import Workers
 
 #: Seconds before an exec credential's ``expirationTimestamp`` at which it is renewed.
 EXPIRY_MARGIN = 30.0
@@ -59,20 +72,41 @@ class Credentials:
         return (now if now is not None else time.time()) >= self.expires_at - EXPIRY_MARGIN
 
 
-#: (CA file, cert file, key file, verify, and the files' mtimes: a renewed file is reloaded)
-_SslKey = tuple[str | None, str | None, str | None, bool, tuple[int, ...]]
+#: (CA file, cert file, key file, verify, the files' mtimes: a renewed file is reloaded,
+#: and the digests of in-memory CA, certificate and key)
+_SslKey = tuple[str | None, str | None, str | None, bool, tuple[int, ...], tuple[str, ...]]
+
+
+@dataclass(frozen=True)
+class _TlsMaterial:
+    ca_file: str | None
+    cert_file: str | None
+    key_file: str | None
+    verify: bool
+    ca_data: bytes | None = None
+    cert_data: bytes | None = None
+    key_data: bytes | None = field(default=None, repr=False)
+
+    def key(self) -> _SslKey:
+        digests = tuple(
+            hashlib.sha256(d).hexdigest() if d else ""
+            for d in (self.ca_data, self.cert_data, self.key_data)
+        )
+        mtimes = _mtimes(self.ca_file, self.cert_file, self.key_file)
+        return (self.ca_file, self.cert_file, self.key_file, self.verify, mtimes, digests)
 
 
 class _SslContexts:
-    """One ``SSLContext`` per (CA file, cert file, key file, verify): shared and stable."""
+    """One ``SSLContext`` per TLS material (files and their mtimes, or data): shared, stable."""
 
     def __init__(self) -> None:
         self._cache: dict[_SslKey, ssl.SSLContext] = {}
 
-    def get(self, key: _SslKey) -> ssl.SSLContext:
+    def get(self, material: _TlsMaterial) -> ssl.SSLContext:
+        key = material.key()
         ctx = self._cache.get(key)
         if ctx is None:
-            ctx = _make_ssl_context(*key[:4])
+            ctx = _make_ssl_context(material)
             self._cache[key] = ctx
         return ctx
 
@@ -87,34 +121,95 @@ class _SslContexts:
                 self._cache.pop(key, None)
 
 
-def _make_ssl_context(
-    ca_file: str | None, cert_file: str | None, key_file: str | None, verify: bool
-) -> ssl.SSLContext:
-    if verify and not ca_file:
+def _make_ssl_context(tls: _TlsMaterial) -> ssl.SSLContext:
+    has_ca = bool(tls.ca_file or tls.ca_data)
+    if tls.verify and not has_ca:
         ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)  # the system store
     else:
         # The kubeconfig's CA replaces the system store, as in client-go; not loading the
         # system store also makes a context cost 0.3 ms instead of 65 ms.
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        if ca_file and verify:
-            ctx.load_verify_locations(cafile=ca_file)
-        if not verify:  # insecure-skip-tls-verify: true, and only then
+        if tls.verify and tls.ca_data:
+            ctx.load_verify_locations(cadata=_ca_text(tls.ca_data))
+        elif tls.verify and tls.ca_file:
+            ctx.load_verify_locations(cafile=tls.ca_file)
+        if not tls.verify:  # insecure-skip-tls-verify: true, and only then
             ctx.check_hostname = False
             ctx.verify_mode = ssl.CERT_NONE
-    if cert_file and key_file:
-        ctx.load_cert_chain(cert_file, key_file)
+    has_cert = bool(tls.cert_file or tls.cert_data)
+    has_key = bool(tls.key_file or tls.key_data)
+    if has_cert and has_key:
+        if tls.cert_data is None and tls.key_data is None:
+            assert tls.cert_file is not None and tls.key_file is not None
+            ctx.load_cert_chain(tls.cert_file, tls.key_file)
+        else:
+            cert = tls.cert_data or _read(tls.cert_file)
+            key = tls.key_data or _read(tls.key_file)
+            _load_chain_from_memory(ctx, cert + b"\n" + key)
     return ctx
 
 
-def build_credentials(ctx: ContextConfig, ssl_contexts: _SslContexts | None = None) -> Credentials:
-    """Resolve one context with the kubernetes client (blocking: call it in a thread)."""
-    config_dict = unpack(ctx.config)
-    user = _user_of(config_dict)  # before the client sees the dict (it may change it)
+def _ca_text(data: bytes) -> str | bytes:
+    """``cadata`` takes PEM as text, DER as bytes."""
     try:
-        loaded = load_context(config_dict, ctx.context, ctx.base_path)
+        return data.decode("ascii")
+    except UnicodeDecodeError:
+        return data
+
+
+def _read(path: str | None) -> bytes:
+    assert path is not None
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _load_chain_from_memory(ctx: ssl.SSLContext, pem: bytes) -> None:
+    """``load_cert_chain`` reads files only: hand it an in-memory one, never a disk file."""
+    memfd_create = getattr(os, "memfd_create", None)
+    if memfd_create is not None and os.path.isdir("/proc/self/fd"):
+        fd = memfd_create("fleetwatch-client-cert", os.MFD_CLOEXEC)
+        try:
+            os.write(fd, pem)
+            ctx.load_cert_chain(f"/proc/self/fd/{fd}")
+        finally:
+            os.close(fd)
+        return
+    folder = tempfile.mkdtemp(prefix="fleetwatch-exporter-tls-")  # 0700
+    path = os.path.join(folder, "client.pem")
+    try:
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
+            f.write(pem)
+        ctx.load_cert_chain(path)
+    finally:
+        with contextlib.suppress(OSError):
+            os.remove(path)
+        with contextlib.suppress(OSError):
+            os.rmdir(folder)
+
+
+def build_credentials(
+    ctx: ContextConfig,
+    ssl_contexts: _SslContexts | None = None,
+    plugins: PluginRunner | None = None,
+) -> Credentials:
+    """Resolve one context (blocking: call it on a worker thread).
+
+    ``plugins`` runs exec plugins (the exporter's one runner); without it, one with a
+    10 s deadline is made for this call.
+    """
+    config_dict = unpack(ctx.config)
+    runner = plugins if plugins is not None else PluginRunner(10.0)
+    try:
+        loaded = load_context(config_dict, ctx.context, ctx.base_path, runner)
     except ContextLoadError as exc:
         raise CredentialsError(_safe_reason(exc.error)) from None
-    from_exec = isinstance(user.get("exec"), dict)
+    finally:
+        if plugins is None:
+            runner.close()
+    return _credentials_of(loaded, ssl_contexts or _SslContexts())
+
+
+def _credentials_of(loaded: LoadedContext, ssl_contexts: _SslContexts) -> Credentials:
     token = loaded.token
     headers: dict[str, str] = {}
     if token:
@@ -122,20 +217,19 @@ def build_credentials(ctx: ContextConfig, ssl_contexts: _SslContexts | None = No
         if "\n" in token or "\r" in token:
             raise CredentialsError("the token has a line break inside it")
         headers["Authorization"] = token
-    if from_exec and not token and not loaded.cert_file:
-        # The client logs the plugin's own error and carries on without credentials.
-        raise CredentialsError("the exec plugin gave no token and no client certificate")
     ssl_context: ssl.SSLContext | None = None
     if loaded.host.startswith("https"):
-        key: _SslKey = (
+        material = _TlsMaterial(
             loaded.ca_file,
             loaded.cert_file,
             loaded.key_file,
             loaded.verify,
-            _mtimes(loaded.ca_file, loaded.cert_file, loaded.key_file),
+            loaded.ca_data,
+            loaded.cert_data,
+            loaded.key_data,
         )
         try:
-            ssl_context = (ssl_contexts or _SslContexts()).get(key)
+            ssl_context = ssl_contexts.get(material)
         except (ssl.SSLError, OSError) as exc:
             raise CredentialsError(f"cannot load the TLS material: {_safe_reason(exc)}") from None
     return Credentials(
@@ -143,7 +237,7 @@ def build_credentials(ctx: ContextConfig, ssl_contexts: _SslContexts | None = No
         headers=headers,
         server_hostname=loaded.tls_server_name,
         expires_at=loaded.expires_at,
-        from_exec=from_exec,
+        from_exec=loaded.from_exec,
     )
 
 
@@ -176,6 +270,8 @@ def _safe_reason(exc: BaseException) -> str:
         return f"{exc.strerror.lower()}{name}"
     if isinstance(exc, KeyError):
         return f"missing key {exc.args[0]!r}" if exc.args else "missing key"
+    if isinstance(exc, ExecPluginError):
+        return str(exc)[:200]  # our own words, never the plugin's output
     text = str(exc)
     for safe in ("File does not exist", "exec: process returned", "exec: malformed", "Invalid"):
         if text.startswith(safe):
@@ -193,6 +289,11 @@ def shared_key(ctx: ContextConfig) -> str:
     the folder relative paths start from. An exec plugin that asks for the cluster's info
     (``provideClusterInfo``) sees the server, so then the server counts too.
     """
+    return _shared_key_and_exec(ctx)[0]
+
+
+def _shared_key_and_exec(ctx: ContextConfig) -> tuple[str, bool]:
+    """:func:`shared_key`, and whether resolving the context runs an exec plugin."""
     config = unpack(ctx.config)
     clusters = config.get("clusters") or [{}]
     cluster = dict(clusters[0].get("cluster") or {}) if isinstance(clusters[0], dict) else {}
@@ -202,23 +303,39 @@ def shared_key(ctx: ContextConfig) -> str:
         server = str(cluster.pop("server", ""))
         cluster["server"] = server.partition(":")[0]
     text = json.dumps([cluster, user, ctx.base_path], sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
+    return hashlib.sha256(text.encode()).hexdigest(), isinstance(exec_, dict)
+
+
+#: Threads resolving contexts without an exec plugin: milliseconds of CPU each.
+CREDENTIAL_WORKERS = 4
+#: Threads running exec plugins, each up to the probe timeout: threads that wait cost
+#: little, and as many plugins as this may hang before another plugin has to queue.
+PLUGIN_WORKERS = 32
 
 
 class CredentialCache:
-    """Credentials per (file, context, file version), built off the event loop.
+    """Credentials per (file, context, file version), built on the credential workers.
 
-    Contexts with the same :func:`shared_key` share one entry, built once. Entries of an
-    older version of a file are dropped by :meth:`prune`; an exec credential is built
-    again when it expires. Files a kubeconfig points to (a rotated ``tokenFile``, a
-    renewed exec token) can change without the kubeconfig changing, so the cycle calls
-    :meth:`invalidate` when the API server refuses cached credentials.
+    Contexts with the same :func:`shared_key` share one entry, built once, and callers
+    that ask while it is being built wait for that build. Entries of an older version of
+    a file are dropped by :meth:`prune`; an exec credential is built again when it
+    expires. Files a kubeconfig points to (a rotated ``tokenFile``, a renewed exec token)
+    can change without the kubeconfig changing, so the cycle calls :meth:`invalidate` when
+    the API server refuses cached credentials. :meth:`close` kills the plugins in flight.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, plugin_timeout: float = 10.0) -> None:
         self._shared: dict[_Key, str] = {}  #: context -> its shared key
         self._entries: dict[str, Credentials] = {}  #: shared key -> credentials
+        self._building: dict[str, asyncio.Future[Credentials]] = {}
+        #: shared key -> (the error, loop time until which it is given again at once)
+        self._failed: dict[str, tuple[CredentialsError, float]] = {}
+        self._exec_keys: set[str] = set()  #: shared keys whose resolution runs a plugin
         self._ssl = _SslContexts()
+        #: runs exec plugins, with the probe timeout as their deadline
+        self.plugins = PluginRunner(plugin_timeout)
+        self.workers = Workers(CREDENTIAL_WORKERS, "fleetwatch credentials")
+        self.plugin_workers = Workers(PLUGIN_WORKERS, "fleetwatch exec plugins")
         self.builds = 0  #: how many times a context was resolved (tests check caching)
 
     @staticmethod
@@ -229,19 +346,58 @@ class CredentialCache:
         key = self.key(ctx)
         shared = self._shared.get(key)
         if shared is None:
-            shared = self._shared[key] = shared_key(ctx)
+            shared, runs_plugin = _shared_key_and_exec(ctx)
+            self._shared[key] = shared
+            if runs_plugin:
+                self._exec_keys.add(shared)
         return shared
 
     async def resolve(self, ctx: ContextConfig) -> tuple[Credentials, bool]:
-        """``(credentials, fresh)``: fresh when built by this call rather than cached."""
+        """``(credentials, fresh)``: fresh when built for this call rather than cached.
+
+        Cancelling the caller (its probe timed out) leaves the build running for the
+        others that wait for it; the plugin's own deadline ends it.
+        """
         shared = self._shared_key(ctx)
         creds = self._entries.get(shared)
         if creds is not None and not creds.expired():
             return creds, False
-        self.builds += 1
-        creds = await asyncio.to_thread(build_credentials, ctx, self._ssl)
+        now = asyncio.get_running_loop().time()
+        failed = self._failed.get(shared)
+        if failed is not None and now < failed[1]:
+            raise failed[0]  # the same error, at once: one hung plugin costs one timeout
+        building = self._building.get(shared)
+        if building is None or building.done():  # a finished one nobody took: start again
+            self.builds += 1
+            workers = self.plugin_workers if shared in self._exec_keys else self.workers
+            building = asyncio.wrap_future(
+                workers.submit(build_credentials, ctx, self._ssl, self.plugins)
+            )
+            building.add_done_callback(_retrieve)
+            self._building[shared] = building
+        try:
+            creds = await asyncio.shield(building)
+        except CredentialsError as exc:
+            # Given again to the contexts that share it for one plugin timeout: a cycle
+            # whose clusters all wait on one hung plugin then ends after one timeout.
+            until = asyncio.get_running_loop().time() + self.plugins.timeout
+            self._failed[shared] = (exc, until)
+            raise
+        finally:
+            if building.done() and self._building.get(shared) is building:
+                del self._building[shared]
+        self._failed.pop(shared, None)
         self._entries[shared] = creds
         return creds, True
+
+    def close(self) -> None:
+        """Kill the plugins in flight, cancel the builds not started (the exporter stops)."""
+        self.plugins.close()
+        self.workers.shutdown(cancel_futures=True)
+        self.plugin_workers.shutdown(cancel_futures=True)
+        for building in self._building.values():
+            building.cancel()  # a late answer of a killed plugin then lands nowhere
+        self._building.clear()
 
     def invalidate(self, ctx: ContextConfig, refused: Credentials | None = None) -> None:
         """Forget the credentials of ``ctx`` (only if they are ``refused``, when given:
@@ -259,4 +415,12 @@ class CredentialCache:
         used = set(self._shared.values())
         for shared in [s for s in self._entries if s not in used]:
             del self._entries[shared]
+        self._failed = {s: f for s, f in self._failed.items() if s in used}
+        self._exec_keys &= used
         self._ssl.retain({id(c.ssl_context) for c in self._entries.values() if c.ssl_context})
+
+
+def _retrieve(future: asyncio.Future[Credentials]) -> None:
+    """Mark the outcome of a build seen: all its callers may have given up (timed out)."""
+    if not future.cancelled():
+        future.exception()

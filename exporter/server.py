@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import time
 from collections.abc import AsyncIterator, Sequence
 
 from aiohttp import web
@@ -23,7 +24,7 @@ from exporter.checks import ClusterCheck
 from exporter.cycle import DiscoverySource, Monitor
 from exporter.discovery import Discoverer
 from exporter.exposition import CONTENT_TYPE, Rendered, render
-from exporter.kube import install_patches
+from exporter.kube import install_patches, remove_temp_files
 from exporter.model import CycleSettings
 from exporter.settings import Settings
 from exporter.snapshot import Snapshot
@@ -88,7 +89,7 @@ def create_app(
     app[MONITOR] = monitor
 
     async def probe_loop(app: web.Application) -> AsyncIterator[None]:
-        async with monitor:
+        async with monitor:  # its exit kills exec plugins in flight, with their children
             task: asyncio.Task[None] | None = None
             if run_loop:
                 task = asyncio.create_task(monitor.run_forever(), name="fleetwatch probe loop")
@@ -100,6 +101,7 @@ def create_app(
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
                         await task
+        remove_temp_files()
 
     app.cleanup_ctx.append(probe_loop)
     app.router.add_get("/", _index)
@@ -144,13 +146,39 @@ async def _healthz(request: web.Request) -> web.Response:
     return web.Response(text="ok\n")
 
 
+#: Probe intervals without a completed cycle after which the exporter reads as stalled.
+STALL_INTERVALS = 3
+
+
+def stalled_for(last_cycle_end: float, interval: float, now: float) -> float | None:
+    """Seconds since the last cycle ended, when that is over ``STALL_INTERVALS`` intervals.
+
+    A cycle ends about one timeout (at most one interval) after it starts, so three
+    intervals without one means cycles stopped: ``/metrics`` would be serving old values.
+    """
+    age = now - last_cycle_end
+    return age if last_cycle_end > 0 and age > STALL_INTERVALS * interval else None
+
+
 async def _ready(request: web.Request) -> web.Response:
-    """503 until the first cycle is published: before it, /metrics holds no cluster."""
-    if request.app[MONITOR].stats.cycles_total == 0:
+    """503 until the first cycle is published (before it, /metrics holds no cluster), and
+    while no cycle has completed for ``STALL_INTERVALS`` intervals (stalled)."""
+    monitor = request.app[MONITOR]
+    if monitor.stats.cycles_total == 0:
         return web.Response(
             status=503,
             text="fleetwatch exporter is not ready: the first probe cycle has not completed.\n",
             headers={"Retry-After": "1"},
+        )
+    stalled = stalled_for(monitor.stats.last_cycle_end, monitor.settings.interval, time.time())
+    if stalled is not None:
+        return web.Response(
+            status=503,
+            text=(
+                f"fleetwatch exporter is stalled: no probe cycle has completed for "
+                f"{stalled:.0f}s ({STALL_INTERVALS} intervals of {monitor.settings.interval:g}s "
+                "is the limit); /metrics holds old values.\n"
+            ),
         )
     return web.Response(text="fleetwatch exporter is ready.\n")
 

@@ -6,6 +6,7 @@ import asyncio
 import base64
 import contextlib
 import copy
+import logging
 import sys
 import threading
 import time
@@ -301,12 +302,15 @@ async def test_failing_exec_plugin_is_reason_credentials(
         }
     }
     (kubeconfig_dir / "k.yaml").write_text(yaml.safe_dump(doc))
+    caplog.set_level(logging.DEBUG)
     async with make_monitor() as (monitor, rec):
         await monitor.run_cycle()
     assert dict(rec.view("c1").failures) == {Reason.CREDENTIALS: 1}
     assert fleet.requests("c1") == 0
-    assert "exec plugin gave no token" in caplog.text
-    assert "leaked-secret" not in caplog.text  # the client's own log line quotes stderr
+    last = monitor.states["c1"].last
+    assert last is not None and last.detail == "exec: process returned 1"
+    assert "exec: process returned 1" in caplog.text
+    assert "leaked-secret" not in caplog.text  # stderr is never read, never quoted
 
 
 async def test_same_embedded_certs_resolved_by_many_threads_at_once(
