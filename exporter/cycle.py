@@ -126,7 +126,9 @@ class Monitor:
         self.checks = tuple(checks)
         self._families = declared_families(c.families for c in self.checks)
         self.table = ClusterTable()
-        self.connections = Connections(settings.concurrency, settings.max_idle_connections)
+        self.connections = Connections(
+            settings.concurrency, settings.max_idle_connections, settings.timeout
+        )
         self.warnings = CycleWarnings(settings)
         self.stats = CycleStats(check_errors={c.name: 0 for c in self.checks})
         self.proxies = EnvironmentProxies(os.environ if environ is None else environ)
