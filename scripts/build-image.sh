@@ -48,6 +48,7 @@ trap 'rm -rf wheelhouse' EXIT
 "${podman[@]}" build --network=none --quiet \
   --build-arg BASE_IMAGE="$base" \
   --build-arg PIP_OPTIONS="--no-index --find-links /src/wheelhouse" \
+  --build-arg REVISION="$(git describe --always --dirty 2>/dev/null || echo unknown)" \
   -f Containerfile -t "$tag" . >/dev/null
 # The build stage and any image the new tag replaced are left untagged: remove them, or
 # every build keeps a few hundred MB.

@@ -88,8 +88,7 @@ def test_exporter_in_the_container_probes_the_fleet(
             ],
             tmp_path / "exporter.log",
             mounts={shared_dir: str(shared_dir)},
-            # TODO(issue 12): /-/ready once the exporter serves it.
-            ready_url=f"http://127.0.0.1:{port}/healthz",
+            ready_url=f"http://127.0.0.1:{port}/-/ready",
         ) as exporter:
 
             def probed() -> bool:

@@ -4,8 +4,9 @@ Each workload's pod runs in the image built for this session, as its manifest sa
 (deploy_pods.py: args, env, Secrets as files with their modes, read-only root, user,
 no capabilities), on the host network with its listen address moved to 127.0.0.1:
 
-- the exporter (overlays/prometheus-operator) with the example kubeconfig Secret holding a
-  stand-in fleet's kubeconfig, in Cluster API's format (key ``value``);
+- the exporter (overlays/prometheus-operator) with the Secret fleetwatch-kubeconfigs
+  holding a stand-in fleet's kubeconfigs, one under a file name and one in Cluster API's
+  format (key ``value``);
 - the reactor on PostgreSQL (the Secret's URL points at a test server) and the reactor on
   SQLite (overlays/sqlite, its PersistentVolumeClaim a folder);
 - one shard pod of overlays/sharded, which takes its shard index from its hostname.
@@ -82,7 +83,11 @@ def loop(image: str) -> Iterator[Loop]:
         postgres.init().start()
         with ThreadedFleet(root / "fleet") as fleet:
             fleet.add_clusters(len(CLUSTERS), prefix="smoke")
-            kubeconfig = fleet.write_kubeconfig(root / "fleet" / "kubeconfig").read_text()
+            # One kubeconfig under a file name, one in Cluster API's format (key `value`).
+            first, second = (
+                fleet.write_kubeconfig(root / "fleet" / f"{name}.yaml", [name]).read_text()
+                for name in CLUSTERS
+            )
             secrets = {
                 # What docs/deployment.md tells the user to create.
                 "fleetwatch-reactor-db": {
@@ -90,7 +95,7 @@ def loop(image: str) -> Iterator[Loop]:
                     "password": "not-needed-with-trust\n",
                 },
                 "fleetwatch-reactor-token": {"token": random_secrets.token_hex(16) + "\n"},
-                "example-kubeconfig": {"value": kubeconfig},
+                "fleetwatch-kubeconfigs": {"smoke-001.yaml": first, "value": second},
             }
             objects = {
                 overlay: render(overlay)

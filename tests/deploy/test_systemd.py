@@ -142,7 +142,7 @@ def _local(words: list[str], tmp_path: Path, port: int) -> list[str]:
 
 @pytest.mark.parametrize(
     ("unit", "ready_path"),
-    [("fleetwatch-exporter", "/healthz"), ("fleetwatch-reactor", "/-/ready")],
+    [("fleetwatch-exporter", "/-/ready"), ("fleetwatch-reactor", "/-/ready")],
 )
 def test_the_units_command_lines_serve(unit: str, ready_path: str, tmp_path: Path) -> None:
     """The flags in the unit and its example environment file are ones fleetwatch takes."""
