@@ -490,6 +490,41 @@ def exporter_group(s: RuleSettings) -> Group:
                     },
                 },
             ),
+            Rule(
+                why=(
+                    "Scraped but stalled: no probe cycle has ended for over 3 probe intervals\n"
+                    "(or none since it started that long ago). Its series are frozen at old\n"
+                    "values, worse than absent: a frozen replica keeps a cluster ONLINE that the\n"
+                    "other replica sees failing. The exporter's /-/ready fails on the same\n"
+                    "condition. `for: 2m` rides out a slow scrape."
+                ),
+                body={
+                    "alert": "FleetwatchExporterStalled",
+                    "expr": (
+                        "time() - (\n"
+                        f"    fleetwatch_exporter_last_cycle_timestamp_seconds{{{job}}} > 0\n"
+                        f"  or on (job, instance) process_start_time_seconds{{{job}}}\n"
+                        ")\n"
+                        "> on (job, instance)\n"
+                        f"  3 * fleetwatch_exporter_probe_interval_seconds{{{job}}}\n"
+                    ),
+                    "for": "2m",
+                    "labels": {"severity": "critical"},
+                    "annotations": {
+                        "summary": (
+                            "fleetwatch exporter {{ $labels.instance }} has completed no probe "
+                            "cycle for over 3 intervals"
+                        ),
+                        "description": (
+                            "The fleetwatch exporter at {{ $labels.instance }} answers scrapes "
+                            "but its probe cycles have stopped: its cluster series hold old "
+                            "values, so outages it should see go unnoticed. Its /-/ready answers "
+                            "503. Read its log (credential plugins and kubeconfig reads are the "
+                            "usual suspects) and restart it."
+                        ),
+                    },
+                },
+            ),
         ),
     )
 

@@ -519,6 +519,57 @@ def exporter_case(s: RuleSettings) -> dict[str, Any]:
     }
 
 
+def stall_case(s: RuleSettings) -> dict[str, Any]:
+    """Exporter stalled: scraped, but no cycle ends for over 3 intervals.
+
+    Three replicas, the process of each started at minute 0: "stuck" completes cycles
+    (one a minute) until minute 5, then none until it recovers; "never" completes none at
+    all; "fine" one every minute. The alert fires ``for: 2m`` after the age passes
+    3 intervals, for "never" counted from the process start.
+    """
+    last_good = 5
+    slack = math.floor(3 * s.probe_interval / 60) + 1  # first minute past 3 intervals
+    stuck_true, never_true = last_good + slack, slack
+    recovered = stuck_true + 4
+    minutes = recovered + 2
+    stuck = [60 * min(m, last_good) if m < recovered else 60 * m for m in range(minutes)]
+    series: list[dict[str, str]] = []
+    for instance, cycles in (
+        ("stuck:9713", stuck),
+        ("never:9713", [0] * minutes),
+        ("fine:9713", [60 * m for m in range(minutes)]),
+    ):
+        labels = f'job="{s.exporter_job}", instance="{instance}"'
+        series += [
+            {
+                "series": f"fleetwatch_exporter_last_cycle_timestamp_seconds{{{labels}}}",
+                "values": _values(cycles),
+            },
+            {"series": f"process_start_time_seconds{{{labels}}}", "values": f"0x{minutes}"},
+            {
+                "series": f"fleetwatch_exporter_probe_interval_seconds{{{labels}}}",
+                "values": f"{s.probe_interval:g}x{minutes}",
+            },
+        ]
+
+    def at(instance: str) -> tuple[dict[str, str], None]:
+        return {"job": s.exporter_job, "instance": instance}, None
+
+    alert = "FleetwatchExporterStalled"
+    return {
+        "name": "exporter stalled",
+        "interval": "1m",
+        "input_series": series,
+        "alert_rule_test": [
+            _alerts(s, never_true + 1, alert, []),  # pending: for 2m
+            _alerts(s, never_true + 2, alert, [at("never:9713")]),
+            _alerts(s, stuck_true + 1, alert, [at("never:9713")]),
+            _alerts(s, stuck_true + 2, alert, [at("never:9713"), at("stuck:9713")]),
+            _alerts(s, recovered, alert, [at("never:9713")]),  # cycles again: resolved
+        ],
+    }
+
+
 def absent_case(s: RuleSettings) -> dict[str, Any]:
     return {
         "name": "exporter absent",
@@ -548,6 +599,7 @@ def test_file(settings: RuleSettings, rule_file: str) -> dict[str, Any]:
             shard_down_case(settings),
             replicated_storm_case(settings),
             exporter_case(settings),
+            stall_case(settings),
             absent_case(settings),
         ],
     }
