@@ -151,6 +151,8 @@ def setup(tmp_path: Path) -> Iterator[Setup]:
         made.pids.mkdir()
         # An embedded client key: the kubernetes client writes such data to temp files.
         fleet.write_kubeconfig(folder / "ok.yaml", ["ok"], credential="client_cert_data")
+        fleet.add_cluster("hung-api", "hang")  # and a probe that waits for its timeout
+        fleet.write_kubeconfig(folder / "hung-api.yaml", ["hung-api"], credential="token")
         doc = _hung_kubeconfig(made, fleet.cluster("ok").url, plugins)
         (folder / "hung.yaml").write_text(yaml.safe_dump(doc))
         try:
@@ -237,6 +239,7 @@ def test_sigterm_ends_the_exporter_with_plugins_in_flight(setup: Setup, tmp_path
     with _exporter(setup, tmp_path, interval=60.0, timeout=30.0) as proc:
         _wait_plugins_started(setup, 20.0)
         wait_until(lambda: setup.fleet.requests("ok") >= 1, 20.0, what="the ok cluster probed")
+        wait_until(lambda: setup.fleet.requests("hung-api") >= 1, 20.0, what="a probe in flight")
         sent = time.monotonic()
         os.kill(proc.pid, signal.SIGTERM)  # the process only, as Kubernetes does
         assert proc.proc is not None
