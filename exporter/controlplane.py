@@ -11,13 +11,16 @@ publishes are listed in ``exporter.controlplane_report``.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import quote
 
 from exporter.checks import ClusterCheck
-from exporter.components import ComponentTarget
+from exporter.components import COMPONENTS, ComponentTarget
 from exporter.config import EtcdConfig, ExporterConfig
 from exporter.controlplane_report import (
     FAMILIES,
@@ -28,8 +31,14 @@ from exporter.controlplane_report import (
 )
 from exporter.discovery import Cluster
 from exporter.etcd import EtcdClient, TlsState, load_tls
-from exporter.kubesystem import CONTROL_PLANE_NODE_LABELS, KubeSystem, parse_nodes, parse_pods
-from exporter.model import ApiError, CheckResult, MetricFamily, ProbeResult
+from exporter.kubesystem import (
+    CONTROL_PLANE_NODE_LABELS,
+    KubeSystem,
+    Node,
+    parse_nodes,
+    parse_pods,
+)
+from exporter.model import ApiError, CheckResult, MetricFamily, ProbeResult, Reason
 from exporter.probe import ApiClient
 from exporter.quorum import EtcdReport
 
@@ -44,31 +53,86 @@ COREDNS_SELECTOR = "k8s-app=kube-dns"
 
 
 class KubeGet(Protocol):
-    async def get_json(self, path: str, timeout: float) -> Any: ...  # noqa: ASYNC109
+    async def get(self, path: str, timeout: float) -> tuple[int, bytes]: ...  # noqa: ASYNC109
 
 
-async def read_kube_system(api: KubeGet, timeout_seconds: float) -> KubeSystem:
-    """The static pods, the CoreDNS pods and the control-plane nodes: three small reads.
+@dataclass(frozen=True)
+class KubeSystemRead:
+    """What one read of kube-system gave: the parsed lists and a digest of the pod answers."""
 
-    The pods are required (an ``ApiError`` propagates); the nodes only refine addresses,
-    so credentials without ``list nodes`` still get everything, from the pods' hostIP.
-    The reads go one after another on purpose: together they would open three TLS
-    connections per cluster, and at 10,000 clusters the exporter ran out of descriptors
-    (bench/RESULTS.md); one after another they share the probe's kept-alive connection.
+    kube: KubeSystem
+    digest: bytes
+    """Of the two pod lists' items (not the lists' own resourceVersion): equal digests,
+    equal pods, so the report built from them last time still holds."""
+    nodes_read: bool
+    """The node list was needed (a static pod without hostIP) and is part of ``kube``."""
+
+
+async def read_kube_system(
+    api: KubeGet, timeout_seconds: float, unchanged: bytes | None = None
+) -> KubeSystemRead | None:
+    """The static pods, the CoreDNS pods and, when needed, the control-plane nodes.
+
+    The pods are required (an ``ApiError`` propagates). The reads go one after another on
+    purpose: together they would open three TLS connections per cluster, and at 10,000
+    clusters the exporter ran out of descriptors (bench/RESULTS.md); one after another
+    they share the probe's kept-alive connection.
+
+    ``unchanged``: the digest of the last read. When the pod answers hash to it, nothing
+    is parsed and None is returned: the caller's last report stands. Parsing and
+    building the report was most of the check's CPU (bench/RESULTS.md).
+
+    The nodes only refine addresses, and only for a static pod without ``hostIP``: the
+    kubelet sets a pod's ``hostIP`` to its node's first InternalIP (the address we would
+    take from the node), so with every hostIP present the node list adds nothing and is
+    not asked for. Credentials without ``list nodes`` get everything from the pods.
     """
-
-    async def nodes() -> Any:
+    pods = f"{PODS_PATH}?labelSelector="
+    static = await _get_body(api, pods + quote(STATIC_POD_SELECTOR), timeout_seconds)
+    dns = await _get_body(api, pods + quote(COREDNS_SELECTOR), timeout_seconds)
+    digest = hashlib.blake2b(_items_part(static), digest_size=16)
+    digest.update(b"\0")
+    digest.update(_items_part(dns))
+    key = digest.digest()
+    if unchanged is not None and key == unchanged:
+        return None
+    parsed = parse_pods(_json(static, PODS_PATH)) + parse_pods(_json(dns, PODS_PATH))
+    need_nodes = any(
+        not p.host_ip and not p.deleting for p in parsed if p.labels.get("component") in COMPONENTS
+    )
+    nodes: tuple[Node, ...] = ()
+    if need_nodes:
         path = f"{NODES_PATH}?labelSelector={quote(CONTROL_PLANE_NODE_LABELS[0] + '=')}"
         try:
-            return await api.get_json(path, timeout_seconds)
+            nodes = parse_nodes(_json(await _get_body(api, path, timeout_seconds), NODES_PATH))
         except ApiError:
-            return None
+            nodes = ()
+    return KubeSystemRead(KubeSystem(pods=parsed, nodes=nodes), key, need_nodes)
 
-    pods = f"{PODS_PATH}?labelSelector="
-    static = await api.get_json(pods + quote(STATIC_POD_SELECTOR), timeout_seconds)
-    dns = await api.get_json(pods + quote(COREDNS_SELECTOR), timeout_seconds)
-    node_list = await nodes()
-    return KubeSystem(pods=parse_pods(static) + parse_pods(dns), nodes=parse_nodes(node_list))
+
+async def _get_body(api: KubeGet, path: str, timeout_seconds: float) -> bytes:
+    """The body of a 200 answer; any other status raises :class:`ApiError` (as get_json)."""
+    status, body = await api.get(path, timeout_seconds)
+    if status in (401, 403):
+        raise ApiError(Reason.UNAUTHORIZED, f"HTTP {status} on {path}", status)
+    if status != 200:
+        raise ApiError(Reason.HTTP_ERROR, f"HTTP {status} on {path}", status)
+    return body
+
+
+def _json(body: bytes, what: str) -> Any:
+    try:
+        return json.loads(body)
+    except ValueError:
+        raise ApiError(Reason.HTTP_ERROR, f"invalid JSON on {what}", 200) from None
+
+
+def _items_part(body: bytes) -> memoryview:
+    """The list's items onwards: a list's own ``resourceVersion`` (before them, as the API
+    server writes a list) moves with every write anywhere in the cluster; the items' own
+    ``resourceVersion`` moves only when that pod changed. No ``"items"``: the whole body."""
+    at = body.find(b'"items":')
+    return memoryview(body)[max(at, 0) :]
 
 
 class ControlPlaneCheck:
@@ -86,6 +150,9 @@ class ControlPlaneCheck:
         self.config = config or ExporterConfig()
         self.request_timeout = request_timeout
         self._last_targets: dict[str, tuple[ComponentTarget, ...]] = {}
+        #: per cluster: digest of the last pod answers, the report built from them, and
+        #: the result published from that report alone (no direct etcd)
+        self._last: dict[str, tuple[bytes, ControlPlaneReport, CheckResult | None]] = {}
         self._tls: dict[str, TlsState] = {}
         self._etcd = EtcdClient()
 
@@ -94,12 +161,27 @@ class ControlPlaneCheck:
 
     async def run(self, cluster: Cluster, api: ApiClient, probe: ProbeResult) -> CheckResult | None:
         etcd_config = self.config.etcd_for(cluster.name)
+        if etcd_config is None:  # the usual case: no task of its own, the API server's view
+            if not probe.success:
+                self._last.pop(cluster.name, None)  # read afresh once it answers again
+                return self._result(None, None, cluster.name)
+            return self._result(await self._kube(cluster, api), None, cluster.name)
         kube_task = self._kube(cluster, api) if probe.success else _none()
-        direct_task = self._direct(cluster.name, etcd_config) if etcd_config else _none()
-        kube_report, direct = await asyncio.gather(kube_task, direct_task)
+        kube_report, direct = await asyncio.gather(
+            kube_task, self._direct(cluster.name, etcd_config)
+        )
+        return self._result(kube_report, direct, cluster.name)
+
+    def _result(
+        self, kube_report: ControlPlaneReport | None, direct: EtcdReport | None, name: str
+    ) -> CheckResult | None:
         if kube_report is not None:
-            self._last_targets[cluster.name] = kube_report.targets
-        targets = self._last_targets.get(cluster.name, ())
+            self._last_targets[name] = kube_report.targets
+        if direct is None and kube_report is not None:
+            last = self._last.get(name)
+            if last is not None and last[1] is kube_report and last[2] is not None:
+                return last[2]  # the same report as last cycle: the same samples
+        targets = self._last_targets.get(name, ())
         etcd = direct if direct is not None else (kube_report.etcd if kube_report else None)
         report = ControlPlaneReport(
             etcd=etcd,
@@ -108,14 +190,31 @@ class ControlPlaneCheck:
         )
         if kube_report is None and etcd is None and not targets:
             return None
-        return CheckResult(samples=report_samples(report), targets=target_groups(targets))
+        result = CheckResult(samples=report_samples(report), targets=target_groups(targets))
+        last = self._last.get(name)
+        if direct is None and last is not None and last[1] is kube_report:
+            self._last[name] = (last[0], kube_report, result)
+        return result
 
     async def _kube(self, cluster: Cluster, api: ApiClient) -> ControlPlaneReport | None:
+        last = self._last.get(cluster.name)
         try:
-            return report_from_kube_system(await read_kube_system(api, self.request_timeout))
+            read = await read_kube_system(
+                api, self.request_timeout, None if last is None else last[0]
+            )
         except ApiError as exc:
+            self._last.pop(cluster.name, None)
             log.info("cluster %s: kube-system not readable: %s", cluster.name, exc.reason)
             return None
+        if read is None:  # the pods are what they were: so is the report
+            assert last is not None
+            return last[1]
+        report = report_from_kube_system(read.kube)
+        if read.nodes_read:  # the nodes were not in the digest: parse again next time
+            self._last.pop(cluster.name, None)
+        else:
+            self._last[cluster.name] = (read.digest, report, None)
+        return report
 
     async def _direct(self, cluster: str, config: EtcdConfig) -> EtcdReport | None:
         previous = self._tls.get(cluster)

@@ -14,6 +14,8 @@ Prometheus in the tests scrapes these targets, and no traffic may leave the mach
 
 from __future__ import annotations
 
+import functools
+import json
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -141,8 +143,8 @@ def _condition(kind: str, ready: bool) -> dict[str, str]:
     }
 
 
-def node_list(plane: ControlPlane, cluster_index: int) -> dict[str, Any]:
-    """``GET /api/v1/nodes``."""
+def node_list(plane: ControlPlane, cluster_index: int, selector: str = "") -> dict[str, Any]:
+    """``GET /api/v1/nodes?labelSelector=...`` (a real API server filters nodes too)."""
     items = []
     control = set(plane.control_plane_nodes)
     for number, (name, ip) in enumerate(_node_ips(plane, cluster_index).items(), start=1):
@@ -184,6 +186,7 @@ def node_list(plane: ControlPlane, cluster_index: int) -> dict[str, Any]:
                 },
             }
         )
+    items = [n for n in items if _matches(n["metadata"]["labels"], parse_selector(selector))]
     return {
         "kind": "NodeList",
         "apiVersion": "v1",
@@ -397,14 +400,30 @@ def parse_selector(selector: str) -> list[tuple[str, str, str]]:
 def pod_list(plane: ControlPlane, cluster_index: int, selector: str = "") -> dict[str, Any]:
     """``GET /api/v1/namespaces/kube-system/pods?labelSelector=...``."""
     requirements = parse_selector(selector)
-
-    def matches(labels: dict[str, str]) -> bool:
-        return all((labels.get(key) == value) == (op == "=") for key, op, value in requirements)
-
-    items = [p for p in all_pods(plane, cluster_index) if matches(p["metadata"]["labels"])]
+    items = [
+        p for p in all_pods(plane, cluster_index) if _matches(p["metadata"]["labels"], requirements)
+    ]
     return {
         "kind": "PodList",
         "apiVersion": "v1",
         "metadata": {"resourceVersion": "1"},
         "items": items,
     }
+
+
+def _matches(labels: dict[str, str], requirements: list[tuple[str, str, str]]) -> bool:
+    """Equality selectors as the API server applies them (a missing label is ``!=`` any value)."""
+    return all((labels.get(key) == value) == (op == "=") for key, op, value in requirements)
+
+
+@functools.lru_cache(maxsize=32768)
+def list_body(kind: str, plane: ControlPlane, cluster_index: int, selector: str) -> bytes:
+    """The JSON body of ``node_list`` (kind ``nodes``) or ``pod_list`` (``pods``), cached.
+
+    A real API server answers lists from its watch cache; building and encoding the pods
+    on every request made the stand-in fleet, not the exporter, the bottleneck of the
+    10,000-cluster benchmark. The planes are immutable, so a cached body is never stale.
+    ``ValueError`` for a selector the stand-in does not take (never cached).
+    """
+    lister = node_list if kind == "nodes" else pod_list
+    return json.dumps(lister(plane, cluster_index, selector)).encode()

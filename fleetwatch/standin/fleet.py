@@ -46,7 +46,7 @@ from aiohttp import web
 
 from fleetwatch.standin import responses
 from fleetwatch.standin.certs import CLIENT_NAME, ClientCert, FleetCerts
-from fleetwatch.standin.controlplane import ControlPlane, node_list, pod_list
+from fleetwatch.standin.controlplane import ControlPlane, list_body
 from fleetwatch.standin.kubeconfig import CaKind, Credential, write_kubeconfig
 from fleetwatch.standin.metrics import MetricsListeners, wanted_endpoints
 from fleetwatch.standin.ports import PortPicker
@@ -465,20 +465,18 @@ class StandinFleet:
             return response
         if path in ("/version", "/version/"):
             return web.json_response(responses.VERSION)
-        if path == "/api/v1/nodes":
-            return web.json_response(node_list(cluster.control_plane, cluster.index))
-        if path == "/api/v1/namespaces/kube-system/pods":
+        if path in ("/api/v1/nodes", "/api/v1/namespaces/kube-system/pods"):
+            kind = "nodes" if path == "/api/v1/nodes" else "pods"
             try:
-                pods = pod_list(
-                    cluster.control_plane, cluster.index, request.query.get("labelSelector", "")
-                )
+                selector = request.query.get("labelSelector", "")
+                listed = list_body(kind, cluster.control_plane, cluster.index, selector)
             except ValueError as exc:
                 return web.Response(
                     status=400,
                     text=responses.status_json(400, "BadRequest", str(exc)),
                     content_type=_JSON,
                 )
-            return web.json_response(pods)
+            return web.Response(body=listed, content_type=_JSON)
         return web.Response(status=404, text=responses.NOT_FOUND, content_type=_JSON)
 
 

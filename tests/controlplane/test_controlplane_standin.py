@@ -23,7 +23,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.controlplane import ControlPlaneCheck, read_kube_system
 from exporter.controlplane_report import FAMILIES, report_from_kube_system
-from exporter.model import ApiError, Reason
 from exporter.server import MONITOR, create_app
 from exporter.settings import Settings
 from fleetwatch.standin import StandinFleet
@@ -201,24 +200,63 @@ async def test_metrics_pass_promtool_check_metrics(
 
 
 class PodsOnly:
-    """An API that lists pods but refuses nodes (RBAC without ``list nodes``)."""
+    """An API that lists pods but refuses nodes (RBAC without ``list nodes``).
 
-    def __init__(self, fleet_plane: ControlPlane) -> None:
+    ``host_ip``: what the static pods say of their node (empty: not yet reported);
+    ``list_version``: the lists' own resourceVersion, which a real API server moves with
+    every write anywhere in the cluster. ``paths``: every path asked, in order.
+    """
+
+    def __init__(self, fleet_plane: ControlPlane, host_ip: str | None = None) -> None:
         self.plane = fleet_plane
+        self.host_ip = host_ip
+        self.list_version = 1
+        self.paths: list[str] = []
 
-    async def get_json(self, path: str, timeout: float) -> Any:  # noqa: ASYNC109
+    async def get(self, path: str, timeout: float) -> tuple[int, bytes]:  # noqa: ASYNC109
         from fleetwatch.standin.controlplane import pod_list
 
+        self.paths.append(path)
         if path.startswith("/api/v1/nodes"):
-            raise ApiError(Reason.UNAUTHORIZED, "HTTP 403", 403)
+            return 403, b'{"kind":"Status","code":403}'
         selector = unquote(path.partition("labelSelector=")[2])
-        return pod_list(self.plane, 0, selector)
+        pods = pod_list(self.plane, 0, selector)
+        pods["metadata"]["resourceVersion"] = str(self.list_version)
+        if self.host_ip is not None:
+            for pod in pods["items"]:
+                pod["status"]["hostIP"] = self.host_ip
+        return 200, json.dumps(pods).encode()
 
 
 async def test_without_list_nodes_targets_come_from_the_pods_host_ip() -> None:
-    kube = await read_kube_system(PodsOnly(ControlPlane()), timeout_seconds=1)
-    assert kube.nodes == ()
-    report = report_from_kube_system(kube)
+    api = PodsOnly(ControlPlane())
+    read = await read_kube_system(api, timeout_seconds=1)
+    assert read is not None and read.kube.nodes == () and not read.nodes_read
+    assert not any(p.startswith("/api/v1/nodes") for p in api.paths)  # hostIP says it all
+    report = report_from_kube_system(read.kube)
     sched = [t for t in report.targets if t.component == "kube-scheduler"]
     assert [t.address for t in sched] == ["127.1.0.1:10259", "127.1.0.2:10259", "127.1.0.3:10259"]
     assert report.etcd is not None and report.etcd.quorum.members == 3
+
+
+async def test_nodes_are_asked_only_for_a_static_pod_without_host_ip() -> None:
+    api = PodsOnly(ControlPlane(), host_ip="")
+    read = await read_kube_system(api, timeout_seconds=1)
+    assert read is not None and read.nodes_read
+    assert api.paths[-1].startswith("/api/v1/nodes")
+    # Refused (403) and no hostIP: no address to give Prometheus, so no target.
+    assert report_from_kube_system(read.kube).targets == ()
+
+
+async def test_unchanged_pods_are_not_parsed_again_whatever_the_list_version() -> None:
+    plane = ControlPlane()
+    api = PodsOnly(plane)
+    first = await read_kube_system(api, timeout_seconds=1)
+    assert first is not None
+    api.list_version = 2  # a write elsewhere in the cluster: the pods are the same
+    assert await read_kube_system(api, timeout_seconds=1, unchanged=first.digest) is None
+    api.plane = plane.with_etcd_ready("cp-2", False)  # a pod changed: read and parse again
+    changed = await read_kube_system(api, timeout_seconds=1, unchanged=first.digest)
+    assert changed is not None and changed.digest != first.digest
+    etcd = report_from_kube_system(changed.kube).etcd
+    assert etcd is not None and etcd.quorum.healthy == 2
