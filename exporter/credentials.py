@@ -293,7 +293,8 @@ def shared_key(ctx: ContextConfig) -> str:
 
 
 def _shared_key_and_exec(ctx: ContextConfig) -> tuple[str, bool]:
-    """:func:`shared_key`, and whether resolving the context runs an exec plugin."""
+    """:func:`shared_key`, and whether resolving the context may block (an exec plugin, an
+    auth provider): those run on the plugin workers, the rest never wait behind them."""
     config = unpack(ctx.config)
     clusters = config.get("clusters") or [{}]
     cluster = dict(clusters[0].get("cluster") or {}) if isinstance(clusters[0], dict) else {}
@@ -303,13 +304,17 @@ def _shared_key_and_exec(ctx: ContextConfig) -> tuple[str, bool]:
         server = str(cluster.pop("server", ""))
         cluster["server"] = server.partition(":")[0]
     text = json.dumps([cluster, user, ctx.base_path], sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest(), isinstance(exec_, dict)
+    # An auth provider (OIDC refresh, gcp, azure) calls out over the network from inside
+    # the client, without a timeout we control: it may block as long as a plugin.
+    may_block = isinstance(exec_, dict) or "auth-provider" in user
+    return hashlib.sha256(text.encode()).hexdigest(), may_block
 
 
 #: Threads resolving contexts without an exec plugin: milliseconds of CPU each.
 CREDENTIAL_WORKERS = 4
-#: Threads running exec plugins, each up to the probe timeout: threads that wait cost
-#: little, and as many plugins as this may hang before another plugin has to queue.
+#: Threads running exec plugins (and auth providers), each up to the probe timeout:
+#: threads that wait cost little, and as many plugins as this may hang before another
+#: plugin has to queue.
 PLUGIN_WORKERS = 32
 
 
@@ -330,7 +335,7 @@ class CredentialCache:
         self._building: dict[str, asyncio.Future[Credentials]] = {}
         #: shared key -> (the error, loop time until which it is given again at once)
         self._failed: dict[str, tuple[CredentialsError, float]] = {}
-        self._exec_keys: set[str] = set()  #: shared keys whose resolution runs a plugin
+        self._exec_keys: set[str] = set()  #: shared keys whose resolution may block
         self._ssl = _SslContexts()
         #: runs exec plugins, with the probe timeout as their deadline
         self.plugins = PluginRunner(plugin_timeout)

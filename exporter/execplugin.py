@@ -133,7 +133,8 @@ class PluginRunner:
             self.started += 1
         try:
             output = _read_until(proc, deadline)
-            code = proc.wait(max(0.0, deadline - time.monotonic()))
+            # stdout closed: it is exiting (a moment's grace even at the deadline)
+            code = proc.wait(max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             raise ExecPluginError(
                 f"exec: the plugin gave no answer within {self.timeout:g}s "

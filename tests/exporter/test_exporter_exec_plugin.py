@@ -498,3 +498,15 @@ async def test_embedded_client_key_never_touches_the_disk(
     assert rec.view("exec").success is True, monitor.states["exec"].last
     assert list(temp.iterdir()) == []
     assert kube_config._temp_files == before
+
+
+def test_a_missing_plugin_is_named_as_such(tmp_path: Path) -> None:
+    runner = PluginRunner(10.0)
+    entry = {"apiVersion": "client.authentication.k8s.io/v1", "command": "./no-such-plugin"}
+    with pytest.raises(ExecPluginError) as caught:
+        runner.run(entry, str(tmp_path))
+    assert str(caught.value) in (
+        "exec: process returned 127 (command not found)",  # through the sh guard
+        "exec: cannot start the plugin: no such file or directory",  # without /bin/sh
+    )
+    runner.close()
