@@ -15,9 +15,14 @@ reachable *only* through the proxy needs another network: see
 from __future__ import annotations
 
 import base64
+import contextlib
+import json
 import logging
+import os
 import shutil
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager
@@ -397,3 +402,140 @@ def test_an_unusable_environment_proxy_is_an_error_naming_the_variable() -> None
     assert str(caught.value) == "HTTPS_PROXY: socks5:// proxies are not supported, only http://"
     cluster = Cluster("c", "https://api.example", "/k", "c", f"http://u:{SECRET}@p:1")
     assert SECRET not in repr(cluster)
+
+
+# -- a cluster reachable only through the proxy ------------------------------------------
+
+
+class HiddenNetwork:
+    """A network namespace holding a stand-in cluster and tinyproxy, and nothing else.
+
+    The cluster's API server listens on the namespace's own loopback, under a name,
+    ``api.hidden.fleet.test``, that resolves only inside it (``ip netns exec`` puts
+    ``/etc/netns/<ns>/hosts`` in place of ``/etc/hosts``), as a private DNS name resolves
+    only inside a corporate network. tinyproxy, inside too, listens on a veth address
+    that this process reaches. So the exporter can neither resolve nor reach the server
+    itself: only a ``CONNECT`` through tinyproxy gets there.
+    """
+
+    HOST = "api.hidden.fleet.test"
+
+    def __init__(self, tmp: Path) -> None:
+        pid = os.getpid()
+        self.ns = f"fwpx{pid % 100000}"
+        self.veth = (f"{self.ns}h", f"{self.ns}n")
+        third, fourth = (pid // 64) % 250, (pid % 64) * 4
+        self.host_ip, self.ns_ip = f"10.231.{third}.{fourth + 1}", f"10.231.{third}.{fourth + 2}"
+        self.etc = Path("/etc/netns") / self.ns
+        self.tmp = tmp
+        self.processes: list[ManagedProcess] = []
+
+    def ip(self, *args: str) -> None:
+        subprocess.run(["ip", *args], check=True, capture_output=True, timeout=10)
+
+    def exec_prefix(self) -> list[str]:
+        return ["ip", "netns", "exec", self.ns]
+
+    def up(self) -> HiddenNetwork:
+        self.ip("netns", "add", self.ns)
+        self.etc.mkdir(parents=True, exist_ok=True)
+        (self.etc / "hosts").write_text(f"127.0.0.1 localhost\n127.0.0.1 {self.HOST}\n")
+        host_side, ns_side = self.veth
+        self.ip("link", "add", host_side, "type", "veth", "peer", "name", ns_side)
+        self.ip("link", "set", ns_side, "netns", self.ns)
+        self.ip("addr", "add", f"{self.host_ip}/30", "dev", host_side)
+        self.ip("link", "set", host_side, "up")
+        inside = ["netns", "exec", self.ns, "ip"]
+        self.ip(*inside, "addr", "add", f"{self.ns_ip}/30", "dev", ns_side)
+        self.ip(*inside, "link", "set", ns_side, "up")
+        self.ip(*inside, "link", "set", "lo", "up")
+        return self
+
+    def standin(self) -> dict[str, Any]:
+        """One stand-in cluster inside; its summary (URL, kubeconfig path)."""
+        folder = self.tmp / "hidden-standin"
+        argv = [*self.exec_prefix(), sys.executable, "-m", "fleetwatch.standin", "serve"]
+        argv += ["--clusters", "1", "--prefix", "hidden", "--dir", str(folder)]
+        process = ManagedProcess(argv, self.tmp / "hidden-standin.log", cwd=REPO)
+        self.processes.append(process.start())
+
+        def summary() -> dict[str, Any] | None:
+            if not process.alive():
+                raise AssertionError(f"the stand-in exited:\n{process.log_tail()}")
+            for line in process.log_path.read_text(errors="replace").splitlines():
+                if line.startswith("{"):
+                    found: dict[str, Any] = json.loads(line)
+                    return found
+            return None
+
+        return wait_until(summary, 30, what="the hidden stand-in")
+
+    def down(self) -> None:
+        for process in self.processes:
+            process.stop()
+        subprocess.run(["ip", "netns", "del", self.ns], capture_output=True, timeout=10)
+        subprocess.run(["ip", "link", "del", self.veth[0]], capture_output=True, timeout=10)
+        shutil.rmtree(self.etc, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            self.etc.parent.rmdir()  # only if no other namespace has files there
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def hidden(tmp_path: Path) -> Iterator[HiddenNetwork]:
+    if os.geteuid() != 0 or not shutil.which("ip"):
+        pytest.skip("a network namespace needs root and iproute2")
+    network = HiddenNetwork(tmp_path)
+    try:
+        yield network.up()
+    finally:
+        network.down()
+
+
+async def test_a_cluster_reachable_only_through_the_proxy_is_online(
+    hidden: HiddenNetwork, tmp_path: Path
+) -> None:
+    cluster = hidden.standin()["clusters"][0]
+    port = int(cluster["url"].rsplit(":", 1)[1])
+    (tmp_path / "hidden-proxy").mkdir()
+    proxy = Tinyproxy(tmp_path / "hidden-proxy", listen=hidden.ns_ip)
+    proxy.start(prefix=hidden.exec_prefix())
+    hidden.processes.append(proxy.process)
+    name = cluster["name"]
+
+    def kubeconfig(folder: str, proxy_url: str | None) -> Path:
+        doc: dict[str, Any] = yaml.safe_load(Path(cluster["kubeconfig"]).read_text())
+        entry = doc["clusters"][0]["cluster"]
+        entry["server"] = f"https://{HiddenNetwork.HOST}:{port}"
+        entry["tls-server-name"] = "localhost"  # a name of the stand-in's certificate
+        if proxy_url is not None:
+            entry["proxy-url"] = proxy_url
+        path = tmp_path / folder / "hidden.yaml"
+        path.parent.mkdir()
+        path.write_text(yaml.safe_dump(doc))
+        return path.parent
+
+    async def probe_once(folder: Path, environ: Mapping[str, str]) -> tuple[bool, Any]:
+        async with monitor_of(folder, environ=environ) as (monitor, rec):
+            await monitor.run_cycle()
+            return rec.view(name).success, monitor.states[name].last
+
+    # Directly: the name does not even resolve here.
+    ok, last = await probe_once(kubeconfig("direct", None), {})
+    assert (ok, last.reason) == (False, Reason.CONNECT), last
+    # The kubeconfig's proxy-url.
+    ok, last = await probe_once(kubeconfig("proxy-url", proxy.url), {})
+    assert ok is True, last
+    # HTTPS_PROXY of the environment, for a kubeconfig without proxy-url.
+    environment = {"HTTPS_PROXY": proxy.url}
+    ok, last = await probe_once(kubeconfig("env", None), environment)
+    assert ok is True, last
+    # ... unless NO_PROXY names the domain: then it is direct again, and fails.
+    environment = {**environment, "NO_PROXY": "fleet.test"}
+    ok, last = await probe_once(kubeconfig("no-proxy", None), environment)
+    assert (ok, last.reason) == (False, Reason.CONNECT), last
+    connects = proxy.connects()
+    assert len(connects) == 2, proxy.log_text()
+    assert all(f"CONNECT {HiddenNetwork.HOST}:{port} HTTP/1.1" in line for line in connects)
