@@ -26,8 +26,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-
 from bench.common import REPO, cpu_seconds, machine_load, memory_kib, summary, write_result
 from bench.fleet_server import start_fleet
 
@@ -45,6 +43,7 @@ async def _cycles(
     profile_dir: Path | None = None,
     with_checks: bool = True,
     max_idle: int | None = None,
+    every: int = 1,
 ) -> dict[str, Any]:
     from exporter import exposition
     from exporter.controlplane import build_checks
@@ -58,10 +57,18 @@ async def _cycles(
     install_patches()  # as `fleetwatch exporter` does at start
 
     rendered_bytes = 0
+    render_cpu = 0.0  #: CPU seconds of rendering /metrics (a worker thread), this cycle
+
+    def render(snap: Snapshot) -> exposition.Rendered:
+        nonlocal render_cpu
+        t0 = time.thread_time()
+        rendered = exposition.render(snap)
+        render_cpu += time.thread_time() - t0
+        return rendered
 
     async def publish(snap: Snapshot) -> None:
         nonlocal rendered_bytes
-        rendered = await asyncio.to_thread(exposition.render, snap)
+        rendered = await asyncio.to_thread(render, snap)
         rendered_bytes = len(rendered.metrics)
 
     extra: dict[str, Any] = {}
@@ -78,18 +85,11 @@ async def _cycles(
     discoverer = Discoverer(None, kubeconfig) if is_dir else Discoverer(kubeconfig, None)
     # The checks `fleetwatch exporter` always runs after each probe (kube-system pods and
     # nodes: the control-plane view), unless --no-checks asks for the probe alone.
-    checks = build_checks(None) if with_checks else []
+    checks = build_checks(None, every) if with_checks else []
     async with Monitor(settings, discoverer, publish, checks) as monitor:
-        if variant == "seqchecks":
-            sequential_check_requests()
-        if variant == "close":
-            # Experiment: no keep-alive (a TLS handshake per probe, no idle connections).
-            await monitor.session.close()
-            monitor._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(force_close=True, limit=0), trust_env=False
-            )
         for i in range(1 + steady):
             before = monitor.probes_started
+            render_cpu = 0.0
             fleet0 = _fleet_cpu(fleet_pids) or 0.0
             cpu0 = time.process_time()
             t0 = time.perf_counter()
@@ -122,15 +122,20 @@ async def _cycles(
                     "cpu_ms_per_probe": round(cpu / probes * 1000, 4) if probes else None,
                     "probes_per_cpu_s": round(probes / cpu, 1) if cpu else None,
                     "metrics_bytes": rendered_bytes,
+                    "render_cpu_s": round(render_cpu, 3),
                     "fleet_cpu_s": None if fleet_cpu is None else round(fleet_cpu, 3),
                     "rss_mib": _rss_mib(),
                     "sockets": _sockets(),
                     "errors_emfile": _emfile_seen(),
                 }
             )
+        render_parts = _render_parts(monitor.snapshot())
+        objects = _python_objects()
     mem = _memory()
     return {
         "cycles": cycles,
+        "render_parts_s": render_parts,
+        "python_objects": objects,
         "rss_peak_mib": round(mem.get("VmHWM", 0) / 1024, 1),
         "rss_end_mib": round(mem.get("VmRSS", 0) / 1024, 1),
         "concurrency": settings.concurrency,
@@ -138,34 +143,58 @@ async def _cycles(
         "variant": variant,
         "checks": with_checks,
         "max_idle": max_idle,
+        "controlplane_every": every,
     }
 
 
-def sequential_check_requests() -> None:
-    """Experiment: the control-plane check's GETs one after another, not gathered.
+def _python_objects(top: int = 12) -> dict[str, Any]:
+    """Live Python objects the collector tracks, by type: count and shallow MiB (getsizeof).
 
-    Gathered, a cluster's three check requests open up to three connections, all kept
-    alive: 30,000 sockets for 10,000 clusters. One after another they reuse the probe's
-    connection. Only ``exporter.controlplane``'s view of ``asyncio.gather`` changes.
+    Shallow sizes undercount containers' contents that are not tracked (str, bytes, int
+    are counted through the containers' referents below), so strings and bytes are added
+    from the referents of tracked objects, each counted once.
     """
-    import types
+    gc.collect()
+    counts: dict[str, list[float]] = {}
+    seen: set[int] = set()
+    for obj in gc.get_objects():
+        for item in (obj, *gc.get_referents(obj)):
+            if id(item) in seen:
+                continue
+            seen.add(id(item))
+            entry = counts.setdefault(type(item).__name__, [0, 0.0])
+            entry[0] += 1
+            entry[1] += sys.getsizeof(item)
+    total = sum(v[1] for v in counts.values())
+    ranked = sorted(counts.items(), key=lambda kv: kv[1][1], reverse=True)[:top]
+    return {
+        "total_mib": round(total / 2**20, 1),
+        "objects": sum(int(v[0]) for v in counts.values()),
+        "top": {k: {"count": int(v[0]), "mib": round(v[1] / 2**20, 1)} for k, v in ranked},
+    }
 
-    from exporter import controlplane
 
-    async def gather_in_turn(*aws: Any, return_exceptions: bool = False) -> list[Any]:
-        out = []
-        for aw in aws:
-            try:
-                out.append(await aw)
-            except Exception as exc:
-                if not return_exceptions:
-                    raise
-                out.append(exc)
-        return out
+def _render_parts(snap: Any) -> dict[str, float]:
+    """CPU seconds of each part of one rendering of the last snapshot (``exposition.render``)."""
+    import gzip
 
-    shim = types.SimpleNamespace(**{k: getattr(asyncio, k) for k in dir(asyncio)})
-    shim.gather = gather_in_turn
-    controlplane.asyncio = shim  # type: ignore[attr-defined]
+    from exporter import exposition
+
+    t0 = time.thread_time()
+    body = exposition.render_metrics(snap)
+    t1 = time.thread_time()
+    gzip.compress(body, compresslevel=6, mtime=0)
+    t2 = time.thread_time()
+    gzip.compress(body, compresslevel=1, mtime=0)
+    t3 = time.thread_time()
+    exposition.render_sd(snap)
+    t4 = time.thread_time()
+    return {
+        "text": round(t1 - t0, 3),
+        "gzip6": round(t2 - t1, 3),
+        "gzip1": round(t3 - t2, 3),
+        "sd": round(t4 - t3, 3),
+    }
 
 
 def _memory() -> dict[str, int]:
@@ -233,12 +262,6 @@ def _profile_done(profiler: Any, profile_dir: Path | None, cycle: int) -> None:
 
 
 def worker_main(args: argparse.Namespace) -> None:
-    if args.variant == "smallbuf":
-        # Experiment: asyncio gives every TLS connection a 256 KiB read buffer
-        # (SSLProtocol.max_size); a TLS record is at most 16 KiB.
-        from asyncio import sslproto
-
-        sslproto.SSLProtocol.max_size = 16 * 1024
     result = asyncio.run(
         _cycles(
             args.kubeconfig,
@@ -251,6 +274,7 @@ def worker_main(args: argparse.Namespace) -> None:
             args.profile_dir,
             not args.no_checks,
             args.max_idle,
+            args.controlplane_every,
         )
     )
     print(json.dumps(result))
@@ -269,6 +293,8 @@ def run_worker(
     variant: str = "keepalive",
     with_checks: bool = True,
     max_idle: int | None = None,
+    profile_dir: Path | None = None,
+    every: int = 1,
 ) -> dict[str, Any]:
     """One worker process (a fresh exporter side: new connections, no cached credentials)."""
     argv = [
@@ -284,6 +310,10 @@ def run_worker(
         argv.append("--no-checks")
     if max_idle is not None:
         argv += ["--max-idle", str(max_idle)]
+    if profile_dir is not None:
+        argv += ["--profile-dir", str(profile_dir)]
+    if every != 1:
+        argv += ["--controlplane-every", str(every)]
     with machine_load() as load:
         out = subprocess.run(
             argv, cwd=REPO, capture_output=True, text=True, timeout=limit_s, check=False
@@ -328,6 +358,8 @@ def bench_size(
     variant: str = "keepalive",
     with_checks: bool = True,
     max_idle: int | None = None,
+    profile_dir: Path | None = None,
+    every: int = 1,
 ) -> dict[str, Any]:
     fleet = start_fleet(tmp / f"fleet-{clusters}-{hang}", clusters, hang)
     try:
@@ -343,6 +375,8 @@ def bench_size(
                 variant,
                 with_checks,
                 max_idle,
+                profile_dir,
+                every,
             )
             for _ in range(runs)
         ]
@@ -368,9 +402,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--concurrency", type=int, default=None)
     parser.add_argument(
         "--variant",
-        choices=("keepalive", "close", "smallbuf", "gcfreeze", "seqchecks"),
+        choices=("keepalive", "gcfreeze"),
         default="keepalive",
-        help="keepalive: the exporter as built; close, smallbuf: experiments (see RESULTS.md)",
+        help="keepalive: the exporter as built; gcfreeze: an experiment "
+        "(RESULTS.md). No keep-alive at all is --max-idle 0",
     )
     parser.add_argument(
         "--no-checks",
@@ -383,12 +418,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         default=None,
         help="the exporter's bound on idle kept-alive connections (default: one per cluster)",
     )
+    parser.add_argument(
+        "--controlplane-every",
+        type=int,
+        default=1,
+        help="kube-system read on every K-th probe: --controlplane.interval / --probe.interval "
+        "(default 1: every probe, the exporter's default)",
+    )
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument(
         "--profile-dir",
         type=Path,
         default=None,
-        help="worker only: pyinstrument profile of the first steady cycle written here",
+        help="pyinstrument profile (main thread) of the first steady cycle written here",
     )
     parser.add_argument("--fleet-pid", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -412,6 +454,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 args.variant,
                 not args.no_checks,
                 args.max_idle,
+                args.profile_dir,
+                args.controlplane_every,
             )
     name = "probe_cycle_hang" if args.hang_fraction else "probe_cycle"
     if args.variant != "keepalive":
@@ -420,6 +464,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         name += "_nochecks"
     if args.max_idle is not None:
         name += f"_maxidle{args.max_idle}"
+    if args.controlplane_every != 1:
+        name += f"_cpevery{args.controlplane_every}"
     write_result(name, {"sizes": results, "timeout_s": args.timeout}, args.out)
     return results
 

@@ -18,5 +18,6 @@ run $PY -m bench.probe_cycle --clusters 10000 --hang-fraction 0.1 --timeout 5 --
 run $PY -m bench.probe_cycle --clusters 10000 --runs 1 --steady 2 --no-checks --max-idle 1000
 run $PY -m bench.scrape --clusters 10000 --scrapes 50
 run $PY -m bench.probe_cycle --clusters 1000 --runs 2 --steady 2
-run $PY -m bench.probe_cycle --clusters 10000 --runs 1 --steady 1 --out bench/out/probe_cycle_asbuilt_10k.json
-run $PY -m bench.probe_cycle --clusters 10000 --variant seqchecks --runs 1 --steady 1
+run $PY -m bench.probe_cycle --clusters 10000 --runs 1 --steady 2 --out bench/out/probe_cycle_asbuilt_10k.json
+run $PY -m bench.probe_cycle --clusters 10000 --runs 1 --steady 2 --controlplane-every 4
+run $PY -m bench.tls_resume --clusters 1000 --runs 2

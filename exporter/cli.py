@@ -28,7 +28,7 @@ from common.webconfig import (
 )
 from exporter.checks import ClusterCheck
 from exporter.config import load_config
-from exporter.controlplane import build_checks
+from exporter.controlplane import build_checks, reads_every
 from exporter.discovery import Discoverer, probeable
 from exporter.server import create_app
 from exporter.settings import (
@@ -133,6 +133,16 @@ def add_parsers(subparsers: Any) -> None:
         help="optional YAML for the etcd and control-plane checks (e.g. direct etcd endpoints)",
     )
     exp.add_argument(
+        "--controlplane.interval",
+        dest="controlplane_interval",
+        metavar="SECONDS",
+        type=float,
+        default=0.0,
+        help="read each cluster's kube-system (two GETs) at most this often, publishing the "
+        "last answer in between; a failed probe or read is read again at once. 0: after "
+        "every probe (default: 0)",
+    )
+    exp.add_argument(
         "--config.check",
         dest="config_check",
         action="store_true",
@@ -203,13 +213,14 @@ def _add_discovery_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def load_checks(config_file: Path | None) -> Sequence[ClusterCheck]:
+def load_checks(config_file: Path | None, every: int = 1) -> Sequence[ClusterCheck]:
     """The per-cluster checks of the etcd/control-plane part, built from ``--config.file``.
 
+    ``every``: kube-system is read on every ``every``-th probe (``--controlplane.interval``).
     Raises ``exporter.config.ConfigError`` for a bad file.
     """
     config = load_config(config_file) if config_file is not None else None
-    return build_checks(config)
+    return build_checks(config, every)
 
 
 def run_exporter(args: argparse.Namespace) -> int:
@@ -234,7 +245,12 @@ def run_exporter(args: argparse.Namespace) -> int:
         print(f"fleetwatch exporter: {exc}", file=sys.stderr)
         return 2
     try:
-        checks = load_checks(settings.config_file)
+        every = reads_every(args.controlplane_interval, settings.interval)
+    except ValueError as exc:
+        print(f"fleetwatch exporter: --controlplane.interval: {exc}", file=sys.stderr)
+        return 2
+    try:
+        checks = load_checks(settings.config_file, every)
     except Exception as exc:  # the config module's own errors carry the precise message
         print(f"fleetwatch exporter: --config.file: {exc}", file=sys.stderr)
         return 1

@@ -14,6 +14,8 @@ import asyncio
 import hashlib
 import json
 import logging
+import math
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -146,9 +148,21 @@ class ControlPlaneCheck:
     name = "controlplane"
     families: Sequence[MetricFamily] = FAMILIES
 
-    def __init__(self, config: ExporterConfig | None = None, request_timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        config: ExporterConfig | None = None,
+        request_timeout: float = 5.0,
+        every: int = 1,
+    ) -> None:
+        """``every``: read kube-system on every ``every``-th successful probe of a cluster
+        (``--controlplane.interval``); in between, the last report is published again."""
+        if every < 1:
+            raise ValueError("every must be at least 1")
         self.config = config or ExporterConfig()
         self.request_timeout = request_timeout
+        self.every = every
+        #: per cluster: probes to let pass before kube-system is read again
+        self._skip: dict[str, int] = {}
         self._last_targets: dict[str, tuple[ComponentTarget, ...]] = {}
         #: per cluster: digest of the last pod answers, the report built from them, and
         #: the result published from that report alone (no direct etcd)
@@ -198,6 +212,16 @@ class ControlPlaneCheck:
 
     async def _kube(self, cluster: Cluster, api: ApiClient) -> ControlPlaneReport | None:
         last = self._last.get(cluster.name)
+        if last is not None:
+            skip = self._skip.get(cluster.name, 0)
+            if skip > 0:  # read recently (--controlplane.interval): the last report stands
+                self._skip[cluster.name] = skip - 1
+                return last[1]
+        # The first read of a cluster starts its turn at a point of its own (a stable hash
+        # of its name), so a fleet's reads spread over the cycles instead of bunching.
+        first = last is None and cluster.name not in self._skip
+        turn = zlib.crc32(cluster.name.encode()) % self.every if first else self.every - 1
+        self._skip[cluster.name] = turn
         try:
             read = await read_kube_system(
                 api, self.request_timeout, None if last is None else last[0]
@@ -236,10 +260,28 @@ async def _none() -> None:
     return None
 
 
-def build_checks(config: ExporterConfig | None) -> list[ClusterCheck]:
+def build_checks(config: ExporterConfig | None, every: int = 1) -> list[ClusterCheck]:
     """The per-cluster checks the exporter runs (``exporter.cli`` calls this).
 
     Always the control-plane check: the API-server view of etcd, the control-plane targets
     and CoreDNS need no config; ``config`` adds direct etcd endpoints per cluster.
+    ``every``: see :func:`reads_every`.
     """
-    return [ControlPlaneCheck(config or ExporterConfig())]
+    return [ControlPlaneCheck(config or ExporterConfig(), every=every)]
+
+
+def reads_every(controlplane_interval: float, probe_interval: float) -> int:
+    """Every how many probes kube-system is read, for ``--controlplane.interval``.
+
+    0 (the default) reads it after every probe. Otherwise after every
+    ``ceil(controlplane_interval / probe_interval)``-th: what the check publishes is then
+    at most that interval (plus one probe interval) old, except that a cluster is read
+    again at once after a failed probe or a failed read. Worth it when the probe
+    interval is short and the fleet large: each read is two GETs per cluster
+    (bench/RESULTS.md).
+    """
+    if controlplane_interval < 0 or probe_interval <= 0:
+        raise ValueError("intervals must be positive (0: read after every probe)")
+    if controlplane_interval == 0:
+        return 1
+    return max(1, math.ceil(controlplane_interval / probe_interval - 1e-9))
