@@ -261,12 +261,14 @@ def test_kill_9_leaves_no_key_behind_and_plugins_end_at_their_deadline(
         _wait_plugins_started(setup, 20.0)
         wait_until(lambda: setup.fleet.requests("ok") >= 1, 20.0, what="the ok cluster probed")
         assert setup.key_files() == []  # not even while it runs
+        killed = time.monotonic()
         os.kill(proc.pid, signal.SIGKILL)
         assert proc.proc is not None
         proc.proc.wait(10)
     assert setup.key_files() == []
     # No code of ours runs after kill -9: the plugins' own deadline ends them.
     wait_until(lambda: not setup.live_plugins(), timeout + 5.0, what="orphaned plugins ended")
+    print(f"orphans ended {time.monotonic() - killed:.2f}s after kill -9 (deadline {timeout:g}s)")
 
 
 # -- the runner and the credential workers, in-process --------------------------------
