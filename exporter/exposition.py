@@ -62,7 +62,7 @@ CLUSTER_FAMILIES: tuple[tuple[str, str, str], ...] = (
         "fleetwatch_cluster_probe_failures_total",
         "counter",
         "Failed probes by reason (timeout, connect, tls, unauthorized, not_ready, http_error, "
-        "credentials) since the exporter started.",
+        "credentials, proxy) since the exporter started.",
     ),
 )
 
