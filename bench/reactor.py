@@ -28,6 +28,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -106,10 +107,11 @@ def start_reactor(
     db_url: str | None = None,
     name: str | None = None,
     writers: int | None = None,
+    extra: Sequence[str] = (),
 ) -> tuple[ManagedProcess, str]:
     """``fleetwatch reactor`` on a free port; ``switch_interval`` is an experiment (below).
 
-    ``db_url``: the database instead of the SQLite file ``db``.
+    ``db_url``: the database instead of the SQLite file ``db``; ``extra``: more flags.
     """
     port = free_port()
     token_file = tmp / "token"
@@ -123,6 +125,7 @@ def start_reactor(
     ]  # fmt: skip
     if writers is not None:
         args.append(f"--db.writers={writers}")
+    args.extend(extra)
     if switch_interval is None:
         argv = [str(Path(sys.executable).parent / "fleetwatch"), *args]
     else:
@@ -433,7 +436,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         default=True,
         help="also PostgreSQL: 1 and 2 replicas side by side with SQLite (default: on)",
     )
-    parser.add_argument("--writers", type=int, default=4, help="--db.writers of each replica")
+    parser.add_argument("--writers", type=int, default=8, help="--db.writers of each replica")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     if args.postgres and not args.only_deployments:
