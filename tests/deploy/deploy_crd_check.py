@@ -22,7 +22,7 @@ import sys
 from typing import Any
 
 import yaml
-from cloudcoil.models.prometheus_operator import v1, v1alpha1
+from cloudcoil.models.prometheus_operator import v1, v1alpha1  # type: ignore[import-not-found,import-untyped,unused-ignore]
 from pydantic import BaseModel, ValidationError
 
 MODELS: dict[tuple[str, str], type[BaseModel]] = {

@@ -81,6 +81,10 @@ class Container(ManagedProcess):
         super().__init__(argv, log_path, ready_url=ready_url, env=podman_env())
         self.name = name
 
+    def __enter__(self) -> Container:
+        super().__enter__()
+        return self
+
     def stop(self, stop_timeout: float = 10.0) -> int | None:
         code = super().stop(stop_timeout)
         podman("rm", "--force", "--ignore", self.name)

@@ -156,6 +156,7 @@ def _pods_of_service(loop: Loop, overlay: str, service: Obj) -> list[Running]:
 
 
 def _service_port(service: Obj, port: int | str) -> Obj:
+    entry: Obj
     for entry in service["spec"]["ports"]:
         if port in (entry["port"], entry.get("name")):
             return entry

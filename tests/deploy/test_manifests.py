@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import kubernetes_validate
+import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
 from deploy_manifests import (
