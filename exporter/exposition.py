@@ -19,7 +19,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from exporter.model import MetricFamily
+from exporter.model import CheckResult, MetricFamily
 from exporter.snapshot import ClusterView, Snapshot
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -155,22 +155,45 @@ def render_metrics(snap: Snapshot) -> bytes:
     return "".join(out).encode()
 
 
+#: The lines (and ``/sd/control-plane`` groups) of the check results of the last rendering,
+#: by result identity and cluster: a check that hands the same result object again (the
+#: control-plane check does while kube-system is unchanged) costs a lookup, not a
+#: rendering. Each entry holds its result, so an identity is never reused while cached;
+#: each rendering keeps only what it used.
+_check_lines: dict[tuple[int, str], tuple[CheckResult, tuple[tuple[str, str], ...]]] = {}
+_sd_groups: dict[tuple[int, str], tuple[CheckResult, tuple[str, ...]]] = {}
+
+
+def _sample_lines(key: str, result: CheckResult) -> tuple[tuple[str, str], ...]:
+    out = []
+    for sample in result.samples:
+        extra = "".join(
+            f',{name}="{escape_label(value)}"'
+            for name, value in sample.labels.items()
+            if name != "cluster"
+        )
+        out.append((sample.name, f"{sample.name}{{{key}{extra}}} {fmt(sample.value)}\n"))
+    return tuple(out)
+
+
 def _render_check_families(
     out: list[str], families: Iterable[MetricFamily], pairs: list[tuple[str, ClusterView]]
 ) -> None:
+    global _check_lines
     by_name: dict[str, list[str]] = {f.name: [] for f in families}
+    cache, used = _check_lines, {}
     for key, view in pairs:
         for result in view.checks:
-            for sample in result.samples:
-                lines = by_name.get(sample.name)
-                if lines is None:
-                    continue  # undeclared family: dropped (its HELP/TYPE are unknown)
-                extra = "".join(
-                    f',{name}="{escape_label(value)}"'
-                    for name, value in sample.labels.items()
-                    if name != "cluster"
-                )
-                lines.append(f"{sample.name}{{{key}{extra}}} {fmt(sample.value)}\n")
+            ident = (id(result), key)
+            hit = cache.get(ident)
+            if hit is None or hit[0] is not result:
+                hit = (result, _sample_lines(key, result))
+            used[ident] = hit
+            for name, line in hit[1]:
+                lines = by_name.get(name)
+                if lines is not None:  # undeclared family: dropped (HELP/TYPE unknown)
+                    lines.append(line)
+    _check_lines = used
     for fam in families:
         _header(out, fam.name, fam.type, fam.help)
         out.extend(by_name[fam.name])
@@ -246,13 +269,24 @@ def _render_exporter(out: list[str], snap: Snapshot) -> None:
 
 def render_sd(snap: Snapshot) -> bytes:
     """``/sd/control-plane``: the target groups of every cluster's checks, as HTTP SD JSON."""
-    groups = [
-        {"targets": list(group.targets), "labels": {"cluster": view.cluster.name, **group.labels}}
-        for view in snap.clusters
-        for result in view.checks
-        for group in result.targets
-    ]
-    return json.dumps(groups, separators=(",", ":")).encode()
+    global _sd_groups
+    cache, used = _sd_groups, {}
+    parts: list[str] = []
+    for view in snap.clusters:
+        name = view.cluster.name
+        for result in view.checks:
+            ident = (id(result), name)
+            hit = cache.get(ident)
+            if hit is None or hit[0] is not result:
+                groups = (
+                    {"targets": list(group.targets), "labels": {"cluster": name, **group.labels}}
+                    for group in result.targets
+                )
+                hit = (result, tuple(json.dumps(g, separators=(",", ":")) for g in groups))
+            used[ident] = hit
+            parts.extend(hit[1])
+    _sd_groups = used
+    return ("[" + ",".join(parts) + "]").encode()
 
 
 def render(snap: Snapshot, process_metrics: bytes = b"") -> Rendered:
