@@ -25,7 +25,7 @@ T = TypeVar("T")
 DEFAULT_LISTEN_ADDRESS = "127.0.0.1:9714"
 DEFAULT_DB_PATH = Path("fleetwatch.db")
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
-DEFAULT_DB_WRITERS = 4
+DEFAULT_DB_WRITERS = 8
 
 
 @dataclass(frozen=True, slots=True)

@@ -186,8 +186,11 @@ class PostgresTransaction:
 
     def close_outages(self, ends: Sequence[tuple[int, int, int]]) -> None:
         params = ([c for c, _, _ in ends], [o for _, o, _ in ends], [t for _, _, t in ends])
+        # By cluster: apps.outage_id has no index (see reactor/schema.py).
         self.cur.execute(
-            "UPDATE apps SET outage_id = NULL WHERE outage_id = ANY(%s::bigint[])", (params[1],)
+            "UPDATE apps SET outage_id = NULL "
+            "WHERE cluster_id = ANY(%s::bigint[]) AND outage_id = ANY(%s::bigint[])",
+            (params[0], params[1]),
         )
         self.cur.execute(
             "UPDATE outages SET closed_at = v.t FROM unnest(%s::bigint[], %s::bigint[], "
@@ -253,7 +256,10 @@ class PostgresTransaction:
         return count
 
     def close_outage(self, cluster_id: int, outage_id: int, closed_at: int) -> None:
-        self.cur.execute("UPDATE apps SET outage_id = NULL WHERE outage_id = %s", (outage_id,))
+        self.cur.execute(
+            "UPDATE apps SET outage_id = NULL WHERE cluster_id = %s AND outage_id = %s",
+            (cluster_id, outage_id),
+        )
         self.cur.execute("UPDATE outages SET closed_at = %s WHERE id = %s", (closed_at, outage_id))
         self.cur.execute("UPDATE clusters SET outage_id = NULL WHERE id = %s", (cluster_id,))
 
@@ -312,7 +318,7 @@ class PostgresTransaction:
         self.cur.execute("DELETE FROM apps WHERE cluster_id = %s", (cluster_id,))
         self.cur.execute(
             "UPDATE apps SET outage_id = NULL "
-            "WHERE outage_id IN (SELECT id FROM outages WHERE cluster_id = %s)",
+            "WHERE outage_id IN (SELECT id FROM outages WHERE cluster_id = %s)",  # rare: a scan
             (cluster_id,),
         )
         self.cur.execute("UPDATE clusters SET outage_id = NULL WHERE id = %s", (cluster_id,))
