@@ -152,6 +152,24 @@ def _uncovered(s: RuleSettings) -> str:
     return f"{_remembered(s)} unless on (cluster) fleetwatch_cluster_info"
 
 
+def _stalled(s: RuleSettings) -> str:
+    """Exporters scraped but stalled: no probe cycle ended for over 3 probe intervals.
+
+    Their series are frozen at old values. FleetwatchExporterStalled pages on this, and
+    the per-replica status ignores such a replica at once: a frozen "ONLINE" would
+    otherwise hold a cluster ONLINE that the live replica sees failing.
+    """
+    job = f'job="{s.exporter_job}"'
+    return (
+        "time() - (\n"
+        f"    fleetwatch_exporter_last_cycle_timestamp_seconds{{{job}}} > 0\n"
+        f"  or on (job, instance) process_start_time_seconds{{{job}}}\n"
+        ")\n"
+        "> on (job, instance)\n"
+        f"  3 * fleetwatch_exporter_probe_interval_seconds{{{job}}}\n"
+    )
+
+
 def status_group(s: RuleSettings) -> Group:
     n = s.failure_threshold
     online, offline = STATUS_CODES[Status.ONLINE], STATUS_CODES[Status.OFFLINE]
@@ -163,6 +181,7 @@ def status_group(s: RuleSettings) -> Group:
         f"    +     ({failures} <  bool {n})\n"
         "        * (fleetwatch_cluster_probe_last_success_timestamp_seconds > bool 0)\n"
         "  )\n"
+        "unless on (job, instance) (\n" + _indent(_stalled(s), "  ") + ")\n"
     )
     down = f'up{{job="{s.exporter_job}"}} == 0'
     code = (
@@ -205,7 +224,8 @@ def status_group(s: RuleSettings) -> Group:
                     "least N consecutive failed probes (a cluster that never answered is OFFLINE\n"
                     "too; the reactor degrades nothing for it). ONLINE: probeable, succeeded\n"
                     "once, fewer than N failures since. UNKNOWN: everything else, including a\n"
-                    "replica that has not probed yet and unprobeable clusters (never OFFLINE)."
+                    "replica that has not probed yet and unprobeable clusters (never OFFLINE).\n"
+                    "A stalled replica (no cycle ended for 3 intervals) has no opinion at all."
                 ),
                 body={"record": REPLICA_STATUS_RECORD, "expr": replica_code},
             ),
@@ -500,14 +520,7 @@ def exporter_group(s: RuleSettings) -> Group:
                 ),
                 body={
                     "alert": "FleetwatchExporterStalled",
-                    "expr": (
-                        "time() - (\n"
-                        f"    fleetwatch_exporter_last_cycle_timestamp_seconds{{{job}}} > 0\n"
-                        f"  or on (job, instance) process_start_time_seconds{{{job}}}\n"
-                        ")\n"
-                        "> on (job, instance)\n"
-                        f"  3 * fleetwatch_exporter_probe_interval_seconds{{{job}}}\n"
-                    ),
+                    "expr": _stalled(s),
                     "for": "2m",
                     "labels": {"severity": "critical"},
                     "annotations": {

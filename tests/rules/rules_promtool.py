@@ -302,6 +302,51 @@ def vantage_points_case(s: RuleSettings) -> dict[str, Any]:
     }
 
 
+def stalled_replica_case(s: RuleSettings) -> dict[str, Any]:
+    """A stalled replica's frozen "ONLINE" does not hold a failing cluster ONLINE.
+
+    Replica A sees ``frozen`` ONLINE, then stalls after minute 5 (no cycle ends, its
+    gauges keep their old values); replica B keeps cycling and sees ``frozen`` failing
+    from the start. While A is fresh, "any replica sees ONLINE" wins; once A has ended no
+    cycle for 3 intervals it has no opinion, and the cluster is what B sees: OFFLINE.
+    """
+    n = s.failure_threshold
+    last_good = 5
+    stalled = last_good + math.floor(3 * s.probe_interval / 60) + 1
+    minutes = stalled + 2
+    series: list[dict[str, str]] = [
+        *_cluster_series("frozen", [0] * minutes, [60] * minutes, instance=A0),
+        *_cluster_series("frozen", [n + m for m in range(minutes)], [0] * minutes, instance=B0),
+    ]
+    for instance, cycles in (
+        (A0, [60 * min(m, last_good) for m in range(minutes)]),
+        (B0, [60 * m for m in range(minutes)]),
+    ):
+        labels = f'job="{s.exporter_job}", instance="{instance}"'
+        series += [
+            {
+                "series": f"fleetwatch_exporter_last_cycle_timestamp_seconds{{{labels}}}",
+                "values": _values(cycles),
+            },
+            {"series": f"process_start_time_seconds{{{labels}}}", "values": f"0x{minutes}"},
+            {
+                "series": f"fleetwatch_exporter_probe_interval_seconds{{{labels}}}",
+                "values": f"{s.probe_interval:g}x{minutes}",
+            },
+        ]
+    return {
+        "name": f"threshold {n}: a stalled replica has no say in the status",
+        "interval": "1m",
+        "input_series": series,
+        "alert_rule_test": [
+            _alerts(s, stalled - 1, "FleetClusterOnline", [({"cluster": "frozen"}, None)]),
+            _alerts(s, stalled, "FleetClusterOnline", []),
+            _alerts(s, stalled, "FleetClusterOffline", [({"cluster": "frozen"}, None)]),
+        ],
+        "promql_expr_test": [_code(1, {"frozen": 1}), _code(stalled, {"frozen": 2})],
+    }
+
+
 def shard_down_case(s: RuleSettings) -> dict[str, Any]:
     """One replica of shard 0 down: a warning. Both of shard 1: its cluster UNKNOWN, a page.
 
@@ -596,6 +641,7 @@ def test_file(settings: RuleSettings, rule_file: str) -> dict[str, Any]:
             no_storm_case(settings),
             few_failing_case(settings),
             vantage_points_case(settings),
+            stalled_replica_case(settings),
             shard_down_case(settings),
             replicated_storm_case(settings),
             exporter_case(settings),
