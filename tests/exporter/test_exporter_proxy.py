@@ -517,7 +517,7 @@ async def test_a_cluster_reachable_only_through_the_proxy_is_online(
         path.write_text(yaml.safe_dump(doc))
         return path.parent
 
-    async def probe_once(folder: Path, environ: Mapping[str, str]) -> tuple[bool, Any]:
+    async def probe_once(folder: Path, environ: Mapping[str, str]) -> tuple[bool | None, Any]:
         async with monitor_of(folder, environ=environ) as (monitor, rec):
             await monitor.run_cycle()
             return rec.view(name).success, monitor.states[name].last
