@@ -251,24 +251,24 @@ def test_the_scrapeconfig_discovers_through_the_exporter(loop: Loop) -> None:
             status, body = _get(url)
             assert status == 200
             assert isinstance(json.loads(body), list)
-    # Sharded: one URL per shard, each a pod of vantage point a by its stable name.
+    # Sharded: one URL per pod of each StatefulSet, by its stable name.
     sharded = loop.objects["overlays/sharded"]
-    statefulset = find(sharded, "StatefulSet", "fleetwatch-exporter-a")
     config = find(sharded, "ScrapeConfig", "fleetwatch-control-plane")
-    hosts = sorted(urlsplit(sd["url"]).hostname or "" for sd in config["spec"]["httpSDConfigs"])
-    headless = statefulset["spec"]["serviceName"]
-    find(sharded, "Service", headless)
-    assert hosts == [
-        f"fleetwatch-exporter-a-{i}.{headless}.fleetwatch.svc"
-        for i in range(statefulset["spec"]["replicas"])
-    ]
-    port = loop.pods["shard-a-1"].pod.ports["metrics"]
-    assert (
-        _get(f"http://127.0.0.1:{port}{urlsplit(config['spec']['httpSDConfigs'][1]['url']).path}")[
-            0
+    urls = [sd["url"] for sd in config["spec"]["httpSDConfigs"]]
+    expected = []
+    for statefulset in of_kind(sharded, "StatefulSet"):
+        headless = statefulset["spec"]["serviceName"]
+        find(sharded, "Service", headless)
+        name = statefulset["metadata"]["name"]
+        expected += [
+            f"{name}-{i}.{headless}.fleetwatch.svc" for i in range(statefulset["spec"]["replicas"])
         ]
-        == 200
-    )
+    assert sorted(urlsplit(url).hostname or "" for url in urls) == sorted(expected)
+    port = loop.pods["shard-a-1"].pod.ports["metrics"]
+    for url in urls:
+        if urlsplit(url).hostname.startswith("fleetwatch-exporter-a-1."):  # type: ignore[union-attr]
+            assert urlsplit(url).port == 9713
+            assert _get(f"http://127.0.0.1:{port}{urlsplit(url).path}")[0] == 200
 
 
 def test_every_secret_file_is_readable_in_the_container(loop: Loop) -> None:
