@@ -347,11 +347,15 @@ class CredentialCache:
     def key(ctx: ContextConfig) -> _Key:
         return (ctx.source, ctx.context, ctx.version)
 
-    def _shared_key(self, ctx: ContextConfig) -> str:
+    async def _shared_key(self, ctx: ContextConfig) -> str:
         key = self.key(ctx)
         shared = self._shared.get(key)
         if shared is None:
-            shared, runs_plugin = _shared_key_and_exec(ctx)
+            # Unpickling and serialising the user's kubeconfig entries is work on user
+            # data, bounded by discovery but never done on the event loop.
+            shared, runs_plugin = await asyncio.wrap_future(
+                self.workers.submit(_shared_key_and_exec, ctx)
+            )
             self._shared[key] = shared
             if runs_plugin:
                 self._exec_keys.add(shared)
@@ -363,7 +367,7 @@ class CredentialCache:
         Cancelling the caller (its probe timed out) leaves the build running for the
         others that wait for it; the plugin's own deadline ends it.
         """
-        shared = self._shared_key(ctx)
+        shared = await self._shared_key(ctx)
         creds = self._entries.get(shared)
         if creds is not None and not creds.expired():
             return creds, False
