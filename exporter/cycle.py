@@ -325,6 +325,8 @@ class Monitor:
                     slot.release()
                     await asyncio.wait([reconnecting])  # its outcome: the probe will see
                 remaining = max(0.001, timeout - (time.perf_counter() - start))
+                if proxy is not None:  # the pool takes the slot back once the tunnel is open
+                    slot.release()
                 result = await probe(api, remaining, slot)
                 if result.reason is Reason.UNAUTHORIZED and not fresh:
                     # Cached credentials refused: an exec token expired or was revoked, a
@@ -334,6 +336,8 @@ class Monitor:
                     creds, _ = await credentials.resolve(ctx)
                     api = self.connections.api(cluster.endpoint, creds, proxy)
                     remaining = max(0.001, timeout - (time.perf_counter() - start))
+                    if proxy is not None:
+                        slot.release()
                     result = await probe(api, remaining, slot)
         except CredentialsError as exc:
             return ProbeResult(

@@ -111,7 +111,9 @@ class HttpPool:
         ``gate()`` is held while connecting and sending, not while waiting for the answer:
         the cycle's concurrency bounds work, and a hung server never holds a slot. The
         caller bounds the whole call with a timeout; cancellation closes the connection.
-        ``proxy``: tunnel through it; ``progress`` says how far a new connection got.
+        ``proxy``: tunnel through it; ``progress`` says how far a new connection got. The
+        wait for the proxy's tunnel is not under ``gate()`` either (it is no work): a hung
+        proxy in front of a thousand clusters must not take every slot for a timeout.
         """
         ep = self.endpoint(url)
         if ep.tls and context is None:
@@ -120,11 +122,21 @@ class HttpPool:
         request = request_bytes(ep, path, headers)
         enter = gate or _no_gate
         for attempt in (0, 1):
-            async with enter():
+            conn: Connection | None = None
+            reused = False
+            if proxy is not None:
                 conn = self._take_idle(key)
                 reused = conn is not None
                 if conn is None:
-                    conn = await self._connect(ep, key, progress)
+                    conn = await self._connect(ep, key, progress, secure=False)
+            async with enter():
+                if conn is None:
+                    conn = self._take_idle(key)
+                    reused = conn is not None
+                    if conn is None:
+                        conn = await self._connect(ep, key, progress)
+                elif not reused:
+                    await self._secure(conn)
                 waiter = conn.send(request, max_bytes)
             try:
                 await waiter
@@ -279,7 +291,11 @@ class HttpPool:
             conn.pooled = False
             self._kept -= 1
 
-    async def _connect(self, ep: Endpoint, key: _PoolKey, progress: Progress | None) -> Connection:
+    async def _connect(
+        self, ep: Endpoint, key: _PoolKey, progress: Progress | None, *, secure: bool = True
+    ) -> Connection:
+        """A new connection: TCP, the proxy's tunnel if any, then TLS (unless not ``secure``:
+        :meth:`_secure` does it later)."""
         loop = asyncio.get_running_loop()
         _, context, server_hostname, proxy = key
         hostname = (server_hostname or ep.host) if context is not None else None
@@ -304,12 +320,6 @@ class HttpPool:
         if setup is not None:
             try:
                 await setup
-                if proxy is not None:  # the tunnel is open: now the server's handshake
-                    if progress is not None:
-                        progress.stage = "server"
-                    handshake = conn.start_tls()
-                    if handshake is not None:
-                        await handshake
             except HttpError as exc:
                 self._discard(conn)
                 if exc.failure is Failure.PROXY and proxy is not None:
@@ -320,7 +330,19 @@ class HttpPool:
                 raise
         if progress is not None:
             progress.stage = "server"
+        if proxy is not None and secure:
+            await self._secure(conn)
         return conn
+
+    async def _secure(self, conn: Connection) -> None:
+        """The TLS handshake with the API server inside an open tunnel (none for http)."""
+        handshake = conn.start_tls()
+        if handshake is not None:
+            try:
+                await handshake
+            except BaseException:
+                self._discard(conn)
+                raise
 
     def close(self) -> None:
         """Close every connection (the exporter is stopping)."""

@@ -239,6 +239,35 @@ async def test_a_hanging_proxy_is_reason_proxy_within_the_timeout(
     assert elapsed < 1.5
 
 
+async def test_a_hanging_proxy_takes_no_slot_while_it_hangs(
+    fleet: StandinFleet, kubeconfig_dir: Path
+) -> None:
+    """12 clusters behind a hung proxy, 2 slots, 0.5 s timeout: one timeout, not six.
+
+    Waiting for a tunnel is no work, so it is not under a slot: otherwise a proxy that
+    hangs in front of many clusters would hold every slot for a whole timeout, batch
+    after batch, and the clusters not behind it would wait too.
+    """
+    behind = await fleet.add_clusters(12, "px-many")
+    direct = await fleet.add_cluster("px-direct")
+    with socket.socket() as hung:
+        hung.bind(("127.0.0.1", 0))
+        hung.listen(64)
+        url = f"http://127.0.0.1:{hung.getsockname()[1]}"
+        write_kubeconfig(fleet, kubeconfig_dir / "many.yaml", [c.name for c in behind], url)
+        write_kubeconfig(fleet, kubeconfig_dir / "direct.yaml", [direct.name], None)
+        recorder = Recorder()
+        settings = CycleSettings(interval=60.0, timeout=0.5, concurrency=2)
+        discovery = Discoverer(None, kubeconfig_dir)
+        async with Monitor(settings, discovery, recorder, environ={}) as monitor:
+            started = time.monotonic()
+            await monitor.run_cycle()
+            elapsed = time.monotonic() - started
+    assert recorder.view(direct.name).success is True
+    assert all(dict(recorder.view(c.name).failures) == {Reason.PROXY: 1} for c in behind)
+    assert elapsed < 1.5, elapsed  # holding slots while hung: 6 x 0.5 s at least
+
+
 async def test_a_proxy_refusing_the_port_is_reason_proxy(
     fleet: StandinFleet, kubeconfig_dir: Path, tinyproxy: Callable[..., Tinyproxy]
 ) -> None:
