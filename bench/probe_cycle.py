@@ -129,9 +129,9 @@ async def _cycles(
                     "errors_emfile": _emfile_seen(),
                 }
             )
+        mem = _memory()  # before the measurements below, which allocate themselves
         render_parts = _render_parts(monitor.snapshot())
         objects = _python_objects()
-    mem = _memory()
     return {
         "cycles": cycles,
         "render_parts_s": render_parts,

@@ -39,7 +39,7 @@ from reactor.signals import (
     status_signals,
 )
 from reactor.statemachine import AppStatus
-from reactor.store import AppRecord, ClusterRecord, StoreUnavailable
+from reactor.store import AppRecord, ClusterRecord, OutageRecord, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -351,9 +351,21 @@ async def get_clusters(request: web.Request) -> web.Response:
 
 
 async def get_cluster(request: web.Request) -> web.Response:
+    """The cluster, with its latest outages (as many as ``--db.retention`` has kept)."""
     name = path_name(request, "cluster")
-    cluster = await request.app[BACKEND].read(lambda s: s.cluster(name))
-    return web.json_response(cluster_json(cluster))
+    cluster, outages = await request.app[BACKEND].read(lambda s: s.cluster_history(name))
+    return web.json_response(
+        {**cluster_json(cluster), "outages": [outage_json(o) for o in outages]}
+    )
+
+
+def outage_json(outage: OutageRecord) -> dict[str, Any]:
+    return {
+        "started_at": format_time(outage.started_at),
+        "closed_at": format_time(outage.closed_at),
+        "apps_degraded": outage.apps_degraded,
+        "apps_restored": outage.apps_restored,
+    }
 
 
 async def post_clusters(request: web.Request) -> web.Response:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Protocol
 
@@ -35,6 +36,10 @@ log = logging.getLogger(__name__)
 
 #: Seconds between two WAL checkpoints: the WAL stays small, and no commit pays for one.
 HOUSEKEEPING_INTERVAL_S = 1.0
+#: Seconds between two sweeps of the history kept (``--db.retention``), and the rows one
+#: transaction of a sweep deletes.
+RETENTION_INTERVAL_S = 60.0
+RETENTION_BATCH = 500
 
 
 class Scanner(Protocol):
@@ -94,6 +99,7 @@ def create_app(
         store: Store | None = None
         reader_store: Store | None = None
         housekeeping: asyncio.Task[None] | None = None
+        history: asyncio.Task[None] | None = None
         stop_housekeeping = asyncio.Event()
         try:
             store = await backend.thread.call(store_factory or open_store)
@@ -112,10 +118,20 @@ def create_app(
                 keep_house(store, stop_housekeeping, HOUSEKEEPING_INTERVAL_S),
                 name="fleetwatch-store-housekeeping",
             )
+            if settings.db_retention_s > 0:
+                history = asyncio.create_task(
+                    keep_history(
+                        backend, settings.db_retention_s, stop_housekeeping, RETENTION_INTERVAL_S
+                    ),
+                    name="fleetwatch-store-retention",
+                )
             if discoverer is not None:
                 await discover(backend, discoverer)
             yield
         finally:
+            if history is not None:
+                stop_housekeeping.set()
+                await history  # ends between two batches
             if housekeeping is not None:
                 # Not cancel(): that would leave a running checkpoint on its thread while
                 # the store closes under it (SIGSEGV). Let it finish, then stop.
@@ -163,6 +179,30 @@ async def keep_house(store: Store, stop: asyncio.Event, interval_s: float) -> No
             await asyncio.to_thread(store.checkpoint)
         except StoreUnavailable as exc:
             log.warning("store housekeeping failed, will retry: %s", exc)
+
+
+async def keep_history(
+    backend: Backend, retention_s: float, stop: asyncio.Event, interval_s: float
+) -> None:
+    """Delete the outages closed more than ``retention_s`` ago: at start, then every
+    ``interval_s``, ``RETENTION_BATCH`` rows per transaction, so a sweep never holds the
+    store for long (deployments and notifications run between two batches). Returns once
+    ``stop`` is set."""
+    while not stop.is_set():
+        closed_before = int((time.time() - retention_s) * 1_000_000)
+
+        def batch(service: Service, before: int = closed_before) -> int:
+            return service.prune_outages(before, RETENTION_BATCH)
+
+        try:
+            while not stop.is_set():
+                deleted = await backend.run(batch)
+                if deleted < RETENTION_BATCH:
+                    break
+        except StoreUnavailable as exc:
+            log.warning("retention sweep failed, will retry: %s", exc)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), interval_s)
 
 
 async def discover(backend: Backend, discoverer: Scanner) -> None:

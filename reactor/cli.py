@@ -26,6 +26,7 @@ from exporter.discovery import main_kubeconfig
 from reactor.auth import TokenFileError, read_token, reload_token_on_sighup
 from reactor.context import (
     DEFAULT_DB_PATH,
+    DEFAULT_DB_RETENTION_S,
     DEFAULT_DB_WRITERS,
     DEFAULT_LISTEN_ADDRESS,
     DEFAULT_MAX_BODY_BYTES,
@@ -109,6 +110,15 @@ def add_parsers(subparsers: Any) -> None:
         default=DEFAULT_DB_WRITERS,
         help="PostgreSQL: transactions this replica runs at once, each on its own connection "
         f"(plus one for reads); SQLite: always 1 (default: {DEFAULT_DB_WRITERS})",
+    )
+    p.add_argument(
+        "--db.retention",
+        dest="db_retention",
+        metavar="DURATION",
+        type=retention_s,
+        default=DEFAULT_DB_RETENTION_S,
+        help="closed outages older than this are deleted (a sweep at start and every minute, "
+        "in small batches); 0 keeps everything; seconds or 30s, 10m, 12h, 30d (default: 30d)",
     )
     p.add_argument(
         "--db.migrate-only",
@@ -292,6 +302,19 @@ def duration_s(text: str) -> float:
     return value
 
 
+def retention_s(text: str) -> float:
+    """``--db.retention``: a duration as :func:`duration_s` takes, or days (``30d``)."""
+    if text.endswith("d"):
+        try:
+            days = float(text[:-1])
+        except ValueError:
+            days = -1.0
+        if not 0 <= days < float("inf"):
+            raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 30d, 12h, 0)")
+        return days * 86400.0
+    return duration_s(text)
+
+
 def settings_from(args: argparse.Namespace, env: dict[str, str]) -> Settings:
     """Flags and environment -> :class:`Settings` (raises ValueError with a clear message)."""
     token: str | None = None
@@ -324,6 +347,7 @@ def settings_from(args: argparse.Namespace, env: dict[str, str]) -> Settings:
         db_url=db_url,
         db_password=db_password,
         db_writers=args.db_writers,
+        db_retention_s=args.db_retention,
         token=token,
         token_file=args.token_file,
         max_future_skew_s=args.max_future_skew,

@@ -26,6 +26,7 @@ DEFAULT_LISTEN_ADDRESS = "127.0.0.1:9714"
 DEFAULT_DB_PATH = Path("fleetwatch.db")
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
 DEFAULT_DB_WRITERS = 8
+DEFAULT_DB_RETENTION_S = 30 * 86400.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +50,9 @@ class Settings:
     db_writers: int = DEFAULT_DB_WRITERS
     """Store threads writing in parallel, each on its own connection, when the store allows
     it (PostgreSQL; a SQLite file has one writer). More: throughput on a remote database."""
+    db_retention_s: float = DEFAULT_DB_RETENTION_S
+    """Closed outages older than this are deleted, in small batches off the request path;
+    0 keeps everything. Open outages, and what anything points at, always stay."""
     db_password: str | None = field(default=None, repr=False)
     """PostgreSQL password (from ``--db.password-file`` or ``PGPASSWORD``); wins over one in
     ``db_url``. Never printed: not even in this object's repr."""

@@ -99,6 +99,32 @@ def openapi_document() -> dict[str, Any]:
                         },
                     },
                 },
+                "ClusterWithOutages": {
+                    "allOf": [
+                        {"$ref": "#/components/schemas/Cluster"},
+                        {
+                            "type": "object",
+                            "properties": {
+                                "outages": {
+                                    "type": "array",
+                                    "description": "the latest outages, newest first (at "
+                                    "most 10; closed ones are kept for --db.retention)",
+                                    "items": {"$ref": "#/components/schemas/Outage"},
+                                }
+                            },
+                        },
+                    ]
+                },
+                "Outage": {
+                    "type": "object",
+                    "required": ["started_at", "apps_degraded", "apps_restored"],
+                    "properties": {
+                        "started_at": TIME,
+                        "closed_at": {**TIME, "description": "null while the outage is open"},
+                        "apps_degraded": {"type": "integer"},
+                        "apps_restored": {"type": "integer"},
+                    },
+                },
                 "NewCluster": {
                     "type": "object",
                     "additionalProperties": False,
@@ -277,7 +303,10 @@ def openapi_document() -> dict[str, Any]:
                 "get": {
                     "summary": "One cluster",
                     "parameters": [NAME_PARAM],
-                    "responses": {"200": _json("Cluster", "The cluster."), "404": E404},
+                    "responses": {
+                        "200": _json("ClusterWithOutages", "The cluster and its latest outages."),
+                        "404": E404,
+                    },
                 },
                 "delete": {
                     "summary": "Forget a decommissioned cluster",

@@ -34,7 +34,14 @@ from reactor.statemachine import (
     StatusAlert,
     apply,
 )
-from reactor.store import AppRecord, ClusterRecord, StatusCounts, Store, Transaction
+from reactor.store import (
+    AppRecord,
+    ClusterRecord,
+    OutageRecord,
+    StatusCounts,
+    Store,
+    Transaction,
+)
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +53,9 @@ SOURCE_DISCOVERY = "discovery"
 SOURCE_API = "api"
 SOURCE_ALERTS = "alerts"
 
+
+#: Outages shown with a cluster (``GET /clusters/{name}``).
+RECENT_OUTAGES = 10
 
 #: The statuses the gate refuses, for the store to check under the cluster's lock.
 REFUSED = frozenset(s for s in Status if gate.check("", s) is not None)
@@ -289,6 +299,23 @@ class Service:
     def cluster(self, name: str) -> ClusterRecord:
         with self.store.read() as tx:
             return _need_cluster(tx, name)
+
+    def cluster_history(
+        self, name: str, limit: int = RECENT_OUTAGES
+    ) -> tuple[ClusterRecord, list[OutageRecord]]:
+        """The cluster and its latest outages (newest first), read together."""
+        with self.store.read() as tx:
+            cluster = _need_cluster(tx, name)
+            return cluster, tx.outages_of(cluster.id, limit)
+
+    def prune_outages(self, closed_before: int, batch: int) -> int:
+        """Delete up to ``batch`` outages closed before ``closed_before`` (µs) in one short
+        transaction; open outages and anything an app or cluster points at stay."""
+        with self.store.write() as tx:
+            deleted = tx.delete_closed_outages(closed_before, batch)
+        if deleted:
+            log.debug("retention: %d closed outage(s) deleted", deleted)
+        return deleted
 
     def clusters(self) -> list[ClusterRecord]:
         with self.store.read() as tx:

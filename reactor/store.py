@@ -95,6 +95,18 @@ class AppRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class OutageRecord:
+    """One outage of a cluster, open (``closed_at`` None) or closed; times in µs."""
+
+    id: int
+    started_at: int
+    opened_at: int
+    closed_at: int | None
+    apps_degraded: int
+    apps_restored: int
+
+
+@dataclass(frozen=True, slots=True)
 class Placement:
     """An app and a cluster looked up together: the hot path of a deployment."""
 
@@ -153,6 +165,15 @@ class Transaction(Protocol):
     ) -> None: ...
     def status_counts(self) -> StatusCounts: ...
     def count_apps(self, cluster_id: int) -> int: ...
+    def outages_of(self, cluster_id: int, limit: int) -> list[OutageRecord]:
+        """The cluster's latest outages, newest first."""
+        ...
+
+    def delete_closed_outages(self, closed_before: int, limit: int) -> int:
+        """Delete up to ``limit`` outages closed before ``closed_before`` (µs), oldest
+        first, that nothing points at; returns how many went."""
+        ...
+
     def delete_cluster(self, cluster_id: int) -> None:
         """The cluster, its outages and every app on it (the caller decides if apps may go)."""
         ...
@@ -223,6 +244,11 @@ def _alert(firing: int | None, starts_at: int | None, ends_at: int | None) -> Al
     if firing is None or starts_at is None:
         return None
     return AlertState(firing=bool(firing), starts_at=starts_at, ends_at=ends_at)
+
+
+OUTAGE_SELECT = (
+    "SELECT id, started_at, opened_at, closed_at, apps_degraded, apps_restored FROM outages"
+)
 
 
 def cluster_record(row: tuple[Any, ...]) -> ClusterRecord:
@@ -407,6 +433,24 @@ class SQLiteTransaction:
     def count_apps(self, cluster_id: int) -> int:
         row = self.db.execute("SELECT count(*) FROM apps WHERE cluster_id = ?", (cluster_id,))
         return int(row.fetchone()[0])
+
+    def outages_of(self, cluster_id: int, limit: int) -> list[OutageRecord]:
+        rows = self.db.execute(
+            f"{OUTAGE_SELECT} WHERE cluster_id = ? ORDER BY started_at DESC, id DESC LIMIT ?",
+            (cluster_id, limit),
+        )
+        return [OutageRecord(*row) for row in rows]
+
+    def delete_closed_outages(self, closed_before: int, limit: int) -> int:
+        cur = self.db.execute(
+            "DELETE FROM outages WHERE id IN (SELECT o.id FROM outages o "
+            "WHERE o.closed_at IS NOT NULL AND o.closed_at < ? "
+            "AND NOT EXISTS (SELECT 1 FROM clusters c WHERE c.outage_id = o.id) "
+            "AND NOT EXISTS (SELECT 1 FROM apps a WHERE a.outage_id = o.id) "
+            "ORDER BY o.closed_at LIMIT ?)",
+            (closed_before, limit),
+        )
+        return cur.rowcount
 
     def delete_cluster(self, cluster_id: int) -> None:
         self.db.execute("DELETE FROM apps WHERE cluster_id = ?", (cluster_id,))

@@ -39,8 +39,10 @@ from psycopg import errors
 from reactor import schema
 from reactor.statemachine import CLUSTER_OFFLINE, AppStatus, ClusterState, Status
 from reactor.store import (
+    OUTAGE_SELECT,
     AppRecord,
     ClusterRecord,
+    OutageRecord,
     Placement,
     StatusCounts,
     StoreConflict,
@@ -312,6 +314,28 @@ class PostgresTransaction:
             "SELECT count(*) FROM apps WHERE cluster_id = %s", (cluster_id,)
         ).fetchone()
         return 0 if row is None else int(row[0])
+
+    def outages_of(self, cluster_id: int, limit: int) -> list[OutageRecord]:
+        rows = self.cur.execute(
+            f"{OUTAGE_SELECT} WHERE cluster_id = %s ORDER BY started_at DESC, id DESC LIMIT %s",
+            (cluster_id, limit),
+        )
+        return [OutageRecord(*row) for row in rows]
+
+    def delete_closed_outages(self, closed_before: int, limit: int) -> int:
+        # Replicas sweeping together: the second waits for the first's row locks, then
+        # skips the rows it deleted (READ COMMITTED). Apps are checked through their
+        # cluster (apps.outage_id has no index).
+        self.cur.execute(
+            "DELETE FROM outages WHERE id IN (SELECT o.id FROM outages o "
+            "WHERE o.closed_at IS NOT NULL AND o.closed_at < %s "
+            "AND NOT EXISTS (SELECT 1 FROM clusters c WHERE c.outage_id = o.id) "
+            "AND NOT EXISTS (SELECT 1 FROM apps a WHERE a.cluster_id = o.cluster_id "
+            "AND a.outage_id = o.id) "
+            "ORDER BY o.closed_at LIMIT %s)",
+            (closed_before, limit),
+        )
+        return self.cur.rowcount
 
     def delete_cluster(self, cluster_id: int) -> None:
         # The caller has locked the cluster row (FOR UPDATE): no deployment is in flight.

@@ -200,3 +200,18 @@ def test_replicas_inserting_one_new_name_together_are_retried(
         thread.join(60)
     assert not failures, failures
     assert sorted(created) == sorted(f"c{i}" for i in range(30))
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [([], 30 * 86400.0), (["--db.retention=0"], 0.0), (["--db.retention=12h"], 43200.0),
+     (["--db.retention=7d"], 7 * 86400.0)],
+)  # fmt: skip
+def test_retention_flag(argv: list[str], expected: float) -> None:
+    assert settings_from(settings_of(argv, {}), {}).db_retention_s == expected
+
+
+@pytest.mark.parametrize("text", ["-1d", "xd", "forever", "-5"])
+def test_bad_retention_is_refused(text: str) -> None:
+    with pytest.raises(SystemExit):
+        settings_of([f"--db.retention={text}"], {})
