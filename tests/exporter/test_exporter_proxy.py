@@ -268,6 +268,23 @@ async def test_a_hanging_proxy_takes_no_slot_while_it_hangs(
     assert elapsed < 1.5, elapsed  # holding slots while hung: 6 x 0.5 s at least
 
 
+async def test_a_hung_server_behind_a_working_proxy_is_a_timeout_and_reconnects_through_it(
+    fleet: StandinFleet, kubeconfig_dir: Path, tinyproxy: Callable[..., Tinyproxy]
+) -> None:
+    """The tunnel opened, the API server never answered: the server's fault, ``timeout``."""
+    proxy = tinyproxy()
+    await fleet.add_cluster("px-slow", "hang")
+    write_kubeconfig(fleet, kubeconfig_dir / "s.yaml", ["px-slow"], proxy.url)
+    async with monitor_of(kubeconfig_dir, probe_timeout=0.5) as (monitor, rec):
+        await monitor.run_cycle()
+        assert dict(rec.view("px-slow").failures) == {Reason.TIMEOUT: 1}
+        reconnect = monitor.connections.reconnecting("px-slow")
+        assert reconnect is not None
+        await reconnect  # the connection for the next probe, opened after the cycle
+        assert monitor.http.idle == 1
+    assert len(proxy.connects()) == 2, proxy.log_text()  # the probe's, the reconnection's
+
+
 async def test_a_proxy_refusing_the_port_is_reason_proxy(
     fleet: StandinFleet, kubeconfig_dir: Path, tinyproxy: Callable[..., Tinyproxy]
 ) -> None:
