@@ -31,6 +31,7 @@ from dashboards.status import (
     COLOR_UNKNOWN,
     STATUS_MAPPINGS,
 )
+from exporter.model import Reason
 
 C = ONE_CLUSTER
 #: What an etcd panel says when only the API server source is there (no leader, term, db).
@@ -168,8 +169,9 @@ def status_and_probes(b: Board, y: int) -> int:
     b.add(
         timeseries(
             "Probe failures by reason",
-            "Failed probes per reason (timeout, connect, tls, unauthorized, not_ready, "
-            "http_error); not_ready means a readiness check such as etcd failed.",
+            f"Failed probes per reason ({', '.join(Reason)}); not_ready means a readiness "
+            "check such as etcd failed, credentials that the kubeconfig context gave none, "
+            "proxy that its proxy refused or hung.",
             [
                 target(
                     "sum by (reason) (increase(fleetwatch_cluster_probe_failures_total"

@@ -53,6 +53,7 @@ from dashboards.status import (
     STATUS_MAPPINGS,
     firing,
 )
+from exporter.model import Reason
 
 F = ANY_CLUSTER
 STATUS = f"max by (cluster) ({STATUS_CODE_RECORD}{{{F}}})"
@@ -270,8 +271,9 @@ def clusters_table(b: Board, y: int) -> int:
     b.add(
         bargauge(
             "Failure reasons (time range)",
-            "Failed probes by reason over the selected time range: timeout, connect, tls, "
-            "unauthorized, not_ready (a readiness check such as etcd failed), http_error.",
+            f"Failed probes by reason over the selected time range: {', '.join(Reason)} "
+            "(not_ready: a readiness check such as etcd failed; credentials: the kubeconfig "
+            "context gave none; proxy: its proxy refused or hung).",
             [
                 target(
                     f"sum by (reason) "
