@@ -30,6 +30,7 @@ from exporter.checks import ClusterCheck
 from exporter.config import load_config
 from exporter.controlplane import build_checks, reads_every
 from exporter.discovery import Discoverer, probeable
+from exporter.proxy import ProxyError, parse_proxy
 from exporter.server import create_app
 from exporter.settings import (
     DEFAULT_CONCURRENCY,
@@ -314,6 +315,16 @@ def _raise_open_files_limit() -> None:
             log.warning("open-files limit stays %d; big fleets need one per cluster", soft)
 
 
+def _proxy_shown(url: str | None) -> str | None:
+    """The kubeconfig's ``proxy-url`` as ``http://host:port``: never its credentials."""
+    if not url:
+        return None
+    try:
+        return parse_proxy(url).label
+    except ProxyError as exc:
+        return f"unusable ({exc})"
+
+
 def run_discover(args: argparse.Namespace) -> int:
     setup_logging(args.log_level, args.log_format)
     try:
@@ -336,6 +347,7 @@ def run_discover(args: argparse.Namespace) -> int:
             "endpoint": c.endpoint,
             "source": c.kubeconfig_secret_ref,
             "probeable": probeable(c.kubeconfig_secret_ref),
+            "proxy": _proxy_shown(c.proxy_url),
         }
         for c in found.clusters
     ]
@@ -350,13 +362,18 @@ def run_discover(args: argparse.Namespace) -> int:
         json.dump(answer, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
-    rows = [("NAME", "ENDPOINT", "PROBEABLE", "SOURCE")] + [
-        (c["name"], c["endpoint"], "yes" if c["probeable"] else "no", c["source"]) for c in clusters
-    ]
-    widths = [max(len(str(r[i])) for r in rows) for i in range(3)]
+    # The PROXY column only when some cluster names one: most fleets have none.
+    with_proxy = any(c["proxy"] for c in clusters)
+    rows = [("NAME", "ENDPOINT", "PROBEABLE", *(("PROXY",) if with_proxy else ()), "SOURCE")]
+    for c in clusters:
+        proxy = (c["proxy"] or "-",) if with_proxy else ()
+        rows.append(
+            (c["name"], c["endpoint"], "yes" if c["probeable"] else "no", *proxy, c["source"])
+        )
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]) - 1)]
     for row in rows:
-        cells = [str(v).ljust(w) for v, w in zip(row[:3], widths, strict=True)]
-        print("  ".join([*cells, str(row[3])]))
+        cells = [str(v).ljust(w) for v, w in zip(row[:-1], widths, strict=True)]
+        print("  ".join([*cells, str(row[-1])]))
     shard = f" in {settings.shard} ({found.fleet_size} in the fleet)" if settings.shard else ""
     print(f"\n{len(clusters)} cluster(s){shard}, {len(problems)} problem(s)")
     for p in found.problems:

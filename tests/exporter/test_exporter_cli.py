@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from exporter.server import MONITOR, create_app
 from exporter.settings import SettingsError, resolve
@@ -137,6 +138,7 @@ def test_discover_json_lists_clusters_and_problems(
             "endpoint": threaded_fleet.cluster("a").url,
             "source": str(folder / "a.yaml"),
             "probeable": True,
+            "proxy": None,
         }
     ]
     assert [(Path(p["source"]).name, p["context"]) for p in doc["problems"]] == [
@@ -147,6 +149,44 @@ def test_discover_json_lists_clusters_and_problems(
     assert table.returncode == 0
     assert table.stdout.splitlines()[0].split() == ["NAME", "ENDPOINT", "PROBEABLE", "SOURCE"]
     assert "1 cluster(s), 2 problem(s)" in table.stdout
+
+
+def test_discover_shows_a_clusters_proxy_without_its_credentials(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "proxied.yaml"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [
+                    {
+                        "name": "c",
+                        "cluster": {
+                            "server": "https://10.0.0.1:6443",
+                            "proxy-url": "http://alice:s3cret@proxy.example:3128",
+                        },
+                    }
+                ],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "behind", "context": {"cluster": "c", "user": "u"}}],
+            }
+        )
+    )
+    env = {"KUBECONFIG_PATH": str(kubeconfig), "PATH": "/usr/bin:/bin"}
+    result = run("discover", "--output", "json", env=env)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["clusters"][0]["proxy"] == "http://proxy.example:3128"
+    table = run("discover", env=env)
+    assert table.stdout.splitlines()[0].split() == [
+        "NAME",
+        "ENDPOINT",
+        "PROBEABLE",
+        "PROXY",
+        "SOURCE",
+    ]
+    assert "http://proxy.example:3128" in table.stdout
+    for output in (result.stdout, table.stdout, result.stderr, table.stderr):
+        assert "s3cret" not in output and "alice" not in output
 
 
 def test_discover_makes_relative_and_home_paths_absolute(
