@@ -10,7 +10,8 @@ server issues TLS 1.3 tickets too), on the exporter's own TLS path (``SSLObject`
 - CPU per connection on the client side: full handshake vs resumed, each followed by one
   ``GET /readyz`` (the ticket arrives after the handshake, with the first answer);
 - whether ``session_reused`` is true;
-- memory: N open connections vs N kept ``SSLSession`` objects (RSS deltas).
+- memory: N open connections vs N kept ``SSLSession`` objects (RSS deltas; only the first
+  run of a process gives them: later runs reuse memory the first one freed).
 
 Run: ``.venv/bin/python -m bench.tls_resume --clusters 1000``
 """
@@ -154,7 +155,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     result = measure(info, ports)
                 result["load"] = load
                 runs.append(result)
-                print(result)
         finally:
             fleet.stop()
     out = {"runs": runs}
