@@ -154,30 +154,46 @@ class PostgresTransaction:
         return [by_cluster[c] for c, _ in starts]
 
     def degrade_apps_of(self, members: Sequence[tuple[int, int]]) -> dict[int, int]:
+        if len(members) == 1:  # one big cluster: a plain UPDATE beats a lateral join
+            cluster_id, outage_id = members[0]
+            return {cluster_id: self.degrade_apps(cluster_id, outage_id)}
         return self._move_apps(
-            "UPDATE apps SET status = 'DEGRADED', reason = %s, outage_id = m.o FROM m "
-            "WHERE apps.cluster_id = m.c AND apps.status = 'DEPLOYED' RETURNING apps.cluster_id",
+            "apps.status = 'DEPLOYED'",
+            "status = 'DEGRADED', reason = %s, outage_id = t.o",
             "apps_degraded",
             members,
         )
 
     def restore_apps_of(self, members: Sequence[tuple[int, int]]) -> dict[int, int]:
+        if len(members) == 1:
+            cluster_id, outage_id = members[0]
+            return {cluster_id: self.restore_apps(cluster_id, outage_id)}
         return self._move_apps(
-            "UPDATE apps SET status = 'DEPLOYED', reason = NULL, outage_id = NULL FROM m "
-            "WHERE apps.outage_id = m.o AND apps.cluster_id = m.c AND apps.status = 'DEGRADED' "
-            "AND apps.reason = %s RETURNING apps.cluster_id",
+            "apps.outage_id = m.o AND apps.status = 'DEGRADED' AND apps.reason = %s",
+            "status = 'DEPLOYED', reason = NULL, outage_id = NULL",
             "apps_restored",
             members,
         )
 
     def _move_apps(
-        self, update: str, counter: str, members: Sequence[tuple[int, int]]
+        self, which: str, change: str, counter: str, members: Sequence[tuple[int, int]]
     ) -> dict[int, int]:
-        """One statement: the set-based ``update`` of every member's apps, its counts per
-        cluster added to each outage's ``counter``, and returned."""
+        """One statement: the apps of each member cluster that match ``which`` get
+        ``change``; the counts per cluster are added to each outage's ``counter`` and
+        returned.
+
+        The apps are found cluster by cluster (a lateral join on the cluster_id index;
+        ``OFFSET 0`` keeps the planner from flattening it), not by a plan over the
+        statuses: those statistics are stale right after a cascade (ANALYZE saw every app
+        DEPLOYED), and a plan built on them joined every DEGRADED app with every member,
+        4-5 s for 1,000 clusters.
+        """
         rows = self.cur.execute(
             "WITH m AS (SELECT * FROM unnest(%s::bigint[], %s::bigint[]) v(c, o)), "
-            f"u AS ({update}), "
+            "t AS (SELECT a.id, m.c, m.o FROM m CROSS JOIN LATERAL "
+            f"(SELECT apps.id FROM apps WHERE apps.cluster_id = m.c AND {which} OFFSET 0) a), "
+            f"u AS (UPDATE apps SET {change} FROM t WHERE apps.id = t.id "
+            "RETURNING apps.cluster_id), "
             "n AS (SELECT cluster_id, count(*) AS moved FROM u GROUP BY cluster_id), "
             f"w AS (UPDATE outages SET {counter} = {counter} + n.moved FROM n, m "
             "WHERE outages.id = m.o AND m.c = n.cluster_id RETURNING 1) "
