@@ -54,7 +54,9 @@ async def _serve(args: argparse.Namespace) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     plane = ControlPlane(serve_metrics=args.serve_metrics)
-    fleet = StandinFleet(directory / "fleet", control_plane=plane, first_index=args.first_index)
+    # A hidden folder for the certificates and keys: KUBECONFIG_DIR skips hidden entries, so
+    # pointing the exporter at --dir finds the kubeconfigs and nothing else.
+    fleet = StandinFleet(directory / ".fleet", control_plane=plane, first_index=args.first_index)
     async with fleet:
         clusters = await fleet.add_clusters(args.clusters, args.prefix, args.mode)
         kubeconfigs = await asyncio.to_thread(
