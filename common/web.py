@@ -7,6 +7,8 @@ so nothing listens beyond the machine unless asked to.
 
 from __future__ import annotations
 
+import socket
+
 
 class ListenAddressError(ValueError):
     """A ``--web.listen-address`` that is not ``host:port`` or ``:port``."""
@@ -33,3 +35,18 @@ def display_address(host: str | None, port: int) -> str:
     if host is None:
         return f"*:{port}"
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def bind_socket(host: str | None, port: int) -> socket.socket:
+    """A listening TCP socket for ``parse_listen_address``'s answer (raises ``OSError``).
+
+    Servers bind before they start anything else, so a busy port fails at once, before a
+    database is opened or written. ``None`` binds every interface, IPv6 and IPv4 together
+    where the system can (as Go's ``:port`` does).
+    """
+    if host is None:
+        if socket.has_dualstack_ipv6():
+            return socket.create_server(("::", port), family=socket.AF_INET6, dualstack_ipv6=True)
+        return socket.create_server(("", port))
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return socket.create_server((host, port), family=family)

@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from common.logs import add_log_flags, setup_logging
-from common.web import display_address, parse_listen_address
+from common.web import bind_socket, display_address, parse_listen_address
 from common.webconfig import WEB_CONFIG_HELP, WebConfigError, load_web_config, server_tls
 from exporter.discovery import main_kubeconfig
 from reactor.auth import TokenFileError, read_token, reload_token_on_sighup
@@ -55,8 +55,9 @@ added then (source alerts, no endpoint until the next start-up scan)."""
 REACTOR_ENVIRONMENT = """\
 environment (flags win over it):
   FLEETWATCH_TOKEN  the bearer token itself (when --web.token-file is not given)
-  KUBECONFIG_PATH   main kubeconfig (default: ~/.kube/config)
-  KUBECONFIG_DIR    folder of extra kubeconfigs: *.yaml, *.yml, *.conf, read in name order
+  KUBECONFIG_PATH   main kubeconfig (default: $KUBECONFIG's list, else ~/.kube/config)
+  KUBECONFIG        kubectl's colon-separated list, when KUBECONFIG_PATH is unset
+  KUBECONFIG_DIR    folder of extra kubeconfigs: every visible file, sub-folders included
   PGPASSWORD        the PostgreSQL password (when --db.password-file is not given)
 """
 
@@ -163,17 +164,16 @@ def add_parsers(subparsers: Any) -> None:
     )
     p.add_argument(
         "--kubeconfig",
-        metavar="FILE",
-        type=Path,
-        help="main kubeconfig scanned at start-up (default: $KUBECONFIG_PATH, else "
-        "$KUBECONFIG's list, else ~/.kube/config when it exists)",
+        metavar="FILE",  # a str, not a Path: an empty value means "no main kubeconfig"
+        help="main kubeconfig scanned at start-up; empty: none (default: $KUBECONFIG_PATH, "
+        "else $KUBECONFIG's list, else ~/.kube/config when it exists)",
     )
     p.add_argument(
         "--kubeconfig-dir",
         metavar="DIR",
         type=Path,
-        help="folder of extra kubeconfigs, *.yaml, *.yml and *.conf, scanned at start-up "
-        "(default: $KUBECONFIG_DIR)",
+        help="folder of extra kubeconfigs (every visible file, sub-folders included), "
+        "scanned at start-up (default: $KUBECONFIG_DIR)",
     )
     p.add_argument(
         "--alertmanager.url",
@@ -329,8 +329,7 @@ def settings_from(args: argparse.Namespace, env: dict[str, str]) -> Settings:
         raise ValueError("--web.max-body-bytes must be at least 1024")
     # As the exporter finds it: a named file must exist, kubectl's KUBECONFIG list (or
     # ~/.kube/config) is merged and a missing file in it skipped.
-    flag = None if args.kubeconfig is None else str(args.kubeconfig)
-    kubeconfig = main_kubeconfig(flag, env)
+    kubeconfig = main_kubeconfig(args.kubeconfig, env)
     kubeconfig_dir = args.kubeconfig_dir
     if kubeconfig_dir is None and env.get("KUBECONFIG_DIR"):
         kubeconfig_dir = Path(env["KUBECONFIG_DIR"])
@@ -441,6 +440,13 @@ def run_reactor(args: argparse.Namespace) -> int:
     from reactor.app import create_app
     from reactor.store import StoreUnavailable
 
+    # Bind first: a busy port must fail before the database is opened and written to.
+    try:
+        sock = bind_socket(host, port)
+    except OSError as exc:
+        where = display_address(host, port)
+        print(f"fleetwatch reactor: cannot listen on {where}: {exc}", file=sys.stderr)
+        return 1
     log.info(
         "reactor on %s://%s, database %s, token %s%s",
         "https" if ssl_context else "http",
@@ -456,8 +462,7 @@ def run_reactor(args: argparse.Namespace) -> int:
     try:
         web.run_app(
             app,
-            host=host,
-            port=port,
+            sock=sock,
             ssl_context=ssl_context,
             access_log=None,
             print=None,

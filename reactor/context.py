@@ -59,7 +59,8 @@ class Settings:
     kubeconfig_path: MainKubeconfig = None
     """Main kubeconfig scanned at start-up; None (and no dir): no discovery."""
     kubeconfig_dir: Path | None = None
-    """Folder of extra kubeconfigs (``*.yaml``, ``*.yml``, ``*.conf``) scanned at start-up."""
+    """Folder of extra kubeconfigs (every visible file, sub-folders included) scanned at
+    start-up."""
     alertmanager_urls: tuple[str, ...] = field(default=(), repr=False)
     """Alertmanagers (peers of one cluster) to reconcile with (``reactor.reconcile``); a URL
     may hold basic-auth credentials, hence no repr."""

@@ -31,6 +31,13 @@ def test_defaults_and_environment(tmp_path: Path) -> None:
     assert settings([], {}).token is None
 
 
+def test_an_empty_kubeconfig_flag_turns_the_main_file_off(tmp_path: Path) -> None:
+    # As in the exporter: --kubeconfig= means "none", not the working directory.
+    env = {"KUBECONFIG_PATH": str(tmp_path / "main")}
+    assert settings(["--kubeconfig="], env).kubeconfig_path is None
+    assert settings([f"--kubeconfig={tmp_path / 'k'}"], env).kubeconfig_path == tmp_path / "k"
+
+
 def test_flags_win_over_the_environment(tmp_path: Path) -> None:
     token = tmp_path / "token"
     token.write_text("from-file\n")

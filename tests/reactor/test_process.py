@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -261,3 +262,27 @@ def test_an_unusable_database_is_a_clear_exit_1(tmp_path: Path) -> None:
     assert out.returncode == 1
     assert "cannot open the database" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_a_busy_port_fails_before_the_database_is_touched(tmp_path: Path) -> None:
+    """Binding comes first: a second reactor on a taken port changes no database."""
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        db_path = tmp_path / "never.db"
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "fleetwatch.cli",
+                "reactor",
+                f"--web.listen-address=127.0.0.1:{port}",
+                f"--db.path={db_path}",
+                "--kubeconfig=",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr
+    assert not db_path.exists()
