@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Collection, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import psycopg
@@ -462,11 +462,11 @@ class PostgresStore:
                 raise
             raise failure from exc
 
-    def write(self) -> Any:
+    def write(self) -> AbstractContextManager[Transaction]:
         """A read-write transaction; the clusters it reads are locked until it ends."""
         return self._transaction(locking=True)
 
-    def read(self) -> Any:
+    def read(self) -> AbstractContextManager[Transaction]:
         """A read-only transaction: no locks, the last commits as each statement starts."""
         return self._transaction(locking=False)
 
@@ -559,7 +559,7 @@ class PostgresStore:
                         if version == schema.VERSION:
                             break
                         for statement in schema.POSTGRES[version]:
-                            conn.execute(statement)  # type: ignore[arg-type]
+                            conn.execute(statement)
                         if row is None:
                             conn.execute("INSERT INTO fleetwatch_schema VALUES (1)")
                         else:

@@ -48,7 +48,7 @@ def query(path: Path, sql: str) -> list[tuple[Any, ...]]:
     url = postgres_url(path)
     if url is not None:
         with psycopg.connect(url) as conn:
-            return conn.execute(sql).fetchall()  # type: ignore[arg-type]
+            return conn.execute(sql).fetchall()
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         return db.execute(sql).fetchall()
@@ -84,10 +84,7 @@ def dump_db(path: Path) -> dict[str, list[tuple[Any, ...]]]:
     url = postgres_url(path)
     if url is not None:
         with psycopg.connect(url) as conn:
-            return {
-                t: conn.execute(f"SELECT * FROM {t} ORDER BY id").fetchall()  # type: ignore[arg-type]
-                for t in TABLES
-            }
+            return {t: conn.execute(f"SELECT * FROM {t} ORDER BY id").fetchall() for t in TABLES}
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         return {t: db.execute(f"SELECT * FROM {t} ORDER BY id").fetchall() for t in TABLES}

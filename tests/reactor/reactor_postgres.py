@@ -102,13 +102,13 @@ class PostgresServer:
         """A new, empty database; returns its URL."""
         name = f"{prefix}{next(self._names)}"
         with psycopg.connect(self.url(), autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')  # type: ignore[arg-type]
+            conn.execute(f'CREATE DATABASE "{name}"')
         return self.url(name)
 
     def drop_database(self, url: str) -> None:
         name = url.rsplit("/", 1)[1]
         with psycopg.connect(self.url(), autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # type: ignore[arg-type]
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)

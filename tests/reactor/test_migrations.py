@@ -140,7 +140,7 @@ def test_postgres_upgrades_from_version_1_and_refuses_newer(
     url = postgres_server.create_database("migrate")
     with psycopg.connect(url, autocommit=True) as conn:
         for statement in schema.POSTGRES[0]:
-            conn.execute(statement)  # type: ignore[arg-type]
+            conn.execute(statement)
         conn.execute("CREATE TABLE fleetwatch_schema (version INTEGER)")
         conn.execute("INSERT INTO fleetwatch_schema VALUES (1)")
         conn.execute("INSERT INTO clusters (name, source) VALUES ('kept', 'api')")

@@ -113,7 +113,7 @@ def seed(url: str, deployed_on_c1: int, pending_on_c1: int = 0) -> None:
     service.add_cluster("c2", "https://127.0.0.1:6444", "c2-secret")
     service.apply_signals(status_signals(parse_webhook(json.dumps(ONLINE_C1).encode())).signals)
     with store.write() as tx:
-        cur = tx.cur  # type: ignore[attr-defined]
+        cur = tx.cur
         cur.execute(
             "INSERT INTO apps (name, cluster_id, status) "
             "SELECT 'app-' || i, 1, 'DEPLOYED' FROM generate_series(1, %s) i",
@@ -133,7 +133,7 @@ def seed(url: str, deployed_on_c1: int, pending_on_c1: int = 0) -> None:
 
 def rows(url: str, sql: str) -> list[tuple[Any, ...]]:
     with psycopg.connect(url) as conn:
-        return conn.execute(sql).fetchall()  # type: ignore[arg-type]
+        return conn.execute(sql).fetchall()
 
 
 def c1_summary(url: str) -> tuple[str, int, dict[str, int]]:

@@ -77,7 +77,8 @@ def test_bad_urls(text: str, message: str) -> None:
 
 
 def settings_of(argv: list[str], env: dict[str, str]) -> argparse.Namespace:
-    return build_parser().parse_args(["reactor", *argv])
+    args: argparse.Namespace = build_parser().parse_args(["reactor", *argv])
+    return args
 
 
 def test_the_password_comes_from_the_file_then_the_environment_then_the_url(
