@@ -67,10 +67,19 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in COMMAND_MODULES:
         module.add_parsers(subparsers)
-    # `fleetwatch exporter --version` as `prometheus --version`: on every subcommand.
+    # `fleetwatch exporter --version` as `prometheus --version`: on every subcommand,
+    # nested ones (`fleetwatch cluster delete`, `fleetwatch demo down`) included.
     for name, sub in subparsers.choices.items():
-        sub.add_argument("--version", action=VersionAction, program=f"fleetwatch {name}")
+        _add_version(sub, f"fleetwatch {name}")
     return parser
+
+
+def _add_version(parser: argparse.ArgumentParser, program: str) -> None:
+    parser.add_argument("--version", action=VersionAction, program=program)
+    for action in parser._actions:  # argparse has no public way to list subcommands
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                _add_version(sub, f"{program} {name}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

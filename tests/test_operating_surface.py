@@ -37,7 +37,7 @@ from common.webconfig import parse_web_config
 from exporter.server import MONITOR
 from exporter.server import create_app as create_exporter
 from exporter.settings import Settings as ExporterSettings
-from fleetwatch.cli import build_parser
+from fleetwatch.cli import build_parser, main
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
 from fleetwatch.standin import StandinFleet
 from fleetwatch.standin.certs import FleetCerts
@@ -174,13 +174,28 @@ def fleetwatch(*args: str) -> list[str]:
     return [sys.executable, "-m", "fleetwatch.cli", *args]
 
 
-def test_version_on_every_subcommand() -> None:
-    for command in ("exporter", "discover", "reactor", "status", "rules", "demo", "cluster"):
-        done = subprocess.run(
-            fleetwatch(command, "--version"), capture_output=True, text=True, timeout=60
-        )
-        assert done.returncode == 0, done.stderr
-        assert done.stdout.startswith(f"fleetwatch {command}, version {__version__} (revision: ")
+def _commands(
+    parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()
+) -> list[tuple[str, ...]]:
+    """Every (sub)command path of the parser: ("exporter",), ("cluster", "delete"), ..."""
+    found: list[tuple[str, ...]] = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                found += [(*prefix, name), *_commands(sub, (*prefix, name))]
+    return found
+
+
+def test_version_on_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
+    commands = _commands(build_parser())
+    assert ("cluster", "delete") in commands and ("demo", "down") in commands
+    for command in commands:
+        with pytest.raises(SystemExit) as exited:
+            main([*command, "--version"])
+        assert exited.value.code in (0, None)
+        name = " ".join(command)
+        out = capsys.readouterr().out
+        assert out.startswith(f"fleetwatch {name}, version {__version__} (revision: "), out
 
 
 @pytest.mark.parametrize("flag", ["--probe.interval", "--interval"])
