@@ -20,6 +20,7 @@ import contextlib
 import json
 import os
 import secrets
+import shlex
 import shutil
 import signal
 import socket
@@ -244,12 +245,18 @@ class Demo:
                 f"  prometheus         {self.urls['prometheus']}/alerts",
                 f"  alertmanager       {self.urls['alertmanager']}",
             ]
+        # A state file other than the default must be named, or `demo down` finds no demo.
+        state = (
+            ""
+            if self.state_file == default_state_file()
+            else f" --state-file {shlex.quote(str(self.state_file))}"
+        )
         lines += [
             "",
             "In another terminal:",
-            f"  {cmd} demo down {first}      # its API server stops answering",
+            f"  {cmd} demo down {first}{state}      # its API server stops answering",
             f"  {cmd} status --reactor {self.urls['reactor']}",
-            f"  {cmd} demo up {first}        # it answers again; its apps are restored",
+            f"  {cmd} demo up {first}{state}        # it answers again; its apps are restored",
             "",
         ]
         if "prometheus" in self.urls:

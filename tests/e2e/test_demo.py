@@ -65,7 +65,8 @@ def test_demo_down_up_and_ctrl_c(tmp_path: Path) -> None:
         state = json.loads(state_file.read_text())
         for url in ("/metrics", "/alerts", state["reactor_url"]):
             assert url in text
-        assert "fleetwatch demo down demo-001" in text
+        # The hint is copied as printed: it must name this demo's state file.
+        assert f"fleetwatch demo down demo-001 --state-file {state_file}" in text
         reactor = JsonClient(state["reactor_url"])
         apps_on_001 = {a["name"] for a in reactor.get("/apps") if a["cluster"] == "demo-001"}
         assert apps_on_001
