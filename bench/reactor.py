@@ -7,7 +7,7 @@ its own store (``reactor.store.SQLiteStore``), so setup does not take 100,000 HT
 over 1,000 apps on 1,000 clusters, with the bearer token) and, in the same run,
 alternating with it, the bare aiohttp server of ``bench.bare_server`` with the same body.
 
-PostgreSQL (``--postgres``, on by default; PostgreSQL 15 from Debian): a server of its own
+PostgreSQL (``--postgres``; PostgreSQL 15 from Debian): a server of its own
 in a temporary folder with its default durability (``fsync``, ``synchronous_commit`` on),
 seeded like the SQLite file, and two ``fleetwatch reactor`` replicas on it. Each round
 runs, one after the other: the bare handler, the SQLite reactor, one PostgreSQL replica,
@@ -15,7 +15,9 @@ and both replicas at once (two wrk processes of one thread and 25 connections ea
 requests summed and the worse p99 kept). The webhooks and the cascade then run on one
 PostgreSQL replica too.
 
-Run: ``.venv/bin/python -m bench.reactor --duration 10 --runs 3``
+Run: ``.venv/bin/python -m bench.reactor --duration 10 --runs 3`` (SQLite), and
+``.venv/bin/python -m bench.reactor --postgres --duration 10 --runs 3`` (the side-by-side
+table of SQLite and PostgreSQL, written to ``reactor_postgres.json``).
 """
 
 from __future__ import annotations
@@ -432,9 +434,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     parser.add_argument(
         "--postgres",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="also PostgreSQL: 1 and 2 replicas side by side with SQLite (default: on)",
+        action="store_true",
+        help="POST /deployments on PostgreSQL (1 and 2 replicas) side by side with SQLite and "
+        "the bare handler, then webhooks and the cascade on PostgreSQL",
     )
     parser.add_argument("--writers", type=int, default=8, help="--db.writers of each replica")
     parser.add_argument("--out", type=Path, default=None)
