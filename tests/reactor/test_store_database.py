@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 import threading
+import urllib.request
 from pathlib import Path
 
 import pytest
 from reactor_postgres import PostgresServer
 
 from fleetwatch.cli import build_parser
-from fleetwatch.procs import wait_until
+from fleetwatch.procs import ManagedProcess, free_port, wait_until
 from reactor.cli import settings_from, shown_database
 from reactor.database import POSTGRESQL, SQLITE, parse_db_url
 from reactor.service import Service
@@ -216,3 +218,28 @@ def test_retention_flag(argv: list[str], expected: float) -> None:
 def test_bad_retention_is_refused(text: str) -> None:
     with pytest.raises(SystemExit):
         settings_of([f"--db.retention={text}"], {})
+
+
+def test_a_running_replica_never_shows_the_password(
+    postgres_server: PostgresServer, tmp_path: Path
+) -> None:
+    """In the URL (PostgreSQL here trusts any password): not in the log, not in /metrics,
+    not in an answer."""
+    secret = "n0t-for-any-eyes"
+    url = postgres_server.create_database().replace("fw@", f"fw:{secret}@")
+    port = free_port()
+    proc = ManagedProcess(
+        [sys.executable, "-m", "fleetwatch.cli", "reactor",
+         f"--web.listen-address=127.0.0.1:{port}", f"--db.url={url}",
+         f"--kubeconfig={tmp_path / 'none'}", "--log.level=debug"],
+        tmp_path / "reactor.log",
+        ready_url=f"http://127.0.0.1:{port}/healthz",
+    )  # fmt: skip
+    with proc:
+        bodies = []
+        for path in ("/metrics", "/clusters", "/-/ready", "/openapi.json"):
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=30) as resp:
+                bodies.append(resp.read().decode())
+        log = proc.log_tail(400)
+    assert "fw:xxxxx@127.0.0.1" in log
+    assert all(secret not in text for text in [log, *bodies])
