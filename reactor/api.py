@@ -12,24 +12,22 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import json
 import logging
 import time
 import zlib
 from collections.abc import Awaitable, Callable
 from typing import Any
-from urllib.parse import urlsplit
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from exporter.discovery import probeable
+from reactor import models
 from reactor.auth import TOKEN
 from reactor.context import BACKEND, METRICS, SETTINGS
 from reactor.openapi import openapi_document
 from reactor.service import Conflict, Gated, NotFound
 from reactor.signals import (
-    MAX_NAME,
     PayloadError,
     clip,
     format_time,
@@ -51,7 +49,8 @@ MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 #: Bodies above this size are parsed off the event loop.
 PARSE_OFF_LOOP_BYTES = 64 * 1024
 
-MAX_TEXT = 4096
+#: True when ``--web.config.file`` has basic-auth users (the document then says so).
+BASIC_AUTH = web.AppKey("basic_auth", bool)
 
 #: Lists longer than this are encoded to JSON off the event loop.
 ENCODE_OFF_LOOP_ITEMS = 2000
@@ -159,18 +158,20 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
 # -- input ----------------------------------------------------------------------------
 
 
-async def read_object(request: web.Request, allowed: frozenset[str]) -> dict[str, Any]:
-    """The body as a JSON object whose keys are all in ``allowed``."""
+async def read_object(request: web.Request) -> dict[str, Any]:
+    """The body as a JSON object (what it is then is the model's to say)."""
     try:
-        doc = load_json_object(await read_body(request))
+        return load_json_object(await read_body(request))
     except PayloadError as exc:
         raise BadRequest(str(exc)) from None
-    unknown = sorted(set(doc) - allowed)
-    if unknown:
-        raise BadRequest(
-            f"unknown field {clip(unknown[0])!r}; allowed: {', '.join(sorted(allowed))}"
-        )
-    return doc
+
+
+def check(model: Any, doc: dict[str, Any]) -> Any:
+    """``doc`` as one of reactor.models' request models, else a 400 saying why."""
+    try:
+        return models.validate(model, doc)
+    except models.Problem as exc:
+        raise BadRequest(str(exc)) from None
 
 
 async def read_body(request: web.Request) -> bytes:
@@ -214,20 +215,6 @@ def decode(raw: bytes, coding: str, limit: int) -> bytes:
     return body
 
 
-def need_endpoint(doc: dict[str, Any]) -> str:
-    """An http(s) URL with a host, and a port that is a port when one is given."""
-    endpoint = need_text(doc, "endpoint")
-    try:
-        parts = urlsplit(endpoint)
-        usable = parts.scheme in ("https", "http") and bool(parts.hostname)
-        parts.port  # noqa: B018 - raises ValueError for a port out of range or not a number
-    except ValueError:  # e.g. "https://[::1": an unclosed IPv6 bracket
-        usable = False
-    if not usable:
-        raise BadRequest('"endpoint" must be an http(s) URL such as https://10.0.0.1:6443')
-    return endpoint
-
-
 def path_name(request: web.Request, what: str) -> str:
     """The ``{name}`` of the path; one that no cluster or app can have is a 404 at once.
 
@@ -238,34 +225,6 @@ def path_name(request: web.Request, what: str) -> str:
     if not is_name(name):
         raise NotFound(f"{what} {clip(name)!r} not found")
     return name
-
-
-def need_name(doc: dict[str, Any], key: str) -> str:
-    if key not in doc:
-        raise BadRequest(f'missing "{key}"')
-    return check_name(doc[key], key)
-
-
-def check_name(value: Any, what: str) -> str:
-    """Names of clusters and apps: see :func:`reactor.signals.is_name`."""
-    if not isinstance(value, str):
-        raise BadRequest(f'"{what}" must be a string')
-    if not 0 < len(value) <= MAX_NAME:
-        raise BadRequest(f'"{what}" must have 1 to {MAX_NAME} characters')
-    if not is_name(value):
-        raise BadRequest(f'"{what}" must be printable characters, without a space at either end')
-    return value
-
-
-def need_text(doc: dict[str, Any], key: str) -> str:
-    if key not in doc:
-        raise BadRequest(f'missing "{key}"')
-    value = doc[key]
-    if not isinstance(value, str) or not value.strip():
-        raise BadRequest(f'"{key}" must be a non-empty string')
-    if len(value) > MAX_TEXT or not value.isprintable():
-        raise BadRequest(f'"{key}" must be at most {MAX_TEXT} printable characters')
-    return value
 
 
 # -- output ---------------------------------------------------------------------------
@@ -293,12 +252,19 @@ def app_json(app: AppRecord) -> dict[str, Any]:
     }
 
 
-async def list_response(items: list[dict[str, Any]]) -> web.Response:
+def answer(schema: str, value: Any, status: int = 200) -> web.Response:
+    """``value`` written by the model ``schema`` of reactor.models (the document's)."""
+    return web.Response(
+        body=models.encode(schema, value), status=status, content_type="application/json"
+    )
+
+
+async def list_response(schema: str, items: list[Any]) -> web.Response:
     """A JSON array; a long one is encoded off the loop (100,000 apps take ~0.1 s)."""
     if len(items) <= ENCODE_OFF_LOOP_ITEMS:
-        return web.json_response(items)
-    body = await asyncio.to_thread(json.dumps, items)
-    return web.Response(text=body, content_type="application/json")
+        return answer(schema, items)
+    body = await asyncio.to_thread(models.encode, schema, items)
+    return web.Response(body=body, content_type="application/json")
 
 
 # -- handlers -------------------------------------------------------------------------
@@ -332,7 +298,8 @@ async def post_alerts(request: web.Request) -> web.Response:
         raise
     metrics.notifications.labels("applied").inc()
     metrics.last_notification.set(time.time())
-    return web.json_response(
+    return answer(
+        "NotificationResult",
         {
             "applied": len(found.signals),
             "skipped": len(found.skipped),
@@ -341,21 +308,22 @@ async def post_alerts(request: web.Request) -> web.Response:
             "outages_closed": result.outages_closed,
             "apps_degraded": result.apps_degraded,
             "apps_restored": result.apps_restored,
-        }
+        },
     )
 
 
 async def get_clusters(request: web.Request) -> web.Response:
     clusters = await request.app[BACKEND].read(lambda s: s.clusters())
-    return await list_response([cluster_json(c) for c in clusters])
+    return await list_response("Cluster", [cluster_json(c) for c in clusters])
 
 
 async def get_cluster(request: web.Request) -> web.Response:
     """The cluster, with its latest outages (as many as ``--db.retention`` has kept)."""
     name = path_name(request, "cluster")
     cluster, outages = await request.app[BACKEND].read(lambda s: s.cluster_history(name))
-    return web.json_response(
-        {**cluster_json(cluster), "outages": [outage_json(o) for o in outages]}
+    return answer(
+        "ClusterWithOutages",
+        {**cluster_json(cluster), "outages": [outage_json(o) for o in outages]},
     )
 
 
@@ -369,10 +337,8 @@ def outage_json(outage: OutageRecord) -> dict[str, Any]:
 
 
 async def post_clusters(request: web.Request) -> web.Response:
-    doc = await read_object(request, frozenset({"name", "endpoint", "kubeconfig_secret_ref"}))
-    name = need_name(doc, "name")
-    endpoint = need_endpoint(doc)
-    ref = need_text(doc, "kubeconfig_secret_ref")
+    new = check(models.NewCluster, await read_object(request))
+    name, endpoint, ref = new.name, new.endpoint, new.kubeconfig_secret_ref
     cluster = await request.app[BACKEND].run(lambda s: s.add_cluster(name, endpoint, ref))
     if not await asyncio.to_thread(probeable, ref):
         log.warning(
@@ -381,7 +347,7 @@ async def post_clusters(request: web.Request) -> web.Response:
             name,
             ref,
         )
-    return web.json_response(cluster_json(cluster), status=201)
+    return answer("Cluster", cluster_json(cluster), status=201)
 
 
 async def delete_cluster(request: web.Request) -> web.Response:
@@ -391,74 +357,74 @@ async def delete_cluster(request: web.Request) -> web.Response:
     if force not in ("true", "false"):
         raise BadRequest('"force" must be "true" or "false"')
     apps = await request.app[BACKEND].run(lambda s: s.delete_cluster(name, force == "true"))
-    return web.json_response({"deleted": name, "apps_deleted": apps})
+    return answer("DeletedCluster", {"deleted": name, "apps_deleted": apps})
 
 
 async def delete_cluster_alerts(request: web.Request) -> web.Response:
     """Clear a cluster's alert state (UNKNOWN again; an open outage closed, its apps back)."""
     name = path_name(request, "cluster")
     result = await request.app[BACKEND].run(lambda s: s.reset_alerts(name))
-    return web.json_response(
+    return answer(
+        "ClusterReset",
         {
             "cluster": cluster_json(result.cluster),
             "outages_closed": result.outages_closed,
             "apps_restored": result.apps_restored,
-        }
+        },
     )
 
 
 async def get_apps(request: web.Request) -> web.Response:
     apps = await request.app[BACKEND].read(lambda s: s.apps())
-    return await list_response([app_json(a) for a in apps])
+    return await list_response("App", [app_json(a) for a in apps])
 
 
 async def get_app(request: web.Request) -> web.Response:
     name = path_name(request, "app")
     app = await request.app[BACKEND].read(lambda s: s.app(name))
-    return web.json_response(app_json(app))
+    return answer("App", app_json(app))
 
 
 async def post_apps(request: web.Request) -> web.Response:
-    doc = await read_object(request, frozenset({"name", "cluster"}))
-    name, cluster = need_name(doc, "name"), need_name(doc, "cluster")
+    new = check(models.NewApp, await read_object(request))
+    name, cluster = new.name, new.cluster
     app = await request.app[BACKEND].run(lambda s: s.add_app(name, cluster))
-    return web.json_response(app_json(app), status=201)
+    return answer("App", app_json(app), status=201)
 
 
 async def patch_app(request: web.Request) -> web.Response:
+    """One of the shapes of ``models.AppPatch``, told apart by its keys."""
     name = path_name(request, "app")
-    doc = await read_object(request, frozenset({"cluster", "status", "reason"}))
+    doc = await read_object(request)
     backend = request.app[BACKEND]
     if "cluster" in doc:
         if "status" in doc or "reason" in doc:
             raise BadRequest('give either "cluster" (a reassignment) or "status", not both')
-        target = need_name(doc, "cluster")
+        target = check(models.Reassignment, doc).cluster
         app = await backend.run(lambda s: s.reassign(name, target))
-        return web.json_response(app_json(app))
+        return answer("App", app_json(app))
     if "status" not in doc:
         raise BadRequest('give "cluster" (a reassignment) or "status" (a health report)')
-    status = doc["status"]
-    if status == AppStatus.DEGRADED.value:
-        reason = need_text(doc, "reason")
+    if doc["status"] == AppStatus.DEGRADED.value:
+        reason = check(models.DegradedReport, doc).reason
         app = await backend.run(lambda s: s.report(name, AppStatus.DEGRADED, reason))
-    elif status == AppStatus.DEPLOYED.value:
-        if doc.get("reason") is not None:
-            raise BadRequest('"reason" goes only with status DEGRADED')
+    elif doc["status"] == AppStatus.DEPLOYED.value:
+        check(models.DeployedReport, doc)
         app = await backend.run(lambda s: s.report(name, AppStatus.DEPLOYED, None))
     else:
         raise BadRequest('"status" must be "DEGRADED" (with a "reason") or "DEPLOYED"')
-    return web.json_response(app_json(app))
+    return answer("App", app_json(app))
 
 
 async def post_deployments(request: web.Request) -> web.Response:
-    doc = await read_object(request, frozenset({"app", "cluster"}))
-    app_name, cluster = need_name(doc, "app"), need_name(doc, "cluster")
+    deployment = check(models.Deployment, await read_object(request))
+    app_name, cluster = deployment.app, deployment.cluster
     app = await request.app[BACKEND].run(lambda s: s.deploy(app_name, cluster))
-    return web.json_response(app_json(app), status=201)
+    return answer("App", app_json(app), status=201)
 
 
 async def get_healthz(request: web.Request) -> web.Response:
-    return web.json_response({"status": "ok"})
+    return answer("Liveness", {"status": "ok"})
 
 
 async def get_metrics(request: web.Request) -> web.Response:
@@ -470,17 +436,18 @@ async def get_metrics(request: web.Request) -> web.Response:
 
 
 async def get_openapi(request: web.Request) -> web.Response:
-    return web.json_response(openapi_document())
+    return web.json_response(openapi_document(basic=request.app[BASIC_AUTH]))
 
 
 def add_routes(app: web.Application) -> None:
     app.router.add_post("/alerts", post_alerts)
     app.router.add_get("/clusters", get_clusters)
     app.router.add_post("/clusters", post_clusters)
-    # Before "/clusters/{name:.+}": a name holding "/" is sent percent-encoded (%2F).
+    # A name holding "/" is sent percent-encoded (%2F), and routes match the path as sent:
+    # so "/clusters/x/alerts" is only the alerts route (its 405 lists DELETE alone).
     app.router.add_delete("/clusters/{name:[^/]+}/alerts", delete_cluster_alerts)
-    app.router.add_get("/clusters/{name:.+}", get_cluster)
-    app.router.add_delete("/clusters/{name:.+}", delete_cluster)
+    app.router.add_get("/clusters/{name:.+(?<!/alerts)}", get_cluster)
+    app.router.add_delete("/clusters/{name:.+(?<!/alerts)}", delete_cluster)
     app.router.add_get("/apps", get_apps)
     app.router.add_post("/apps", post_apps)
     app.router.add_get("/apps/{name:.+}", get_app)

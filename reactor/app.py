@@ -22,7 +22,13 @@ from common.version import register_process_metrics
 from common.webconfig import BasicAuth, WebConfig, basic_auth_middleware
 from exporter.discovery import Discoverer, Discovery
 from reactor import database
-from reactor.api import add_routes, auth_middleware, auth_problem, errors_middleware
+from reactor.api import (
+    BASIC_AUTH,
+    add_routes,
+    auth_middleware,
+    auth_problem,
+    errors_middleware,
+)
 from reactor.auth import TOKEN, TokenSource
 from reactor.context import BACKEND, METRICS, SETTINGS, Backend, Settings, StoreThread
 from reactor.database import parse_db_url, sqlite_url
@@ -78,6 +84,7 @@ def create_app(
         handler_args={"auto_decompress": False},
     )
     app[SETTINGS] = settings
+    app[BASIC_AUTH] = bool(guard)  # the OpenAPI document declares basic auth then
     app[TOKEN] = TokenSource(settings.token, settings.token_file)
     registry = registry if registry is not None else CollectorRegistry()
     register_process_metrics(registry)

@@ -1,67 +1,405 @@
-"""The OpenAPI 3 document of the reactor API, written by hand (served at ``/openapi.json``).
+"""The OpenAPI 3.1 document of the reactor API (served at ``/openapi.json``), generated.
 
-Kept next to the handlers and checked by ``test_openapi_document_matches_the_routes`` in
-tests/reactor/test_api.py: every route of the app is in it and every path in it is a route.
+The bodies' schemas come from reactor/models.py, the models the handlers validate and
+write with; this module adds what only the routes know: each operation, its parameters,
+its answers with their status codes, and who may call it. Every status code an operation
+can answer is in :data:`OPERATIONS`, with its body's schema, once.
+
+Auth: a mutating call needs the bearer token (``security: bearer``); reading calls need
+nothing, unless ``--web.config.file`` has basic-auth users: then every path needs basic
+auth or the bearer token, and the document says so (``openapi_document(basic=True)``).
+tests/reactor/test_openapi.py checks the document against the routes, with
+openapi-spec-validator, and with schemathesis against a running reactor.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
+from pydantic import TypeAdapter
+
 from common.version import __version__
-from reactor.service import SOURCE_ALERTS, SOURCE_API, SOURCE_DISCOVERY
-from reactor.statemachine import AppStatus, Status
+from reactor import models
 
-NAME = {
-    "type": "string",
-    "minLength": 1,
-    "maxLength": 253,
-    "pattern": r"^\S(.*\S)?$",
-    "description": "printable characters; inner spaces allowed (kubeconfig context names)",
+REF = "#/components/schemas/{model}"
+
+#: Schemas named once in the document and referred to wherever a field has them.
+SHARED = {
+    models.NAME_PATTERN: "Name",
+    models.TEXT_PATTERN: "Text",
+    models.ENDPOINT_PATTERN: "Endpoint",
+    models.TIMESTAMP_PATTERN: "Timestamp",
 }
-TIME = {"type": "string", "format": "date-time", "nullable": True}
-# Enumerations come from the code, so the document cannot drift from it.
-CLUSTER_STATUSES = [s.value for s in Status]
-APP_STATUSES = [s.value for s in AppStatus]
-SOURCES = [SOURCE_DISCOVERY, SOURCE_API, SOURCE_ALERTS]
-REPORTED = [AppStatus.DEGRADED.value, AppStatus.DEPLOYED.value]
+
+JSON = "application/json"
+TEXT = "text/plain"
+METRICS = "text/plain; version=0.0.4; charset=utf-8"
 
 
-def _error(description: str) -> dict[str, Any]:
-    return {
-        "description": description,
-        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
-    }
+@dataclass(frozen=True)
+class Answer:
+    """One status code of an operation: what it means and its body's schema (or media)."""
+
+    description: str
+    schema: str | None = None  #: a name of reactor.models.SCHEMAS
+    array: bool = False
+    media: str = JSON
+    headers: tuple[str, ...] = ()
 
 
-def _json(ref: str, description: str, array: bool = False) -> dict[str, Any]:
-    schema: dict[str, Any] = {"$ref": f"#/components/schemas/{ref}"}
-    if array:
+@dataclass(frozen=True)
+class Operation:
+    method: str
+    path: str
+    operation_id: str
+    summary: str
+    answers: dict[int, Answer]
+    description: str = ""
+    body: str | None = None
+    mutating: bool = False
+    query: tuple[dict[str, Any], ...] = ()
+    links: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+# -- the error answers, said once -----------------------------------------------------
+E400 = Answer("Bad input (not JSON, a missing or invalid field); nothing changed.", "Error")
+E401 = Answer(
+    "Missing or wrong bearer token (only when the reactor has one).",
+    "Error",
+    headers=("WWW-Authenticate",),
+)
+E404 = Answer("No cluster or app of that name.", "Error")
+E413 = Answer("Body larger than --web.max-body-bytes (after decoding gzip or deflate).", "Error")
+E503 = Answer(
+    "The database is busy or unavailable; retry (Retry-After is set).",
+    "Error",
+    headers=("Retry-After",),
+)
+GATED = Answer("Gated: the target cluster is OFFLINE; nothing changed.", "Refusal")
+WRITE = {400: E400, 401: E401, 413: E413, 503: E503}
+
+NAME_IN_PATH: dict[str, Any] = {
+    "name": "name",
+    "in": "path",
+    "required": True,
+    "description": "A name holding '/' is sent percent-encoded (%2F).",
+    "schema": {"$ref": "#/components/schemas/Name"},
+}
+
+
+def _link(operation_id: str, **parameters: str) -> dict[str, Any]:
+    return {"operationId": operation_id, "parameters": parameters}
+
+
+def _body_link(operation_id: str, body: dict[str, str]) -> dict[str, Any]:
+    return {"operationId": operation_id, "requestBody": body}
+
+
+OPERATIONS: tuple[Operation, ...] = (
+    Operation(
+        "post",
+        "/alerts",
+        "postAlerts",
+        "Alertmanager webhook (FleetClusterOnline / FleetClusterOffline)",
+        description=(
+            "400 only for a body that is not a v4 webhook (see the Webhook schema: what is "
+            "required, what is checked when present, what is ignored). Inside a valid "
+            "webhook, alerts with other names, without a usable cluster label, resolved "
+            "without endsAt, ending before they start or starting more than "
+            "--alerts.max-future-skew ahead are skipped and the rest is applied. An "
+            "unknown cluster named by a status alert is created (source alerts)."
+        ),
+        body="Webhook",
+        mutating=True,
+        answers={200: Answer("Applied, in one transaction.", "NotificationResult"), **WRITE},
+    ),
+    Operation(
+        "get",
+        "/clusters",
+        "listClusters",
+        "All clusters with their status",
+        answers={200: Answer("Clusters by name.", "Cluster", array=True)},
+    ),
+    Operation(
+        "post",
+        "/clusters",
+        "createCluster",
+        "Add a cluster by hand (UNKNOWN until status alerts arrive)",
+        body="NewCluster",
+        mutating=True,
+        answers={
+            201: Answer("Created.", "Cluster"),
+            **WRITE,
+            409: Answer("A cluster of that name exists.", "Error"),
+        },
+        links={
+            "GetCluster": _link("getCluster", name="$response.body#/name"),
+            "AddAppToCluster": _body_link(
+                "createApp", {"name": "$response.body#/name", "cluster": "$response.body#/name"}
+            ),
+            "ClearAlerts": _link("clearClusterAlerts", name="$response.body#/name"),
+            "DeleteCluster": _link("deleteCluster", name="$response.body#/name"),
+        },
+    ),
+    Operation(
+        "get",
+        "/clusters/{name}",
+        "getCluster",
+        "One cluster, with its latest outages",
+        answers={200: Answer("The cluster.", "ClusterWithOutages"), 404: E404},
+    ),
+    Operation(
+        "delete",
+        "/clusters/{name}",
+        "deleteCluster",
+        "Forget a decommissioned cluster",
+        description=(
+            "Deletes the cluster, its alert state and its outages. Refused (409) while apps "
+            "are on it, so none is deleted by surprise; with force=true its apps are deleted "
+            "with it. A cluster still in a kubeconfig comes back at the next start-up scan, "
+            "and one still named by a status alert comes back with the next notification."
+        ),
+        mutating=True,
+        query=(
+            {
+                "name": "force",
+                "in": "query",
+                "required": False,
+                "schema": {"type": "string", "enum": ["true", "false"], "default": "false"},
+                "description": "true: delete the apps on the cluster too",
+            },
+        ),
+        answers={
+            200: Answer("Deleted.", "DeletedCluster"),
+            400: E400,
+            401: E401,
+            404: E404,
+            409: Answer("Apps are on the cluster (and force is not true).", "Error"),
+            503: E503,
+        },
+    ),
+    Operation(
+        "delete",
+        "/clusters/{name}/alerts",
+        "clearClusterAlerts",
+        "Clear a cluster's alert state (it reads UNKNOWN again)",
+        description=(
+            "The repair path for a state no later alert can fix. Both status alerts are "
+            "forgotten; an open outage is closed and the apps it degraded are restored. The "
+            "cluster keeps 'had been ONLINE', so a real OFFLINE that arrives next (a repeat, "
+            "or reconciliation) cascades again."
+        ),
+        mutating=True,
+        answers={200: Answer("Cleared.", "ClusterReset"), 401: E401, 404: E404, 503: E503},
+    ),
+    Operation(
+        "get",
+        "/apps",
+        "listApps",
+        "All apps",
+        answers={200: Answer("Apps by name.", "App", array=True)},
+    ),
+    Operation(
+        "post",
+        "/apps",
+        "createApp",
+        "Add an app (PENDING)",
+        body="NewApp",
+        mutating=True,
+        answers={
+            201: Answer("Created, PENDING.", "App"),
+            **WRITE,
+            404: Answer("No cluster of that name.", "Error"),
+            409: Answer("An app of that name exists.", "Error"),
+        },
+        links={
+            "GetApp": _link("getApp", name="$response.body#/name"),
+            "ReportApp": _link("patchApp", name="$response.body#/name"),
+            "DeployApp": _body_link(
+                "createDeployment",
+                {"app": "$response.body#/name", "cluster": "$response.body#/cluster"},
+            ),
+        },
+    ),
+    Operation(
+        "get",
+        "/apps/{name}",
+        "getApp",
+        "One app",
+        answers={200: Answer("The app.", "App"), 404: E404},
+    ),
+    Operation(
+        "patch",
+        "/apps/{name}",
+        "patchApp",
+        "Reassign an app, or report its health",
+        description=(
+            "{cluster}: a reassignment, PENDING on the new cluster (gated). "
+            "{status: DEGRADED, reason}: a health report. {status: DEPLOYED}: healthy again "
+            "(gated)."
+        ),
+        body="AppPatch",
+        mutating=True,
+        answers={200: Answer("The app after the change.", "App"), **WRITE, 404: E404, 409: GATED},
+    ),
+    Operation(
+        "post",
+        "/deployments",
+        "createDeployment",
+        "Record a deployment: the app is DEPLOYED on that cluster",
+        body="Deployment",
+        mutating=True,
+        answers={
+            201: Answer("The app, DEPLOYED on the cluster.", "App"),
+            **WRITE,
+            404: E404,
+            409: GATED,
+        },
+        links={"GetApp": _link("getApp", name="$response.body#/name")},
+    ),
+    Operation(
+        "get",
+        "/healthz",
+        "healthz",
+        "Liveness (JSON)",
+        answers={200: Answer("Alive.", "Liveness")},
+    ),
+    Operation(
+        "get",
+        "/-/healthy",
+        "healthy",
+        "Liveness, as Prometheus' own servers answer it",
+        answers={200: Answer("The process serves.", media=TEXT)},
+    ),
+    Operation(
+        "get",
+        "/-/ready",
+        "ready",
+        "Readiness: can the database answer a query?",
+        answers={
+            200: Answer("Ready.", media=TEXT),
+            503: Answer("The database is unreachable.", media=TEXT, headers=("Retry-After",)),
+        },
+    ),
+    Operation(
+        "get",
+        "/metrics",
+        "metrics",
+        "Prometheus metrics (fleetwatch_reactor_...)",
+        answers={200: Answer("Text exposition format.", media=METRICS)},
+    ),
+    Operation(
+        "get",
+        "/openapi.json",
+        "openapi",
+        "This document",
+        answers={200: Answer("OpenAPI 3.1 document.", media=JSON)},
+    ),
+)
+
+HEADERS: dict[str, dict[str, Any]] = {
+    "WWW-Authenticate": {
+        "description": "Bearer (or Basic, with --web.config.file users)",
+        "schema": {"type": "string"},
+    },
+    "Retry-After": {"description": "seconds", "schema": {"type": "string"}},
+}
+
+
+def _content(answer: Answer) -> dict[str, Any]:
+    if answer.schema is None:
+        return {answer.media: {"schema": {"type": "string"}}}
+    schema: dict[str, Any] = {"$ref": REF.format(model=answer.schema)}
+    if answer.array:
         schema = {"type": "array", "items": schema}
-    return {"description": description, "content": {"application/json": {"schema": schema}}}
+    return {answer.media: {"schema": schema}}
 
 
-def _body(ref: str) -> dict[str, Any]:
-    return {
-        "required": True,
-        "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{ref}"}}},
-    }
+def _answer(answer: Answer, basic: bool, code: int) -> dict[str, Any]:
+    out: dict[str, Any] = {"description": answer.description, "content": _content(answer)}
+    if answer.headers:
+        out["headers"] = {h: HEADERS[h] for h in answer.headers}
+    if code == 401 and basic:  # the basic-auth guard answers in plain text
+        out["content"][TEXT] = {"schema": {"type": "string"}}
+    return out
 
 
-NAME_PARAM = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
-SECURED: list[dict[str, list[str]]] = [{"bearer": []}]
-E400 = _error("Bad input (not JSON, a missing or invalid field); nothing changed.")
-E401 = _error("Missing or wrong bearer token (only when the reactor has one).")
-E404 = _error("Unknown cluster or app name.")
-E413 = _error("Body larger than --web.max-body-bytes.")
-E503 = _error("The database is busy or unavailable; retry (Retry-After is set).")
+def _operation(op: Operation, basic: bool) -> dict[str, Any]:
+    answers = dict(op.answers)
+    if basic and 401 not in answers:
+        answers[401] = Answer("Missing or wrong basic auth (or bearer token).", "Error")
+    out: dict[str, Any] = {"operationId": op.operation_id, "summary": op.summary}
+    if op.description:
+        out["description"] = op.description
+    if op.mutating:
+        out["security"] = [{"bearer": []}]
+    else:
+        out["security"] = [{"basic": []}, {"bearer": []}] if basic else []
+    parameters = [NAME_IN_PATH] if "{name}" in op.path else []
+    parameters.extend(op.query)
+    if parameters:
+        out["parameters"] = parameters
+    if op.body is not None:
+        out["requestBody"] = {
+            "required": True,
+            "content": {JSON: {"schema": {"$ref": REF.format(model=op.body)}}},
+        }
+    out["responses"] = {str(code): _answer(answers[code], basic, code) for code in sorted(answers)}
+    if op.links:
+        first = min(c for c in answers if c < 300)
+        out["responses"][str(first)]["links"] = op.links
+    return out
+
+
+def _share(node: Any, shared: dict[str, Any]) -> Any:
+    """Replace each inline copy of a shared schema (found by its pattern) by a $ref."""
+    if isinstance(node, dict):
+        name = SHARED.get(node.get("pattern", ""))
+        if name is not None:
+            shared[name] = {k: v for k, v in node.items() if k != "title"}
+            return {"$ref": REF.format(model=name)}
+        return {k: _share(v, shared) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_share(v, shared) for v in node]
+    return node
+
+
+def components() -> dict[str, Any]:
+    """Every schema of reactor.models, named, with the shared ones once."""
+    schemas: dict[str, Any] = {}
+    for name, kind in models.SCHEMAS.items():
+        schema = TypeAdapter(kind).json_schema(ref_template=REF)
+        schemas.update(schema.pop("$defs", {}))
+        schema.setdefault("title", name)
+        schemas[name] = schema
+    shared: dict[str, Any] = {}
+    schemas = _share(schemas, shared)
+    return {**schemas, **shared}
 
 
 @cache
-def openapi_document() -> dict[str, Any]:
+def openapi_document(basic: bool = False) -> dict[str, Any]:
+    """The document; ``basic``: the reactor has --web.config.file basic-auth users."""
+    schemes: dict[str, Any] = {
+        "bearer": {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "--web.token-file; required on POST, PATCH and DELETE when set",
+        }
+    }
+    if basic:
+        schemes["basic"] = {
+            "type": "http",
+            "scheme": "basic",
+            "description": "--web.config.file basic_auth_users; on every path",
+        }
+    paths: dict[str, dict[str, Any]] = {}
+    for op in OPERATIONS:
+        paths.setdefault(op.path, {})[op.method] = _operation(op, basic)
     return {
-        "openapi": "3.0.3",
+        "openapi": "3.1.0",
         "info": {
             "title": "fleetwatch reactor",
             "version": __version__,
@@ -71,380 +409,6 @@ def openapi_document() -> dict[str, Any]:
                 "and gates deployments: 409 when the target cluster is OFFLINE."
             ),
         },
-        "components": {
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-            "schemas": {
-                "Error": {
-                    "type": "object",
-                    "required": ["error"],
-                    "properties": {
-                        "error": {"type": "string"},
-                        "cluster": {"type": "string", "description": "409 of the gate"},
-                        "status": {"type": "string", "description": "409 of the gate"},
-                    },
-                },
-                "Cluster": {
-                    "type": "object",
-                    "required": ["name", "status", "source"],
-                    "properties": {
-                        "name": {"type": "string"},
-                        "endpoint": {"type": "string", "nullable": True},
-                        "kubeconfig_secret_ref": {"type": "string", "nullable": True},
-                        "status": {"type": "string", "enum": CLUSTER_STATUSES},
-                        "status_since": TIME,
-                        "source": {"type": "string", "enum": SOURCES},
-                        "outage_since": {
-                            **TIME,
-                            "description": "start of the open outage, null when none is open",
-                        },
-                    },
-                },
-                "ClusterWithOutages": {
-                    "allOf": [
-                        {"$ref": "#/components/schemas/Cluster"},
-                        {
-                            "type": "object",
-                            "properties": {
-                                "outages": {
-                                    "type": "array",
-                                    "description": "the latest outages, newest first (at "
-                                    "most 10; closed ones are kept for --db.retention)",
-                                    "items": {"$ref": "#/components/schemas/Outage"},
-                                }
-                            },
-                        },
-                    ]
-                },
-                "Outage": {
-                    "type": "object",
-                    "required": ["started_at", "apps_degraded", "apps_restored"],
-                    "properties": {
-                        "started_at": TIME,
-                        "closed_at": {**TIME, "description": "null while the outage is open"},
-                        "apps_degraded": {"type": "integer"},
-                        "apps_restored": {"type": "integer"},
-                    },
-                },
-                "NewCluster": {
-                    "type": "object",
-                    "additionalProperties": False,
-                    "required": ["name", "endpoint", "kubeconfig_secret_ref"],
-                    "properties": {
-                        "name": NAME,
-                        "endpoint": {
-                            "type": "string",
-                            "format": "uri",
-                            "example": "https://10.0.0.1:6443",
-                        },
-                        "kubeconfig_secret_ref": {
-                            "type": "string",
-                            "minLength": 1,
-                            "maxLength": 4096,
-                        },
-                    },
-                },
-                "App": {
-                    "type": "object",
-                    "required": ["name", "cluster", "status", "reason"],
-                    "properties": {
-                        "name": {"type": "string"},
-                        "cluster": {"type": "string"},
-                        "status": {"type": "string", "enum": APP_STATUSES},
-                        "reason": {"type": "string", "nullable": True},
-                    },
-                },
-                "NewApp": {
-                    "type": "object",
-                    "additionalProperties": False,
-                    "required": ["name", "cluster"],
-                    "properties": {"name": NAME, "cluster": NAME},
-                },
-                "AppPatch": {
-                    "description": (
-                        "Either {cluster} (a reassignment: PENDING on the new cluster, gated) "
-                        "or {status, reason} (a health report: DEGRADED with a reason, or "
-                        "DEPLOYED again, gated)."
-                    ),
-                    "oneOf": [
-                        {
-                            "type": "object",
-                            "additionalProperties": False,
-                            "required": ["cluster"],
-                            "properties": {"cluster": NAME},
-                        },
-                        {
-                            "type": "object",
-                            "additionalProperties": False,
-                            "required": ["status"],
-                            "properties": {
-                                "status": {"type": "string", "enum": REPORTED},
-                                "reason": {"type": "string", "nullable": True, "maxLength": 4096},
-                            },
-                        },
-                    ],
-                },
-                "Deployment": {
-                    "type": "object",
-                    "additionalProperties": False,
-                    "required": ["app", "cluster"],
-                    "properties": {"app": NAME, "cluster": NAME},
-                },
-                "Webhook": {
-                    "type": "object",
-                    "description": "Alertmanager webhook payload, version 4.",
-                    "required": ["alerts"],
-                    "properties": {
-                        "version": {"type": "string", "enum": ["4"]},
-                        "groupKey": {"type": "string"},
-                        "truncatedAlerts": {"type": "integer"},
-                        "status": {"type": "string"},
-                        "receiver": {"type": "string"},
-                        "groupLabels": {"type": "object"},
-                        "commonLabels": {"type": "object"},
-                        "commonAnnotations": {"type": "object"},
-                        "externalURL": {"type": "string"},
-                        "alerts": {
-                            "type": "array",
-                            "items": {"$ref": "#/components/schemas/Alert"},
-                        },
-                    },
-                },
-                "Alert": {
-                    "type": "object",
-                    "required": ["status", "labels", "startsAt"],
-                    "properties": {
-                        "status": {"type": "string", "enum": ["firing", "resolved"]},
-                        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
-                        "annotations": {"type": "object"},
-                        "startsAt": {"type": "string", "format": "date-time"},
-                        "endsAt": {
-                            "type": "string",
-                            "format": "date-time",
-                            "description": "0001-01-01T00:00:00Z while firing",
-                        },
-                        "generatorURL": {"type": "string"},
-                        "fingerprint": {"type": "string"},
-                    },
-                },
-                "DeletedCluster": {
-                    "type": "object",
-                    "required": ["deleted", "apps_deleted"],
-                    "properties": {
-                        "deleted": {"type": "string", "description": "the cluster's name"},
-                        "apps_deleted": {"type": "integer"},
-                    },
-                },
-                "ClusterReset": {
-                    "type": "object",
-                    "required": ["cluster", "outages_closed", "apps_restored"],
-                    "properties": {
-                        "cluster": {"$ref": "#/components/schemas/Cluster"},
-                        "outages_closed": {"type": "integer"},
-                        "apps_restored": {"type": "integer"},
-                    },
-                },
-                "NotificationResult": {
-                    "type": "object",
-                    "properties": {
-                        k: {"type": "integer"}
-                        for k in (
-                            "applied",
-                            "skipped",
-                            "clusters_changed",
-                            "outages_opened",
-                            "outages_closed",
-                            "apps_degraded",
-                            "apps_restored",
-                        )
-                    },
-                },
-            },
-        },
-        "paths": {
-            "/alerts": {
-                "post": {
-                    "summary": "Alertmanager webhook (FleetClusterOnline / FleetClusterOffline)",
-                    "description": (
-                        "400 only for a body that is not a v4 webhook; alerts with other names "
-                        "or without a cluster label are skipped and the rest is applied. An "
-                        "unknown cluster named by a status alert is created (source alerts)."
-                    ),
-                    "security": SECURED,
-                    "requestBody": _body("Webhook"),
-                    "responses": {
-                        "200": _json("NotificationResult", "Applied (one transaction)."),
-                        "400": E400,
-                        "401": E401,
-                        "413": E413,
-                        "503": E503,
-                    },
-                }
-            },
-            "/clusters": {
-                "get": {
-                    "summary": "All clusters with their status",
-                    "responses": {"200": _json("Cluster", "Clusters by name.", array=True)},
-                },
-                "post": {
-                    "summary": "Add a cluster by hand (UNKNOWN until status alerts arrive)",
-                    "security": SECURED,
-                    "requestBody": _body("NewCluster"),
-                    "responses": {
-                        "201": _json("Cluster", "Created."),
-                        "400": E400,
-                        "401": E401,
-                        "409": _error("A cluster of that name exists."),
-                        "413": E413,
-                        "503": E503,
-                    },
-                },
-            },
-            "/clusters/{name}": {
-                "get": {
-                    "summary": "One cluster",
-                    "parameters": [NAME_PARAM],
-                    "responses": {
-                        "200": _json("ClusterWithOutages", "The cluster and its latest outages."),
-                        "404": E404,
-                    },
-                },
-                "delete": {
-                    "summary": "Forget a decommissioned cluster",
-                    "description": (
-                        "Deletes the cluster, its alert state and its outages. Refused (409) "
-                        "while apps are on it, so none is deleted by surprise; with "
-                        "force=true its apps are deleted with it. A cluster still in a "
-                        "kubeconfig comes back at the next start-up scan, and one still named "
-                        "by a status alert comes back with the next notification."
-                    ),
-                    "security": SECURED,
-                    "parameters": [
-                        NAME_PARAM,
-                        {
-                            "name": "force",
-                            "in": "query",
-                            "required": False,
-                            "schema": {"type": "string", "enum": ["true", "false"]},
-                            "description": "true: delete the apps on the cluster too",
-                        },
-                    ],
-                    "responses": {
-                        "200": _json("DeletedCluster", "Deleted."),
-                        "400": E400,
-                        "401": E401,
-                        "404": E404,
-                        "409": _error("Apps are on the cluster (and force is not true)."),
-                        "503": E503,
-                    },
-                },
-            },
-            "/clusters/{name}/alerts": {
-                "delete": {
-                    "summary": "Clear a cluster's alert state (it reads UNKNOWN again)",
-                    "description": (
-                        "The repair path for a state no later alert can fix. Both status "
-                        "alerts are forgotten; an open outage is closed and the apps it "
-                        "degraded are restored. The cluster keeps 'had been ONLINE', so a "
-                        "real OFFLINE that arrives next (a repeat, or reconciliation) "
-                        "cascades again. A name holding '/' is sent as %2F."
-                    ),
-                    "security": SECURED,
-                    "parameters": [NAME_PARAM],
-                    "responses": {
-                        "200": _json("ClusterReset", "Cleared."),
-                        "401": E401,
-                        "404": E404,
-                        "503": E503,
-                    },
-                }
-            },
-            "/apps": {
-                "get": {
-                    "summary": "All apps",
-                    "responses": {"200": _json("App", "Apps by name.", array=True)},
-                },
-                "post": {
-                    "summary": "Add an app (PENDING)",
-                    "security": SECURED,
-                    "requestBody": _body("NewApp"),
-                    "responses": {
-                        "201": _json("App", "Created, PENDING."),
-                        "400": E400,
-                        "401": E401,
-                        "404": E404,
-                        "409": _error("An app of that name exists."),
-                        "413": E413,
-                        "503": E503,
-                    },
-                },
-            },
-            "/apps/{name}": {
-                "get": {
-                    "summary": "One app",
-                    "parameters": [NAME_PARAM],
-                    "responses": {"200": _json("App", "The app."), "404": E404},
-                },
-                "patch": {
-                    "summary": "Reassign an app, or report its health",
-                    "security": SECURED,
-                    "parameters": [NAME_PARAM],
-                    "requestBody": _body("AppPatch"),
-                    "responses": {
-                        "200": _json("App", "The app after the change."),
-                        "400": E400,
-                        "401": E401,
-                        "404": E404,
-                        "409": _error("Gated: the target cluster is OFFLINE."),
-                        "413": E413,
-                        "503": E503,
-                    },
-                },
-            },
-            "/deployments": {
-                "post": {
-                    "summary": "Record a deployment: the app is DEPLOYED on that cluster",
-                    "security": SECURED,
-                    "requestBody": _body("Deployment"),
-                    "responses": {
-                        "201": _json("App", "The app, DEPLOYED on the cluster."),
-                        "400": E400,
-                        "401": E401,
-                        "404": E404,
-                        "409": _error("Gated: the cluster is OFFLINE."),
-                        "413": E413,
-                        "503": E503,
-                    },
-                }
-            },
-            "/healthz": {
-                "get": {"summary": "Liveness", "responses": {"200": {"description": "Alive."}}}
-            },
-            "/-/healthy": {
-                "get": {
-                    "summary": "Liveness, as Prometheus' own servers answer it (plain text)",
-                    "responses": {"200": {"description": "The process serves."}},
-                }
-            },
-            "/-/ready": {
-                "get": {
-                    "summary": "Readiness: can the database answer a query? (plain text)",
-                    "responses": {
-                        "200": {"description": "Ready."},
-                        "503": {"description": "The database is unreachable (Retry-After)."},
-                    },
-                }
-            },
-            "/metrics": {
-                "get": {
-                    "summary": "Prometheus metrics (fleetwatch_reactor_...)",
-                    "responses": {"200": {"description": "Text exposition format."}},
-                }
-            },
-            "/openapi.json": {
-                "get": {
-                    "summary": "This document",
-                    "responses": {"200": {"description": "OpenAPI 3 document."}},
-                }
-            },
-        },
+        "components": {"securitySchemes": schemes, "schemas": components()},
+        "paths": paths,
     }

@@ -23,7 +23,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from reactor import models
+from reactor.models import MAX_NAME, Problem, clip, is_name, validate
+from reactor.models import kind as _kind
 from reactor.statemachine import AlertState, StatusAlert
+
+__all__ = ["MAX_NAME", "clip", "is_name"]  # kept here for the callers of this module
 
 
 class PayloadError(ValueError):
@@ -137,41 +142,42 @@ def load_json_object(body: bytes, what: str = "") -> dict[str, Any]:
 
 
 def parse_webhook(body: bytes) -> Webhook:
-    """Bytes of a POST /alerts -> :class:`Webhook`, or :class:`PayloadError` saying why not."""
+    """Bytes of a POST /alerts -> :class:`Webhook`, or :class:`PayloadError` saying why not.
+
+    The accepted shape is :class:`reactor.models.Webhook` (the document's ``Webhook``).
+    """
     doc = load_json_object(body, " (a webhook)")
-    version = doc.get("version", "4")
-    if version != "4":
-        raise PayloadError(f'unsupported webhook version {clip(str(version))!r}; expected "4"')
-    if "alerts" not in doc:
-        raise PayloadError('missing "alerts": not an Alertmanager webhook')
-    raw_alerts = doc["alerts"]
-    if not isinstance(raw_alerts, list):
-        raise PayloadError(f'"alerts" must be an array, got {_kind(raw_alerts)}')
-    return Webhook(tuple(_parse_alert(raw, f"alerts[{i}]") for i, raw in enumerate(raw_alerts)))
+    try:
+        model = validate(models.Webhook, doc)
+    except Problem as exc:
+        raise PayloadError(str(exc)) from None
+    return Webhook(tuple(_alert(raw, f"alerts[{i}]") for i, raw in enumerate(model.alerts)))
 
 
-def _parse_alert(raw: Any, where: str) -> Alert:
-    if not isinstance(raw, dict):
-        raise PayloadError(f"{where} must be an object, got {_kind(raw)}")
-    for key in ("labels", "status", "startsAt"):
-        if key not in raw:
-            raise PayloadError(f'{where} has no "{key}"')
-    labels = raw["labels"]
-    if not isinstance(labels, dict):
-        raise PayloadError(f"{where}.labels must be an object, got {_kind(labels)}")
-    for key, value in labels.items():
-        if not isinstance(value, str):
-            raise PayloadError(f"{where}.labels.{clip(key)} must be a string, got {_kind(value)}")
-    status = raw["status"]
-    if status not in ("firing", "resolved"):
-        raise PayloadError(
-            f'{where}.status must be "firing" or "resolved", got {clip(repr(status))}'
-        )
-    starts_at = parse_time(raw["startsAt"], f"{where}.startsAt")
+def _alert(raw: models.WebhookAlert, where: str) -> Alert:
+    starts_at = _checked_time(raw.startsAt, where, "startsAt")
     if starts_at is None:
         raise PayloadError(f"{where}.startsAt is the zero time")
-    ends_at = parse_time(raw["endsAt"], f"{where}.endsAt") if "endsAt" in raw else None
-    return Alert(status=status, labels=labels, starts_at=starts_at, ends_at=ends_at)
+    ends_at = _checked_time(raw.endsAt, where, "endsAt") if raw.endsAt is not None else None
+    return Alert(status=raw.status, labels=raw.labels, starts_at=starts_at, ends_at=ends_at)
+
+
+_ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
+
+
+def _checked_time(value: str, where: str, field: str) -> int | None:
+    """:func:`parse_time` of a value the model's pattern has passed, faster for the form
+    Alertmanager sends (UTC, ``Z``): ``datetime.fromisoformat`` reads that form the same
+    way and takes a third of the time, which counts in a webhook of a thousand alerts."""
+    if value[-1] == "Z":
+        try:
+            moment = datetime.fromisoformat(value)
+        except ValueError:  # 29 February of a year without one: parse_time says so
+            pass
+        else:
+            if moment != _ZERO_TIME:  # the zero time, to the nanosecond: parse_time
+                return (moment - EPOCH) // timedelta(microseconds=1)
+    return parse_time(value, f"{where}.{field}")
 
 
 #: How far ahead of this reactor's clock a ``startsAt`` may be (clocks of Prometheus and
@@ -238,27 +244,3 @@ def status_signals(
         state = AlertState(firing=firing, starts_at=alert.starts_at, ends_at=ends_at)
         signals.append(Signal(cluster=cluster, alert=kind, state=state))
     return Signals(signals=tuple(signals), skipped=tuple(skipped))
-
-
-MAX_NAME = 253
-
-
-def is_name(text: str) -> bool:
-    """A usable cluster or app name: 1 to 253 printable characters, no space at either end.
-
-    A cluster's name is its kubeconfig context name, and kubeconfigs allow inner spaces
-    ("prod east"): refusing them would leave such a cluster UNKNOWN for ever. Printable
-    excludes tabs, newlines and every other whitespace but the plain space.
-    """
-    return 0 < len(text) <= MAX_NAME and text.isprintable() and text == text.strip(" ")
-
-
-def _kind(value: object) -> str:
-    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}.get(
-        type(value), "null" if value is None else "a number"
-    )
-
-
-def clip(text: str, limit: int = 80) -> str:
-    """Echo at most ``limit`` characters of the caller's input back in a message or a log."""
-    return text if len(text) <= limit else text[:limit] + "..."
