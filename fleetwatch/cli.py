@@ -1,8 +1,8 @@
 """The `fleetwatch` command: one entry point, one subcommand per job.
 
 Each subcommand is defined next to the code it runs (``exporter.cli``, ``reactor.cli``,
-``fleetwatch.rules``, ``fleetwatch.demo``): this module only gathers them, so adding a
-command means one line here and nothing in the others.
+``reactor.client_cli``, ``fleetwatch.rules``, ``fleetwatch.demo``): this module only gathers
+them, so adding a command means one line here and nothing in the others.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 import exporter.cli
 import reactor.cli
+import reactor.client_cli
 from common.version import version_text
 from fleetwatch import demo, rules
 
@@ -25,7 +26,13 @@ class CommandModule(Protocol):
     def add_parsers(self, subparsers: Any) -> None: ...
 
 
-COMMAND_MODULES: tuple[CommandModule, ...] = (exporter.cli, reactor.cli, rules, demo)
+COMMAND_MODULES: tuple[CommandModule, ...] = (
+    exporter.cli,
+    reactor.cli,
+    reactor.client_cli,
+    rules,
+    demo,
+)
 
 
 class VersionAction(argparse.Action):

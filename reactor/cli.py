@@ -1,23 +1,24 @@
-"""``fleetwatch reactor`` (the webhook receiver and API) and ``fleetwatch status`` (a table).
+"""``fleetwatch reactor``: the webhook receiver and API, its flags and its start-up.
 
 Every setting has a flag; flags win over the environment (``FLEETWATCH_TOKEN``,
-``KUBECONFIG_PATH``, ``KUBECONFIG_DIR``).
+``KUBECONFIG_PATH``, ``KUBECONFIG_DIR``). The commands that ask a running reactor over
+HTTP (``fleetwatch status``, ``fleetwatch cluster``) are ``reactor.client_cli``.
+
+Longer than most modules (about 400 lines) because half of it is the fifteen flags with
+their help text; the checks that turn them into :class:`Settings` sit next to them, so a
+flag and the rule that refuses its bad values are read together.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
-import json
 import logging
 import os
 import sys
-import urllib.error
-import urllib.request
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import urlsplit
 
 from common.logs import add_log_flags, setup_logging
 from common.web import bind_socket, display_address, parse_listen_address
@@ -36,8 +37,6 @@ from reactor.database import POSTGRESQL, open_store, parse_db_url, sqlite_url
 from reactor.signals import DEFAULT_MAX_FUTURE_SKEW_S
 
 log = logging.getLogger("reactor")
-
-DEFAULT_REACTOR_URL = f"http://{DEFAULT_LISTEN_ADDRESS}"
 
 
 REACTOR_DESCRIPTION = """\
@@ -203,90 +202,6 @@ def add_parsers(subparsers: Any) -> None:
     )
     add_log_flags(p)
     p.set_defaults(func=run_reactor)
-
-    s: argparse.ArgumentParser = subparsers.add_parser(
-        "status",
-        help="print the reactor's clusters and apps as a table",
-        description=(
-            "Ask a running reactor (GET /clusters and GET /apps; no token needed) for its "
-            "clusters (status, since when, source) and apps (cluster, status, reason) and "
-            "print them as two tables. Exits 1 when the reactor cannot be read. A reactor "
-            "whose --web.config.file requires basic auth accepts its bearer token instead: "
-            "it is sent when one is given; $SSL_CERT_FILE names a private CA for https."
-        ),
-    )
-    s.add_argument(
-        "--token-file",
-        dest="token_file",
-        metavar="FILE",
-        type=Path,
-        help="file holding the reactor's bearer token (default: $FLEETWATCH_TOKEN; none: "
-        "no Authorization header)",
-    )
-    s.add_argument(
-        "--reactor",
-        metavar="URL",
-        default=DEFAULT_REACTOR_URL,
-        help=f"base URL of the reactor (default: {DEFAULT_REACTOR_URL})",
-    )
-    s.add_argument(
-        "--timeout",
-        metavar="SECONDS",
-        type=float,
-        default=10.0,
-        help="seconds per request (default: 10)",
-    )
-    s.set_defaults(func=run_status)
-    add_cluster_parsers(subparsers)
-
-
-def add_cluster_parsers(subparsers: Any) -> None:
-    """``fleetwatch cluster delete|reset NAME``: the operator's repair path."""
-    c: argparse.ArgumentParser = subparsers.add_parser(
-        "cluster",
-        help="delete a cluster from a running reactor, or clear its alert state",
-        description=(
-            "Repair what no alert can: 'delete' forgets a decommissioned cluster "
-            "(DELETE /clusters/NAME; refused while apps are on it unless --force, which "
-            "deletes them too); 'reset' clears its alert state (DELETE /clusters/NAME/alerts: "
-            "it reads UNKNOWN, an open outage is closed and its apps restored). "
-            "Exits 1 when the reactor refuses or cannot be reached."
-        ),
-    )
-    actions = c.add_subparsers(dest="action", metavar="ACTION", required=True)
-    for action, summary in (
-        ("delete", "forget a decommissioned cluster (its apps too only with --force)"),
-        ("reset", "clear the cluster's alert state: UNKNOWN, open outage closed, apps restored"),
-    ):
-        a: argparse.ArgumentParser = actions.add_parser(action, help=summary, description=summary)
-        a.add_argument("name", metavar="NAME", help="the cluster's name")
-        if action == "delete":
-            a.add_argument(
-                "--force",
-                action="store_true",
-                help="delete the apps on the cluster with it (without: 409 while apps are on it)",
-            )
-        a.add_argument(
-            "--reactor",
-            metavar="URL",
-            default=DEFAULT_REACTOR_URL,
-            help=f"base URL of the reactor (default: {DEFAULT_REACTOR_URL})",
-        )
-        a.add_argument(
-            "--token-file",
-            dest="token_file",
-            metavar="FILE",
-            type=Path,
-            help="file holding the reactor's bearer token (default: $FLEETWATCH_TOKEN)",
-        )
-        a.add_argument(
-            "--timeout",
-            metavar="SECONDS",
-            type=float,
-            default=30.0,
-            help="seconds for the request (default: 30)",
-        )
-        a.set_defaults(func=run_cluster)
 
 
 def duration_s(text: str) -> float:
@@ -487,139 +402,3 @@ async def _freeze_startup_objects(app: object) -> None:
     """
     gc.collect()
     gc.freeze()
-
-
-# -- fleetwatch status ----------------------------------------------------------------
-
-
-def _get(url: str, timeout: float, token: str | None = None) -> Any:
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout) as r:
-        return json.load(r)
-
-
-def client_token(token_file: Path | None) -> str | None:
-    """The token a client command sends: ``--token-file``, else $FLEETWATCH_TOKEN, else none.
-
-    Raises :class:`TokenFileError` when the file gives no token.
-    """
-    if token_file is not None:
-        return read_token(token_file)
-    return os.environ.get("FLEETWATCH_TOKEN", "").strip() or None
-
-
-def run_status(args: argparse.Namespace) -> int:
-    base = args.reactor.rstrip("/")
-    try:
-        token = client_token(args.token_file)
-    except TokenFileError as exc:
-        print(f"fleetwatch status: --token-file {exc}", file=sys.stderr)
-        return 2
-    try:
-        clusters = _get(f"{base}/clusters", args.timeout, token)
-        apps = _get(f"{base}/apps", args.timeout, token)
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
-        print(f"fleetwatch status: cannot read {base}: {reason}", file=sys.stderr)
-        return 1
-    print(render_status(clusters, apps, datetime.now(UTC)))
-    return 0
-
-
-# -- fleetwatch cluster ---------------------------------------------------------------
-
-
-def run_cluster(args: argparse.Namespace) -> int:
-    """DELETE /clusters/NAME (``delete``) or /clusters/NAME/alerts (``reset``); say what changed."""
-    command = f"fleetwatch cluster {args.action}"
-    try:
-        token = client_token(args.token_file)
-    except TokenFileError as exc:
-        print(f"{command}: --token-file {exc}", file=sys.stderr)
-        return 2
-    path = f"/clusters/{quote(args.name, safe='')}"
-    if args.action == "reset":
-        path += "/alerts"
-    elif args.force:
-        path += "?force=true"
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    request = urllib.request.Request(
-        args.reactor.rstrip("/") + path, method="DELETE", headers=headers
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=args.timeout) as resp:
-            answer = json.load(resp)
-    except urllib.error.HTTPError as exc:
-        try:
-            message = json.load(exc)["error"]
-        except (ValueError, KeyError, TypeError):
-            message = exc.reason
-        print(f"{command}: refused ({exc.code}): {message}", file=sys.stderr)
-        return 1
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
-        print(f"{command}: cannot reach {args.reactor}: {reason}", file=sys.stderr)
-        return 1
-    if args.action == "delete":
-        print(f"cluster {args.name} deleted, with {answer['apps_deleted']} app(s)")
-    else:
-        print(
-            f"cluster {args.name}: alert state cleared, now {answer['cluster']['status']}; "
-            f"{answer['outages_closed']} outage(s) closed, "
-            f"{answer['apps_restored']} app(s) restored"
-        )
-    return 0
-
-
-def render_status(clusters: list[dict[str, Any]], apps: list[dict[str, Any]], now: datetime) -> str:
-    """Two plain-text tables: clusters (status, since, open outage) and apps (status, reason).
-
-    The OUTAGE column is there for the reader at 3 a.m.: a cluster can read ONLINE while
-    its outage is still open (the ONLINE that closes it has not been delivered yet), and
-    that is why its apps are still DEGRADED.
-    """
-    cluster_rows = [
-        [
-            c["name"],
-            c["status"],
-            _since(c.get("status_since"), now),
-            c.get("source") or "",
-            _since(c.get("outage_since"), now),
-        ]
-        for c in clusters
-    ]
-    app_rows = [[a["name"], a["cluster"], a["status"], a.get("reason") or ""] for a in apps]
-    parts = [
-        _table(["CLUSTER", "STATUS", "SINCE", "SOURCE", "OUTAGE"], cluster_rows, "no clusters"),
-        "",
-        _table(["APP", "CLUSTER", "STATUS", "REASON"], app_rows, "no apps"),
-    ]
-    return "\n".join(parts)
-
-
-def _since(value: str | None, now: datetime) -> str:
-    if not value:
-        return "-"
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return value
-    seconds = int((now - moment).total_seconds())
-    stamp = moment.strftime("%Y-%m-%d %H:%M:%SZ")
-    if seconds < 0:
-        return stamp
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{stamp} ({seconds // size}{unit} ago)"
-    return f"{stamp} ({seconds}s ago)"
-
-
-def _table(header: list[str], rows: list[list[str]], empty: str) -> str:
-    if not rows:
-        return f"({empty})"
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    lines = [
-        "  ".join(str(cell).ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-        for row in [header, *rows]
-    ]
-    return "\n".join(lines)

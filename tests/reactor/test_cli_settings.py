@@ -8,7 +8,8 @@ import pytest
 
 from common.web import parse_listen_address
 from fleetwatch.cli import build_parser
-from reactor.cli import render_status, settings_from
+from reactor.cli import settings_from
+from reactor.client_cli import render_status
 from reactor.context import Settings
 
 
