@@ -51,7 +51,7 @@ NEVER = "0001-01-01T00:00:00Z"
 def seed(db: Path, clusters: int, apps_per_cluster: int, prefix: str = "c") -> None:
     """Clusters (from the API, not probeable) with DEPLOYED apps, in one transaction."""
     from reactor.statemachine import AppStatus
-    from reactor.store import SQLiteStore
+    from reactor.store_sqlite import SQLiteStore
 
     store = SQLiteStore(db)
     try:

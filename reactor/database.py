@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
 
-from reactor.store import SQLiteStore, Store
+from reactor.store import Store
 from reactor.store_postgres import PostgresStore
+from reactor.store_sqlite import SQLiteStore
 
 SQLITE = "sqlite"
 POSTGRESQL = "postgresql"

@@ -11,8 +11,9 @@ from typing import Any
 import psycopg
 from aiohttp.test_utils import TestClient
 
-from reactor.store import SQLiteStore, Store
+from reactor.store import Store
 from reactor.store_postgres import PostgresStore
+from reactor.store_sqlite import SQLiteStore
 
 TOKEN = "s3cret-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

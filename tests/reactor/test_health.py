@@ -14,7 +14,8 @@ from reactor_helpers import TOKEN, MakeClient
 from fleetwatch.procs import ManagedProcess, free_port, http_ok, wait_until
 from reactor.app import create_app
 from reactor.context import Settings
-from reactor.store import SQLiteStore, StoreUnavailable
+from reactor.store import StoreUnavailable
+from reactor.store_sqlite import SQLiteStore
 
 
 async def test_healthy_and_ready_need_no_token(make_client: MakeClient) -> None:

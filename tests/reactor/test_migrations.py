@@ -20,8 +20,9 @@ from reactor import schema
 from reactor.service import Service
 from reactor.signals import parse_webhook, status_signals
 from reactor.statemachine import AppStatus, Status
-from reactor.store import SQLiteStore, StoreUnavailable
+from reactor.store import StoreUnavailable
 from reactor.store_postgres import PostgresStore
+from reactor.store_sqlite import SQLiteStore
 
 SCHEMA1 = Path(__file__).parent / "fixtures" / "schema1.db"
 TABLES = ("clusters", "outages", "apps")
