@@ -312,6 +312,10 @@ def main() -> None:
                 "probe_cycle_asbuilt_10k_before.json",
                 "probe_cycle_asbuilt_10k.json",
                 "probe_cycle_cpevery4.json",
+                "probe_cycle_hang_cpevery4.json",
+                "probe_cycle_gcfreeze.json",
+                "probe_cycle_nochecks_10k_b.json",
+                "probe_cycle_asbuilt_10k_b.json",
             ]
         ),
         "Memory and rendering (as built, 10,000 clusters)": memory(),
