@@ -137,7 +137,7 @@ async def serve(
             await fleet.add_cluster(f"{prefix}-{i:0{width}d}", mode)
         fleet.write_kubeconfig(kubeconfig, credential=credential)  # type: ignore[arg-type]
         files = fleet.certs.files
-        info = {
+        info: dict[str, object] = {
             "clusters": [
                 {"name": c.name, "port": c.port, "mode": str(c.mode)}
                 for c in fleet.clusters.values()
