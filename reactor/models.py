@@ -98,8 +98,11 @@ ENDPOINT_PATTERN = (
     f"(?:[/?#][{_P} ]*)?$"
 )
 
-_DATE = (
-    "(?:[0-9]{3}[1-9]|[0-9]{2}[1-9][0-9]|[0-9][1-9][0-9]{2}|[1-9][0-9]{3})-"
+_YEAR = "(?:[0-9]{3}[1-9]|[0-9]{2}[1-9][0-9]|[0-9][1-9][0-9]{2}|[1-9][0-9]{3})"
+#: From year 2: year 1 holds Go's zero time, which Alertmanager sends for "no time".
+_YEAR_FROM_2 = "(?:[0-9]{3}[2-9]|[0-9]{2}[1-9][0-9]|[0-9][1-9][0-9]{2}|[1-9][0-9]{3})"
+_DAY = (
+    "-"
     "(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])"
     "|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)"
     "|02-(?:0[1-9]|1[0-9]|2[0-9]))"
@@ -108,8 +111,12 @@ _CLOCK = "(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\\.[0-9]{1,9})?"
 #: RFC 3339 in ASCII digits, with a real month, day and time (29 February of any year: the
 #: server refuses it in a year that has none), and a "T" between date and time (the form
 #: the format date-time names; Alertmanager sends it).
-TIMESTAMP_PATTERN = f"^{_DATE}[Tt]{_CLOCK}(?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])$"
+_ZONE = "(?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
+TIMESTAMP_PATTERN = f"^{_YEAR}{_DAY}[Tt]{_CLOCK}{_ZONE}$"
+#: A ``startsAt``: a timestamp from year 2 (the zero time is no start).
+START_PATTERN = f"^{_YEAR_FROM_2}{_DAY}[Tt]{_CLOCK}{_ZONE}$"
 
+TIME_PATTERNS = (TIMESTAMP_PATTERN, START_PATTERN)
 _NAME_RE = re.compile(NAME_PATTERN)
 _TEXT_RE = re.compile(TEXT_PATTERN)
 _ENDPOINT_RE = re.compile(ENDPOINT_PATTERN)
@@ -218,6 +225,7 @@ Endpoint = Annotated[
 Timestamp = Annotated[
     str, Field(pattern=TIMESTAMP_PATTERN, json_schema_extra={"format": "date-time"})
 ]
+Start = Annotated[str, Field(pattern=START_PATTERN, json_schema_extra={"format": "date-time"})]
 Labels = dict[str, str]
 
 _STRICT = ConfigDict(strict=True, extra="forbid", regex_engine="python-re")
@@ -297,7 +305,7 @@ class WebhookAlert(BaseModel):
         description="this alert's own status (the group's is not used)"
     )
     labels: Labels = Field(description="alertname and cluster are read; the rest is ignored")
-    startsAt: Timestamp
+    startsAt: Start
     endsAt: Timestamp | None = Field(default=None, description="0001-01-01T00:00:00Z while firing")
     annotations: Labels | None = None
     generatorURL: str | None = None
@@ -484,8 +492,10 @@ def problem(exc: ValidationError, model: Any) -> str:
         if loc == ("version",):
             return message
         return f"{where(loc)} {message}"
-    if kind_ == "string_pattern_mismatch" and err["ctx"]["pattern"] == TIMESTAMP_PATTERN:
+    if kind_ == "string_pattern_mismatch" and err["ctx"]["pattern"] in TIME_PATTERNS:
         value = str(err["input"])
+        if value.startswith("0001-") and err["ctx"]["pattern"] == START_PATTERN:
+            return f"{where(loc)} is in year 1, Go's zero time: not a start"
         if _LOOSE_TIMESTAMP_RE.fullmatch(value) is not None:  # e.g. 30 February
             return f"{where(loc)} is not a valid time: {clip(value)!r}"
         return f"{where(loc)} is not an RFC 3339 timestamp: {clip(value)!r}"

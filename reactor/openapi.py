@@ -31,6 +31,7 @@ SHARED = {
     models.TEXT_PATTERN: "Text",
     models.ENDPOINT_PATTERN: "Endpoint",
     models.TIMESTAMP_PATTERN: "Timestamp",
+    models.START_PATTERN: "Start",
 }
 
 JSON = "application/json"
