@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from exporter.discovery import Cluster
+from exporter.discovered import Cluster
 from exporter.model import CheckResult, MetricFamily, ProbeResult
 from exporter.probe import ApiClient
 

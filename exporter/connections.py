@@ -16,7 +16,7 @@ import asyncio
 from collections.abc import Mapping
 
 from exporter.credentials import CredentialCache, Credentials
-from exporter.discovery import ContextConfig
+from exporter.discovered import ContextConfig
 from exporter.http1 import HttpError
 from exporter.httppool import HttpPool, Route
 from exporter.probe import ApiClient

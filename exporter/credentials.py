@@ -38,9 +38,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from exporter.discovery import ContextConfig, FileVersion, unpack
+from exporter.discovered import ContextConfig, unpack
 from exporter.execplugin import ExecPluginError, PluginRunner
 from exporter.kube import ContextLoadError, LoadedContext, load_context
+from exporter.kubeconfig_files import FileVersion
 from exporter.workers import Workers
 
 #: Seconds before an exec credential's ``expirationTimestamp`` at which it is renewed.

@@ -33,7 +33,7 @@ from exporter.advice import CycleWarnings
 from exporter.checks import ClosingCheck, ClusterCheck
 from exporter.connections import Connections
 from exporter.credentials import CredentialCache, CredentialsError
-from exporter.discovery import Cluster, ContextConfig, Discovery, probeable
+from exporter.discovered import Cluster, ContextConfig, Discovery, probeable
 from exporter.http1 import HttpError
 from exporter.httppool import HttpPool, Route
 from exporter.model import CheckResult, CycleSettings, ProbeResult, Reason

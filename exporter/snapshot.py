@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from exporter.discovery import Cluster
+from exporter.discovered import Cluster
 from exporter.model import CheckResult, CycleSettings, MetricFamily, Reason
 from exporter.state import ClusterTable
 

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from exporter.discovery import Cluster, Discovery
+from exporter.discovered import Cluster, Discovery
 from exporter.model import CheckResult, ProbeResult, Reason
 
 
