@@ -1,0 +1,68 @@
+"""schemathesis against a running reactor: the OpenAPI document says what the server does.
+
+Every check schemathesis has (``--checks all``: no 5xx, status codes, content types,
+headers and bodies as documented, documented-valid bodies accepted and invalid ones
+refused, auth that is declared is enforced, the Allow header of a 405, ...), all four
+phases (examples, coverage, fuzzing, and the stateful phase that follows the document's
+links: a cluster created, an app on it, a deployment of it), with the bearer token and a
+fixed seed, so a run is repeatable. Zero failures is the bar.
+
+The examples per operation (``FLEETWATCH_SCHEMATHESIS_EXAMPLES``, default 60; about 1,000
+requests in all, ~2 minutes on two shared cores) bound the run time; set it higher to
+look harder (100 gave 1,613 requests, zero failures, in 169 s).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from reactor_live import TOKEN, running_reactor
+
+SEED = 16
+EXAMPLES = int(os.environ.get("FLEETWATCH_SCHEMATHESIS_EXAMPLES", "60"))
+
+
+def test_the_document_holds_against_a_running_reactor(tmp_path: Path) -> None:
+    with running_reactor(tmp_path) as base:
+        started = time.monotonic()
+        run = subprocess.run(
+            [
+                str(Path(sys.executable).parent / "schemathesis"),
+                "run",
+                f"{base}/openapi.json",
+                "--header",
+                f"Authorization: Bearer {TOKEN}",
+                "--checks",
+                "all",
+                "--phases",
+                "examples,coverage,fuzzing,stateful",
+                "--max-examples",
+                str(EXAMPLES),
+                "--seed",
+                str(SEED),
+                "--generation-database",
+                "none",
+                "--workers",
+                "1",
+                "--request-timeout",
+                "10",
+                "--no-color",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=900,
+            cwd=tmp_path,
+        )
+        seconds = time.monotonic() - started
+        log = (tmp_path / "reactor.log").read_text()
+    report = run.stdout + run.stderr
+    print(report[-3000:], f"\n({seconds:.0f} s)")
+    assert run.returncode == 0, report[-6000:]
+    assert "Stateful" in report and "Scenarios:" in report, "the stateful phase ran"
+    # Our handlers' own 500 path logs this; aiohttp's parser logs the NUL-byte header
+    # probe with a traceback of its own, which is not ours to judge.
+    assert "internal error on" not in log, log[-3000:]
