@@ -122,6 +122,25 @@ def memory() -> str:
     return "\n".join(rows)
 
 
+def two_processes() -> str:
+    d = _load("two_processes.json")
+    if d is None:
+        return ""
+    load = d["workers"][0]["load"]["loadavg_1m"]
+    rows = [
+        f"{d['clusters']} clusters over {d['processes']} exporter processes "
+        f"(checks: {'yes' if d['checks'] else 'no'}), peak RSS per process "
+        f"{', '.join(f'{m:.0f}' for m in d['rss_peak_mib'])} MiB, load1 {load:.1f}:",
+        "",
+        "| cycle | wall s (slowest process) | exporter CPU s (all processes) | ok |",
+        "|---|---|---|---|",
+    ]
+    rows += [
+        f"| {c['kind']} | {c['wall_s']:.2f} | {c['cpu_s']:.1f} | {c['ok']} |" for c in d["cycles"]
+    ]
+    return "\n".join(rows)
+
+
 def tls_resume() -> str:
     d = _load("tls_resume.json")
     if d is None:
@@ -316,10 +335,12 @@ def main() -> None:
                 "probe_cycle_gcfreeze.json",
                 "probe_cycle_nochecks_10k_b.json",
                 "probe_cycle_asbuilt_10k_b.json",
+                "probe_cycle_asbuilt_10k_c.json",
             ]
         ),
         "Memory and rendering (as built, 10,000 clusters)": memory(),
         "TLS session resumption": tls_resume(),
+        "Two exporter processes": two_processes(),
         "vs blackbox_exporter": vs_blackbox(),
         "Scrape": scrape(),
         "Reactor": reactor(),

@@ -22,3 +22,4 @@ run $PY -m bench.probe_cycle --clusters 1000 --runs 2 --steady 2
 run $PY -m bench.probe_cycle --clusters 10000 --runs 1 --steady 2 --out bench/out/probe_cycle_asbuilt_10k.json
 run $PY -m bench.probe_cycle --clusters 10000 --runs 1 --steady 2 --controlplane-every 4
 run $PY -m bench.tls_resume --clusters 1000 --runs 2
+run $PY -m bench.two_processes --clusters 10000 --steady 2
