@@ -60,8 +60,12 @@ class BadRequest(ValueError):
     """Input the API cannot use; the message goes back with the 400."""
 
 
-def error(code: int, message: str, **extra: Any) -> web.Response:
-    return web.json_response({"error": message, **extra}, status=code)
+def error(
+    code: int, message: str, headers: dict[str, str] | None = None, **extra: Any
+) -> web.Response:
+    """``{"error": ...}`` (models.Error), or with the gate's ``cluster`` and ``status``
+    (models.Refusal)."""
+    return answer("Refusal" if extra else "Error", {"error": message, **extra}, code, headers)
 
 
 # -- middlewares ----------------------------------------------------------------------
@@ -83,11 +87,7 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
         return error(409, str(exc))
     except StoreUnavailable as exc:
         log.warning("store unavailable for %s %s: %s", request.method, request.path, exc)
-        return web.json_response(
-            {"error": f"the database is unavailable, retry later: {exc}"},
-            status=503,
-            headers={"Retry-After": "1"},
-        )
+        return error(503, f"the database is unavailable, retry later: {exc}", {"Retry-After": "1"})
     except web.HTTPRequestEntityTooLarge:
         return error(413, too_large(request))
     except web.RequestPayloadError:
@@ -95,7 +95,7 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
     except web.HTTPException as exc:
         if exc.status >= 400:
             headers = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
-            return web.json_response({"error": exc.reason}, status=exc.status, headers=headers)
+            return error(exc.status, exc.reason, headers)
         raise
     except Exception:
         # A bug, not bad input: say so, keep the traceback in the log, not in the answer.
@@ -147,10 +147,10 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
                     "http_config.authorization in Alertmanager",
                     problem,
                 )
-            return web.json_response(
-                {"error": "missing or wrong bearer token"},
-                status=401,
-                headers={"WWW-Authenticate": 'Bearer realm="fleetwatch"'},
+            return error(
+                401,
+                "missing or wrong bearer token",
+                {"WWW-Authenticate": 'Bearer realm="fleetwatch"'},
             )
     return await handler(request)
 
@@ -252,10 +252,15 @@ def app_json(app: AppRecord) -> dict[str, Any]:
     }
 
 
-def answer(schema: str, value: Any, status: int = 200) -> web.Response:
+def answer(
+    schema: str, value: Any, status: int = 200, headers: dict[str, str] | None = None
+) -> web.Response:
     """``value`` written by the model ``schema`` of reactor.models (the document's)."""
     return web.Response(
-        body=models.encode(schema, value), status=status, content_type="application/json"
+        body=models.encode(schema, value),
+        status=status,
+        headers=headers,
+        content_type="application/json",
     )
 
 
