@@ -3,14 +3,17 @@ operation, and the rules it states are the ones the server applies (the same mod
 
 from __future__ import annotations
 
+import base64
 import re
 import sys
 from typing import Any
 
+import bcrypt
 import pytest
 from openapi_spec_validator import validate
 from pydantic import TypeAdapter
 
+from common.webconfig import WebConfig
 from reactor import models
 from reactor.app import create_app
 from reactor.context import Settings
@@ -146,3 +149,18 @@ def test_answers_are_written_by_the_documented_models() -> None:
     assert models.encode("App", [app, app]).startswith(b"[{")
     codes = {code for op in OPERATIONS for code in op.answers}
     assert codes == {200, 201, 400, 401, 404, 409, 413, 503}
+
+
+async def test_the_served_document_declares_basic_auth_when_the_web_config_has_users(
+    aiohttp_client: Any, tmp_path: Any
+) -> None:
+    users = {"ops": bcrypt.hashpw(b"pw", bcrypt.gensalt(rounds=4))}
+    for config, basic in ((None, False), (WebConfig(users=users), True)):
+        app = create_app(Settings(db_path=tmp_path / f"{basic}.db"), web_config=config)
+        client = await aiohttp_client(app)
+        auth = {"Authorization": "Basic " + base64.b64encode(b"ops:pw").decode()}
+        resp = await client.get("/openapi.json", headers=auth if basic else {})
+        assert resp.status == 200
+        assert await resp.json() == openapi_document(basic=basic)
+        if basic:  # and the guard answers 401 without it, as the document says
+            assert (await client.get("/clusters")).status == 401
