@@ -116,6 +116,7 @@ class ResponseParser:
         "_status",
         "done",
         "keep_alive",
+        "received",
     )
 
     def __init__(self, max_bytes: int) -> None:
@@ -128,11 +129,9 @@ class ResponseParser:
         self._chunk_pos = 0
         self.done = False
         self.keep_alive = True
-
-    @property
-    def received(self) -> bool:
-        """Some of the answer arrived (the server saw the request)."""
-        return bool(self._buf)
+        #: some of the answer arrived (the server saw the request); not ``bool(_buf)``:
+        #: an informational 1xx answer is consumed from the buffer once parsed
+        self.received = False
 
     def feed(self, data: bytes) -> bool:
         """Add the bytes of one read; True when the answer is complete. Raises HttpError."""
@@ -141,6 +140,7 @@ class ResponseParser:
             return True
         buf = self._buf
         buf += data
+        self.received = self.received or bool(data)
         if self._body_start < 0:
             end = buf.find(b"\r\n\r\n")
             if end < 0:
@@ -160,7 +160,7 @@ class ResponseParser:
         if self._body_start >= 0 and self._chunks is None and self._length is None:
             self.done = True  # the body ran to the end of the connection: complete
             return
-        if self._buf:
+        if self.received:
             raise self._error(Failure.CONNECT, "connection closed in the middle of the answer")
         raise HttpError(Failure.CONNECT, "server closed the connection before answering")
 
