@@ -11,12 +11,15 @@ The cycle runs every check of a cluster concurrently, each within ``--probe.time
 check that raises or times out yields no samples for that cluster this cycle and counts in
 ``fleetwatch_exporter_check_errors_total{check}``. A check never sees another cluster. A
 check that holds connections of its own (direct etcd) also has ``aclose()``
-(:class:`ClosingCheck`): the cycle calls it when it stops.
+(:class:`ClosingCheck`): the cycle calls it when it stops. A check that remembers
+clusters between cycles also has ``retain(names)`` (:class:`RetainingCheck`): the cycle
+calls it every cycle with the clusters still discovered, so under churn (Cluster API
+creating and deleting clusters all day) nothing is kept for a cluster that left.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from typing import Protocol, runtime_checkable
 
 from exporter.discovered import Cluster
@@ -47,3 +50,10 @@ class ClosingCheck(Protocol):
     """A check with connections of its own, closed when the exporter stops."""
 
     async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class RetainingCheck(Protocol):
+    """A check with per-cluster memory: forgets every cluster not in ``names``."""
+
+    def retain(self, names: Set[str]) -> None: ...

@@ -16,7 +16,7 @@ import json
 import logging
 import math
 import zlib
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import quote
@@ -175,6 +175,12 @@ class ControlPlaneCheck:
 
     async def aclose(self) -> None:
         await self._etcd.aclose()
+
+    def retain(self, names: Set[str]) -> None:
+        """Forget what was kept for clusters that left discovery (see RetainingCheck)."""
+        for memory in (self._skip, self._last_targets, self._last, self._tls):
+            for name in memory.keys() - names:
+                del memory[name]
 
     async def run(self, cluster: Cluster, api: ApiClient, probe: ProbeResult) -> CheckResult | None:
         etcd_config = self.config.etcd_for(cluster.name)

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from exporter.advice import CycleWarnings
-from exporter.checks import ClosingCheck, ClusterCheck
+from exporter.checks import ClosingCheck, ClusterCheck, RetainingCheck
 from exporter.connections import Connections
 from exporter.credentials import CredentialCache, CredentialsError
 from exporter.discovered import Cluster, ContextConfig, Discovery, probeable
@@ -213,6 +213,9 @@ class Monitor:
         # open-files warning then counts what is really held, plus what the probes need.
         discovered = {name: self._route(s.cluster) for name, s in self.table.states.items()}
         self.connections.prune(live, self.settings.interval, discovered, self._probes_started_at)
+        for check in self.checks:
+            if isinstance(check, RetainingCheck):
+                check.retain(discovered.keys())
         self._probes_started_at = asyncio.get_running_loop().time()
         soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
         unlimited = soft == resource.RLIM_INFINITY

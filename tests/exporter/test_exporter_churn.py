@@ -15,6 +15,7 @@ import yaml
 from exporter_helpers import MonitorFactory
 
 from exporter.advice import OPEN_FILES_MARGIN, CycleWarnings
+from exporter.controlplane import ControlPlaneCheck
 from exporter.model import CycleSettings
 from fleetwatch.standin import StandinFleet
 
@@ -121,3 +122,22 @@ def test_the_open_files_warning_counts_the_sockets_held() -> None:
     assert note is not None
     assert note.args[:4] == (limit, 500 + OPEN_FILES_MARGIN, 300, 500)
     assert warnings.open_files(limit, probed=300, held=500) is None  # said once
+
+
+async def test_the_control_plane_check_forgets_clusters_that_left(
+    fleet: StandinFleet, kubeconfig_dir: Path, make_monitor: MonitorFactory
+) -> None:
+    """Under churn a check must not keep what it read of every cluster it ever saw."""
+    check = ControlPlaneCheck()
+    clusters = await fleet.add_clusters(4, "cp")
+    files = fleet.write_kubeconfig_dir(kubeconfig_dir, clusters)
+    async with make_monitor(checks=[check]) as (monitor, _):
+        await monitor.run_cycle()
+        assert set(check._last) == {c.name for c in clusters}
+        for path in files[:2]:
+            path.unlink()
+        await monitor.run_cycle()
+        kept = {c.name for c in clusters[2:]}
+        for memory in (check._skip, check._last_targets, check._last, check._tls):
+            assert set(memory) <= kept
+        assert set(check._last) == kept
