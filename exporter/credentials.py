@@ -350,16 +350,17 @@ class CredentialCache:
 
     async def _shared_key(self, ctx: ContextConfig) -> str:
         key = self.key(ctx)
-        shared = self._shared.get(key)
-        if shared is None:
-            # Unpickling and serialising the user's kubeconfig entries is work on user
-            # data, bounded by discovery but never done on the event loop.
-            shared, runs_plugin = await asyncio.wrap_future(
-                self.workers.submit(_shared_key_and_exec, ctx)
-            )
-            self._shared[key] = shared
-            if runs_plugin:
-                self._exec_keys.add(shared)
+        known = self._shared.get(key)
+        if known is not None:
+            return known
+        # Unpickling and serialising the user's kubeconfig entries is work on user data,
+        # bounded by discovery but never done on the event loop.
+        shared, runs_plugin = await asyncio.wrap_future(
+            self.workers.submit(_shared_key_and_exec, ctx)
+        )
+        self._shared[key] = shared
+        if runs_plugin:
+            self._exec_keys.add(shared)
         return shared
 
     async def resolve(self, ctx: ContextConfig) -> tuple[Credentials, bool]:
