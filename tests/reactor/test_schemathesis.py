@@ -8,7 +8,7 @@ links: a cluster created, an app on it, a deployment of it), with the bearer tok
 fixed seed, so a run is repeatable. Zero failures is the bar.
 
 The examples per operation (``FLEETWATCH_SCHEMATHESIS_EXAMPLES``, default 60; about 1,000
-requests in all, ~2 minutes on two shared cores) bound the run time; set it higher to
+requests in all, 98 s on two shared cores, zero failures) bound the run time; set it higher to
 look harder (100 gave 1,613 requests, zero failures, in 169 s).
 """
 
