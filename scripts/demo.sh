@@ -4,5 +4,5 @@
 # Extra arguments go to the demo, e.g. `bash scripts/demo.sh --clusters 6`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install.sh
+bash scripts/install.sh demo
 exec .venv/bin/fleetwatch demo "$@"

@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # Debian packages for the real peers (skipped when already there) and a virtualenv in .venv
 # with fleetwatch and its test tools. Safe to run again.
+#   bash scripts/install.sh         everything the test suite needs
+#   bash scripts/install.sh demo    only what `fleetwatch demo` needs (Prometheus, Alertmanager)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+mode=${1:-test}
 # What each test needs from Debian, as "file-that-proves-it:package"; one apt-get run
 # installs whatever is missing.
 wanted=(
   /usr/bin/prometheus:prometheus
   /usr/bin/prometheus-alertmanager:prometheus-alertmanager
+)
+[ "$mode" = demo ] || wanted+=(
   /usr/bin/etcd:etcd-server
   /usr/bin/etcdctl:etcd-client
   /usr/bin/prometheus-blackbox-exporter:prometheus-blackbox-exporter
@@ -33,7 +38,11 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]' 2>&1 \
   | grep -v '^WARNING: Location' >&2 || true
-.venv/bin/python -c 'import fleetwatch, exporter, reactor' 
+.venv/bin/python -c 'import common, fleetwatch, exporter, reactor'
+[ "$mode" = demo ] && exit 0
+# kubectl (for `kubectl kustomize`) comes with the machine, not from Debian's archive.
+command -v kubectl >/dev/null 2>&1 \
+  || echo "warning: kubectl is not on the PATH; tests/deploy render the manifests with it" >&2
 # Tools of the deployment tests, each in a virtualenv of its own: checkov pins many
 # packages that would fight ours (about 80 s to install), and cloudcoil (the Prometheus
 # Operator's CRD models) registers a pytest plugin that must not load in .venv.
