@@ -1,11 +1,13 @@
 """Alertmanager webhook (version 4) -> status signals for the state machine.
 
-The body is parsed once, here, into dataclasses. A body that is not a v4 webhook raises
+The body is parsed once, here, into dataclasses; its accepted shape (what is required,
+checked when present, or ignored) is ``reactor.models.Webhook``, the model the OpenAPI
+document shows. A body that is not a v4 webhook raises
 :class:`PayloadError` whose message says what is wrong and where (the API answers 400:
 Alertmanager does not retry 4xx). Inside a valid webhook, an alert that cannot be used
 (another alertname, no ``cluster`` label, a "resolved" without ``endsAt`` or ending before
 it starts, a time far in the future) is skipped and reported, never fatal: Alertmanager
-would otherwise re-send the whole group forever. Timestamps are ASCII RFC 3339.
+would otherwise re-send the whole group forever. Timestamps are ASCII RFC 3339 with a T.
 
 What Alertmanager 0.25 really sends (checked against a real one, see
 tests/reactor/test_alertmanager.py): ``version "4"``, ``alerts[]`` each with its
@@ -24,11 +26,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from reactor import models
-from reactor.models import MAX_NAME, Problem, clip, is_name, validate
+from reactor.models import Problem, validate
+from reactor.models import clip as clip  # re-exported: the rules live in models
+from reactor.models import is_name as is_name
 from reactor.models import kind as _kind
 from reactor.statemachine import AlertState, StatusAlert
-
-__all__ = ["MAX_NAME", "clip", "is_name"]  # kept here for the callers of this module
 
 
 class PayloadError(ValueError):
