@@ -23,6 +23,10 @@ few hundred milliseconds of CPU on purpose, and Prometheus sends the same creden
 every scrape, so a verified (user, password) pair is remembered for :data:`CACHE_TTL_S`
 (exporter-toolkit caches too); checks run one at a time in a worker thread, so a flood of
 wrong passwords costs one core and never stalls the event loop.
+
+Longer than most modules: the strict parsing of exporter-toolkit's file (one message per
+mistake), the TLS reload and the basic-auth cache belong together, since each needs the
+others' settings; the parsing is pure and tested as a table.
 """
 
 from __future__ import annotations

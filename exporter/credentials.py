@@ -22,6 +22,10 @@ between contexts with the same CA, client certificate and verification: connecti
 pooled per SSL context, so a stable context is what makes keep-alive work across cycles.
 Tokens are stripped of surrounding whitespace (kubectl does; the client does not and then
 fails on the trailing newline of a ``tokenFile``).
+
+Longer than most modules: building credentials, sharing one build between the contexts
+of one user, the failure memory and the two worker pools are one mechanism whose parts
+must agree on the same keys and lifetimes.
 """
 
 from __future__ import annotations

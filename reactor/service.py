@@ -6,9 +6,13 @@ a cluster, deploy an app... Each opens one write transaction, consults the pure 
 rolls everything back. Counters are bumped only after the commit, so a rolled-back call
 counts nothing; the one exception is a refusal of the gate, counted as it is decided.
 
-Calls are synchronous and blocking (SQLite): the HTTP layer runs them on its single store
-thread, never on the event loop. That thread also serialises them, which is what makes a
-deployment racing with a cascade either refused or degraded with the others.
+Calls are synchronous and blocking: the HTTP layer runs them on store threads, never on
+the event loop. On SQLite one thread serialises them; on PostgreSQL several run at once
+and the row lock on each cluster serialises what must be. Either way a deployment racing
+with a cascade is either refused or degraded with the others.
+
+Longer than most modules: one method per API operation and per notification, each one
+transaction; split, the gate would sit apart from the cascade it must agree with.
 """
 
 from __future__ import annotations

@@ -23,6 +23,10 @@ opens a new one; while the database cannot be reached, calls fail at once for
 ``RECONNECT_PAUSE_S`` after each failed attempt instead of each waiting for a connect
 timeout, so a queue of calls drains as 503s and the first call after the database is back
 reconnects. Nothing is cached between transactions: every gate decision reads the row.
+
+Longer than most modules: it is a whole store (the SQL of every Transaction method, the
+connection handling, the retries and the error mapping), kept in one file as
+``reactor/store_sqlite.py`` is, so the two read side by side.
 """
 
 from __future__ import annotations

@@ -24,6 +24,10 @@ a client certificate whose common name is in its ``blocked_clients`` are never a
 as if the network between that client and the cluster dropped their packets. Two
 exporter replicas with their own client certificates then disagree about one cluster,
 which is what the rules' two vantage points must survive.
+
+Longer than most modules: it is the fleet's whole behaviour (the TLS servers, their
+failure modes, blocked clients, the kubeconfigs it writes), which the tests and the demo
+drive through one object.
 """
 
 from __future__ import annotations
