@@ -217,7 +217,12 @@ OPERATIONS: tuple[Operation, ...] = (
         },
         links={
             "GetApp": _link("getApp", name="$response.body#/name"),
-            "ReportApp": _link("patchApp", name="$response.body#/name"),
+            # With the body: a reassignment to its own cluster, so a 404 the link reaches
+            # is about the app, never about a cluster the generator made up.
+            "ReassignApp": {
+                **_link("patchApp", name="$response.body#/name"),
+                "requestBody": {"cluster": "$response.body#/cluster"},
+            },
             "DeployApp": _body_link(
                 "createDeployment",
                 {"app": "$response.body#/name", "cluster": "$response.body#/cluster"},
