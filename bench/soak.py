@@ -60,6 +60,7 @@ from bench.reactor import TOKEN, db_bytes, start_reactor, webhook
 from fleetwatch.procs import ManagedProcess, free_port
 
 FLEETWATCH = str(Path(sys.executable).parent / "fleetwatch")
+OUTAGE_COUNTS = "SELECT count(closed_at), count(*) - count(closed_at) FROM outages"  # closed, open
 FAILING_MODES = ("down", "hang", "error", "not_ready", "unauthorized")
 _SERVER = re.compile(r"^(\s*server:\s*)(\S+)$", re.M)
 #: Columns of the fit table, in order; the other sample columns are context.
@@ -78,7 +79,8 @@ FITTED = (
     "reactor_metrics_kib",
     "db_kib",
     "db_main_kib",
-    "outage_rows",
+    "outages_closed",
+    "outages_open",
     "req_p50_ms",
     "req_p99_ms",
 )
@@ -202,7 +204,8 @@ FLOORS = {
     "req_p99_ms": 20.0,
     "exporter_metrics_ms": 5.0,
     "reactor_metrics_ms": 5.0,
-    "outage_rows": 50.0,
+    "outages_closed": 50.0,
+    "outages_open": 50.0,
     "exporter_threads": 10.0,
     "reactor_threads": 10.0,
 }
@@ -564,7 +567,7 @@ class Soak:
         metrics = _gauges(exp_body.decode(), ("fleetwatch_exporter_cycle_duration_seconds",
                                               "fleetwatch_exporter_clusters_discovered",
                                               "fleetwatch_exporter_cycles_total"))  # fmt: skip
-        size, main_size, rows = await asyncio.to_thread(self.database)
+        size, main_size, closed, open_ = await asyncio.to_thread(self.database)
         window, self.requests = self.requests, Requests()
         for key, value in (("requests", len(window.latencies_ms) + window.failed),
                            ("status_5xx", window.status_5xx), ("failed", window.failed),
@@ -593,7 +596,8 @@ class Soak:
             "reactor_metrics_kib": round(len(rea_body) / 1024, 1),
             "db_kib": round(size / 1024, 1),
             "db_main_kib": round(main_size / 1024, 1),
-            "outage_rows": rows,
+            "outages_closed": closed,
+            "outages_open": open_,
             "req_p50_ms": round(percentile(window.latencies_ms, 0.50), 2),
             "req_p99_ms": round(percentile(window.latencies_ms, 0.99), 2),
             "requests": len(window.latencies_ms) + window.failed,
@@ -602,25 +606,28 @@ class Soak:
             "files_in_folder": len(self.folder.slots),
         }
 
-    def database(self) -> tuple[int, int, int]:
-        """Bytes of the database, of its main file, and its rows of outages (read-only).
+    def database(self) -> tuple[int, int, int, int]:
+        """Bytes of the database and of its main file; closed and open outages (read-only).
 
         SQLite's main file is apart from its write-ahead log, which the reactor rewinds
         but does not shrink (up to its size limit): the file shows what the data takes.
+        Closed outages are what ``--db.retention`` bounds; open ones are never deleted
+        (a cluster removed from the folder while OFFLINE keeps its outage open).
         """
         if self.db_url:
             with psycopg.connect(self.db_url, autocommit=True) as pg:
                 size = pg.execute("SELECT pg_database_size(current_database())").fetchone()
-                count = pg.execute("SELECT count(*) FROM outages").fetchone()
+                counts = pg.execute(OUTAGE_COUNTS).fetchone()
             pg_bytes = int(size[0]) if size else 0
-            return pg_bytes, pg_bytes, int(count[0]) if count else 0
+            closed, open_ = (int(counts[0]), int(counts[1])) if counts else (0, 0)
+            return pg_bytes, pg_bytes, closed, open_
         assert self.db is not None
         lite = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=10)
         try:
-            (rows,) = lite.execute("SELECT count(*) FROM outages").fetchone()
+            closed, open_ = lite.execute(OUTAGE_COUNTS).fetchone()
         finally:
             lite.close()
-        return db_bytes(self.db), self.db.stat().st_size, int(rows)
+        return db_bytes(self.db), self.db.stat().st_size, int(closed or 0), int(open_ or 0)
 
     async def sampler(self, session: aiohttp.ClientSession, until: float) -> None:
         while time.monotonic() < until:
