@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
@@ -250,3 +250,21 @@ def state_row(cluster_id: int, state: ClusterState) -> tuple[Any, ...]:
         int(state.was_online),
         cluster_id,
     )
+
+
+#: The two queries of :func:`count_statuses`, the same SQL on both stores.
+APP_STATUS_COUNTS = "SELECT status, count(*) FROM apps GROUP BY status"
+CLUSTER_STATUS_COUNTS = "SELECT status, count(*) FROM clusters GROUP BY status"
+
+
+def count_statuses(query: Callable[[str], Iterable[tuple[str, int]]]) -> StatusCounts:
+    """Apps and clusters per status, every status present (0 when none), from ``query``
+    (a store's cursor ``execute``) run on :data:`APP_STATUS_COUNTS` and
+    :data:`CLUSTER_STATUS_COUNTS`."""
+    apps = dict.fromkeys(AppStatus, 0)
+    for status, count in query(APP_STATUS_COUNTS):
+        apps[AppStatus(status)] = count
+    clusters = dict.fromkeys(Status, 0)
+    for status, count in query(CLUSTER_STATUS_COUNTS):
+        clusters[Status(status)] = count
+    return StatusCounts(apps=apps, clusters=clusters)

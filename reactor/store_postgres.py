@@ -53,6 +53,7 @@ from reactor.store import (
     StoreUnavailable,
     Transaction,
     cluster_record,
+    count_statuses,
     state_row,
 )
 
@@ -319,15 +320,7 @@ class PostgresTransaction:
         )
 
     def status_counts(self) -> StatusCounts:
-        apps = {s: 0 for s in AppStatus}
-        for status, count in self.cur.execute("SELECT status, count(*) FROM apps GROUP BY status"):
-            apps[AppStatus(status)] = count
-        clusters = {s: 0 for s in Status}
-        for status, count in self.cur.execute(
-            "SELECT status, count(*) FROM clusters GROUP BY status"
-        ):
-            clusters[Status(status)] = count
-        return StatusCounts(apps=apps, clusters=clusters)
+        return count_statuses(self.cur.execute)
 
     def count_apps(self, cluster_id: int) -> int:
         row = self.cur.execute(

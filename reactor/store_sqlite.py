@@ -31,6 +31,7 @@ from reactor.store import (
     StoreUnavailable,
     Transaction,
     cluster_record,
+    count_statuses,
     state_row,
 )
 
@@ -198,15 +199,7 @@ class SQLiteTransaction:
         )
 
     def status_counts(self) -> StatusCounts:
-        apps = {s: 0 for s in AppStatus}
-        for status, count in self.db.execute("SELECT status, count(*) FROM apps GROUP BY status"):
-            apps[AppStatus(status)] = count
-        clusters = {s: 0 for s in Status}
-        for status, count in self.db.execute(
-            "SELECT status, count(*) FROM clusters GROUP BY status"
-        ):
-            clusters[Status(status)] = count
-        return StatusCounts(apps=apps, clusters=clusters)
+        return count_statuses(self.db.execute)
 
     def count_apps(self, cluster_id: int) -> int:
         row = self.db.execute("SELECT count(*) FROM apps WHERE cluster_id = ?", (cluster_id,))
