@@ -86,7 +86,7 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
     except Conflict as exc:
         return error(409, str(exc))
     except StoreUnavailable as exc:
-        log.warning("store unavailable for %s %s: %s", request.method, request.path, exc)
+        request.app[BACKEND].unavailable.refused_call(f"{request.method} {request.path}", exc)
         return error(503, f"the database is unavailable, retry later: {exc}", {"Retry-After": "1"})
     except web.HTTPRequestEntityTooLarge:
         return error(413, too_large(request))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import queue
 import threading
 import time
@@ -19,6 +20,8 @@ from reactor.metrics import ReactorMetrics
 from reactor.service import Service
 from reactor.signals import DEFAULT_MAX_FUTURE_SKEW_S
 from reactor.store import retry_conflicts
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -170,6 +173,32 @@ def _resolve(items: list[tuple[_Call, Any, BaseException | None]]) -> None:
             call.future.set_result(result)
 
 
+class UnavailableLog:
+    """The "database unavailable" warning once per outage of the database, not per call.
+
+    While the database is down every call answers 503; under load that was thousands of
+    identical warnings a second. The first refused call warns, the others are DEBUG, and
+    the first store operation that succeeds again says how many calls were refused.
+    """
+
+    def __init__(self) -> None:
+        self.refused = 0  #: calls answered 503 since the warning
+
+    def refused_call(self, what: str, exc: Exception) -> None:
+        if self.refused == 0:
+            log.warning(
+                "database unavailable (%s: %s): calls answer 503 until it is back", what, exc
+            )
+        else:
+            log.debug("database unavailable for %s: %s", what, exc)
+        self.refused += 1
+
+    def answered(self) -> None:
+        if self.refused:
+            log.warning("database answers again; %d call(s) were refused with 503", self.refused)
+            self.refused = 0
+
+
 class Backend:
     """The service and the threads that run it, once the app has started.
 
@@ -186,6 +215,7 @@ class Backend:
         #: allows parallel writers (PostgreSQL: its row locks serialise what must be). Calls
         #: go to the least busy of ``thread`` and these.
         self.writers: list[tuple[StoreThread, Service]] = []
+        self.unavailable = UnavailableLog()
 
     @property
     def service(self) -> Service:
@@ -204,7 +234,9 @@ class Backend:
             if other_thread.inflight < thread.inflight:
                 service, thread = other_service, other_thread
         # A call that lost a race with another replica's transaction runs again.
-        return await thread.call(lambda: retry_conflicts(lambda: operation(service)))
+        result = await thread.call(lambda: retry_conflicts(lambda: operation(service)))
+        self.unavailable.answered()
+        return result
 
     async def read(self, operation: Callable[[Service], T]) -> T:
         """Run a read-only ``operation`` on the reader thread (the store thread if none)."""

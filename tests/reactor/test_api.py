@@ -535,6 +535,24 @@ async def test_a_locked_database_is_503_and_the_retry_succeeds(
     assert resp.status == 200 and (await resp.json())["clusters_changed"] == 1
 
 
+async def test_an_unavailable_database_is_warned_once_not_per_call(
+    make_client: MakeClient, db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    client = await make_client(db_busy_timeout_s=0.2)
+    await setup_fleet(client)
+    caplog.set_level(logging.DEBUG, logger="reactor")
+    with hold_write_lock(db_path):
+        for _ in range(5):
+            resp = await client.post("/deployments", json={"app": "p1", "cluster": "c1"})
+            assert resp.status == 503
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len([m for m in warnings if "database unavailable" in m]) == 1, warnings
+    resp = await client.post("/deployments", json={"app": "p1", "cluster": "c1"})
+    assert resp.status == 201
+    again = [r.getMessage() for r in caplog.records if "answers again" in r.getMessage()]
+    assert again == ["database answers again; 5 call(s) were refused with 503"]
+
+
 async def test_skipped_alerts_are_logged_and_the_rest_applied(
     make_client: MakeClient, caplog: pytest.LogCaptureFixture
 ) -> None:
