@@ -3,27 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
+from e2e_demo import alive, stop_demo
+
 from fleetwatch.procs import wait_until
 from fleetwatch.wiring import JsonClient
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie is gone for our purpose; /proc tells them apart.
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return False
-    return "\nState:\tZ" not in status
 
 
 def _fleetwatch(*args: str) -> subprocess.CompletedProcess[str]:
@@ -97,7 +85,7 @@ def test_demo_down_up_and_ctrl_c(tmp_path: Path) -> None:
         children = state["children"]
         assert set(children) == {"standin", "reactor", "exporter", "prometheus", "alertmanager"}
         wait_until(
-            lambda: not any(_alive(pid) for pid in children.values()), 10, what="children gone"
+            lambda: not any(alive(pid) for pid in children.values()), 10, what="children gone"
         )
         assert not Path(state["folder"]).exists()
         assert not state_file.exists()
@@ -105,16 +93,4 @@ def test_demo_down_up_and_ctrl_c(tmp_path: Path) -> None:
         assert gone.returncode == 1
         assert "no demo is running" in gone.stderr
     finally:
-        # A failed assertion must not leave the demo's servers behind: Ctrl-C first (the
-        # demo stops its children), then by pid whatever is still alive.
-        if demo.poll() is None:
-            demo.send_signal(signal.SIGINT)
-            try:
-                demo.wait(20)
-            except subprocess.TimeoutExpired:
-                demo.kill()
-                demo.wait(10)
-        if state_file.exists():
-            for pid in json.loads(state_file.read_text()).get("children", {}).values():
-                if _alive(pid):
-                    os.kill(pid, signal.SIGKILL)
+        stop_demo(demo, state_file)

@@ -10,7 +10,6 @@ the stand-in cluster the test takes down is OFFLINE.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -22,6 +21,8 @@ import sysconfig
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from e2e_demo import stop_demo
 
 from fleetwatch.procs import wait_until
 from fleetwatch.wiring import JsonClient
@@ -157,15 +158,5 @@ def test_installed_wheel_runs_the_demo_to_an_offline_cluster(
         assert demo.wait(30) == 0, out.read_text()
         assert not Path(state["folder"]).exists()
     finally:
-        if demo.poll() is None:
-            demo.send_signal(signal.SIGINT)
-            try:
-                demo.wait(20)
-            except subprocess.TimeoutExpired:
-                demo.kill()
-                demo.wait(10)
-        if state_file.exists():
-            for pid in json.loads(state_file.read_text()).get("children", {}).values():
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
+        stop_demo(demo, state_file)
     record_timing("wheel built and installed, demo to OFFLINE", time.monotonic() - started, None)
