@@ -367,6 +367,16 @@ class CredentialCache:
             self._exec_keys.add(shared)
         return shared
 
+    def cached(self, ctx: ContextConfig) -> Credentials | None:
+        """The credentials of ``ctx`` if built and not expired: no await, no worker.
+
+        The probe's fast path: nearly every probe of a steady cycle finds them here, and
+        then needs neither the workers nor a bound of its own on resolving them.
+        """
+        shared = self._shared.get(self.key(ctx))
+        creds = None if shared is None else self._entries.get(shared)
+        return None if creds is None or creds.expired() else creds
+
     async def resolve(self, ctx: ContextConfig) -> tuple[Credentials, bool]:
         """``(credentials, fresh)``: fresh when built for this call rather than cached.
 

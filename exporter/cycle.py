@@ -20,12 +20,11 @@ whole, next to the slot it juggles.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import resource
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -82,13 +81,16 @@ class _Slot:
             self._held = False
             self._semaphore.release()
 
-    @contextlib.asynccontextmanager
-    async def __call__(self) -> AsyncIterator[None]:
+    # The pool's ``gate``: ``async with gate():``. A plain class rather than an
+    # ``asynccontextmanager``: a generator per request was 4 % of a steady cycle's CPU.
+    def __call__(self) -> _Slot:
+        return self
+
+    async def __aenter__(self) -> None:
         await self.acquire()
-        try:
-            yield
-        finally:
-            self.release()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.release()
 
 
 @dataclass
@@ -133,6 +135,8 @@ class Monitor:
         self.stats = CycleStats(check_errors={c.name: 0 for c in self.checks})
         self.proxies = EnvironmentProxies(os.environ if environ is None else environ)
         self._probes_started_at: float | None = None  #: loop time of the last cycle's probes
+        #: the last scan's clusters and readable refs: unchanged, nothing new to publish
+        self._last_seen: tuple[tuple[Cluster, ...], dict[str, bool]] | None = None
 
     async def __aenter__(self) -> Monitor:
         return self
@@ -202,7 +206,13 @@ class Monitor:
         discovery, readable = await asyncio.to_thread(self._scan)
         for note in self.table.apply_discovery(discovery, readable):
             _say(note)
-        await self.publish()
+        seen = (discovery.clusters, readable)
+        if discovery.new_problems or seen != self._last_seen:
+            # New or removed clusters show on /metrics now, not a timeout later. When the
+            # scan found what it found last time, the last publication still says it all:
+            # one rendering per cycle instead of two (at 10,000 clusters, 0.3 CPU-s).
+            await self.publish()
+        self._last_seen = seen
         targets = [(s, self.discovery.context_config(s.cluster)) for s in self.table.probeable()]
         # Clusters that timed out last time go first: their timeouts then start with the
         # cycle, so a cycle with hung API servers ends about one timeout after it starts
@@ -310,13 +320,48 @@ class Monitor:
         except ProxyError as exc:
             return ProbeResult(False, Reason.PROXY, 0.0, None, str(exc)), None
         credentials = self.connections.credentials
+        creds = credentials.cached(ctx)
+        if creds is not None and self.connections.reconnecting(cluster.name) is None:
+            # The steady cycle's fast path: credentials known, connection kept. The probe
+            # bounds itself; nothing else here can wait, so no bound of our own is needed.
+            api = self.connections.api(cluster.endpoint, creds, proxy)
+            if proxy is not None:  # the pool takes the slot back once the tunnel is open
+                slot.release()
+            result = await probe(api, timeout, slot)
+            if result.reason is not Reason.UNAUTHORIZED:
+                return result, api
+            # Cached credentials refused: resolved again below, within the probe's time.
+            await slot.acquire()
+            credentials.invalidate(ctx, creds)
+            return await self._probe_slow(round_, cluster, ctx, slot, proxy, start, retry=False)
+        return await self._probe_slow(round_, cluster, ctx, slot, proxy, start)
+
+    async def _probe_slow(
+        self,
+        round_: _Round,
+        cluster: Cluster,
+        ctx: ContextConfig,
+        slot: _Slot,
+        proxy: Proxy | None,
+        start: float,
+        *,
+        retry: bool = True,
+    ) -> tuple[ProbeResult, ApiClient | None]:
+        """A probe that must resolve credentials or wait for a reconnection first.
+
+        ``retry``: on a 401 with cached credentials, resolve them again and probe once
+        more (False when the fast path already did that retry's first half).
+        """
+        timeout = self.settings.timeout
+        credentials = self.connections.credentials
         api: ApiClient | None = None
         try:
             # The probe bounds itself (``remaining`` below); this bound is for the rest
             # (credentials, a reconnection) and ends just after the probe's own.
-            async with asyncio.timeout(timeout + _BOUND_GRACE):
+            remaining = max(0.001, timeout - (time.perf_counter() - start))
+            async with asyncio.timeout(remaining + _BOUND_GRACE):
                 try:  # its own bound, inside the outer one: a hung plugin is a credential fault
-                    async with asyncio.timeout(timeout):
+                    async with asyncio.timeout(remaining):
                         creds, fresh = await credentials.resolve(ctx)
                 except TimeoutError:
                     raise CredentialsError(
@@ -331,7 +376,7 @@ class Monitor:
                 if proxy is not None:  # the pool takes the slot back once the tunnel is open
                     slot.release()
                 result = await probe(api, remaining, slot)
-                if result.reason is Reason.UNAUTHORIZED and not fresh:
+                if result.reason is Reason.UNAUTHORIZED and not fresh and retry:
                     # Cached credentials refused: an exec token expired or was revoked, a
                     # tokenFile was rotated. Resolve them again and try once more.
                     await slot.acquire()
@@ -371,7 +416,10 @@ class Monitor:
                 )
                 return None
 
-        outcomes = await asyncio.gather(*(one(c) for c in self.checks))
+        if len(self.checks) == 1:  # the usual case: no task of its own for one check
+            outcomes: Sequence[CheckResult | None] = (await one(self.checks[0]),)
+        else:
+            outcomes = await asyncio.gather(*(one(c) for c in self.checks))
         self.table.set_checks(cluster.name, (res for res in outcomes if res is not None))
 
     # -- publishing -------------------------------------------------------------------
