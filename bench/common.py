@@ -137,6 +137,22 @@ def machine_load() -> Iterator[dict[str, Any]]:
         box.update(asdict(m.stop()))
 
 
+@contextmanager
+def busy_processes(count: int) -> Iterator[list[int]]:
+    """``count`` processes spinning on the CPU meanwhile (a loaded machine), then stopped.
+
+    Each is a Python busy loop of its own, stopped by its pid at exit; with 0, nothing.
+    """
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    try:
+        yield [p.pid for p in procs]
+    finally:
+        for proc in procs:
+            proc.kill()
+        for proc in procs:
+            proc.wait(timeout=10)
+
+
 def machine_info() -> dict[str, Any]:
     """nproc, memory, Python and library versions: the header of every result file."""
     from importlib.metadata import version

@@ -26,7 +26,15 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from bench.common import REPO, cpu_seconds, machine_load, memory_kib, summary, write_result
+from bench.common import (
+    REPO,
+    busy_processes,
+    cpu_seconds,
+    machine_load,
+    memory_kib,
+    summary,
+    write_result,
+)
 from bench.fleet_server import start_fleet
 
 # --- the worker: the exporter side, alone in its process ------------------------------
@@ -44,6 +52,7 @@ async def _cycles(
     with_checks: bool = True,
     max_idle: int | None = None,
     every: int = 1,
+    interval: float = 0.0,
 ) -> dict[str, Any]:
     from exporter import exposition
     from exporter.controlplane import build_checks
@@ -75,7 +84,7 @@ async def _cycles(
     if max_idle is not None:  # the exporter's bound on idle kept-alive connections
         extra["max_idle_connections"] = max_idle
     settings = CycleSettings(
-        interval=max(60.0, probe_timeout),
+        interval=interval or max(60.0, probe_timeout),
         timeout=probe_timeout,
         concurrency=concurrency or DEFAULT_CONCURRENCY,
         **extra,
@@ -87,7 +96,13 @@ async def _cycles(
     # nodes: the control-plane view), unless --no-checks asks for the probe alone.
     checks = build_checks(None, every) if with_checks else []
     async with Monitor(settings, discoverer, publish, checks) as monitor:
+        t0 = time.perf_counter()
         for i in range(1 + steady):
+            if interval and i > 0:
+                # On schedule, as `fleetwatch exporter` runs them: the next cycle starts an
+                # interval after the last one started (what the cycle left running, such
+                # as the reconnections of timed-out clusters, goes on meanwhile).
+                await asyncio.sleep(max(0.0, interval - (time.perf_counter() - t0)))
             before = monitor.probes_started
             render_cpu = 0.0
             fleet0 = _fleet_cpu(fleet_pids) or 0.0
@@ -312,6 +327,7 @@ def worker_main(args: argparse.Namespace) -> None:
             not args.no_checks,
             args.max_idle,
             args.controlplane_every,
+            args.interval,
         )
     )
     print(json.dumps(result))
@@ -332,8 +348,13 @@ def run_worker(
     max_idle: int | None = None,
     profile_dir: Path | None = None,
     every: int = 1,
+    interval: float = 0.0,
+    load: int = 0,
 ) -> dict[str, Any]:
-    """One worker process (a fresh exporter side: new connections, no cached credentials)."""
+    """One worker process (a fresh exporter side: new connections, no cached credentials).
+
+    ``load``: that many busy processes run on the machine meanwhile ("at load").
+    """
     argv = [
         sys.executable, "-m", "bench.probe_cycle", "--worker",
         "--kubeconfig", str(kubeconfig), "--steady", str(steady),
@@ -351,14 +372,17 @@ def run_worker(
         argv += ["--profile-dir", str(profile_dir)]
     if every != 1:
         argv += ["--controlplane-every", str(every)]
-    with machine_load() as load:
+    if interval:
+        argv += ["--interval", str(interval)]
+    with busy_processes(load), machine_load() as measured:
         out = subprocess.run(
             argv, cwd=REPO, capture_output=True, text=True, timeout=limit_s, check=False
         )
     if out.returncode != 0:
         raise RuntimeError(f"probe-cycle worker failed:\n{out.stderr[-3000:]}")
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
-    result["load"] = load
+    result["load"] = measured
+    result["busy_processes"] = load
     return result
 
 
@@ -397,6 +421,8 @@ def bench_size(
     max_idle: int | None = None,
     profile_dir: Path | None = None,
     every: int = 1,
+    interval: float = 0.0,
+    load: int = 0,
 ) -> dict[str, Any]:
     fleet = start_fleet(tmp / f"fleet-{clusters}-{hang}", clusters, hang)
     try:
@@ -414,6 +440,8 @@ def bench_size(
                 max_idle,
                 profile_dir,
                 every,
+                interval,
+                load,
             )
             for _ in range(runs)
         ]
@@ -424,6 +452,8 @@ def bench_size(
         "hanging": hang,
         "variant": variant,
         "checks": with_checks,
+        "interval_s": interval,
+        "busy_processes": load,
         "runs": each,
         "summary": summarise(each),
     }
@@ -462,6 +492,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="kube-system read on every K-th probe: --controlplane.interval / --probe.interval "
         "(default 1: every probe, the exporter's default)",
     )
+    parser.add_argument(
+        "--interval",
+        type=float,
+        default=0.0,
+        help="start a cycle every INTERVAL seconds, as the exporter does (default 0: one "
+        "after the other, the worst case for what a cycle leaves running)",
+    )
+    parser.add_argument(
+        "--load",
+        type=int,
+        default=0,
+        help="run that many busy processes on the machine meanwhile (the 'at load' case)",
+    )
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument(
         "--profile-dir",
@@ -493,6 +536,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 args.max_idle,
                 args.profile_dir,
                 args.controlplane_every,
+                args.interval,
+                args.load,
             )
     name = "probe_cycle_hang" if args.hang_fraction else "probe_cycle"
     if args.variant != "keepalive":
@@ -503,6 +548,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         name += f"_maxidle{args.max_idle}"
     if args.controlplane_every != 1:
         name += f"_cpevery{args.controlplane_every}"
+    if args.load:
+        name += f"_load{args.load}"
     write_result(name, {"sizes": results, "timeout_s": args.timeout}, args.out)
     return results
 
