@@ -120,9 +120,15 @@ class Monitor:
         publish: Publisher,
         checks: Sequence[ClusterCheck] = (),
         environ: Mapping[str, str] | None = None,
+        after_cycle: Callable[[], None] | None = None,
     ) -> None:
-        """``environ``: where ``HTTPS_PROXY``/``NO_PROXY`` are read, once (default: ours)."""
+        """``environ``: where ``HTTPS_PROXY``/``NO_PROXY`` are read, once (default: ours).
+
+        ``after_cycle``: called by :meth:`run_forever` when a cycle has ended and been
+        published (the process's collector policy, ``exporter.gcpolicy``).
+        """
         self.settings = settings
+        self._after_cycle = after_cycle
         self.discovery = discovery
         self._publish = publish
         self.checks = tuple(checks)
@@ -190,6 +196,8 @@ class Monitor:
                 await self.run_cycle()
             except Exception:  # a bug in one cycle must not stop the next ones
                 log.exception("probe cycle failed; the next one starts on schedule")
+            if self._after_cycle is not None:
+                self._after_cycle()
             elapsed = time.monotonic() - started
             self.report_cycle_length(elapsed)
             # Scheduling, not synchronisation: wait for the next cycle's start.

@@ -1,0 +1,59 @@
+"""The garbage collector's policy for a long-lived exporter: freeze what each cycle leaves.
+
+Why. At fleet scale the exporter holds hundreds of thousands of long-lived objects
+(connections, TLS objects, credentials, discovery's contexts, every cluster's state), and
+every cycle allocates and keeps a few more per cluster (its new state, its results).
+CPython's full collection walks every tracked object, and the new survivors of each
+cycle trigger one about every cycle: at 2,000 stand-in clusters a full collection took
+0.3-0.5 s nearly every cycle (bench/probe_cycle.py records them), on the event loop's
+thread or the rendering thread, for garbage that reference counting had already freed.
+
+The policy. When a cycle ends, :func:`gc.freeze` moves every surviving object into the
+permanent generation: the collections of the next cycle look only at what that cycle
+allocates. Frozen objects are still freed by reference counting the moment they are no
+longer used (a cluster's old state, a closed connection); only garbage *cycles* among
+them would wait for the collector. So every ``full_every`` cycles the policy first
+unfreezes everything and runs one full collection: such garbage waits at most that many
+cycles, and that collection is the only one that walks the whole heap.
+
+The process installs it (``exporter.cli``); a test or a library user of the Monitor
+that does not gets CPython's defaults.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import time
+
+log = logging.getLogger(__name__)
+
+#: Cycles between two full collections of everything (at the default 300 s interval,
+#: every 50 minutes; at a 10 s interval, every 100 s).
+FULL_EVERY = 10
+
+
+class CollectorPolicy:
+    """Call :meth:`cycle_ended` when a probe cycle has ended (its results published)."""
+
+    def __init__(self, full_every: int = FULL_EVERY) -> None:
+        if full_every < 1:
+            raise ValueError("full_every must be at least 1")
+        self.full_every = full_every
+        self.cycles = 0
+        self.last_full_seconds = 0.0  #: how long the last full collection took
+
+    def cycle_ended(self) -> None:
+        self.cycles += 1
+        if self.cycles % self.full_every == 0:
+            started = time.perf_counter()
+            gc.unfreeze()
+            found = gc.collect()
+            self.last_full_seconds = time.perf_counter() - started
+            log.debug(
+                "full garbage collection after %d cycles: %d unreachable objects, %.3fs",
+                self.full_every,
+                found,
+                self.last_full_seconds,
+            )
+        gc.freeze()

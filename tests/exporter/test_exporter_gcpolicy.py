@@ -1,0 +1,69 @@
+"""The collector's policy: each cycle's survivors frozen, garbage cycles among them freed on
+the full collection every ``full_every`` cycles, never later."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from collections.abc import Iterator
+
+import pytest
+
+from exporter.gcpolicy import CollectorPolicy
+
+
+@pytest.fixture(autouse=True)
+def thawed() -> Iterator[None]:
+    """No automatic collection during a test (it would free the cycles before the policy
+    freezes them); the next test gets the collector thawed and enabled again."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    yield
+    gc.unfreeze()
+    if was_enabled:
+        gc.enable()
+
+
+class Node:
+    """An object in a reference cycle (only the collector frees it)."""
+
+    def __init__(self) -> None:
+        self.other: Node | None = None
+
+
+def garbage_cycle() -> weakref.ref[Node]:
+    a, b = Node(), Node()
+    a.other, b.other = b, a
+    return weakref.ref(a)
+
+
+def test_what_a_cycle_leaves_is_frozen_and_the_next_full_collection_frees_its_cycles() -> None:
+    policy = CollectorPolicy(full_every=3)
+    gc.collect()
+    kept = Node()  # alive through the whole test: frozen, never freed
+    policy.cycle_ended()  # 1
+    assert gc.get_freeze_count() > 0
+    alive = weakref.ref(kept)
+    # A pair in a cycle that was alive (so frozen) when the cycle ended, dropped after.
+    pair = garbage_cycle()
+    policy.cycle_ended()  # 2: the pair is frozen now
+    gc.collect()
+    assert pair() is not None, "frozen: an ordinary collection does not see it"
+    policy.cycle_ended()  # 3: the full collection, everything thawed first
+    assert pair() is None
+    assert alive() is kept
+    assert gc.get_freeze_count() > 0  # and frozen again for the next cycles
+
+
+def test_frozen_objects_are_still_freed_by_reference_counting() -> None:
+    policy = CollectorPolicy(full_every=100)
+    node = Node()
+    gone = weakref.ref(node)
+    policy.cycle_ended()
+    del node
+    assert gone() is None
+
+
+def test_full_every_must_be_positive() -> None:
+    with pytest.raises(ValueError):
+        CollectorPolicy(full_every=0)
