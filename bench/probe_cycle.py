@@ -164,7 +164,8 @@ def _python_objects(top: int = 12) -> dict[str, Any]:
     gc.collect()
     counts: dict[str, list[float]] = {}
     seen: set[int] = set()
-    for obj in gc.get_objects():
+    tracked = gc.get_objects()  # what each full collection walks
+    for obj in tracked:
         for item in (obj, *gc.get_referents(obj)):
             if id(item) in seen:
                 continue
@@ -177,6 +178,7 @@ def _python_objects(top: int = 12) -> dict[str, Any]:
     return {
         "total_mib": round(total / 2**20, 1),
         "objects": sum(int(v[0]) for v in counts.values()),
+        "tracked": len(tracked),
         "top": {k: {"count": int(v[0]), "mib": round(v[1] / 2**20, 1)} for k, v in ranked},
     }
 

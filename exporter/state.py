@@ -173,8 +173,9 @@ class ClusterTable:
     ) -> Note | None:
         """The results of the checks of ``name`` this cycle (``families``: as declared).
 
-        A result that cannot be encoded (a string that is not Unicode text) is dropped,
-        and what to log about it returned.
+        A result that cannot be encoded (a string that is not Unicode text), or an encoded
+        one not built by ``Families`` (not one line segment per family), is dropped, and
+        what to log about it returned.
         """
         state = self.states.get(name)
         if state is None:
@@ -187,7 +188,12 @@ class ClusterTable:
         note = None
         for result in results:
             if isinstance(result, EncodedChecks):
-                parts.append(result)
+                if result.well_formed:
+                    parts.append(result)
+                else:  # one family too many or too few would fail every rendering
+                    note = Note(
+                        "warning", "cluster %s: a malformed encoded result dropped", (name,)
+                    )
                 continue
             try:
                 parts.append(index.encode(name, result))

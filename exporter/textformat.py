@@ -89,6 +89,11 @@ class EncodedChecks:
         return EncodedChecks(self.names, SEP.join(kept), self.sd)
 
     @property
+    def well_formed(self) -> bool:
+        """One segment of lines per family, as :class:`Families` builds it."""
+        return self.lines.count(SEP) == max(len(self.names) - 1, 0)
+
+    @property
     def empty(self) -> bool:
         """No sample and no SD group: nothing to publish."""
         return not self.sd and len(self.lines) <= max(len(self.names) - 1, 0)  # separators only

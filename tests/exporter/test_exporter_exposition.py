@@ -333,6 +333,19 @@ def test_a_result_that_is_not_unicode_is_dropped_and_said() -> None:
     assert table.states["a"].checks.text == b'fleetwatch_test_value{cluster="a"} 1\n'
 
 
+def test_an_encoded_result_not_built_by_families_is_dropped_and_said() -> None:
+    """One family too few would fail every rendering of the fleet: it never gets there."""
+    table = ClusterTable()
+    table.apply_discovery(Discovery((cluster("a"),), ()), {"/k/a.yaml": True})
+    names = Families(TEST_FAMILIES).names
+    bad = EncodedChecks(names, b'fleetwatch_test_value{cluster="a"} 1\n', b"")
+    note = table.set_checks("a", [bad], TEST_FAMILIES)
+    assert note is not None and note.level == "warning" and not bad.well_formed
+    assert table.states["a"].checks is NO_CHECKS
+    snap = build_snapshot(table, TEST_FAMILIES, CycleStats(), CycleSettings(300, 10, 8))
+    assert b"fleetwatch_test_value{" not in render(snap).metrics.plain()
+
+
 @pytest.mark.parametrize(
     ("keep", "lines"),
     [
