@@ -150,10 +150,9 @@ class ControlPlaneCheck:
     served on ``/sd/control-plane`` (that is when scraping etcd matters most), and etcd is
     still asked directly if the config file says how.
 
-    What it keeps per cluster is what it needs to tell "unchanged" (the digest of the last
-    pod answers) and to publish again (the result of that read, encoded: a few bytes
-    objects, ``exporter.textformat``); the pods, the report and its samples are dropped
-    once encoded. An unchanged read hands the very same encoded result again.
+    Per cluster it keeps only the digest of the last pod answers (to tell "unchanged") and
+    the result of that read, encoded (``exporter.textformat``): an unchanged read hands the
+    very same object again, and no pod, report or sample outlives a read.
     """
 
     name = "controlplane"
