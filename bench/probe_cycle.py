@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import inspect
 import json
 import os
 import subprocess
@@ -36,6 +37,7 @@ from bench.common import (
     write_result,
 )
 from bench.fleet_server import start_fleet
+from bench.render import check_memory, held_objects
 
 # --- the worker: the exporter side, alone in its process ------------------------------
 
@@ -67,18 +69,19 @@ async def _cycles(
 
     rendered_bytes = 0
     render_cpu = 0.0  #: CPU seconds of rendering /metrics (a worker thread), this cycle
+    last: Any = None  #: the last rendering (the next one may reuse what did not change)
 
-    def render(snap: Snapshot) -> exposition.Rendered:
+    def render(snap: Snapshot) -> Any:
         nonlocal render_cpu
         t0 = time.thread_time()
-        rendered = exposition.render(snap)
+        rendered = _render(exposition, snap, last)
         render_cpu += time.thread_time() - t0
         return rendered
 
     async def publish(snap: Snapshot) -> None:
-        nonlocal rendered_bytes
-        rendered = await asyncio.to_thread(render, snap)
-        rendered_bytes = len(rendered.metrics)
+        nonlocal rendered_bytes, last
+        last = await asyncio.to_thread(render, snap)
+        rendered_bytes = _plain_size(last)
 
     extra: dict[str, Any] = {}
     if max_idle is not None:  # the exporter's bound on idle kept-alive connections
@@ -148,12 +151,16 @@ async def _cycles(
                 }
             )
         mem = _memory()  # before the measurements below, which allocate themselves
-        render_parts = _render_parts(monitor.snapshot())
+        render_parts = _render_parts(monitor.snapshot(), last)
         objects = _python_objects()
+        held = held_objects(check_memory(monitor.states.values(), monitor.checks))
+        held["per_cluster"] = round(held["objects"] / max(1, len(monitor.states)), 2)
+        held["tracked_per_cluster"] = round(held["tracked"] / max(1, len(monitor.states)), 2)
     return {
         "cycles": cycles,
         "render_parts_s": render_parts,
         "python_objects": objects,
+        "check_results_held": held,
         "rss_peak_mib": round(mem.get("VmHWM", 0) / 1024, 1),
         "rss_end_mib": round(mem.get("VmRSS", 0) / 1024, 1),
         "concurrency": settings.concurrency,
@@ -209,7 +216,8 @@ def _python_objects(top: int = 12) -> dict[str, Any]:
     gc.collect()
     counts: dict[str, list[float]] = {}
     seen: set[int] = set()
-    for obj in gc.get_objects():
+    tracked = gc.get_objects()  # what each full collection walks
+    for obj in tracked:
         for item in (obj, *gc.get_referents(obj)):
             if id(item) in seen:
                 continue
@@ -222,30 +230,52 @@ def _python_objects(top: int = 12) -> dict[str, Any]:
     return {
         "total_mib": round(total / 2**20, 1),
         "objects": sum(int(v[0]) for v in counts.values()),
+        "tracked": len(tracked),
         "top": {k: {"count": int(v[0]), "mib": round(v[1] / 2**20, 1)} for k, v in ranked},
     }
 
 
-def _render_parts(snap: Any) -> dict[str, float]:
-    """CPU seconds of each part of one rendering of the last snapshot (``exposition.render``)."""
+def _render(exposition: Any, snap: Any, previous: Any) -> Any:
+    """One rendering as the server does it: reusing from ``previous`` what did not change
+    (the exposition of r3); the exposition before r3 took no ``previous``."""
+    if "previous" in inspect.signature(exposition.render).parameters:
+        return exposition.render(snap, previous=previous)
+    return exposition.render(snap)
+
+
+def _plain_size(rendered: Any) -> int:
+    """Bytes of the plain /metrics (before r3 the plain body itself was kept)."""
+    size = getattr(rendered.metrics, "size", None)
+    return int(size) if size is not None else len(rendered.metrics)
+
+
+def _render_parts(snap: Any, last: Any) -> dict[str, float]:
+    """CPU seconds of one rendering of the last snapshot (``exposition.render``): whole and
+    fresh, whole reusing the last rendering as the server does, and its parts."""
     import gzip
 
     from exporter import exposition
 
     t0 = time.thread_time()
-    body = exposition.render_metrics(snap)
+    exposition.render(snap)
     t1 = time.thread_time()
-    gzip.compress(body, compresslevel=6, mtime=0)
+    _render(exposition, snap, last)
     t2 = time.thread_time()
-    gzip.compress(body, compresslevel=1, mtime=0)
+    body = exposition.render_metrics(snap)
     t3 = time.thread_time()
-    exposition.render_sd(snap)
+    gzip.compress(body, compresslevel=6, mtime=0)
     t4 = time.thread_time()
+    gzip.compress(body, compresslevel=1, mtime=0)
+    t5 = time.thread_time()
+    exposition.render_sd(snap)
+    t6 = time.thread_time()
     return {
-        "text": round(t1 - t0, 3),
-        "gzip6": round(t2 - t1, 3),
-        "gzip1": round(t3 - t2, 3),
-        "sd": round(t4 - t3, 3),
+        "render": round(t1 - t0, 3),
+        "render_reusing_last": round(t2 - t1, 3),
+        "text": round(t3 - t2, 3),
+        "gzip6": round(t4 - t3, 3),
+        "gzip1": round(t5 - t4, 3),
+        "sd": round(t6 - t5, 3),
     }
 
 

@@ -5,7 +5,10 @@ an authenticated :class:`~exporter.probe.ApiClient` (the probe's connection pool
 context and headers) and the probe's result. It returns a
 :class:`~exporter.model.CheckResult`: samples of the metric families it declared up front
 (the exposition renders them with HELP/TYPE, adding the ``cluster`` label) and Prometheus
-HTTP SD target groups (served on ``/sd/control-plane``).
+HTTP SD target groups (served on ``/sd/control-plane``). The cluster table keeps it encoded
+(``exporter.textformat``); a check that publishes the same result for many cycles may
+encode it itself (``Families(self.families).encode(cluster.name, result)``) and hand the
+same :class:`~exporter.textformat.EncodedChecks` again, as the control-plane check does.
 
 The cycle runs every check of a cluster concurrently, each within ``--probe.timeout``; a
 check that raises or times out yields no samples for that cluster this cycle and counts in
@@ -25,6 +28,7 @@ from typing import Protocol, runtime_checkable
 from exporter.discovered import Cluster
 from exporter.model import CheckResult, MetricFamily, ProbeResult
 from exporter.probe import ApiClient
+from exporter.textformat import EncodedChecks
 
 
 class ClusterCheck(Protocol):
@@ -35,7 +39,9 @@ class ClusterCheck(Protocol):
     #: every family this check may publish (samples of other names are dropped)
     families: Sequence[MetricFamily]
 
-    async def run(self, cluster: Cluster, api: ApiClient, probe: ProbeResult) -> CheckResult | None:
+    async def run(
+        self, cluster: Cluster, api: ApiClient, probe: ProbeResult
+    ) -> CheckResult | EncodedChecks | None:
         """Results for ``cluster`` this cycle, or None for "nothing to publish".
 
         ``probe`` is this cycle's probe; a check decides itself whether a failed probe

@@ -22,14 +22,16 @@ from typing import Any, Protocol
 from urllib.parse import quote
 
 from exporter.checks import ClusterCheck
-from exporter.components import COMPONENTS, ComponentTarget
+from exporter.components import COMPONENTS
 from exporter.config import EtcdConfig, ExporterConfig
 from exporter.controlplane_report import (
+    APISERVER_FAMILIES,
+    ENCODING,
     FAMILIES,
+    TARGET_FAMILIES,
     ControlPlaneReport,
+    encode_report,
     report_from_kube_system,
-    report_samples,
-    target_groups,
 )
 from exporter.discovery import Cluster
 from exporter.etcd import EtcdClient, TlsState, load_tls
@@ -40,9 +42,10 @@ from exporter.kubesystem import (
     parse_nodes,
     parse_pods,
 )
-from exporter.model import ApiError, CheckResult, MetricFamily, ProbeResult, Reason
+from exporter.model import ApiError, MetricFamily, ProbeResult, Reason
 from exporter.probe import ApiClient
 from exporter.quorum import EtcdReport
+from exporter.textformat import EncodedChecks
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +88,7 @@ async def read_kube_system(
     they share the probe's kept-alive connection.
 
     ``unchanged``: the digest of the last read. When the pod answers hash to it, nothing
-    is parsed and None is returned: the caller's last report stands. Parsing and
+    is parsed and None is returned: the caller's last result stands. Parsing and
     building the report was most of the check's CPU (bench/RESULTS.md).
 
     The nodes only refine addresses, and only for a static pod without ``hostIP``: the
@@ -146,6 +149,10 @@ class ControlPlaneCheck:
     When the API server does not answer, the last targets seen for that cluster are still
     served on ``/sd/control-plane`` (that is when scraping etcd matters most), and etcd is
     still asked directly if the config file says how.
+
+    Per cluster it keeps only the digest of the last pod answers (to tell "unchanged") and
+    the result of that read, encoded (``exporter.textformat``): an unchanged read hands the
+    very same object again, and no pod, report or sample outlives a read.
     """
 
     name = "controlplane"
@@ -158,7 +165,7 @@ class ControlPlaneCheck:
         every: int = 1,
     ) -> None:
         """``every``: read kube-system on every ``every``-th successful probe of a cluster
-        (``--controlplane.interval``); in between, the last report is published again."""
+        (``--controlplane.interval``); in between, the last result is published again."""
         if every < 1:
             raise ValueError("every must be at least 1")
         self.config = config or ExporterConfig()
@@ -166,10 +173,12 @@ class ControlPlaneCheck:
         self.every = every
         #: per cluster: probes to let pass before kube-system is read again
         self._skip: dict[str, int] = {}
-        self._last_targets: dict[str, tuple[ComponentTarget, ...]] = {}
-        #: per cluster: digest of the last pod answers, the report built from them, and
-        #: the result published from that report alone (no direct etcd)
-        self._last: dict[str, tuple[bytes, ControlPlaneReport, CheckResult | None]] = {}
+        #: per cluster: the result of the last read of kube-system (its targets are
+        #: still served while the API server does not answer)
+        self._view: dict[str, EncodedChecks] = {}
+        #: per cluster: the digest of the pod answers ``_view`` was built from, while it
+        #: stands for them (not after a failed probe or read, nor when the nodes were read)
+        self._digest: dict[str, bytes] = {}
         self._tls: dict[str, TlsState] = {}
         self._etcd = EtcdClient()
 
@@ -178,76 +187,71 @@ class ControlPlaneCheck:
 
     def retain(self, names: Set[str]) -> None:
         """Forget what was kept for clusters that left discovery (see RetainingCheck)."""
-        for memory in (self._skip, self._last_targets, self._last, self._tls):
+        for memory in (self._skip, self._view, self._digest, self._tls):
             for name in memory.keys() - names:
                 del memory[name]
 
-    async def run(self, cluster: Cluster, api: ApiClient, probe: ProbeResult) -> CheckResult | None:
-        etcd_config = self.config.etcd_for(cluster.name)
+    async def run(
+        self, cluster: Cluster, api: ApiClient, probe: ProbeResult
+    ) -> EncodedChecks | None:
+        name = cluster.name
+        etcd_config = self.config.etcd_for(name)
         if etcd_config is None:  # the usual case: no task of its own, the API server's view
             if not probe.success:
-                self._last.pop(cluster.name, None)  # read afresh once it answers again
-                return self._result(None, None, cluster.name)
-            return self._result(await self._kube(cluster, api), None, cluster.name)
+                self._digest.pop(name, None)  # read afresh once it answers again
+                return self._targets(name)
+            view = await self._kube(cluster, api)
+            return view if view is not None else self._targets(name)
         kube_task = self._kube(cluster, api) if probe.success else _none()
-        kube_report, direct = await asyncio.gather(
-            kube_task, self._direct(cluster.name, etcd_config)
-        )
-        return self._result(kube_report, direct, cluster.name)
+        view, direct = await asyncio.gather(kube_task, self._direct(name, etcd_config))
+        if direct is None:
+            return view if view is not None else self._targets(name)
+        # etcd as it says itself; targets and CoreDNS as kube-system showed them (this
+        # cycle's read, else the last targets and no CoreDNS)
+        etcd = encode_report(name, ControlPlaneReport(etcd=direct, targets=(), coredns=None))
+        if view is not None:
+            return ENCODING.merge([etcd, view.only(APISERVER_FAMILIES)])
+        last = self._view.get(name)
+        if last is None:
+            return etcd
+        return ENCODING.merge([etcd, last.only(TARGET_FAMILIES)])
 
-    def _result(
-        self, kube_report: ControlPlaneReport | None, direct: EtcdReport | None, name: str
-    ) -> CheckResult | None:
-        if kube_report is not None:
-            self._last_targets[name] = kube_report.targets
-        if direct is None and kube_report is not None:
-            last = self._last.get(name)
-            if last is not None and last[1] is kube_report and last[2] is not None:
-                return last[2]  # the same report as last cycle: the same samples
-        targets = self._last_targets.get(name, ())
-        etcd = direct if direct is not None else (kube_report.etcd if kube_report else None)
-        report = ControlPlaneReport(
-            etcd=etcd,
-            targets=targets,
-            coredns=kube_report.coredns if kube_report else None,
-        )
-        if kube_report is None and etcd is None and not targets:
+    def _targets(self, name: str) -> EncodedChecks | None:
+        """The last targets seen (samples and SD groups), without kube-system's view."""
+        last = self._view.get(name)
+        if last is None:
             return None
-        result = CheckResult(samples=report_samples(report), targets=target_groups(targets))
-        last = self._last.get(name)
-        if direct is None and last is not None and last[1] is kube_report:
-            self._last[name] = (last[0], kube_report, result)
-        return result
+        targets = last.only(TARGET_FAMILIES)
+        return None if targets.empty else targets
 
-    async def _kube(self, cluster: Cluster, api: ApiClient) -> ControlPlaneReport | None:
-        last = self._last.get(cluster.name)
-        if last is not None:
-            skip = self._skip.get(cluster.name, 0)
-            if skip > 0:  # read recently (--controlplane.interval): the last report stands
-                self._skip[cluster.name] = skip - 1
-                return last[1]
+    async def _kube(self, cluster: Cluster, api: ApiClient) -> EncodedChecks | None:
+        name = cluster.name
+        digest = self._digest.get(name)
+        if digest is not None:
+            skip = self._skip.get(name, 0)
+            if skip > 0:  # read recently (--controlplane.interval): the last result stands
+                self._skip[name] = skip - 1
+                return self._view[name]
         # The first read of a cluster starts its turn at a point of its own (a stable hash
         # of its name), so a fleet's reads spread over the cycles instead of bunching.
-        first = last is None and cluster.name not in self._skip
-        turn = zlib.crc32(cluster.name.encode()) % self.every if first else self.every - 1
-        self._skip[cluster.name] = turn
+        first = digest is None and name not in self._skip
+        turn = zlib.crc32(name.encode()) % self.every if first else self.every - 1
+        self._skip[name] = turn
         try:
-            read = await read_kube_system(
-                api, self.request_timeout, None if last is None else last[0]
-            )
+            read = await read_kube_system(api, self.request_timeout, digest)
         except ApiError as exc:
-            self._last.pop(cluster.name, None)
-            log.info("cluster %s: kube-system not readable: %s", cluster.name, exc.reason)
+            self._digest.pop(name, None)
+            log.info("cluster %s: kube-system not readable: %s", name, exc.reason)
             return None
-        if read is None:  # the pods are what they were: so is the report
-            assert last is not None
-            return last[1]
-        report = report_from_kube_system(read.kube)
+        if read is None:  # the pods are what they were: so is the result
+            return self._view[name]
+        view = encode_report(name, report_from_kube_system(read.kube))
+        self._view[name] = view
         if read.nodes_read:  # the nodes were not in the digest: parse again next time
-            self._last.pop(cluster.name, None)
+            self._digest.pop(name, None)
         else:
-            self._last[cluster.name] = (read.digest, report, None)
-        return report
+            self._digest[name] = read.digest
+        return view
 
     async def _direct(self, cluster: str, config: EtcdConfig) -> EtcdReport | None:
         previous = self._tls.get(cluster)

@@ -1,7 +1,9 @@
 """The control-plane check's report and its exposition: samples and HTTP SD target groups.
 
 Pure: a :class:`ControlPlaneReport` (etcd, targets, CoreDNS) in, the samples of one
-cluster and its ``/sd/control-plane`` groups out (the exposition adds ``cluster``)::
+cluster and its ``/sd/control-plane`` groups out (the exposition adds ``cluster``), and
+:func:`encode_report`, the same encoded once (``exporter.textformat``), which is all the
+check keeps of a report::
 
     fleetwatch_etcd_members{cluster="prod"} 3
     fleetwatch_etcd_members_healthy{cluster="prod"} 2
@@ -20,8 +22,9 @@ from dataclasses import dataclass
 
 from exporter.components import COMPONENTS, ComponentTarget, control_plane_targets
 from exporter.kubesystem import CoreDNSSpread, KubeSystem, coredns_spread, etcd_from_static_pods
-from exporter.model import MetricFamily, Sample, TargetGroup
+from exporter.model import CheckResult, MetricFamily, Sample, TargetGroup
 from exporter.quorum import EtcdReport, QuorumState
+from exporter.textformat import EncodedChecks, Families
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,15 @@ FAMILIES: tuple[MetricFamily, ...] = (
     _family("fleetwatch_coredns_replicas", "Running CoreDNS pods."),
     _family("fleetwatch_coredns_nodes", "Distinct nodes the running CoreDNS pods are on."),
 )
+
+#: What the check's results are encoded against.
+ENCODING = Families(FAMILIES)
+#: The families of the targets (with the SD groups, what is still served while the API
+#: server does not answer); those a direct etcd source gives instead of the API server;
+#: those only the API server gives.
+TARGET_FAMILIES = frozenset({"fleetwatch_controlplane_localhost_only"})
+ETCD_FAMILIES = frozenset(f.name for f in FAMILIES if f.name.startswith("fleetwatch_etcd_"))
+APISERVER_FAMILIES = frozenset(ENCODING.names) - ETCD_FAMILIES
 
 
 def report_samples(report: ControlPlaneReport) -> tuple[Sample, ...]:
@@ -125,4 +137,11 @@ def report_from_kube_system(kube: KubeSystem) -> ControlPlaneReport:
         etcd=etcd_from_static_pods(static),
         targets=control_plane_targets(static, kube.nodes),
         coredns=coredns_spread(kube.pods),
+    )
+
+
+def encode_report(cluster: str, report: ControlPlaneReport) -> EncodedChecks:
+    """The samples and SD groups of ``report``, encoded as ``/metrics`` serves them."""
+    return ENCODING.encode(
+        cluster, CheckResult(samples=report_samples(report), targets=target_groups(report.targets))
     )

@@ -40,6 +40,7 @@ from exporter.probe import ApiClient, probe
 from exporter.proxy import EnvironmentProxies, Proxy, ProxyError, select
 from exporter.snapshot import CycleStats, Snapshot, build_snapshot, declared_families
 from exporter.state import ClusterState, ClusterTable, Note
+from exporter.textformat import EncodedChecks
 
 log = logging.getLogger(__name__)
 
@@ -410,7 +411,7 @@ class Monitor:
     async def _run_checks(self, cluster: Cluster, api: ApiClient, result: ProbeResult) -> None:
         errors = self.stats.check_errors
 
-        async def one(check: ClusterCheck) -> CheckResult | None:
+        async def one(check: ClusterCheck) -> CheckResult | EncodedChecks | None:
             try:
                 async with asyncio.timeout(self.settings.timeout):
                     return await check.run(cluster, api, result)
@@ -425,10 +426,11 @@ class Monitor:
                 return None
 
         if len(self.checks) == 1:  # the usual case: no task of its own for one check
-            outcomes: Sequence[CheckResult | None] = (await one(self.checks[0]),)
+            outcomes: Sequence[CheckResult | EncodedChecks | None] = (await one(self.checks[0]),)
         else:
             outcomes = await asyncio.gather(*(one(c) for c in self.checks))
-        self.table.set_checks(cluster.name, (res for res in outcomes if res is not None))
+        results = (res for res in outcomes if res is not None)
+        _say(self.table.set_checks(cluster.name, results, self._families))
 
     # -- publishing -------------------------------------------------------------------
 

@@ -3,7 +3,9 @@
 ``create_app`` builds the aiohttp application; the probe loop is a background task owned
 by ``cleanup_ctx`` (started with the app, cancelled and awaited on shutdown, so SIGTERM
 ends cleanly). Handlers only send bytes that the last cycle rendered: a scrape never waits
-for a probe, and a failed probe is a sample, never an HTTP error.
+for a probe, and a failed probe is a sample, never an HTTP error. The bodies are kept
+gzipped only (``exporter.exposition.Body``): a client that accepts gzip (Prometheus does)
+gets those bytes, another one the plain text, decompressed as it is sent.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from common.webconfig import BasicAuth, WebConfig, basic_auth_middleware
 from exporter.checks import ClusterCheck
 from exporter.cycle import DiscoverySource, Monitor
 from exporter.discovery import Discoverer
-from exporter.exposition import CONTENT_TYPE, Rendered, render
+from exporter.exposition import CONTENT_TYPE, Body, Rendered, render
 from exporter.kube import install_patches, remove_temp_files
 from exporter.model import CycleSettings
 from exporter.settings import Settings
@@ -72,7 +74,7 @@ def create_app(
     async def publish(snap: Snapshot) -> None:
         # Rendering 10k clusters takes tens of ms of CPU: keep it off the event loop.
         snap = dataclasses.replace(snap, shard=shard)
-        slot[0] = await asyncio.to_thread(render_with, process, snap)
+        slot[0] = await asyncio.to_thread(render_with, process, snap, slot[0])
 
     monitor = Monitor(
         CycleSettings(
@@ -119,9 +121,12 @@ def _log_crash(task: asyncio.Task[None]) -> None:
         log.error("the probe loop stopped: %r", task.exception())
 
 
-def render_with(process: CollectorRegistry, snap: Snapshot) -> Rendered:
-    """One cycle's answers, the process collectors' samples of this moment appended."""
-    return render(snap, generate_latest(process))
+def render_with(
+    process: CollectorRegistry, snap: Snapshot, previous: Rendered | None = None
+) -> Rendered:
+    """One cycle's answers, the process collectors' samples of this moment appended;
+    what did not change since ``previous`` is taken from it."""
+    return render(snap, generate_latest(process), previous=previous)
 
 
 def _empty(settings: Settings) -> Snapshot:
@@ -133,13 +138,25 @@ async def _index(request: web.Request) -> web.Response:
     return web.Response(body=_INDEX, content_type="text/html")
 
 
-async def _metrics(request: web.Request) -> web.Response:
-    rendered = request.app[RENDERED][0]
-    headers = {"Content-Type": CONTENT_TYPE, "Vary": "Accept-Encoding"}
+async def _metrics(request: web.Request) -> web.StreamResponse:
+    return await _send(request, request.app[RENDERED][0].metrics, CONTENT_TYPE)
+
+
+async def _send(request: web.Request, body: Body, content_type: str) -> web.StreamResponse:
+    """``body`` as kept (gzip) when the client accepts it, else decompressed as it is sent."""
+    headers = {"Content-Type": content_type, "Vary": "Accept-Encoding"}
     if "gzip" in request.headers.get("Accept-Encoding", ""):
         headers["Content-Encoding"] = "gzip"
-        return web.Response(body=rendered.metrics_gzip, headers=headers)
-    return web.Response(body=rendered.metrics, headers=headers)
+        return web.Response(body=body.gzip, headers=headers)
+    response = web.StreamResponse(headers=headers)
+    response.content_length = body.size
+    await response.prepare(request)
+    if request.method != "HEAD":
+        # 256 KiB at a time (about half a millisecond each): the loop serves in between.
+        for chunk in body.chunks():
+            await response.write(chunk)
+    await response.write_eof()
+    return response
 
 
 async def _healthz(request: web.Request) -> web.Response:
@@ -183,6 +200,5 @@ async def _ready(request: web.Request) -> web.Response:
     return web.Response(text="fleetwatch exporter is ready.\n")
 
 
-async def _sd_control_plane(request: web.Request) -> web.Response:
-    body = request.app[RENDERED][0].sd_control_plane
-    return web.Response(body=body, content_type="application/json")
+async def _sd_control_plane(request: web.Request) -> web.StreamResponse:
+    return await _send(request, request.app[RENDERED][0].sd_control_plane, "application/json")

@@ -11,8 +11,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from exporter.discovered import Cluster
-from exporter.model import CheckResult, CycleSettings, MetricFamily, Reason
+from exporter.model import CycleSettings, MetricFamily, Reason
 from exporter.state import ClusterTable
+from exporter.textformat import EncodedChecks
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,7 @@ class ClusterView:
     consecutive_failures: int
     last_success: float
     failures: tuple[tuple[Reason, int], ...]
-    checks: tuple[CheckResult, ...]
+    checks: EncodedChecks  #: the checks' last results, as served
 
 
 @dataclass(frozen=True)

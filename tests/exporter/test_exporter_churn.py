@@ -133,11 +133,11 @@ async def test_the_control_plane_check_forgets_clusters_that_left(
     files = fleet.write_kubeconfig_dir(kubeconfig_dir, clusters)
     async with make_monitor(checks=[check]) as (monitor, _):
         await monitor.run_cycle()
-        assert set(check._last) == {c.name for c in clusters}
+        assert set(check._digest) == {c.name for c in clusters}
         for path in files[:2]:
             path.unlink()
         await monitor.run_cycle()
         kept = {c.name for c in clusters[2:]}
-        for memory in (check._skip, check._last_targets, check._last, check._tls):
+        for memory in (check._skip, check._view, check._digest, check._tls):
             assert set(memory) <= kept
-        assert set(check._last) == kept
+        assert set(check._digest) == kept

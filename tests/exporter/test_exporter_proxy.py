@@ -163,7 +163,8 @@ async def test_a_cluster_behind_tinyproxy_is_online_and_its_checks_go_through_it
         await monitor.run_cycle()
         view = rec.view("px-ok")
         assert view.success is True, view
-        assert view.checks and view.checks[0].samples[0].value > 0  # the check got its pods
+        name, value = view.checks.text.decode().split()  # the check got its pods
+        assert name == 'fleetwatch_test_pods{cluster="px-ok"}' and float(value) > 0
         # One tunnel, kept alive: two probes and two checks, one CONNECT.
         assert monitor.http.opened == 1
     connects = proxy.connects()

@@ -205,6 +205,29 @@ async def test_extension_seam_renders_check_results(
     assert await (await client.get("/extra")).text() == "mounted"
 
 
+@pytest.mark.parametrize("path", ["/metrics", "/sd/control-plane"])
+async def test_gzip_plain_and_head_give_the_same_body(
+    path: str, mixed_fleet: StandinFleet, kubeconfig_dir: Path, aiohttp_client: ClientFactory
+) -> None:
+    """The bodies are kept gzipped only: a client without gzip gets them decompressed."""
+    app = create_app(settings(kubeconfig_dir), checks=[VersionCheck()], run_loop=False)
+    client = await aiohttp_client(app)
+    await app[MONITOR].run_cycle()
+    plain = await client.get(path, headers={"Accept-Encoding": "identity"}, auto_decompress=False)
+    body = await plain.read()
+    assert plain.status == 200 and "Content-Encoding" not in plain.headers
+    assert plain.headers["Content-Length"] == str(len(body)) and b"good" in body
+    zipped = await client.get(path, headers={"Accept-Encoding": "gzip"}, auto_decompress=False)
+    assert zipped.headers["Content-Encoding"] == "gzip"
+    assert gzip.decompress(await zipped.read()) == body
+    for response in (plain, zipped):
+        assert response.headers["Vary"] == "Accept-Encoding"
+    assert plain.headers["Content-Type"] == zipped.headers["Content-Type"]
+    head = await client.head(path, headers={"Accept-Encoding": "identity"})
+    assert head.status == 200 and head.headers["Content-Length"] == str(len(body))
+    assert await head.read() == b""
+
+
 def test_exposition_escapes_label_values() -> None:
     odd = 'we"ird\\name\nx'
     snap = Snapshot(

@@ -1,0 +1,155 @@
+"""The text format's pieces, and one cluster's check results encoded in it once.
+
+A check's result is published every cycle and rarely changes (the control-plane check
+hands the same one while kube-system is unchanged). Kept as objects, 10,000 clusters'
+results were 240,000 ``Sample``, 360,000 label dicts and 120,000 ``TargetGroup``: most
+of the 2 M live objects each full garbage collection walked (bench/RESULTS.md).
+:class:`EncodedChecks` keeps what the exposition serves instead, in three objects per
+cluster of which one is tracked by the collector: the sample lines family after family
+(bytes, a separator between two families), and the ``/sd/control-plane`` groups (JSON
+bytes). :meth:`Families.encode` builds it once per new result; rendering copies
+bytes.
+
+The lines are those ``/metrics`` always had: ``cluster`` first, the sample's other
+labels in their order (a ``cluster`` among them is dropped), values escaped (``\\``,
+``"``, newline), numbers as Go's ParseFloat reads them::
+
+    fleetwatch_etcd_member_healthy{cluster="prod",member="cp-2"} 0
+
+and each SD group is ``{"targets":[...],"labels":{"cluster":...,...}}``, compact JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+
+from exporter.model import CheckResult, MetricFamily
+
+#: Between the lines of two families in :attr:`EncodedChecks.lines`: a byte valid UTF-8
+#: never holds, so no line can contain it.
+SEP = b"\xff"
+
+
+def escape_label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def escape_help(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def fmt(value: float) -> str:
+    """A sample value as Go's ParseFloat reads it; integers without a decimal point."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int):
+        return str(value)
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    if value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return repr(value)
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedChecks:
+    """One cluster's check results as ``/metrics`` and ``/sd/control-plane`` serve them.
+
+    ``names`` is shared by every encoding against the same families (one tuple, not one
+    per cluster). Built by :meth:`Families.encode` or :meth:`Families.merge`.
+    """
+
+    #: the families the lines follow, in this order
+    names: tuple[str, ...]
+    #: the sample lines (UTF-8) of each of ``names``, in that order, joined by :data:`SEP`
+    #: (``lines.split(SEP)[i]`` are the lines of ``names[i]``)
+    lines: bytes
+    #: the HTTP SD groups as JSON objects joined by ``,`` (no brackets), ASCII
+    sd: bytes
+
+    @property
+    def text(self) -> bytes:
+        """Every sample line, family after family, as ``/metrics`` has them."""
+        return self.lines.replace(SEP, b"")
+
+    def segments(self) -> list[bytes]:
+        """The lines of each family of ``names``, in that order."""
+        return self.lines.split(SEP) if self.names else []
+
+    def only(self, families: Collection[str]) -> EncodedChecks:
+        """The same lines of the named families only, and the same SD groups."""
+        kept = [
+            s if n in families else b"" for n, s in zip(self.names, self.segments(), strict=True)
+        ]
+        return EncodedChecks(self.names, SEP.join(kept), self.sd)
+
+    @property
+    def well_formed(self) -> bool:
+        """One segment of lines per family, as :class:`Families` builds it."""
+        return self.lines.count(SEP) == max(len(self.names) - 1, 0)
+
+    @property
+    def empty(self) -> bool:
+        """No sample and no SD group: nothing to publish."""
+        return not self.sd and len(self.lines) <= max(len(self.names) - 1, 0)  # separators only
+
+
+#: No check result at all (a cluster before its first check, or without checks).
+NO_CHECKS = EncodedChecks((), b"", b"")
+
+
+class Families:
+    """The families check results are encoded against: their names in output order."""
+
+    __slots__ = ("_at", "declared", "names")
+
+    def __init__(self, families: Iterable[MetricFamily]) -> None:
+        self.declared = tuple(families)
+        #: a name declared twice keeps its first place, as ``declared_families`` does
+        self.names = tuple(dict.fromkeys(f.name for f in self.declared))
+        self._at = {name: i for i, name in enumerate(self.names)}
+
+    def encode(self, cluster: str, result: CheckResult) -> EncodedChecks:
+        """``result``'s samples and SD groups for ``cluster``, as the exposition serves them.
+
+        Samples of an undeclared family are dropped (their HELP and TYPE are unknown).
+        Raises ``UnicodeEncodeError`` for a string that is not Unicode text (a lone
+        surrogate, from JSON's ``\\ud800``): nothing of it can be served.
+        """
+        key = f'cluster="{escape_label(cluster)}"'
+        lines: list[list[str]] = [[] for _ in self.names]
+        at = self._at
+        for sample in result.samples:
+            i = at.get(sample.name)
+            if i is None:
+                continue
+            extra = "".join(
+                f',{name}="{escape_label(value)}"'
+                for name, value in sample.labels.items()
+                if name != "cluster"
+            )
+            lines[i].append(f"{sample.name}{{{key}{extra}}} {fmt(sample.value)}\n")
+        sd = b""
+        if result.targets:
+            groups = [
+                {"targets": list(group.targets), "labels": {"cluster": cluster, **group.labels}}
+                for group in result.targets
+            ]
+            # One list dumped is its items dumped and joined by ",", in brackets.
+            sd = json.dumps(groups, separators=(",", ":"))[1:-1].encode()
+        return EncodedChecks(self.names, SEP.join("".join(f).encode() for f in lines), sd)
+
+    def merge(self, parts: Sequence[EncodedChecks]) -> EncodedChecks:
+        """Several results of one cluster as one, in ``parts`` order within each family."""
+        if len(parts) == 1 and parts[0].names == self.names:
+            return parts[0]
+        if not parts:
+            return NO_CHECKS
+        placed = [dict(zip(p.names, p.segments(), strict=True)) for p in parts]
+        lines = SEP.join(b"".join(at.get(name, b"") for at in placed) for name in self.names)
+        return EncodedChecks(self.names, lines, b",".join(p.sd for p in parts if p.sd))

@@ -1,0 +1,372 @@
+"""The exposition renders byte for byte what it rendered before r3, from encoded results.
+
+Each case is a cluster table (clusters, probes, check results) put through
+``ClusterTable`` and ``build_snapshot`` as the cycle does, rendered by ``exporter.exposition``
+and by the exposition of 8a3e263 (``exposition_before``, verbatim) from the same results
+as objects. ``/metrics`` (plain, and gzipped with the process collectors appended) and
+``/sd/control-plane`` must be the same bytes.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import exposition_before as before
+import pytest
+
+from exporter.components import ComponentTarget
+from exporter.controlplane_report import (
+    FAMILIES,
+    ControlPlaneReport,
+    encode_report,
+    report_samples,
+    target_groups,
+)
+from exporter.discovered import Cluster, Discovery
+from exporter.exposition import render, render_metrics, render_sd
+from exporter.kubesystem import CoreDNSSpread
+from exporter.model import (
+    CheckResult,
+    CycleSettings,
+    MetricFamily,
+    ProbeResult,
+    Reason,
+    Sample,
+    TargetGroup,
+)
+from exporter.quorum import EtcdMember, EtcdReport
+from exporter.snapshot import CycleStats, Snapshot, build_snapshot, declared_families
+from exporter.state import ClusterTable
+from exporter.textformat import NO_CHECKS, EncodedChecks, Families
+
+ODD = 'we"ird\\name\nx'
+
+
+@dataclass
+class Spec:
+    """One cluster of a case: what discovery found, its probes, its checks' results."""
+
+    cluster: Cluster
+    probeable: bool = True
+    probes: Sequence[ProbeResult] = ()
+    results: Sequence[CheckResult] = ()
+    #: results handed already encoded (the control-plane check does), rendered before
+    #: from their objects
+    encoded: Sequence[tuple[CheckResult, EncodedChecks]] = ()
+
+
+@dataclass
+class Case:
+    specs: list[Spec]
+    families: tuple[MetricFamily, ...] = ()
+    check_errors: dict[str, int] = field(default_factory=dict)
+    stats: CycleStats = field(default_factory=CycleStats)
+
+
+def cluster(name: str, endpoint: str = "", source: str = "/k/a.yaml") -> Cluster:
+    return Cluster(name, endpoint or f"https://{name}.example:6443", source, name)
+
+
+OK = ProbeResult(True, None, 0.0123, 200)
+
+
+def fail(reason: Reason) -> ProbeResult:
+    return ProbeResult(False, reason, 5.0, None, "x")
+
+
+def tables(case: Case) -> tuple[Snapshot, before.Snapshot]:
+    """The case through the table as the cycle does, and the same state as it was shown."""
+    table = ClusterTable()
+    discovery = Discovery(tuple(s.cluster for s in case.specs), ())
+    readable = {s.cluster.kubeconfig_secret_ref: s.probeable for s in case.specs}
+    table.apply_discovery(discovery, readable)
+    for i, spec in enumerate(case.specs):
+        for probe in spec.probes:
+            table.record(spec.cluster.name, probe, 1_700_000_000.5 + i)
+        if spec.results or spec.encoded:
+            handed = [*spec.results, *(enc for _, enc in spec.encoded)]
+            assert table.set_checks(spec.cluster.name, handed, case.families) is None
+    stats = case.stats
+    stats.check_errors = dict(case.check_errors)
+    settings = CycleSettings(interval=300, timeout=10, concurrency=8)
+    snap = build_snapshot(table, case.families, stats, settings)
+    results = {s.cluster.name: (*s.results, *(res for res, _ in s.encoded)) for s in case.specs}
+    old = before.Snapshot(
+        clusters=tuple(
+            before.ClusterView(
+                v.cluster,
+                v.probeable,
+                v.success,
+                v.duration,
+                v.consecutive_failures,
+                v.last_success,
+                v.failures,
+                results[v.cluster.name],
+            )
+            for v in snap.clusters
+        ),
+        check_families=snap.check_families,
+        check_errors=snap.check_errors,
+        discovery_errors_total=snap.discovery_errors_total,
+        cycles_total=snap.cycles_total,
+        cycle_duration=snap.cycle_duration,
+        last_cycle_end=snap.last_cycle_end,
+        interval=snap.interval,
+        timeout=snap.timeout,
+    )
+    return snap, old
+
+
+# --- the cases ----------------------------------------------------------------------
+
+TEST_FAMILIES = (
+    MetricFamily("fleetwatch_test_value", "gauge", 'Help with \\ and "quotes"\nand a newline.'),
+    MetricFamily("fleetwatch_test_events_total", "counter", "Events."),
+    MetricFamily("fleetwatch_test_unused", "gauge", "Declared, never sampled."),
+)
+OTHER_FAMILIES = (
+    MetricFamily("fleetwatch_test_value", "gauge", "Declared again: the first one wins."),
+    MetricFamily("fleetwatch_other_ratio", "gauge", "Another check's family."),
+)
+
+VALUES = [0, 1, -1, 0.5, 1e-9, 123456789012345.0, 1e15, 1e20, -0.0, math.nan, math.inf, -math.inf]
+
+
+def odd_values() -> Case:
+    """Every kind of value, escaping in every label, labels named ``cluster`` dropped."""
+    samples = [
+        Sample("fleetwatch_test_value", v, {"i": str(i), "odd": ODD}) for i, v in enumerate(VALUES)
+    ]
+    samples += [
+        Sample("fleetwatch_test_value", True, {"cluster": "spoofed", "b": "true"}),
+        Sample("fleetwatch_test_value", False),
+        Sample("fleetwatch_test_events_total", 7, {"unicode": "żółw ☃", "empty": ""}),
+        Sample("fleetwatch_test_undeclared", 1),  # no HELP/TYPE known: dropped
+    ]
+    groups = (
+        TargetGroup(("10.0.0.1:10259", "[::1]:2381"), {"component": ODD, "node": "żółw"}),
+        TargetGroup(("10.0.0.2:10257",), {"cluster": "overridden", "__scheme__": "https"}),
+        TargetGroup((), {}),
+    )
+    return Case(
+        [
+            Spec(
+                cluster(ODD, 'https://h"o\\st\n:6443', '/k/we"ird\\file\n.yaml'),
+                probes=[OK],
+                results=[CheckResult(tuple(samples), groups)],
+            ),
+            Spec(cluster("plain"), probes=[fail(Reason.TIMEOUT)]),
+        ],
+        TEST_FAMILIES,
+        check_errors={ODD: 2, "version": 0},
+    )
+
+
+def probe_states() -> Case:
+    """Never probed, not probeable, failing for several reasons, recovered, no checks."""
+    return Case(
+        [
+            Spec(cluster("never")),
+            Spec(cluster("unreadable", source="/k/missing.yaml"), probeable=False),
+            Spec(
+                cluster("flaky"),
+                probes=[fail(Reason.TLS), fail(Reason.TIMEOUT), fail(Reason.TLS), OK],
+            ),
+            Spec(
+                cluster("down"),
+                probes=[fail(Reason.CONNECT), fail(Reason.NOT_READY), fail(Reason.PROXY)],
+            ),
+            Spec(cluster("ok"), probes=[OK, OK]),
+        ],
+        stats=CycleStats(cycles_total=4, cycle_duration=1.25, last_cycle_end=1_700_000_100.75),
+    )
+
+
+def two_checks() -> Case:
+    """Two checks per cluster, a family declared by both, a sample of the other's family."""
+    families = declared_families([TEST_FAMILIES, OTHER_FAMILIES])
+    first = CheckResult(
+        (
+            Sample("fleetwatch_test_value", 1, {"from": "first"}),
+            Sample("fleetwatch_other_ratio", 0.25, {"from": "first"}),  # the other's family
+        ),
+        (TargetGroup(("a:1",), {"from": "first"}),),
+    )
+    second = CheckResult(
+        (
+            Sample("fleetwatch_other_ratio", 0.75, {"from": "second"}),
+            Sample("fleetwatch_test_value", 2, {"from": "second"}),
+        ),
+        (TargetGroup(("b:1",), {"from": "second"}),),
+    )
+    return Case(
+        [
+            Spec(cluster(f"c{i}"), probes=[OK], results=[first, second] if i % 2 else [second])
+            for i in range(5)
+        ],
+        families,
+    )
+
+
+def control_plane_reports() -> Case:
+    """The control-plane check's results, encoded by it and rendered before from objects."""
+    members = (EtcdMember("cp-1", True, 1234, 7), EtcdMember('cp-"2"', False, None, None))
+    targets = (
+        ComponentTarget("kube-scheduler", "cp-1", "10.0.0.1:10259", "https", True),
+        ComponentTarget("etcd", 'cp-"2"\\', "10.0.0.2:2381", "http", False),
+    )
+    reports = [
+        ControlPlaneReport(EtcdReport("apiserver", members, None), targets, CoreDNSSpread(2, 1)),
+        ControlPlaneReport(EtcdReport("direct", members, True), targets, None),
+        ControlPlaneReport(None, targets, None),
+        ControlPlaneReport(None, (), CoreDNSSpread(0, 0)),
+    ]
+    specs = []
+    for i, report in enumerate(reports * 3):
+        name = f"cp-cluster-{i}" if i % 4 else f"{ODD}-{i}"
+        result = CheckResult(report_samples(report), target_groups(report.targets))
+        specs.append(
+            Spec(cluster(name), probes=[OK], encoded=[(result, encode_report(name, report))])
+        )
+    return Case(specs, declared_families([FAMILIES]))
+
+
+def many_clusters() -> Case:
+    """More clusters than a batch, some without results: the batches join up."""
+    specs = []
+    for i in range(700):
+        results = []
+        if i % 3:
+            results = [
+                CheckResult((Sample("fleetwatch_test_value", i),), (TargetGroup((f"h{i}:1",)),))
+            ]
+        probes = [OK] if i % 5 else [fail(Reason.UNAUTHORIZED)]
+        specs.append(
+            Spec(cluster(f"fleet-{i:04d}"), probeable=i % 7 != 0, probes=probes, results=results)
+        )
+    return Case(specs, TEST_FAMILIES)
+
+
+def empty() -> Case:
+    return Case([])
+
+
+CASES: dict[str, Callable[[], Case]] = {
+    "odd values": odd_values,
+    "probe states": probe_states,
+    "two checks": two_checks,
+    "control-plane reports": control_plane_reports,
+    "many clusters": many_clusters,
+    "empty": empty,
+}
+
+
+@pytest.mark.parametrize("make", CASES.values(), ids=CASES.keys())
+def test_the_bodies_are_the_bytes_rendered_before(make: Callable[[], Case]) -> None:
+    snap, old = tables(make())
+    text = before.render_metrics(old)
+    assert render_metrics(snap) == text
+    assert render_sd(snap) == before.render_sd(old)
+    json.loads(render_sd(snap))
+    process = b"# HELP python_info x\n# TYPE python_info gauge\npython_info 1\n"
+    rendered = render(snap, process)
+    assert gzip.decompress(rendered.metrics.gzip) == text + process
+    assert rendered.metrics.size == len(text + process)
+    assert rendered.metrics.plain() == text + process
+    assert rendered.sd_control_plane.plain() == before.render_sd(old)
+
+
+@pytest.mark.parametrize("level", [1, 6, 9])
+def test_any_level_gives_the_same_text(level: int) -> None:
+    snap, old = tables(many_clusters())
+    assert render(snap, level=level).metrics.plain() == before.render_metrics(old)
+
+
+def test_a_rendering_reuses_the_check_families_while_no_result_changed() -> None:
+    snap, _ = tables(control_plane_reports())
+    first = render(snap)
+    # The next phase: probes moved on, the same results encoded afresh (equal bytes).
+    case = control_plane_reports()
+    for spec in case.specs:
+        spec.probes = [*spec.probes, fail(Reason.TIMEOUT)]
+    later, old = tables(case)
+    again = render(later, previous=first)
+    assert again.check_families is first.check_families
+    assert again.sd_control_plane is first.sd_control_plane
+    assert again.metrics.plain() == before.render_metrics(old)
+    assert 'reason="timeout"} 1' in again.metrics.plain().decode()
+    # One cluster's results changed: rendered afresh.
+    case.specs[1].encoded = []
+    case.specs[1].results = [CheckResult((), (TargetGroup(("moved:1",)),))]
+    changed, old = tables(case)
+    third = render(changed, previous=again)
+    assert third.check_families is not again.check_families
+    assert third.metrics.plain() == before.render_metrics(old)
+    assert third.sd_control_plane.plain() == before.render_sd(old)
+
+
+# --- the encoding itself (exporter.textformat) ---------------------------------------
+
+
+def test_a_result_handed_encoded_is_kept_as_it_is() -> None:
+    """The same object the check handed: nothing copied per cluster per cycle."""
+    table = ClusterTable()
+    table.apply_discovery(Discovery((cluster("a"),), ()), {"/k/a.yaml": True})
+    encoded = encode_report("a", ControlPlaneReport(None, (), CoreDNSSpread(2, 2)))
+    table.set_checks("a", [encoded], declared_families([FAMILIES]))
+    assert table.states["a"].checks is encoded
+    table.set_checks("a", [], declared_families([FAMILIES]))
+    assert table.states["a"].checks is NO_CHECKS
+
+
+def test_a_result_that_is_not_unicode_is_dropped_and_said() -> None:
+    table = ClusterTable()
+    table.apply_discovery(Discovery((cluster("a"),), ()), {"/k/a.yaml": True})
+    good = CheckResult((Sample("fleetwatch_test_value", 1),))
+    bad = CheckResult((Sample("fleetwatch_test_value", 2, {"node": "\ud800"}),))
+    note = table.set_checks("a", [bad, good], TEST_FAMILIES)
+    assert note is not None and note.level == "warning" and "a" in note.args
+    assert table.states["a"].checks.text == b'fleetwatch_test_value{cluster="a"} 1\n'
+
+
+def test_an_encoded_result_not_built_by_families_is_dropped_and_said() -> None:
+    """One family too few would fail every rendering of the fleet: it never gets there."""
+    table = ClusterTable()
+    table.apply_discovery(Discovery((cluster("a"),), ()), {"/k/a.yaml": True})
+    names = Families(TEST_FAMILIES).names
+    bad = EncodedChecks(names, b'fleetwatch_test_value{cluster="a"} 1\n', b"")
+    note = table.set_checks("a", [bad], TEST_FAMILIES)
+    assert note is not None and note.level == "warning" and not bad.well_formed
+    assert table.states["a"].checks is NO_CHECKS
+    snap = build_snapshot(table, TEST_FAMILIES, CycleStats(), CycleSettings(300, 10, 8))
+    assert b"fleetwatch_test_value{" not in render(snap).metrics.plain()
+
+
+@pytest.mark.parametrize(
+    ("keep", "lines"),
+    [
+        ({"fleetwatch_test_value"}, b'fleetwatch_test_value{cluster="a"} 1\n'),
+        ({"fleetwatch_test_events_total"}, b'fleetwatch_test_events_total{cluster="a"} 2\n'),
+        (set(), b""),
+    ],
+)
+def test_only_keeps_the_lines_of_the_families_named_and_the_sd_groups(
+    keep: set[str], lines: bytes
+) -> None:
+    result = CheckResult(
+        (Sample("fleetwatch_test_events_total", 2), Sample("fleetwatch_test_value", 1)),
+        (TargetGroup(("t:1",)),),
+    )
+    encoded = Families(TEST_FAMILIES).encode("a", result)
+    kept = encoded.only(keep)
+    assert kept.text == lines
+    assert kept.sd == b'{"targets":["t:1"],"labels":{"cluster":"a"}}'
+    assert kept.segments() == [
+        segment if name in keep else b""
+        for name, segment in zip(kept.names, encoded.segments(), strict=True)
+    ]
+    assert not kept.empty and Families(()).encode("a", CheckResult()).empty
