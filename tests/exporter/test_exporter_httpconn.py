@@ -287,6 +287,59 @@ async def test_a_certificate_for_another_name_is_a_tls_failure(servers: Servers)
         pool.close()
 
 
+async def test_freeing_the_handshakes_buffer_puts_nothing_on_the_wire(certs: FleetCerts) -> None:
+    """After the handshake and the session tickets the client writes nothing of its own.
+
+    The server is an ``SSLObject`` the test drives by hand over a socket pair, so every
+    byte the client sends is seen: the first request must come as exactly one TLS 1.3
+    record (5 bytes of header, the content type and a 16-byte tag around the request),
+    with no empty record before it from the empty writes that free OpenSSL's buffer.
+    """
+    ours, theirs = socket.socketpair()
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    server = certs.server_context().wrap_bio(incoming, outgoing, server_side=True)
+    try:
+        ours.setblocking(False)
+        theirs.setblocking(False)
+        watch = ours.dup()  # TLS takes ``ours`` over: this one sees what it leaves unread
+        conn = Connection(ours, certs.client_context(), "localhost")
+        ready = conn.ready()
+        assert ready is not None
+
+        def pump() -> bool:
+            """Move the client's bytes into the server and back; has the server shaken?"""
+            with contextlib.suppress(BlockingIOError):
+                incoming.write(theirs.recv(65536))
+            try:
+                server.do_handshake()
+                shaken = True
+            except ssl.SSLWantReadError:
+                shaken = False
+            if outgoing.pending:  # its flight, then its session tickets
+                theirs.sendall(outgoing.read())
+            return shaken and ready.done()
+
+        await until(pump, "the handshake on both sides")
+        assert server.version() == "TLSv1.3"
+        await until(lambda: not _readable(watch), "the client reading its session tickets")
+        with pytest.raises(BlockingIOError):
+            theirs.recv(65536)  # nothing from the client since its Finished
+        request = b"GET /readyz HTTP/1.1\r\nHost: localhost\r\n\r\n"
+        conn.send(request, 100)
+        wire = b""
+        while len(wire) < len(request) + 22:
+            await until(lambda: _readable(theirs), "the request on the wire")
+            wire += theirs.recv(65536)
+        assert len(wire) == len(request) + 22  # one record, nothing before it
+        incoming.write(wire)
+        assert server.read(65536) == request
+        conn.close()
+        watch.close()
+    finally:
+        ours.close()
+        theirs.close()
+
+
 # -- the proxy's answer head ---------------------------------------------------------------
 
 
@@ -323,6 +376,93 @@ def _readable(sock: socket.socket) -> bool:
         return bool(sock.recv(1, socket.MSG_PEEK))
     except BlockingIOError:
         return False
+
+
+async def start_relay(servers: Servers) -> Proxy:
+    """A CONNECT proxy that opens every tunnel asked for and relays its bytes both ways."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        host, _, port = head.split()[1].decode().rpartition(":")
+        up_reader, up_writer = await asyncio.open_connection(host, int(port))
+        writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+
+        async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+            try:
+                while data := await source.read(65536):
+                    sink.write(data)
+                    await sink.drain()
+            finally:
+                sink.close()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+    return Proxy("127.0.0.1", await servers.start(handle, tls=False))
+
+
+def locked_gate(lock: asyncio.Lock) -> Callable[[], contextlib.AbstractAsyncContextManager[None]]:
+    @contextlib.asynccontextmanager
+    async def gate() -> AsyncIterator[None]:
+        async with lock:
+            yield
+
+    return gate
+
+
+async def test_a_kept_tunnel_closed_while_its_request_waited_for_the_gate_is_retried(
+    servers: Servers,
+) -> None:
+    """Behind a proxy the kept connection is taken before the gate; it may close meanwhile."""
+    served = 0
+    close_it = asyncio.Event()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal served
+        await reader.readuntil(b"\r\n\r\n")
+        served += 1
+        writer.write(answer(b"ok %d" % served))
+        await writer.drain()
+        if served == 1:
+            await close_it.wait()
+        else:
+            await reader.read()
+
+    port = await servers.start(handle)
+    proxy = await start_relay(servers)
+    url = f"https://127.0.0.1:{port}"
+    pool = HttpPool()
+    busy = asyncio.Lock()
+    try:
+        assert await get(pool, url, servers, proxy=proxy) == (200, b"ok 1")
+        async with busy:
+            task = asyncio.create_task(get(pool, url, servers, proxy=proxy, gate=locked_gate(busy)))
+            await until(lambda: pool.idle == 0, "the kept connection taken")
+            close_it.set()
+            await until(lambda: pool.held == 0, "the kept connection closed by the server")
+        assert await task == (200, b"ok 2")  # sent on the closed one, then once more
+        assert pool.opened == 2
+    finally:
+        pool.close()
+
+
+async def test_a_tunnel_whose_request_is_cancelled_waiting_for_the_gate_is_closed(
+    servers: Servers,
+) -> None:
+    port = await servers.start(_hung_answer)
+    proxy = await start_relay(servers)
+    pool = HttpPool()
+    busy = asyncio.Lock()
+    try:
+        async with busy:
+            url = f"https://127.0.0.1:{port}"
+            task = asyncio.create_task(get(pool, url, servers, proxy=proxy, gate=locked_gate(busy)))
+            await until(lambda: pool.held == 1, "the tunnel open, its request at the gate")
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert pool.held == 0
+    finally:
+        pool.close()
 
 
 # -- deadlines -----------------------------------------------------------------------------
