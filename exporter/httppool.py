@@ -31,10 +31,9 @@ table of connections.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import heapq
 import ssl
-from collections.abc import AsyncIterator, Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from contextlib import AbstractAsyncContextManager
 
 from exporter.http1 import Endpoint, Failure, HttpError, request_bytes, short
@@ -59,9 +58,20 @@ class Progress:
         self.stage = "server"
 
 
-@contextlib.asynccontextmanager
-async def _no_gate() -> AsyncIterator[None]:
-    yield
+class _NoGate:
+    """``async with`` that does nothing, for requests without a gate (the checks' GETs):
+    about 0.5 us where an ``asynccontextmanager`` costs 2 (a generator per request)."""
+
+    __slots__ = ()
+
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
+_NO_GATE = _NoGate()
 
 
 class _Request:
@@ -241,7 +251,6 @@ class HttpPool:
             raise HttpError(Failure.TLS, "https endpoint without a TLS context")
         key = _key(ep, context, server_hostname, proxy)
         request = request_bytes(ep, path, headers)
-        enter = gate or _no_gate
         req = None if deadline is None else self._deadlines.start(deadline)
         try:
             for attempt in (0, 1):
@@ -253,7 +262,7 @@ class HttpPool:
                         reused = conn is not None
                         if conn is None:
                             conn = await self._connect(ep, key, progress, req, secure=False)
-                    async with enter():
+                    async with _NO_GATE if gate is None else gate():
                         if conn is None:
                             conn = self._take_idle(key)
                             reused = conn is not None
