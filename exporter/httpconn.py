@@ -3,14 +3,16 @@ at a time.
 
 Why an ``ssl.SSLSocket`` on the socket itself, driven by the event loop's ``add_reader`` /
 ``add_writer``, rather than an asyncio transport or an ``ssl.SSLObject`` over two
-``ssl.MemoryBIO``: the exporter keeps one connection per cluster, so at 10,000 clusters
-what each idle connection holds is most of the exporter's memory. A ``MemoryBIO`` keeps
-its high-water buffer for the connection's life: over memory BIOs a connection held
-about 27 KiB of malloc after the handshake and 53 KiB after one ~18 KB kube-system pod
-list, while OpenSSL reading the socket itself (CPython sets ``SSL_MODE_RELEASE_BUFFERS``,
-so OpenSSL frees its record buffers whenever a connection is idle) holds about 24 KiB
-after the same answers (``bench/connections.py``, docs/exporter.md). Nor is there a
-transport: its object, its buffers and its callbacks per connection are gone too.
+``ssl.MemoryBIO`` (this client until issue 13): the exporter keeps one connection per
+cluster, so at 10,000 clusters what each idle connection holds is most of the exporter's
+memory. A ``MemoryBIO`` keeps its high-water buffer for the connection's life: over
+memory BIOs a kept connection held 53.5 KiB of malloc after one 20 KB kube-system pod
+list. OpenSSL reading the socket itself frees its record buffers whenever the connection
+is idle (CPython sets ``SSL_MODE_RELEASE_BUFFERS``), and the write buffer its handshake
+leaves is freed by an empty write (:meth:`Connection._release_buffers`): 24.3 KiB after
+the handshake and after the same answers, 26 KiB of RSS with the Python objects
+(``bench/connections.py``, 1,500 connections; docs/exporter.md). Without the transport's
+layers a kept-alive GET costs less CPU too.
 
 What a connection does, as the pool (``exporter.httppool``) drives it:
 
@@ -20,11 +22,12 @@ What a connection does, as the pool (``exporter.httppool``) drives it:
   closes it, and reads the TLS 1.3 messages that come after the handshake (session
   tickets, a key update, whose answer OpenSSL writes itself).
 - TLS: ``do_handshake`` again whenever the socket is ready, as ``SSLWantReadError`` or
-  ``SSLWantWriteError`` asked. Reads go on until ``SSLWantReadError``, so nothing OpenSSL
-  decrypted already (``pending()``) is left behind waiting for a readiness that will not
-  come; a read may want to write (a key update's answer on a full socket) and a write
-  may not complete at once: each waits for the readiness it wants. ``close_notify``, a
-  TCP close without it and a reset all are the end of the connection.
+  ``SSLWantWriteError`` asked. Reads go on until ``SSLWantReadError``, or until the
+  answer is complete with nothing decrypted left in OpenSSL (``pending()``): nothing is
+  left behind waiting for a readiness that will not come. A read may want to write (a
+  key update's answer on a full socket) and a write may not complete at once: each waits
+  for the readiness it wants. ``close_notify``, a TCP close without it and a reset all
+  are the end of the connection.
 - The answer is read by :class:`exporter.http1.ResponseParser`; :meth:`Connection.send`
   returns the future that ends with it.
 
@@ -195,7 +198,7 @@ class Connection:
         """``(status, body)`` of the answer just completed; frees the buffers."""
         parser = self._parser
         assert parser is not None
-        if not parser.keep_alive:
+        if not parser.keep_alive or self._out:  # answered before the request was all sent
             self.keep_alive = False
         self._parser = None
         self._waiter = None
@@ -268,13 +271,17 @@ class Connection:
         except ssl.SSLWantReadError:  # TLS wants the peer's bytes first
             self._write_wants_read = True
             return
-        except (ssl.SSLEOFError, ssl.SSLZeroReturnError, ConnectionError):
+        except (ssl.SSLEOFError, ssl.SSLZeroReturnError):
             self._out = b""
-            self._at_eof()  # the server closed it: the read side tells what that means
+            self._at_eof()  # the server closed it: the stage tells what that means
             return
-        except (ssl.SSLError, OSError) as exc:
+        except ssl.SSLError as exc:
             self._out = b""
-            self._fail(HttpError(Failure.TLS if tls else Failure.CONNECT, _error(exc)))
+            self._fail(HttpError(Failure.TLS, f"TLS error: {short(exc)}"))
+            return
+        except OSError:  # reset, broken pipe: the connection is gone, as at its end
+            self._out = b""
+            self._at_eof()
             return
         if sent < len(data):
             self._out = memoryview(data)[sent:]
@@ -351,11 +358,14 @@ class Connection:
         except ssl.SSLCertVerificationError as exc:
             self._fail(HttpError(Failure.TLS, f"certificate not accepted: {short(exc)}"))
             return
-        except (ssl.SSLEOFError, ssl.SSLZeroReturnError, ConnectionError):
+        except (ssl.SSLEOFError, ssl.SSLZeroReturnError):
             self._fail(_closed_in_handshake())
             return
-        except (ssl.SSLError, OSError) as exc:
+        except ssl.SSLError as exc:
             self._fail(HttpError(Failure.TLS, f"TLS error: {short(exc)}"))
+            return
+        except OSError:  # reset, not connected: the socket's error, not TLS's
+            self._fail(_closed_in_handshake())
             return
         self.handshaking = False
         self._release_buffers()
@@ -391,11 +401,13 @@ class Connection:
                 self._read_wants_write = True
                 self._want_writable()
                 return
-            except (ssl.SSLZeroReturnError, ssl.SSLEOFError, ConnectionError):
+            except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
                 data = b""
-            except (ssl.SSLError, OSError) as exc:
+            except ssl.SSLError as exc:
                 self._fail(HttpError(Failure.TLS, f"TLS error: {short(exc)}", answered=True))
                 return
+            except OSError:  # reset: the end of the connection
+                data = b""
             if not data:
                 self._at_eof()
                 return
@@ -485,7 +497,3 @@ class Connection:
 
 def _closed_in_handshake() -> HttpError:
     return HttpError(Failure.CONNECT, "connection closed during the TLS handshake")
-
-
-def _error(exc: BaseException) -> str:
-    return f"TLS error: {short(exc)}" if isinstance(exc, ssl.SSLError) else short(exc)
