@@ -13,6 +13,8 @@ client side alone in a worker process (``--worker``), for N connections:
   (``asyncio.timeout`` around each), with the pool's own ``deadline=`` when the tree has
   it, and with no bound (what the client itself costs);
 - CPU per new connection (TCP, TLS handshake with a client certificate, one GET);
+- microseconds to bound one request with 10,000 timers pending on the loop, as at
+  10,000 clusters: ``loop.call_at`` + ``cancel``, ``asyncio.timeout``, the pool's deadline;
 - in a second worker of its own, malloc and RSS per connection when each one's
   handshake, ``/readyz?verbose`` and pod list come back to back, as in a first cycle
   (``*_cycle``), rather than N handshakes first: what is freed after them (OpenSSL's
@@ -206,12 +208,69 @@ async def _measure(
     return out
 
 
+async def _timer_costs(pending: int = 10_000, n: int = 30_000) -> dict[str, float]:
+    """Microseconds to bound one request, with ``pending`` timers on the loop (a cycle's).
+
+    ``loop.call_at`` + ``cancel``, ``asyncio.timeout`` entered and left, and the pool's
+    own deadline (``_Deadlines.start``/``end``, when the tree has it); each on the loop
+    with ``pending`` far timers and yielding to it every tenth time, as requests do.
+    """
+    from exporter import httppool
+
+    loop = asyncio.get_running_loop()
+    far = [loop.call_at(loop.time() + 3600 + i * 1e-3, lambda: None) for i in range(pending)]
+    costs: dict[str, float] = {}
+
+    async def timed(name: str, one: Callable[[], Awaitable[None]]) -> None:
+        cpu = time.process_time()
+        for i in range(n):
+            await one()
+            if i % 10 == 0:
+                await asyncio.sleep(0)
+        costs[name] = round((time.process_time() - cpu) / n * 1e6, 3)
+
+    async def nothing() -> None:
+        return None
+
+    async def bare() -> None:
+        await nothing()
+
+    async def call_at() -> None:
+        handle = loop.call_at(loop.time() + 10, lambda: None)
+        await nothing()
+        handle.cancel()
+
+    async def with_timeout() -> None:
+        async with asyncio.timeout(10):
+            await nothing()  # entered and left, as around a request answered in time
+
+    await timed("none", bare)
+    await timed("call_at", call_at)
+    await timed("asyncio_timeout", with_timeout)
+    deadlines = getattr(httppool, "_Deadlines", None)
+    if deadlines is not None:
+        heap = deadlines()
+
+        async def pool_deadline() -> None:
+            request = heap.start(loop.time() + 10)
+            await nothing()
+            heap.end(request)
+
+        await timed("pool_deadline", pool_deadline)
+    for handle in far:
+        handle.cancel()
+    base = costs.pop("none")
+    return {f"timer_us_{k}": round(v - base, 3) for k, v in costs.items()}
+
+
 def worker_main(args: argparse.Namespace) -> None:
     raise_fd_limit()  # one socket per connection
     ports = [int(p) for p in Path(args.ports_file).read_text().split()]
     result = asyncio.run(
         _measure(ports, args.ca, args.cert, args.key, args.rounds, args.cycle_order)
     )
+    if not args.cycle_order:
+        result.update(asyncio.run(_timer_costs()))
     import exporter.httpconn
 
     result["exporter"] = str(Path(exporter.httpconn.__file__).parent)
