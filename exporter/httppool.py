@@ -261,6 +261,7 @@ class HttpPool:
             for attempt in (0, 1):
                 conn: Connection | None = None
                 reused = False
+                waiter: asyncio.Future[None] | None = None
                 try:
                     if proxy is not None:
                         conn = self._take_idle(key)
@@ -291,7 +292,9 @@ class HttpPool:
                         continue  # a kept-alive connection the server had closed: once more
                     raise
                 except BaseException:  # timeout, cancellation: the connection is mid-answer
-                    if conn is not None:
+                    if conn is not None and reused and waiter is None:
+                        self._release(key, conn)  # taken for a proxied request, never used
+                    elif conn is not None:
                         self._discard(conn)
                     raise
                 status, body = conn.result()

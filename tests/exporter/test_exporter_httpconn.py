@@ -445,22 +445,43 @@ async def test_a_kept_tunnel_closed_while_its_request_waited_for_the_gate_is_ret
         pool.close()
 
 
-async def test_a_tunnel_whose_request_is_cancelled_waiting_for_the_gate_is_closed(
+async def test_a_request_cancelled_waiting_for_the_gate_closes_a_new_tunnel_keeps_a_kept_one(
     servers: Servers,
 ) -> None:
-    port = await servers.start(_hung_answer)
+    """Behind a proxy the connection comes before the gate: a new tunnel is half set up
+    (closed), a kept connection was not used yet (kept)."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(answer(b"ok"))
+        await writer.drain()
+        await _hung_answer(reader, writer)
+
+    hung = await servers.start(_hung_answer)
+    once = await servers.start(handle)
     proxy = await start_relay(servers)
     pool = HttpPool()
     busy = asyncio.Lock()
     try:
+        assert await get(pool, f"https://127.0.0.1:{once}", servers, proxy=proxy) == (200, b"ok")
+        gate = locked_gate(busy)
         async with busy:
-            url = f"https://127.0.0.1:{port}"
-            task = asyncio.create_task(get(pool, url, servers, proxy=proxy, gate=locked_gate(busy)))
-            await until(lambda: pool.held == 1, "the tunnel open, its request at the gate")
+            task = asyncio.create_task(
+                get(pool, f"https://127.0.0.1:{hung}", servers, proxy=proxy, gate=gate)
+            )
+            await until(lambda: pool.held == 2, "a new tunnel open, its request at the gate")
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task
-            assert pool.held == 0
+            assert (pool.held, pool.idle) == (1, 1)  # the new tunnel closed
+            task = asyncio.create_task(
+                get(pool, f"https://127.0.0.1:{once}", servers, proxy=proxy, gate=gate)
+            )
+            await until(lambda: pool.idle == 0, "the kept connection taken, at the gate")
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        assert (pool.opened, pool.held, pool.idle) == (2, 1, 1)  # the kept one, kept
     finally:
         pool.close()
 
