@@ -95,7 +95,9 @@ class _Request:
         self.future: asyncio.Future[None] | None = None  #: the connection future awaited
         self.done = False  #: the request ended (its entry in the heap is dead)
         self.cancelled = False  #: the deadline cancelled the task
-        self.base = 0  #: the task's ``cancelling()`` before that
+        #: the task's ``cancelling()`` when the request started: a cancellation by the
+        #: caller since then (its own timeout) is the caller's, deadline or not
+        self.base = task.cancelling()
 
     def __lt__(self, other: _Request) -> bool:  # equal deadlines in the heap: any order
         return id(self) < id(other)
@@ -106,7 +108,6 @@ class _Request:
             future.set_exception(TimeoutError())
         else:
             self.cancelled = True
-            self.base = self.task.cancelling()
             self.task.cancel()
 
     def timed_out(self) -> bool:

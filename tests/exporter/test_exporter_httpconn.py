@@ -636,3 +636,28 @@ async def test_closing_the_pool_fails_a_request_under_way(servers: Servers) -> N
         await task  # at once, not at the deadline, and not retried
     assert caught.value.detail == "connection closed by the exporter"
     assert (pool.opened, pool.held) == (1, 0)
+
+
+async def test_a_cancellation_just_before_the_deadline_stays_the_callers(
+    servers: Servers,
+) -> None:
+    """The caller cancels, then the deadline passes, before the task runs again: the
+    task must see the caller's CancelledError, not the deadline's TimeoutError."""
+    port = await servers.start(_hung_answer)
+    busy = asyncio.Lock()
+    loop = asyncio.get_running_loop()
+    pool = HttpPool()
+    try:
+        async with busy:
+            deadline = loop.time() + 0.2
+            task = asyncio.create_task(
+                get(pool, f"https://127.0.0.1:{port}", servers, gate=locked_gate(busy),
+                    deadline=deadline)
+            )  # fmt: skip
+            loop.call_at(deadline - 0.05, task.cancel)
+            # Hold the loop past both, so that they run in one turn, the caller's first.
+            loop.call_at(deadline - 0.06, time.sleep, 0.1)
+            with pytest.raises(asyncio.CancelledError):
+                await task
+    finally:
+        pool.close()
