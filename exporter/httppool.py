@@ -3,10 +3,10 @@
 Why not aiohttp for the probes: at fleet scale the client is the exporter. aiohttp spends
 about 0.22 ms of CPU per kept-alive GET and about 8 KiB per idle connection on its request
 and connection machinery, and asyncio's ``SSLProtocol`` adds a read buffer per connection;
-this client runs TLS itself (``exporter.httpconn``) and parses the one answer it needs
-(``exporter.http1``): 0.056 ms per GET at 10,000 stand-in clusters, and about 7 KiB less
-per connection (docs/exporter.md). OpenSSL itself keeps about 24-34 KiB per idle
-TLS connection; nothing in Python can lower that, hence ``max_idle`` below.
+this client runs TLS on the socket itself (``exporter.httpconn``) and parses the one
+answer it needs (``exporter.http1``). What OpenSSL keeps per idle TLS connection (about
+24 KiB, the session and its certificates) nothing in Python can lower: hence
+``max_idle`` below.
 
 Semantics kept from the aiohttp version: one pool for the exporter's life, connections kept
 alive per (endpoint, TLS context, server name); a request that fails on a *reused*
@@ -19,25 +19,30 @@ changes gets a new connection. :class:`Progress` tells the caller, when its time
 fires, whether the request was still waiting for the proxy: that is the proxy's fault
 (reason ``proxy``), not the API server's.
 
+Deadlines: ``get(..., deadline=)`` bounds a request in loop time as an ``asyncio.timeout``
+around it would, for a fraction of its CPU (one heap of tuples under one loop timer for
+all the requests in flight, :class:`_Deadlines`).
+
 Connections live as long as a cluster needs them: :meth:`HttpPool.retain` closes, at
 once, the idle connections to every endpoint no discovered cluster uses any more (a
 kubeconfig removed, a server changed), and :meth:`HttpPool.prune_idle` the ones idle too
 long.
 
-A little over 300 lines: the pool, its idle bound and the per-cycle ``retain`` share one
-table of connections.
+About 500 lines: the pool, its idle bound and the per-cycle ``retain`` share one table of
+connections, and the deadlines are the pool's own because only the pool knows which
+connection future a request is waiting for.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import heapq
 import ssl
-from collections.abc import AsyncIterator, Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from contextlib import AbstractAsyncContextManager
 
 from exporter.http1 import Endpoint, Failure, HttpError, request_bytes, short
-from exporter.httpconn import Connection
+from exporter.httpconn import Connection, open_socket
 from exporter.proxy import Proxy
 
 _PoolKey = tuple[Endpoint, ssl.SSLContext | None, str | None, Proxy | None]
@@ -58,9 +63,131 @@ class Progress:
         self.stage = "server"
 
 
-@contextlib.asynccontextmanager
-async def _no_gate() -> AsyncIterator[None]:
-    yield
+class _NoGate:
+    """``async with`` that does nothing, for requests without a gate (the checks' GETs):
+    about 0.5 us where an ``asynccontextmanager`` costs 2 (a generator per request)."""
+
+    __slots__ = ()
+
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
+_NO_GATE = _NoGate()
+
+
+class _Request:
+    """The deadline of one :meth:`HttpPool.get` (or ``preconnect``) under way.
+
+    When it passes, the connection future the request awaits fails with ``TimeoutError``
+    (no cancellation needed); any other wait (the gate, ``getaddrinfo``, the TCP connect)
+    is cancelled, and :meth:`HttpPool.get` turns that cancellation into ``TimeoutError``
+    unless the caller cancelled too, as ``asyncio.timeout`` does.
+    """
+
+    __slots__ = ("base", "cancelled", "done", "future", "task")
+
+    def __init__(self, task: asyncio.Task[object]) -> None:
+        self.task = task
+        self.future: asyncio.Future[None] | None = None  #: the connection future awaited
+        self.done = False  #: the request ended (its entry in the heap is dead)
+        self.cancelled = False  #: the deadline cancelled the task
+        #: the task's ``cancelling()`` when the request started: a cancellation by the
+        #: caller since then (its own timeout) is the caller's, deadline or not
+        self.base = task.cancelling()
+
+    def __lt__(self, other: _Request) -> bool:  # equal deadlines in the heap: any order
+        return id(self) < id(other)
+
+    def expire(self) -> None:
+        future = self.future
+        if future is not None and not future.done():
+            future.set_exception(TimeoutError())
+        else:
+            self.cancelled = True
+            self.task.cancel()
+
+    def timed_out(self) -> bool:
+        """After a ``CancelledError``: was it the deadline's, and the deadline's only?"""
+        return self.cancelled and self.task.uncancel() <= self.base
+
+
+class _Deadlines:
+    """Every request's deadline in one heap, under one loop timer for the earliest.
+
+    Cheaper than a ``loop.call_at`` per request: the loop's timers are a heap of
+    ``TimerHandle`` objects compared in Python (3-4 us to add and cancel one with 10,000
+    pending, 6-9 us for ``asyncio.timeout``), this one a heap of tuples compared in C
+    (about 1 us; ``bench/connections.py``). A request that ends leaves a dead entry;
+    entries are dropped from the top as requests end, and the heap is rebuilt when dead
+    ones outnumber the live (a hung request at the top would keep them all otherwise).
+    """
+
+    __slots__ = ("_at", "_heap", "_live", "_loop", "_timer")
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, _Request]] = []
+        self._live = 0  #: requests started and not ended
+        self._timer: asyncio.TimerHandle | None = None
+        self._at = float("inf")  #: when the timer fires
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def start(self, deadline: float) -> _Request:
+        task = asyncio.current_task()
+        assert task is not None, "a request runs in a task"
+        req = _Request(task)
+        heapq.heappush(self._heap, (deadline, req))
+        self._live += 1
+        if deadline < self._at:
+            if self._timer is not None:
+                self._timer.cancel()
+            loop = self._loop = asyncio.get_running_loop()
+            self._timer = loop.call_at(deadline, self._fire)
+            self._at = deadline
+        return req
+
+    def end(self, req: _Request) -> None:
+        req.done = True
+        self._live -= 1
+        heap = self._heap
+        while heap and heap[0][1].done:
+            heapq.heappop(heap)
+        if len(heap) > 2 * self._live + 64:
+            self._heap = [entry for entry in heap if not entry[1].done]
+            heapq.heapify(self._heap)
+
+    def _fire(self) -> None:
+        assert self._loop is not None
+        # The loop runs a timer up to its clock resolution early: expire up to the time
+        # it was set for, at least.
+        now = max(self._loop.time(), self._at)
+        self._timer = None
+        self._at = float("inf")
+        heap = self._heap
+        while heap and heap[0][0] <= now:
+            _, req = heapq.heappop(heap)
+            if not req.done:
+                req.expire()
+        while heap and heap[0][1].done:
+            heapq.heappop(heap)
+        if heap:
+            self._at = heap[0][0]
+            self._timer = self._loop.call_at(self._at, self._fire)
+
+
+async def _wait(future: asyncio.Future[None], req: _Request | None) -> None:
+    """Await a connection's future under the request's deadline."""
+    if req is None:
+        await future
+        return
+    req.future = future
+    try:
+        await future
+    finally:
+        req.future = None
 
 
 class HttpPool:
@@ -81,6 +208,7 @@ class HttpPool:
         self._open: set[Connection] = set()
         self._endpoints: dict[str, Endpoint] = {}
         self.opened = 0  #: connections opened so far (tests check keep-alive)
+        self._deadlines = _Deadlines()
 
     @property
     def idle(self) -> int:
@@ -108,53 +236,80 @@ class HttpPool:
         gate: Callable[[], AbstractAsyncContextManager[object]] | None = None,
         proxy: Proxy | None = None,
         progress: Progress | None = None,
+        deadline: float | None = None,
     ) -> tuple[int, bytes]:
         """``(status, body)`` of ``GET url+path``; raises :class:`HttpError`.
 
         ``gate()`` is held while connecting and sending, not while waiting for the answer:
         the cycle's concurrency bounds work, and a hung server never holds a slot. The
-        caller bounds the whole call with a timeout; cancellation closes the connection.
-        ``proxy``: tunnel through it; ``progress`` says how far a new connection got. The
         wait for the proxy's tunnel is not under ``gate()`` either (it is no work): a hung
         proxy in front of a thousand clusters must not take every slot for a timeout.
+
+        ``deadline`` (event-loop time, ``loop.time()``) bounds the whole call, waiting for
+        ``gate()`` included: when it passes, the call raises ``TimeoutError`` as an
+        ``asyncio.timeout`` around it would, the connection is closed (its answer may still
+        come) and ``progress`` says how far it got. It costs a heap entry instead of a loop
+        timer per request. Without it the caller bounds the call itself; a cancellation
+        closes the connection either way. ``proxy``: tunnel through it; ``progress`` says
+        whether a new connection was still waiting for the proxy.
         """
         ep = self.endpoint(url)
         if ep.tls and context is None:
             raise HttpError(Failure.TLS, "https endpoint without a TLS context")
         key = _key(ep, context, server_hostname, proxy)
         request = request_bytes(ep, path, headers)
-        enter = gate or _no_gate
-        for attempt in (0, 1):
-            conn: Connection | None = None
-            reused = False
-            if proxy is not None:
-                conn = self._take_idle(key)
-                reused = conn is not None
-                if conn is None:
-                    conn = await self._connect(ep, key, progress, secure=False)
-            async with enter():
-                if conn is None:
-                    conn = self._take_idle(key)
-                    reused = conn is not None
-                    if conn is None:
-                        conn = await self._connect(ep, key, progress)
-                elif not reused:
-                    await self._secure(conn)
-                waiter = conn.send(request, max_bytes)
-            try:
-                await waiter
-            except HttpError as exc:
-                self._discard(conn)
-                if reused and not exc.answered and attempt == 0:
-                    continue  # a kept-alive connection the server had closed: once more
-                raise
-            except BaseException:  # timeout, cancellation: the connection is mid-answer
-                self._discard(conn)
-                raise
-            status, body = conn.result()
-            self._release(key, conn)
-            return status, body
-        raise AssertionError("unreachable")
+        req = None if deadline is None else self._deadlines.start(deadline)
+        try:
+            for attempt in (0, 1):
+                conn: Connection | None = None
+                reused = False
+                waiter: asyncio.Future[None] | None = None
+                try:
+                    if proxy is not None:
+                        conn = self._take_idle(key)
+                        reused = conn is not None
+                        if conn is None:
+                            conn = await self._connect(ep, key, progress, req, secure=False)
+                    async with _NO_GATE if gate is None else gate():
+                        if conn is None:
+                            conn = self._take_idle(key)
+                            reused = conn is not None
+                            if conn is None:
+                                conn = await self._connect(ep, key, progress, req)
+                        elif not reused:
+                            await self._secure(conn, req)
+                        waiter = conn.send(request, max_bytes)
+                    if req is None:
+                        await waiter
+                    else:
+                        req.future = waiter
+                        try:
+                            await waiter
+                        finally:
+                            req.future = None
+                except HttpError as exc:
+                    if conn is not None:
+                        self._discard(conn)
+                    if reused and not exc.answered and attempt == 0:
+                        continue  # a kept-alive connection the server had closed: once more
+                    raise
+                except BaseException:  # timeout, cancellation: the connection is mid-answer
+                    if conn is not None and reused and waiter is None:
+                        self._release(key, conn)  # taken for a proxied request, never used
+                    elif conn is not None:
+                        self._discard(conn)
+                    raise
+                status, body = conn.result()
+                self._release(key, conn)
+                return status, body
+            raise AssertionError("unreachable")
+        except asyncio.CancelledError:
+            if req is not None and req.timed_out():
+                raise TimeoutError from None
+            raise
+        finally:
+            if req is not None:
+                self._deadlines.end(req)
 
     async def preconnect(
         self,
@@ -163,20 +318,31 @@ class HttpPool:
         context: ssl.SSLContext | None,
         server_hostname: str | None,
         proxy: Proxy | None = None,
+        deadline: float | None = None,
     ) -> None:
         """Open a connection to ``url`` and keep it idle for the next request.
 
         After a timeout the connection is closed (its answer may still come); a hung API
         server then costs a TLS handshake at every cycle. Doing that handshake right after
         the timeout, between cycles, lets the next probe send at once, so a cycle with
-        hung clusters ends within the timeout. Raises :class:`HttpError`; the caller
-        bounds it with a timeout.
+        hung clusters ends within the timeout. Raises :class:`HttpError`, and
+        ``TimeoutError`` once ``deadline`` (loop time, as for :meth:`get`) has passed;
+        without a deadline the caller bounds it.
         """
         ep = self.endpoint(url)
         key = _key(ep, context, server_hostname, proxy)
         if self._idle.get(key):
             return
-        conn = await self._connect(ep, key, None)
+        req = None if deadline is None else self._deadlines.start(deadline)
+        try:
+            conn = await self._connect(ep, key, None, req)
+        except asyncio.CancelledError:
+            if req is not None and req.timed_out():
+                raise TimeoutError from None
+            raise
+        finally:
+            if req is not None:
+                self._deadlines.end(req)
         self._release(key, conn)
 
     def _take_idle(self, key: _PoolKey) -> Connection | None:
@@ -295,11 +461,16 @@ class HttpPool:
             self._kept -= 1
 
     async def _connect(
-        self, ep: Endpoint, key: _PoolKey, progress: Progress | None, *, secure: bool = True
+        self,
+        ep: Endpoint,
+        key: _PoolKey,
+        progress: Progress | None,
+        req: _Request | None,
+        *,
+        secure: bool = True,
     ) -> Connection:
         """A new connection: TCP, the proxy's tunnel if any, then TLS (unless not ``secure``:
         :meth:`_secure` does it later)."""
-        loop = asyncio.get_running_loop()
         _, context, server_hostname, proxy = key
         hostname = (server_hostname or ep.host) if context is not None else None
         if proxy is None:
@@ -309,20 +480,23 @@ class HttpPool:
             if progress is not None:
                 progress.stage = "proxy"
         try:
-            _, conn = await loop.create_connection(
-                lambda: Connection(context, hostname, tunnel), host, port
-            )
+            sock = await open_socket(host, port)
         except OSError as exc:
             if proxy is not None:
                 detail = f"cannot connect to the proxy {proxy.label}: {short(exc)}"
                 raise HttpError(Failure.PROXY, detail) from None
             raise HttpError(Failure.CONNECT, f"cannot connect: {short(exc)}") from None
+        try:
+            conn = Connection(sock, context, hostname, tunnel)
+        except BaseException:
+            sock.close()
+            raise
         self.opened += 1
         self._open.add(conn)
-        setup = conn.handshake_done()  # the TLS handshake, or the proxy's tunnel
+        setup = conn.ready()  # the TLS handshake, or the proxy's tunnel
         if setup is not None:
             try:
-                await setup
+                await _wait(setup, req)
             except HttpError as exc:
                 self._discard(conn)
                 if exc.failure is Failure.PROXY and proxy is not None:
@@ -334,21 +508,21 @@ class HttpPool:
         if progress is not None:
             progress.stage = "server"
         if proxy is not None and secure:
-            await self._secure(conn)
+            await self._secure(conn, req)
         return conn
 
-    async def _secure(self, conn: Connection) -> None:
+    async def _secure(self, conn: Connection, req: _Request | None) -> None:
         """The TLS handshake with the API server inside an open tunnel (none for http)."""
         handshake = conn.start_tls()
         if handshake is not None:
             try:
-                await handshake
+                await _wait(handshake, req)
             except BaseException:
                 self._discard(conn)
                 raise
 
     def close(self) -> None:
-        """Close every connection (the exporter is stopping)."""
+        """Close every connection (the exporter is stopping); a request under way fails."""
         for conn in list(self._open):
             conn.close()
         self._open.clear()
