@@ -80,12 +80,13 @@ class Connections:
 
         async def reconnect() -> None:
             try:
-                async with self._reconnect_slots, asyncio.timeout(timeout):
+                async with self._reconnect_slots:  # the timeout starts with the slot
                     await self.http.preconnect(
                         api.endpoint,
                         context=creds.ssl_context,
                         server_hostname=creds.server_hostname,
                         proxy=api.proxy,
+                        deadline=asyncio.get_running_loop().time() + timeout,
                     )
             except (HttpError, TimeoutError):
                 pass  # the next probe finds out and reports it

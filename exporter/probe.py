@@ -68,18 +68,20 @@ class ApiClient:
         creds = self.credentials
         progress = Progress()
         try:
-            async with asyncio.timeout(timeout):
-                return await self.http.get(
-                    self.endpoint,
-                    path,
-                    headers=creds.headers,
-                    context=creds.ssl_context,
-                    server_hostname=creds.server_hostname,
-                    max_bytes=max_bytes,
-                    gate=gate,
-                    proxy=self.proxy,
-                    progress=progress,
-                )
+            # The pool's own deadline, not asyncio.timeout: one shared timer for every
+            # request in flight instead of a timer and a context per request.
+            return await self.http.get(
+                self.endpoint,
+                path,
+                headers=creds.headers,
+                context=creds.ssl_context,
+                server_hostname=creds.server_hostname,
+                max_bytes=max_bytes,
+                gate=gate,
+                proxy=self.proxy,
+                progress=progress,
+                deadline=asyncio.get_running_loop().time() + timeout,
+            )
         except TimeoutError:
             if self.proxy is not None and progress.stage == "proxy":
                 detail = f"proxy {self.proxy.label} did not answer CONNECT in time"
