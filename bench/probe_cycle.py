@@ -98,6 +98,9 @@ async def _cycles(
     # The checks `fleetwatch exporter` always runs after each probe (kube-system pods and
     # nodes: the control-plane view), unless --no-checks asks for the probe alone.
     checks = build_checks(None, every) if with_checks else []
+    # The collector's policy `fleetwatch exporter` installs (exporter.gcpolicy, r3 on),
+    # unless the variant asks for CPython's defaults.
+    policy = _collector_policy() if variant == "keepalive" else None
     async with Monitor(settings, discoverer, publish, checks) as monitor:
         t0 = time.perf_counter()
         for i in range(1 + steady):
@@ -120,6 +123,8 @@ async def _cycles(
             collections = _GcWatch()
             with collections:
                 await monitor.run_cycle()
+                if policy is not None:  # run_forever calls it after each cycle, timed here
+                    policy.cycle_ended()
             _profile_done(profiler, profile_dir, i)
             wall = time.perf_counter() - t0
             cpu = time.process_time() - cpu0
@@ -233,6 +238,15 @@ def _python_objects(top: int = 12) -> dict[str, Any]:
         "tracked": len(tracked),
         "top": {k: {"count": int(v[0]), "mib": round(v[1] / 2**20, 1)} for k, v in ranked},
     }
+
+
+def _collector_policy() -> Any:
+    """The exporter's collector policy, where the code measured has one (r3 on)."""
+    try:
+        from exporter.gcpolicy import CollectorPolicy
+    except ImportError:
+        return None
+    return CollectorPolicy()
 
 
 def _render(exposition: Any, snap: Any, previous: Any) -> Any:
@@ -499,10 +513,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--concurrency", type=int, default=None)
     parser.add_argument(
         "--variant",
-        choices=("keepalive", "gcfreeze"),
+        choices=("keepalive", "gcfreeze", "defaultgc"),
         default="keepalive",
-        help="keepalive: the exporter as built; gcfreeze: an experiment "
-        "(RESULTS.md). No keep-alive at all is --max-idle 0",
+        help="keepalive: the exporter as built (its collector policy included); defaultgc: "
+        "the same with CPython's collector defaults; gcfreeze: round 2's experiment "
+        "(freeze once after the first cycle). No keep-alive at all is --max-idle 0",
     )
     parser.add_argument(
         "--no-checks",

@@ -30,6 +30,7 @@ from exporter.checks import ClusterCheck
 from exporter.config import load_config
 from exporter.controlplane import build_checks, reads_every
 from exporter.discovery import Discoverer, probeable
+from exporter.gcpolicy import CollectorPolicy
 from exporter.proxy import ProxyError, parse_proxy
 from exporter.server import create_app
 from exporter.settings import (
@@ -289,7 +290,12 @@ def serve(
     )
     try:
         web.run_app(
-            create_app(settings, checks=checks, web_config=web_config),
+            create_app(
+                settings,
+                checks=checks,
+                web_config=web_config,
+                after_cycle=CollectorPolicy().cycle_ended,
+            ),
             host=host,
             port=port,
             ssl_context=ssl_context,

@@ -15,7 +15,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
@@ -51,6 +51,7 @@ def create_app(
     discovery: DiscoverySource | None = None,
     run_loop: bool = True,
     web_config: WebConfig | None = None,
+    after_cycle: Callable[[], None] | None = None,
 ) -> web.Application:
     """The exporter application.
 
@@ -59,7 +60,8 @@ def create_app(
     replaces the kubeconfig scan (tests); ``run_loop=False`` leaves cycles to the caller
     (``await app[MONITOR].run_cycle()``), for tests that want one cycle at a time.
     ``web_config``: ``--web.config.file``; its basic auth guards every path (its TLS part
-    is the server's: ``fleetwatch exporter`` hands it to aiohttp).
+    is the server's: ``fleetwatch exporter`` hands it to aiohttp). ``after_cycle``: called
+    when each cycle of the loop has ended (the process's collector policy).
     """
     install_patches()  # the kubernetes client's, once, before any credential is built
     users = web_config.users if web_config is not None else {}
@@ -87,6 +89,7 @@ def create_app(
         or Discoverer(settings.kubeconfig_path, settings.kubeconfig_dir, shard=settings.shard),
         publish,
         checks,
+        after_cycle=after_cycle,
     )
     app[MONITOR] = monitor
 

@@ -285,3 +285,35 @@ def test_config_check_validates_the_config_file(tmp_path: Path) -> None:
     result = run("exporter", "--config.file", str(bad), "--config.check")
     assert result.returncode == 1
     assert "endpoint" in result.stderr and str(bad) in result.stderr
+
+
+def test_the_exporter_process_runs_the_collector_policy(
+    threaded_fleet: ThreadedFleet, tmp_path: Path
+) -> None:
+    """``fleetwatch exporter`` installs exporter.gcpolicy: a full collection every 10 cycles."""
+    threaded_fleet.add_cluster("a")
+    folder = tmp_path / "kube"
+    threaded_fleet.write_kubeconfig_dir(folder)
+    port = free_port()
+    log = tmp_path / "exporter.log"
+    proc = ManagedProcess(
+        [
+            *FLEETWATCH,
+            "exporter",
+            f"--web.listen-address=127.0.0.1:{port}",
+            f"--kubeconfig={tmp_path / 'none'}",
+            f"--kubeconfig-dir={folder}",
+            "--probe.interval=0.2",
+            "--log.level=debug",
+        ],
+        log,
+        ready_url=f"http://127.0.0.1:{port}/healthz",
+    )
+    with proc:
+        wait_until(lambda: "cycle 10:" in log.read_text(), 30, what="ten cycles")
+        wait_until(
+            lambda: "full garbage collection after 10 cycles" in log.read_text(),
+            10,
+            what="the policy's full collection",
+        )
+        assert proc.stop() == 0, proc.log_tail()
