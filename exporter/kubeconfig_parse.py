@@ -84,6 +84,7 @@ class _Entries:
     def document(self, version: FileVersion, problems: list[str]) -> Document:
         """The entries, their decoded values as bytes, now that the parse is over."""
         arena = self.arena
+        arena.finish()
         clusters = {name: with_bytes(c, arena) for name, c in self.clusters.items()}
         users = {name: with_bytes(u, arena) for name, u in self.users.items()}
         return Document(version, clusters, users, self.contexts, problems)

@@ -66,6 +66,46 @@ class YamlLimitError(ValueError):
     """A document over the bounds; the message is the problem's reason (no content)."""
 
 
+class _NodeCounter:
+    """Counts the nodes of the events it is shown, aliases expanded; raises past the limit."""
+
+    def __init__(self, limit: int | None) -> None:
+        # MAX_NODES read at each parse, so tests may lower it
+        self.limit = MAX_NODES if limit is None else limit
+        self.total = 0
+        self.sizes: dict[str, int] = {}  # anchor -> expanded size of the node it names
+        self.open_nodes: list[tuple[str | None, int]] = []  # (anchor, total when it started)
+        self.open_anchors: set[str] = set()  # anchors of the collections being read
+        self.aliases = 0
+
+    def see(self, event: yaml.Event | None) -> None:
+        if isinstance(event, yaml.AliasEvent):
+            anchor = event.anchor or ""
+            if anchor in self.open_anchors:
+                raise YamlLimitError(f"alias *{_short(anchor)} inside the node it names")
+            self.total += self.sizes.get(anchor, 1)  # an unknown anchor: the loader says so
+            self.aliases += 1
+        elif isinstance(event, yaml.ScalarEvent):
+            self.total += 1
+            if event.anchor is not None:
+                self.sizes[event.anchor] = 1
+        elif isinstance(event, yaml.CollectionStartEvent):
+            self.total += 1
+            self.open_nodes.append((event.anchor, self.total - 1))
+            if event.anchor is not None:
+                self.open_anchors.add(event.anchor)
+        elif isinstance(event, yaml.CollectionEndEvent):
+            named, start = self.open_nodes.pop()
+            if named is not None:
+                self.sizes[named] = self.total - start
+                self.open_anchors.discard(named)
+        else:
+            return
+        if self.total > self.limit:
+            what = f" ({self.aliases} aliases)" if self.aliases else ""
+            raise YamlLimitError(f"too many YAML nodes{what}: more than {self.limit} once expanded")
+
+
 def count_nodes(data: bytes | str, limit: int | None = None) -> int:
     """Nodes of every document in ``data`` with aliases expanded; raises past ``limit``.
 
@@ -74,39 +114,10 @@ def count_nodes(data: bytes | str, limit: int | None = None) -> int:
     Raises :class:`YamlLimitError` for a document over ``limit`` or an alias to a node
     that contains it, and ``yaml.YAMLError`` for what libyaml cannot parse.
     """
-    limit = MAX_NODES if limit is None else limit
-    total = 0
-    sizes: dict[str, int] = {}  # anchor -> expanded size of the node it names
-    open_nodes: list[tuple[str | None, int]] = []  # (anchor, total when it started)
-    open_anchors: set[str] = set()  # anchors of the collections being read
-    aliases = 0
+    counter = _NodeCounter(limit)
     for event in yaml.parse(data, Loader=yaml.CSafeLoader):
-        if isinstance(event, yaml.AliasEvent):
-            anchor = event.anchor or ""
-            if anchor in open_anchors:
-                raise YamlLimitError(f"alias *{_short(anchor)} inside the node it names")
-            total += sizes.get(anchor, 1)  # an unknown anchor: the loader will say so
-            aliases += 1
-        elif isinstance(event, yaml.ScalarEvent):
-            total += 1
-            if event.anchor is not None:
-                sizes[event.anchor] = 1
-        elif isinstance(event, yaml.CollectionStartEvent):
-            total += 1
-            open_nodes.append((event.anchor, total - 1))
-            if event.anchor is not None:
-                open_anchors.add(event.anchor)
-        elif isinstance(event, yaml.CollectionEndEvent):
-            named, start = open_nodes.pop()
-            if named is not None:
-                sizes[named] = total - start
-                open_anchors.discard(named)
-        else:
-            continue
-        if total > limit:
-            what = f" ({aliases} aliases)" if aliases else ""
-            raise YamlLimitError(f"too many YAML nodes{what}: more than {limit} once expanded")
-    return total
+        counter.see(event)
+    return counter.total
 
 
 def load(data: bytes | str, limit: int | None = None) -> Any:
@@ -116,6 +127,10 @@ def load(data: bytes | str, limit: int | None = None) -> Any:
 
 
 _MAP_TAG = Resolver.DEFAULT_MAPPING_TAG
+
+#: Bytes from which a document is streamed. A mounted Secret's kubeconfig (a few KiB) is
+#: quicker to load whole; streaming is for big main kubeconfigs.
+STREAM_FROM = 64 * 1024
 
 #: An item of a streamed list: (the top-level key, its index in the list, its value).
 ItemSink = Callable[[str, int, Any], None]
@@ -132,17 +147,18 @@ def load_streaming(
 
     Each item of a top-level list named in ``lists`` goes to ``each(key, index, item)``
     as soon as it is built, and the mapping holds ``None`` for that key (a value that is
-    not a list stays as it is). Refused
-    (:class:`YamlLimitError`) when over bounds, as :func:`load`. Raises
-    :class:`NotStreamable` for a document of another shape or one that does not parse
-    (whatever ``each`` was handed before then is to be thrown away); :func:`load` then
-    gives its value or its error.
+    not a list stays as it is). The nodes are counted as the events are taken, and the
+    document refused (:class:`YamlLimitError`) past the bounds, as :func:`load` refuses
+    it. Raises :class:`NotStreamable` for a document of another shape, one that does not
+    parse, or one under :data:`STREAM_FROM` bytes (whatever ``each`` was handed before is
+    to be thrown away); :func:`load` then gives its value or its error.
     """
-    count_nodes(data, limit)
-    loader = _StreamingLoader(data)
+    if len(data) < STREAM_FROM:
+        raise NotStreamable()  # whole: libyaml's own composer is quicker on small files
+    loader = _StreamingLoader(data, _NodeCounter(limit))
     try:
         return loader.top(lists, each)
-    except NotStreamable:
+    except (NotStreamable, YamlLimitError):
         raise
     except Exception:  # libyaml's, the composer's and the constructor's own errors alike
         raise NotStreamable() from None
@@ -167,11 +183,18 @@ class _StreamingLoader(CParser, Composer, SafeConstructor, Resolver):
     works from the same events one node at a time.
     """
 
-    def __init__(self, data: bytes | str) -> None:
+    def __init__(self, data: bytes | str, counter: _NodeCounter) -> None:
         CParser.__init__(self, data)
         Composer.__init__(self)
         SafeConstructor.__init__(self)
         Resolver.__init__(self)
+        self._counter = counter
+
+    def get_event(self) -> Any:
+        """Each event is counted as it is taken: the bounds hold before a node is built."""
+        event = super().get_event()
+        self._counter.see(event)
+        return event
 
     def _value(self, index: Any) -> Any:
         """The next node, composed and constructed as ``yaml.load`` constructs a document."""

@@ -56,7 +56,16 @@ def reasons(found: object) -> dict[str, str]:
     return {Path(p.source).name: p.reason for p in found.problems}  # type: ignore[attr-defined]
 
 
-def test_an_alias_bomb_is_a_problem_found_in_microseconds(tmp_path: Path) -> None:
+@pytest.fixture(params=["whole", "streamed"])
+def both_loads(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run the test with small files loaded whole (as they are) and streamed (as big ones
+    are): the bounds and the results must be the same."""
+    if request.param == "streamed":
+        monkeypatch.setattr(kubeconfig_yaml, "STREAM_FROM", 0)
+    return str(request.param)
+
+
+def test_an_alias_bomb_is_a_problem_found_in_microseconds(tmp_path: Path, both_loads: str) -> None:
     assert len(BOMB) < 1000
     (tmp_path / "bomb.yaml").write_text(BOMB)
     (tmp_path / "good.yaml").write_text(kubeconfig("good"))
@@ -68,7 +77,7 @@ def test_an_alias_bomb_is_a_problem_found_in_microseconds(tmp_path: Path) -> Non
     assert "once expanded" in reasons(found)["bomb.yaml"]
 
 
-def test_an_alias_to_its_own_node_is_refused(tmp_path: Path) -> None:
+def test_an_alias_to_its_own_node_is_refused(tmp_path: Path, both_loads: str) -> None:
     (tmp_path / "loop.yaml").write_text(
         "apiVersion: v1\nkind: Config\ncontexts: []\nusers: &u [{name: u, user: {x: *u}}]\n"
     )
@@ -76,7 +85,7 @@ def test_an_alias_to_its_own_node_is_refused(tmp_path: Path) -> None:
     assert reasons(found) == {"loop.yaml": "refused: alias *u inside the node it names"}
 
 
-def test_a_few_aliases_are_fine_as_kubectl_allows_them(tmp_path: Path) -> None:
+def test_a_few_aliases_are_fine_as_kubectl_allows_them(tmp_path: Path, both_loads: str) -> None:
     text = (
         "apiVersion: v1\nkind: Config\n"
         "clusters: [{name: a, cluster: {server: 'https://a'}}, "
@@ -94,7 +103,9 @@ def test_a_few_aliases_are_fine_as_kubectl_allows_them(tmp_path: Path) -> None:
     assert ctx is not None and ctx.auth.token == "t"
 
 
-def test_a_big_entry_shared_by_many_contexts_is_refused_for_each(tmp_path: Path) -> None:
+def test_a_big_entry_shared_by_many_contexts_is_refused_for_each(
+    tmp_path: Path, both_loads: str
+) -> None:
     """Under the file's bound, but each context would carry (and hash) 6,561 nodes."""
     text = (
         "apiVersion: v1\nkind: Config\n"
@@ -116,7 +127,7 @@ def test_a_big_entry_shared_by_many_contexts_is_refused_for_each(tmp_path: Path)
 
 
 def test_a_document_of_too_many_nodes_is_refused_before_it_is_loaded(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, both_loads: str
 ) -> None:
     monkeypatch.setattr(kubeconfig_yaml, "MAX_NODES", 500)
     (tmp_path / "dense.yaml").write_text(
@@ -244,7 +255,10 @@ STREAMED = [
 
 
 @pytest.mark.parametrize("text", STREAMED)
-def test_streamed_entries_are_what_yaml_load_makes(text: str) -> None:
+def test_streamed_entries_are_what_yaml_load_makes(
+    text: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(kubeconfig_yaml, "STREAM_FROM", 0)
     handed: list[tuple[str, int, Any]] = []
     try:
         top = kubeconfig_yaml.load_streaming(
@@ -267,7 +281,10 @@ def test_streamed_entries_are_what_yaml_load_makes(text: str) -> None:
     "text",
     ["clusters: [*nowhere]\n", "a: 1\n---\nb: 2\n", "clusters: [2001-13-45]\n", "[1, 2]\n", ""],
 )
-def test_a_document_the_stream_refuses_fails_as_a_whole_load_fails(text: str) -> None:
+def test_a_document_the_stream_refuses_fails_as_a_whole_load_fails(
+    text: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(kubeconfig_yaml, "STREAM_FROM", 0)
     try:
         whole: Any = yaml.load(text, Loader=yaml.CSafeLoader)
     except (yaml.YAMLError, ValueError) as exc:
