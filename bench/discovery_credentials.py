@@ -29,6 +29,10 @@ results, measured on the exporter's own code (no TLS fleet, no network):
   - resolving every context again after forgetting every credential (what a 401 or an
     expiry does): CPU, and the proof that no kubeconfig was parsed again.
 
+- ``sslcontexts``: what one ``ssl.SSLContext`` costs (resident memory and CPU), bare,
+  with a CA, and with a client certificate and key too, for RSA 2048 (kubeadm) and for
+  ECDSA P-256 (the stand-in), as many as the smallest ``--contexts``.
+
 For ``distinct``, the CAs are self-signed certificates of one RSA 2048 key and the client
 certificates share another RSA 2048 key (generating 10,000 RSA keys would take minutes of
 CPU): each context's PEM bytes are still its own (a comment line naming the cluster
@@ -321,6 +325,44 @@ def _entries_of(cache: Any) -> list[Any]:
     return list(cache._entries.values())
 
 
+# --- what one SSLContext costs ----------------------------------------------------------
+
+
+def ssl_context_worker(count: int, kind: str) -> dict[str, Any]:
+    """Memory and CPU of ``count`` SSLContexts: bare, with a CA, with a client certificate
+    and key too (as ``exporter.credentials`` builds them: CA from memory, chain through an
+    in-memory file), each with material of its own."""
+    import ssl
+
+    material = _material(count, True) if kind == "rsa" else _material(1, False) * count
+    out: dict[str, Any] = {"kind": kind, "contexts": count}
+    for stage in ("bare", "ca", "ca_cert_key"):
+        _settle()
+        before = _rss_mib()
+        cpu0 = time.process_time()
+        held = []
+        for ca, cert, key in material:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            if stage != "bare":
+                ctx.load_verify_locations(cadata=ca.decode())
+            if stage == "ca_cert_key":
+                fd = os.memfd_create("bench-chain", os.MFD_CLOEXEC)
+                try:
+                    os.write(fd, cert + b"\n" + key)
+                    ctx.load_cert_chain(f"/proc/self/fd/{fd}")
+                finally:
+                    os.close(fd)
+            held.append(ctx)
+        cpu = time.process_time() - cpu0
+        _settle()
+        out[stage] = {
+            "kib_per_context": round((_rss_mib() - before) * 1024 / count, 1),
+            "cpu_ms_per_context": round(cpu / count * 1000, 3),
+        }
+        del held
+    return out
+
+
 # --- imports and the idle exporter ---------------------------------------------------
 
 
@@ -457,17 +499,32 @@ def run_case(count: int, layout: str, material: str, workdir: Path) -> dict[str,
             **result, "load": load}  # fmt: skip
 
 
+def _run_ssl_worker(count: int, kind: str) -> dict[str, Any]:
+    argv = [_python(), "-m", "bench.discovery_credentials", "--ssl-worker", kind,
+            "--contexts", str(count)]  # fmt: skip
+    with machine_load() as load:
+        done = subprocess.run(
+            argv, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=1800, check=True
+        )
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return {**result, "load": load}
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
     parser.add_argument("--contexts", type=int, nargs="+", default=[1000])
     parser.add_argument("--layouts", default="files,folder")
     parser.add_argument("--materials", default="shared,distinct")
-    parser.add_argument("--cases", default="imports,idle,contexts")
+    parser.add_argument("--cases", default="imports,idle,sslcontexts,contexts")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--ssl-worker", choices=("rsa", "ec"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker is not None:
         print(json.dumps(worker(args.worker, args.contexts[0])))
+        return {}
+    if args.ssl_worker is not None:
+        print(json.dumps(ssl_context_worker(args.contexts[0], args.ssl_worker)))
         return {}
     cases = args.cases.split(",")
     data: dict[str, Any] = {}
@@ -481,6 +538,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             with machine_load() as load:
                 data["idle"] = idle_exporter(workdir)
             data["idle"]["load"] = load
+        if "sslcontexts" in cases:
+            data["ssl_contexts"] = [
+                _run_ssl_worker(min(args.contexts), kind) for kind in ("rsa", "ec")
+            ]
         if "contexts" in cases:
             data["contexts"] = [
                 run_case(count, layout, material, workdir)

@@ -38,7 +38,7 @@ import binascii
 import os
 import pickle
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -161,9 +161,10 @@ class PackedConfig(Mapping[str, Any]):
         return f"PackedConfig({len(self._blob)} bytes)"
 
 
-@dataclass(frozen=True, slots=True, repr=False)
+@dataclass(slots=True, repr=False)
 class ClusterEntry:
-    """One named cluster of a parse: what contexts take from it (made once per file)."""
+    """One named cluster of a parse: what contexts take from it (made once per file, its
+    decoded data given as bytes once the parse is over)."""
 
     #: the entry's ``cluster`` body is a mapping (else the context has no server)
     body: bool
@@ -182,9 +183,10 @@ class ClusterEntry:
     too_big: bool = False
 
 
-@dataclass(frozen=True, slots=True, repr=False)
+@dataclass(slots=True, repr=False)
 class UserEntry:
-    """One named user of a parse: what contexts take from it (made once per file)."""
+    """One named user of a parse: what contexts take from it (made once per file, its
+    decoded data given as bytes once the parse is over)."""
 
     #: the entry has a ``user`` key (the client refuses one that has not)
     has_body: bool
@@ -202,16 +204,12 @@ class UserEntry:
 _ABSENT: Any = ...  #: a key the entry does not have (``None`` is a value: ``key: null``)
 
 
-def with_bytes(entry: Any, arena: DataArena) -> Any:
-    """``entry`` with its decoded values as bytes (after the parse: see :class:`DataArena`)."""
+def with_bytes(entry: ClusterEntry | UserEntry, arena: DataArena) -> None:
+    """Give ``entry`` its decoded values as bytes (after the parse: see :class:`DataArena`)."""
     if isinstance(entry, ClusterEntry):
-        if isinstance(entry.ca_data, tuple):
-            return replace(entry, ca_data=arena.get(entry.ca_data))
-        return entry
-    if isinstance(entry.cert_data, tuple) or isinstance(entry.key_data, tuple):
-        cert, key = arena.get(entry.cert_data), arena.get(entry.key_data)
-        return replace(entry, cert_data=cert, key_data=key)
-    return entry
+        entry.ca_data = arena.get(entry.ca_data)
+    else:
+        entry.cert_data, entry.key_data = arena.get(entry.cert_data), arena.get(entry.key_data)
 
 
 def cluster_entry(entry: Mapping[str, Any], arena: DataArena, too_big: bool) -> ClusterEntry:

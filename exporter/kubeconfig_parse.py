@@ -83,11 +83,12 @@ class _Entries:
 
     def document(self, version: FileVersion, problems: list[str]) -> Document:
         """The entries, their decoded values as bytes, now that the parse is over."""
-        arena = self.arena
-        arena.finish()
-        clusters = {name: with_bytes(c, arena) for name, c in self.clusters.items()}
-        users = {name: with_bytes(u, arena) for name, u in self.users.items()}
-        return Document(version, clusters, users, self.contexts, problems)
+        self.arena.finish()
+        for cluster in self.clusters.values():
+            with_bytes(cluster, self.arena)
+        for user in self.users.values():
+            with_bytes(user, self.arena)
+        return Document(version, self.clusters, self.users, self.contexts, problems)
 
     def not_a_list(self, doc: Mapping[Any, Any]) -> None:
         for kind in _LISTS:

@@ -35,7 +35,7 @@ its result or its error is exactly ``yaml.load``'s.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 import yaml
@@ -67,7 +67,7 @@ class YamlLimitError(ValueError):
 
 
 class _NodeCounter:
-    """Counts the nodes of the events it is shown, aliases expanded; raises past the limit."""
+    """Counts the nodes of the events it is fed, aliases expanded; raises past the limit."""
 
     def __init__(self, limit: int | None) -> None:
         # MAX_NODES read at each parse, so tests may lower it
@@ -78,32 +78,41 @@ class _NodeCounter:
         self.open_anchors: set[str] = set()  # anchors of the collections being read
         self.aliases = 0
 
-    def see(self, event: yaml.Event | None) -> None:
-        if isinstance(event, yaml.AliasEvent):
-            anchor = event.anchor or ""
-            if anchor in self.open_anchors:
-                raise YamlLimitError(f"alias *{_short(anchor)} inside the node it names")
-            self.total += self.sizes.get(anchor, 1)  # an unknown anchor: the loader says so
-            self.aliases += 1
-        elif isinstance(event, yaml.ScalarEvent):
-            self.total += 1
-            if event.anchor is not None:
-                self.sizes[event.anchor] = 1
-        elif isinstance(event, yaml.CollectionStartEvent):
-            self.total += 1
-            self.open_nodes.append((event.anchor, self.total - 1))
-            if event.anchor is not None:
-                self.open_anchors.add(event.anchor)
-        elif isinstance(event, yaml.CollectionEndEvent):
-            named, start = self.open_nodes.pop()
-            if named is not None:
-                self.sizes[named] = self.total - start
-                self.open_anchors.discard(named)
-        else:
-            return
-        if self.total > self.limit:
-            what = f" ({self.aliases} aliases)" if self.aliases else ""
-            raise YamlLimitError(f"too many YAML nodes{what}: more than {self.limit} once expanded")
+    def feed(self, events: Iterable[yaml.Event | None]) -> None:
+        # One loop over locals: it runs once per event of every kubeconfig read.
+        total, limit, sizes = self.total, self.limit, self.sizes
+        open_nodes, open_anchors = self.open_nodes, self.open_anchors
+        try:
+            for event in events:
+                if isinstance(event, yaml.AliasEvent):
+                    anchor = event.anchor or ""
+                    if anchor in open_anchors:
+                        raise YamlLimitError(f"alias *{_short(anchor)} inside the node it names")
+                    total += sizes.get(anchor, 1)  # an unknown anchor: the loader says so
+                    self.aliases += 1
+                elif isinstance(event, yaml.ScalarEvent):
+                    total += 1
+                    if event.anchor is not None:
+                        sizes[event.anchor] = 1
+                elif isinstance(event, yaml.CollectionStartEvent):
+                    total += 1
+                    open_nodes.append((event.anchor, total - 1))
+                    if event.anchor is not None:
+                        open_anchors.add(event.anchor)
+                elif isinstance(event, yaml.CollectionEndEvent):
+                    named, start = open_nodes.pop()
+                    if named is not None:
+                        sizes[named] = total - start
+                        open_anchors.discard(named)
+                else:
+                    continue
+                if total > limit:
+                    what = f" ({self.aliases} aliases)" if self.aliases else ""
+                    raise YamlLimitError(
+                        f"too many YAML nodes{what}: more than {limit} once expanded"
+                    )
+        finally:
+            self.total = total
 
 
 def count_nodes(data: bytes | str, limit: int | None = None) -> int:
@@ -115,8 +124,7 @@ def count_nodes(data: bytes | str, limit: int | None = None) -> int:
     that contains it, and ``yaml.YAMLError`` for what libyaml cannot parse.
     """
     counter = _NodeCounter(limit)
-    for event in yaml.parse(data, Loader=yaml.CSafeLoader):
-        counter.see(event)
+    counter.feed(yaml.parse(data, Loader=yaml.CSafeLoader))
     return counter.total
 
 
@@ -193,7 +201,7 @@ class _StreamingLoader(CParser, Composer, SafeConstructor, Resolver):
     def get_event(self) -> Any:
         """Each event is counted as it is taken: the bounds hold before a node is built."""
         event = super().get_event()
-        self._counter.see(event)
+        self._counter.feed((event,))
         return event
 
     def _value(self, index: Any) -> Any:
