@@ -23,11 +23,12 @@ certificate and verification: connections are pooled per SSL context, so a stabl
 is what makes keep-alive work across cycles.
 
 What a real fleet costs here: every kubeadm cluster has a CA and an admin certificate of
-its own (RSA 2048), so one ``SSLContext`` per cluster, about 23 KiB each (OpenSSL 3.0's
-``SSL_CTX`` alone is 12.9 KiB, the CA 4 KiB, the certificate and key 6 KiB) and 1 ms of
-CPU to build (``bench/discovery_credentials.py``): 225 MiB and 10 CPU-seconds at 10,000
-clusters. A kept-alive connection holds its context anyway, and CPython's ``ssl`` can only
-set a client certificate per context, so this is the floor of one connection per cluster.
+its own (RSA 2048), so one ``SSLContext`` per cluster, about 22 KiB each (OpenSSL 3.0's
+``SSL_CTX`` alone is 12.3 KiB, the CA 3.6 KiB, the certificate and key 6 KiB) and 1.2 ms
+of CPU to build (``bench/discovery_credentials.py --cases sslcontexts``): 220 MiB and 12
+CPU-seconds at 10,000 clusters. A kept-alive connection holds its context anyway, and
+CPython's ``ssl`` sets a client certificate per context only, so this is the floor with
+one connection per cluster.
 Tokens are stripped of surrounding whitespace (kubectl does; the client does not and then
 fails on the trailing newline of a ``tokenFile``).
 
