@@ -53,17 +53,26 @@ class Document:
     contexts: dict[str, Mapping[str, Any]]
     #: what is wrong with the file that does not stop it counting (an entry with no name)
     problems: list[str]
+    #: contexts whose entry is over ``MAX_ENTRY_NODES``
+    big_contexts: set[str] = field(default_factory=set)
 
 
 class _Entries:
     """The named entries of one document, taken item by item as the parse hands them."""
 
-    def __init__(self) -> None:
+    def __init__(self, nodes: int | None = None) -> None:
+        """``nodes``: of the whole document, aliases expanded, when known beforehand."""
         self.clusters: dict[str, ClusterEntry] = {}
         self.users: dict[str, UserEntry] = {}
         self.contexts: dict[str, Mapping[str, Any]] = {}
+        self.big_contexts: set[str] = set()
         self.errors: dict[str, list[str]] = {kind: [] for kind in _LISTS}
         self.arena = DataArena()
+        #: no entry can be over the bound of a document under it: no entry is counted
+        self.small = nodes is not None and nodes <= MAX_ENTRY_NODES
+
+    def _too_big(self, item: Mapping[str, Any]) -> bool:
+        return not self.small and _count(item, MAX_ENTRY_NODES) > MAX_ENTRY_NODES
 
     def add(self, kind: str, index: int, item: Any) -> None:
         if not isinstance(item, dict) or not isinstance(item.get("name"), str):
@@ -72,14 +81,14 @@ class _Entries:
         name: str = item["name"]
         if kind == "clusters":
             if name not in self.clusters:  # the first of a name wins
-                too_big = _count(item, MAX_ENTRY_NODES) > MAX_ENTRY_NODES
-                self.clusters[name] = cluster_entry(item, self.arena, too_big)
+                self.clusters[name] = cluster_entry(item, self.arena, self._too_big(item))
         elif kind == "users":
             if name not in self.users:
-                too_big = _count(item, MAX_ENTRY_NODES) > MAX_ENTRY_NODES
-                self.users[name] = user_entry(item, self.arena, too_big)
-        else:
-            self.contexts.setdefault(name, item)
+                self.users[name] = user_entry(item, self.arena, self._too_big(item))
+        elif name not in self.contexts:
+            self.contexts[name] = item
+            if self._too_big(item):
+                self.big_contexts.add(name)
 
     def document(self, version: FileVersion, problems: list[str]) -> Document:
         """The entries, their decoded values as bytes, now that the parse is over."""
@@ -88,7 +97,9 @@ class _Entries:
             with_bytes(cluster, self.arena)
         for user in self.users.values():
             with_bytes(user, self.arena)
-        return Document(version, self.clusters, self.users, self.contexts, problems)
+        return Document(
+            version, self.clusters, self.users, self.contexts, problems, self.big_contexts
+        )
 
     def not_a_list(self, doc: Mapping[Any, Any]) -> None:
         for kind in _LISTS:
@@ -103,8 +114,8 @@ def parse_document(data: bytes | str, version: FileVersion) -> Document:
         try:
             doc = kubeconfig_yaml.load_streaming(data, _LISTS, entries.add)
         except kubeconfig_yaml.NotStreamable:
-            entries = _Entries()  # start again from the whole document, as yaml.load has it
-            doc = kubeconfig_yaml.load(data)
+            doc, nodes = kubeconfig_yaml.load_counted(data)
+            entries = _Entries(nodes)  # start again from the whole document, as yaml.load has it
             if isinstance(doc, dict):
                 doc = {
                     k: kubeconfig_yaml.hand_items(k, v, entries.add) if k in _LISTS else v
@@ -174,14 +185,6 @@ class ResolvedContext:
 MAX_ENTRY_NODES = 1000
 
 
-def _too_big(entry: object, cache: dict[int, bool]) -> bool:
-    """Whether ``entry`` holds more than :data:`MAX_ENTRY_NODES` nodes, aliases expanded."""
-    known = cache.get(id(entry))
-    if known is None:
-        known = cache[id(entry)] = _count(entry, MAX_ENTRY_NODES) > MAX_ENTRY_NODES
-    return known
-
-
 def _count(value: object, budget: int) -> int:
     """Nodes of ``value`` counted up to just past ``budget`` (stops there: no bomb walk)."""
     seen = 0
@@ -201,17 +204,16 @@ def resolve_contexts(
     docs: list[tuple[str, Document]],
 ) -> tuple[dict[str, ResolvedContext], list[DiscoveryProblem]]:
     """Every context of ``docs`` merged map by map (first file wins for a name)."""
-    oversized: dict[int, bool] = {}
     clusters: dict[str, tuple[str, ClusterEntry]] = {}
     users: dict[str, tuple[str, UserEntry]] = {}
-    contexts: dict[str, tuple[str, Mapping[str, Any]]] = {}
+    contexts: dict[str, tuple[str, Mapping[str, Any], bool]] = {}
     for source, doc in docs:
         for name, named_cluster in doc.clusters.items():
             clusters.setdefault(name, (source, named_cluster))
         for name, named_user in doc.users.items():
             users.setdefault(name, (source, named_user))
         for name, entry in doc.contexts.items():
-            contexts.setdefault(name, (source, entry))
+            contexts.setdefault(name, (source, entry, name in doc.big_contexts))
     if len(docs) == 1:
         version: FileVersion = docs[0][1].version
     else:
@@ -219,7 +221,7 @@ def resolve_contexts(
     folders = {source: os.path.dirname(source) for source, _ in docs}  # one str per file
     resolved: dict[str, ResolvedContext] = {}
     problems: list[DiscoveryProblem] = []
-    for name, (source, entry) in contexts.items():
+    for name, (source, entry, big) in contexts.items():
 
         def problem(reason: str, source: str = source, name: str = name) -> None:
             problems.append(DiscoveryProblem(source, name, reason))
@@ -237,7 +239,7 @@ def resolve_contexts(
             problem(f"cluster {cluster_name!r} is missing")
             continue
         cluster_source, cluster = found
-        if _too_big(entry, oversized) or cluster.too_big:
+        if big or cluster.too_big:
             problem(f"context or cluster {cluster_name!r} entry over {MAX_ENTRY_NODES} YAML nodes")
             continue
         server = cluster.server

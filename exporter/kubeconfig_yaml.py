@@ -130,8 +130,13 @@ def count_nodes(data: bytes | str, limit: int | None = None) -> int:
 
 def load(data: bytes | str, limit: int | None = None) -> Any:
     """The one document of ``data``, refused (:class:`YamlLimitError`) when over bounds."""
-    count_nodes(data, limit)
-    return yaml.load(data, Loader=yaml.CSafeLoader)
+    return load_counted(data, limit)[0]
+
+
+def load_counted(data: bytes | str, limit: int | None = None) -> tuple[Any, int]:
+    """:func:`load`, and the document's nodes with aliases expanded."""
+    total = count_nodes(data, limit)
+    return yaml.load(data, Loader=yaml.CSafeLoader), total
 
 
 _MAP_TAG = Resolver.DEFAULT_MAPPING_TAG
