@@ -1,8 +1,8 @@
 """A kubeconfig context -> the TLS context and headers of an authenticated request.
 
-The kubernetes client resolves the context (``exporter.kube.load_context``, on the minimal
-per-context dict that discovery kept: 0.7 ms, versus seconds for ``new_client_from_config``
-on a big file). It is synchronous and may run an exec plugin (up to the probe timeout), so
+``exporter.kube.load_context`` resolves the context from what discovery kept of it
+(``exporter.kubeconfig_auth.ContextAuth``), as the kubernetes client would. It is
+synchronous (it reads files, and may run an exec plugin for up to the probe timeout), so
 it runs on the credential workers (``exporter.workers``): a bounded pool of its own, never
 the event loop and never the default executor that discovery and rendering need. Contexts
 that share a resolution wait for one build in flight, so a fleet behind one hung plugin
@@ -14,12 +14,21 @@ with ``cadata``, the certificate and key through an anonymous in-memory file
 is ever written to disk, not even for a moment. Where there is no ``memfd_create``, a file
 in a private 0700 folder is written and removed at once.
 
-Results are cached per (file version, context), and contexts whose cluster (but for its
-``server``) and user are identical share one resolution: a fleet whose kubeconfigs repeat
-one CA, client certificate, token file or exec plugin resolves it once, not once per
-cluster (at 10,000 clusters that is 10 s of CPU). ``ssl.SSLContext`` objects are shared
-between contexts with the same CA, client certificate and verification: connections are
-pooled per SSL context, so a stable context is what makes keep-alive work across cycles.
+Results are cached per (file version, context), and contexts whose credentials are equal
+(:class:`~exporter.kubeconfig_auth.ContextAuth`: the cluster but for its ``server``, and
+the user) share one resolution, across files too: a fleet whose kubeconfigs repeat one CA,
+client certificate, token file or exec plugin resolves it once, not once per cluster.
+``ssl.SSLContext`` objects are shared between contexts with the same CA, client
+certificate and verification: connections are pooled per SSL context, so a stable context
+is what makes keep-alive work across cycles.
+
+What a real fleet costs here: every kubeadm cluster has a CA and an admin certificate of
+its own (RSA 2048), so one ``SSLContext`` per cluster, about 22 KiB each (OpenSSL 3.0's
+``SSL_CTX`` alone is 12.3 KiB, the CA 3.6 KiB, the certificate and key 6 KiB) and 1.2 ms
+of CPU to build (``bench/discovery_credentials.py --cases sslcontexts``): 220 MiB and 12
+CPU-seconds at 10,000 clusters. A kept-alive connection holds its context anyway, and
+CPython's ``ssl`` sets a client certificate per context only, so this is the floor with
+one connection per cluster.
 Tokens are stripped of surrounding whitespace (kubectl does; the client does not and then
 fails on the trailing newline of a ``tokenFile``).
 
@@ -32,19 +41,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import json
 import os
 import ssl
 import tempfile
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
-from exporter.discovered import ContextConfig, unpack
+from exporter.discovered import ContextConfig
 from exporter.execplugin import ExecPluginError, PluginRunner
 from exporter.kube import ContextLoadError, LoadedContext, load_context
+from exporter.kubeconfig_auth import ContextAuth
 from exporter.kubeconfig_files import FileVersion
 from exporter.workers import Workers
 
@@ -78,8 +86,9 @@ class Credentials:
 
 
 #: (CA file, cert file, key file, verify, the files' mtimes: a renewed file is reloaded,
-#: and the digests of in-memory CA, certificate and key)
-_SslKey = tuple[str | None, str | None, str | None, bool, tuple[int, ...], tuple[str, ...]]
+#: and the in-memory CA, certificate and key themselves: the objects discovery keeps, so
+#: the key costs no copy and no digest)
+_SslKey = tuple[str | None, str | None, str | None, bool, tuple[int, ...], tuple[bytes | None, ...]]
 
 
 @dataclass(frozen=True)
@@ -93,12 +102,9 @@ class _TlsMaterial:
     key_data: bytes | None = field(default=None, repr=False)
 
     def key(self) -> _SslKey:
-        digests = tuple(
-            hashlib.sha256(d).hexdigest() if d else ""
-            for d in (self.ca_data, self.cert_data, self.key_data)
-        )
         mtimes = _mtimes(self.ca_file, self.cert_file, self.key_file)
-        return (self.ca_file, self.cert_file, self.key_file, self.verify, mtimes, digests)
+        data = (self.ca_data, self.cert_data, self.key_data)
+        return (self.ca_file, self.cert_file, self.key_file, self.verify, mtimes, data)
 
 
 class _SslContexts:
@@ -106,13 +112,16 @@ class _SslContexts:
 
     def __init__(self) -> None:
         self._cache: dict[_SslKey, ssl.SSLContext] = {}
+        #: credential workers build at once: two with the same material must get one context
+        self._lock = threading.Lock()
 
     def get(self, material: _TlsMaterial) -> ssl.SSLContext:
         key = material.key()
         ctx = self._cache.get(key)
         if ctx is None:
-            ctx = _make_ssl_context(material)
-            self._cache[key] = ctx
+            built = _make_ssl_context(material)  # outside the lock: 1 ms of CPU each
+            with self._lock:
+                ctx = self._cache.setdefault(key, built)
         return ctx
 
     def clear(self) -> None:
@@ -202,10 +211,9 @@ def build_credentials(
     ``plugins`` runs exec plugins (the exporter's one runner); without it, one with a
     10 s deadline is made for this call.
     """
-    config_dict = unpack(ctx.config)
     runner = plugins if plugins is not None else PluginRunner(10.0)
     try:
-        loaded = load_context(config_dict, ctx.context, ctx.base_path, runner)
+        loaded = load_context(ctx.auth, runner)
     except ContextLoadError as exc:
         raise CredentialsError(_safe_reason(exc.error)) from None
     finally:
@@ -223,7 +231,7 @@ def _credentials_of(loaded: LoadedContext, ssl_contexts: _SslContexts) -> Creden
             raise CredentialsError("the token has a line break inside it")
         headers["Authorization"] = token
     ssl_context: ssl.SSLContext | None = None
-    if loaded.host.startswith("https"):
+    if loaded.https:
         material = _TlsMaterial(
             loaded.ca_file,
             loaded.cert_file,
@@ -256,14 +264,6 @@ def _mtimes(*paths: str | None) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _user_of(config: Mapping[str, Any]) -> Mapping[str, Any]:
-    users = config.get("users") or []
-    if users and isinstance(users[0], dict) and isinstance(users[0].get("user"), dict):
-        user: Mapping[str, Any] = users[0]["user"]
-        return user
-    return {}
-
-
 def _safe_reason(exc: BaseException) -> str:
     """A short reason for a resolution error that cannot carry a secret.
 
@@ -287,32 +287,14 @@ def _safe_reason(exc: BaseException) -> str:
 _Key = tuple[str, str, FileVersion]
 
 
-def shared_key(ctx: ContextConfig) -> str:
-    """What the resolution of ``ctx`` depends on, hashed (the dict holds secrets).
+def shared_key(ctx: ContextConfig) -> ContextAuth:
+    """What the resolution of ``ctx`` depends on: contexts with equal ones share it.
 
-    The cluster entry without its ``server`` (only its scheme matters), the user entry and
-    the folder relative paths start from. An exec plugin that asks for the cluster's info
-    (``provideClusterInfo``) sees the server, so then the server counts too.
+    The cluster entry without its ``server`` (only its scheme matters), the user entry;
+    an exec plugin that asks for the cluster's info (``provideClusterInfo``) sees the
+    server, so then the server counts too (``exporter.kubeconfig_auth``).
     """
-    return _shared_key_and_exec(ctx)[0]
-
-
-def _shared_key_and_exec(ctx: ContextConfig) -> tuple[str, bool]:
-    """:func:`shared_key`, and whether resolving the context may block (an exec plugin, an
-    auth provider): those run on the plugin workers, the rest never wait behind them."""
-    config = unpack(ctx.config)
-    clusters = config.get("clusters") or [{}]
-    cluster = dict(clusters[0].get("cluster") or {}) if isinstance(clusters[0], dict) else {}
-    user = _user_of(config)
-    exec_ = user.get("exec")
-    if not (isinstance(exec_, dict) and exec_.get("provideClusterInfo")):
-        server = str(cluster.pop("server", ""))
-        cluster["server"] = server.partition(":")[0]
-    text = json.dumps([cluster, user, ctx.base_path], sort_keys=True, default=str)
-    # An auth provider (OIDC refresh, gcp, azure) calls out over the network from inside
-    # the client, without a timeout we control: it may block as long as a plugin.
-    may_block = isinstance(exec_, dict) or "auth-provider" in user
-    return hashlib.sha256(text.encode()).hexdigest(), may_block
+    return ctx.auth
 
 
 #: Threads resolving contexts without an exec plugin: milliseconds of CPU each.
@@ -335,12 +317,11 @@ class CredentialCache:
     """
 
     def __init__(self, plugin_timeout: float = 10.0) -> None:
-        self._shared: dict[_Key, str] = {}  #: context -> its shared key
-        self._entries: dict[str, Credentials] = {}  #: shared key -> credentials
-        self._building: dict[str, asyncio.Future[Credentials]] = {}
+        self._shared: dict[_Key, ContextAuth] = {}  #: context -> its shared key
+        self._entries: dict[ContextAuth, Credentials] = {}  #: shared key -> credentials
+        self._building: dict[ContextAuth, asyncio.Future[Credentials]] = {}
         #: shared key -> (the error, loop time until which it is given again at once)
-        self._failed: dict[str, tuple[CredentialsError, float]] = {}
-        self._exec_keys: set[str] = set()  #: shared keys whose resolution may block
+        self._failed: dict[ContextAuth, tuple[CredentialsError, float]] = {}
         self._ssl = _SslContexts()
         #: runs exec plugins, with the probe timeout as their deadline
         self.plugins = PluginRunner(plugin_timeout)
@@ -352,20 +333,12 @@ class CredentialCache:
     def key(ctx: ContextConfig) -> _Key:
         return (ctx.source, ctx.context, ctx.version)
 
-    async def _shared_key(self, ctx: ContextConfig) -> str:
+    def _shared_key(self, ctx: ContextConfig) -> ContextAuth:
         key = self.key(ctx)
         known = self._shared.get(key)
-        if known is not None:
-            return known
-        # Unpickling and serialising the user's kubeconfig entries is work on user data,
-        # bounded by discovery but never done on the event loop.
-        shared, runs_plugin = await asyncio.wrap_future(
-            self.workers.submit(_shared_key_and_exec, ctx)
-        )
-        self._shared[key] = shared
-        if runs_plugin:
-            self._exec_keys.add(shared)
-        return shared
+        if known is None:
+            known = self._shared[key] = shared_key(ctx)
+        return known
 
     def cached(self, ctx: ContextConfig) -> Credentials | None:
         """The credentials of ``ctx`` if built and not expired: no await, no worker.
@@ -383,7 +356,7 @@ class CredentialCache:
         Cancelling the caller (its probe timed out) leaves the build running for the
         others that wait for it; the plugin's own deadline ends it.
         """
-        shared = await self._shared_key(ctx)
+        shared = self._shared_key(ctx)
         creds = self._entries.get(shared)
         if creds is not None and not creds.expired():
             return creds, False
@@ -394,7 +367,9 @@ class CredentialCache:
         building = self._building.get(shared)
         if building is None or building.done():  # a finished one nobody took: start again
             self.builds += 1
-            workers = self.plugin_workers if shared in self._exec_keys else self.workers
+            # A plugin or an auth provider may block up to the probe timeout: those run on
+            # threads of their own, and the rest never wait behind them.
+            workers = self.plugin_workers if shared.may_block else self.workers
             building = asyncio.wrap_future(
                 workers.submit(build_credentials, ctx, self._ssl, self.plugins)
             )
@@ -441,7 +416,6 @@ class CredentialCache:
         for shared in [s for s in self._entries if s not in used]:
             del self._entries[shared]
         self._failed = {s: f for s, f in self._failed.items() if s in used}
-        self._exec_keys &= used
         self._ssl.retain({id(c.ssl_context) for c in self._entries.values() if c.ssl_context})
 
 

@@ -9,15 +9,13 @@ exporter). No I/O but :func:`probeable`'s look at one path.
 from __future__ import annotations
 
 import os
-import pickle
-from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
+from exporter.kubeconfig_auth import ContextAuth
 from exporter.kubeconfig_files import FileVersion
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Cluster:
     """One cluster of the fleet, as discovery found it."""
 
@@ -56,59 +54,22 @@ class Discovery:
     fleet_size: int = 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ContextConfig:
-    """What credentials need to build one context: a minimal kubeconfig of that context.
+    """What credentials need to build one context, kept while its file is unchanged.
 
-    ``config`` holds only this context, its cluster and its user (so the kubernetes
-    client never scans a list of thousands); it may hold credentials, so it is kept out
-    of ``repr``.
+    ``auth`` is what resolving the context's credentials needs, made once per file change
+    (``exporter.kubeconfig_auth``: decoded data, absolute paths, a few values); it may
+    hold credentials, so it is kept out of ``repr``. Hundreds of bytes, not a copy of the
+    context's kubeconfig entries: 10,000 of them are kept for an exporter's life.
     """
 
     source: str  #: kubeconfig file path
     context: str  #: context name
     #: the version of the file(s) it was read from (cache key for credentials)
     version: FileVersion
-    config: Mapping[str, Any] = field(repr=False)
+    auth: ContextAuth = field(repr=False)
     base_path: str = ""  #: folder relative credential paths are resolved against
-
-
-class PackedConfig(Mapping[str, Any]):
-    """A minimal kubeconfig kept pickled until credentials are built from it.
-
-    Discovery keeps every context's minimal kubeconfig for as long as its file is
-    unchanged, but credentials are built once per file version: as Python dicts, 10,000
-    contexts with embedded certificates held 140 MB (14 KiB each); pickled, 3 KiB each.
-    Pickle keeps shared objects shared, so YAML aliases are not expanded here.
-    Reading it unpickles a fresh copy each time (use :func:`unpack` to do it once).
-    """
-
-    __slots__ = ("_blob",)
-
-    def __init__(self, config: Mapping[str, Any]) -> None:
-        # Our own parse of the file, never foreign bytes: pickle is safe and keeps types.
-        self._blob = pickle.dumps(dict(config), protocol=pickle.HIGHEST_PROTOCOL)
-
-    def load(self) -> dict[str, Any]:
-        value: dict[str, Any] = pickle.loads(self._blob)  # our own bytes (see __init__)
-        return value
-
-    def __getitem__(self, key: str) -> Any:
-        return self.load()[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.load())
-
-    def __len__(self) -> int:
-        return len(self.load())
-
-    def __repr__(self) -> str:  # never the content: it holds credentials
-        return f"PackedConfig({len(self._blob)} bytes)"
-
-
-def unpack(config: Mapping[str, Any]) -> dict[str, Any]:
-    """A fresh ``dict`` of a context's minimal kubeconfig, unpickled once."""
-    return config.load() if isinstance(config, PackedConfig) else dict(config)
 
 
 def probeable(ref: str) -> bool:

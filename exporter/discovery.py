@@ -37,9 +37,7 @@ from exporter.discovered import (
     ContextConfig,
     Discovery,
     DiscoveryProblem,
-    PackedConfig,
     probeable,
-    unpack,
 )
 from exporter.kubeconfig_files import (
     MAX_FILE_BYTES,
@@ -69,10 +67,8 @@ __all__ = [
     "FileVersion",
     "KubeconfigList",
     "MainKubeconfig",
-    "PackedConfig",
     "main_kubeconfig",
     "probeable",
-    "unpack",
 ]
 
 log = logging.getLogger(__name__)
@@ -85,7 +81,7 @@ class _FileState:
     #: the version of the last good parse (None: never parsed well)
     good_version: FileVersion | None = None
     #: that parse, kept while a merged list needs it (a file on its own keeps its
-    #: resolved contexts instead, pickled: far smaller than the parsed dicts)
+    #: resolved contexts instead)
     doc: Document | None = None
     #: the version last tried, good or not: the same version is not parsed twice
     tried: FileVersion | None = None

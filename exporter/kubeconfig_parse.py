@@ -4,10 +4,17 @@ Pure: bytes in, entries and problems out; no network, no ``kubernetes`` client.
 :func:`parse_document` reads one file's bytes within bounds (``exporter.kubeconfig_yaml``)
 into its named clusters, users and contexts; :func:`resolve_contexts` merges one or more
 parsed files map by map (the first file naming an entry wins, as kubectl does) and makes
-each context's minimal kubeconfig (:class:`~exporter.discovered.ContextConfig`), with
-relative credential paths made absolute against the file that defines them. A bad
-context is a :class:`~exporter.discovered.DiscoveryProblem` (file and reason, never a
-credential). ``exporter.discovery`` decides when to call them (once per file change).
+each context's :class:`~exporter.discovered.ContextConfig`, whose credentials part
+(``exporter.kubeconfig_auth``) has its relative paths made absolute against the file that
+defines them. A bad context is a :class:`~exporter.discovered.DiscoveryProblem` (file and
+reason, never a credential). ``exporter.discovery`` decides when to call them (once per
+file change).
+
+The entries are reduced as they are parsed: each item of the ``clusters`` and ``users``
+lists, built on its own (``kubeconfig_yaml.load_streaming``), becomes a small
+:class:`~exporter.kubeconfig_auth.ClusterEntry` or
+:class:`~exporter.kubeconfig_auth.UserEntry` (its ``*-data`` decoded) before the next is
+built, so a file of thousands of contexts never exists as a whole tree of Python objects.
 """
 
 from __future__ import annotations
@@ -20,8 +27,20 @@ from typing import Any
 import yaml
 
 from exporter import kubeconfig_yaml
-from exporter.discovered import ContextConfig, DiscoveryProblem, PackedConfig
+from exporter.discovered import ContextConfig, DiscoveryProblem
+from exporter.kubeconfig_auth import (
+    ClusterEntry,
+    DataArena,
+    UserEntry,
+    cluster_entry,
+    context_auth,
+    user_entry,
+    with_bytes,
+)
 from exporter.kubeconfig_files import FileVersion, ReadError
+
+#: The top-level lists whose items are reduced one by one, in the order kubectl reads them.
+_LISTS = ("clusters", "users", "contexts")
 
 
 @dataclass
@@ -29,17 +48,79 @@ class Document:
     """One good parse of a kubeconfig file: its named entries, in file order."""
 
     version: FileVersion
-    clusters: dict[str, Mapping[str, Any]]
-    users: dict[str, Mapping[str, Any]]
+    clusters: dict[str, ClusterEntry]
+    users: dict[str, UserEntry]
     contexts: dict[str, Mapping[str, Any]]
     #: what is wrong with the file that does not stop it counting (an entry with no name)
     problems: list[str]
+    #: contexts whose entry is over ``MAX_ENTRY_NODES``
+    big_contexts: set[str] = field(default_factory=set)
+
+
+class _Entries:
+    """The named entries of one document, taken item by item as the parse hands them."""
+
+    def __init__(self, nodes: int | None = None) -> None:
+        """``nodes``: of the whole document, aliases expanded, when known beforehand."""
+        self.clusters: dict[str, ClusterEntry] = {}
+        self.users: dict[str, UserEntry] = {}
+        self.contexts: dict[str, Mapping[str, Any]] = {}
+        self.big_contexts: set[str] = set()
+        self.errors: dict[str, list[str]] = {kind: [] for kind in _LISTS}
+        self.arena = DataArena()
+        #: no entry can be over the bound of a document under it: no entry is counted
+        self.small = nodes is not None and nodes <= MAX_ENTRY_NODES
+
+    def _too_big(self, item: Mapping[str, Any]) -> bool:
+        return not self.small and _count(item, MAX_ENTRY_NODES) > MAX_ENTRY_NODES
+
+    def add(self, kind: str, index: int, item: Any) -> None:
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+            self.errors[kind].append(f"{kind} entry #{index + 1} has no name")
+            return
+        name: str = item["name"]
+        if kind == "clusters":
+            if name not in self.clusters:  # the first of a name wins
+                self.clusters[name] = cluster_entry(item, self.arena, self._too_big(item))
+        elif kind == "users":
+            if name not in self.users:
+                self.users[name] = user_entry(item, self.arena, self._too_big(item))
+        elif name not in self.contexts:
+            self.contexts[name] = item
+            if self._too_big(item):
+                self.big_contexts.add(name)
+
+    def document(self, version: FileVersion, problems: list[str]) -> Document:
+        """The entries, their decoded values as bytes, now that the parse is over."""
+        self.arena.finish()
+        for cluster in self.clusters.values():
+            with_bytes(cluster, self.arena)
+        for user in self.users.values():
+            with_bytes(user, self.arena)
+        return Document(
+            version, self.clusters, self.users, self.contexts, problems, self.big_contexts
+        )
+
+    def not_a_list(self, doc: Mapping[Any, Any]) -> None:
+        for kind in _LISTS:
+            if doc.get(kind) is not None:  # still there: it was not a list
+                self.errors[kind].append(f"'{kind}' is not a list")
 
 
 def parse_document(data: bytes | str, version: FileVersion) -> Document:
     """The entries of one kubeconfig; raises :class:`ReadError` when it is not one."""
+    entries = _Entries()
     try:
-        doc = kubeconfig_yaml.load(data)
+        try:
+            doc = kubeconfig_yaml.load_streaming(data, _LISTS, entries.add)
+        except kubeconfig_yaml.NotStreamable:
+            doc, nodes = kubeconfig_yaml.load_counted(data)
+            entries = _Entries(nodes)  # start again from the whole document, as yaml.load has it
+            if isinstance(doc, dict):
+                doc = {
+                    k: kubeconfig_yaml.hand_items(k, v, entries.add) if k in _LISTS else v
+                    for k, v in doc.items()
+                }
     except kubeconfig_yaml.YamlLimitError as exc:
         raise ReadError(f"refused: {exc}") from None
     except yaml.reader.ReaderError as exc:
@@ -60,13 +141,11 @@ def parse_document(data: bytes | str, version: FileVersion) -> Document:
         # secret), so "no contexts" stays the message of a real, empty kubeconfig.
         keys = f"{len(doc)} key" + ("" if len(doc) == 1 else "s")
         raise ReadError(f"not a kubeconfig (a mapping of {keys}, none of them 'contexts')")
-    clusters, errs = _named(doc.get("clusters"), "clusters")
-    users, user_errs = _named(doc.get("users"), "users")
-    contexts, ctx_errs = _named(doc.get("contexts"), "contexts")
-    problems = [*errs, *user_errs, *ctx_errs]
-    if not contexts and not ctx_errs:
+    entries.not_a_list(doc)
+    problems = [e for kind in _LISTS for e in entries.errors[kind]]
+    if not entries.contexts and not entries.errors["contexts"]:
         problems.append("no contexts")
-    return Document(version, clusters, users, contexts, problems)
+    return entries.document(version, problems)
 
 
 def _reader_reason(exc: yaml.reader.ReaderError) -> str:
@@ -75,23 +154,6 @@ def _reader_reason(exc: yaml.reader.ReaderError) -> str:
     code = f"#x{char:04x}" if isinstance(char, int) else f"#x{bytes(char).hex()}"
     what = "unacceptable character" if isinstance(char, int) else "invalid bytes"
     return f"{what} {code} at byte {exc.position}: {exc.reason}"
-
-
-def _named(items: Any, kind: str) -> tuple[dict[str, Mapping[str, Any]], list[str]]:
-    """Index a kubeconfig list (``clusters``, ``users``, ``contexts``) by name."""
-    index: dict[str, Mapping[str, Any]] = {}
-    errors: list[str] = []
-    if items is None:
-        return index, errors
-    if not isinstance(items, list):
-        errors.append(f"'{kind}' is not a list")
-        return index, errors
-    for i, item in enumerate(items):
-        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
-            errors.append(f"{kind} entry #{i + 1} has no name")
-            continue
-        index.setdefault(item["name"], item)
-    return index, errors
 
 
 def _found(doc: object) -> str:
@@ -105,53 +167,22 @@ def _found(doc: object) -> str:
     return f"a {type(doc).__name__}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ResolvedContext:
-    """A context ready to probe: its API server, its minimal kubeconfig, its proxy."""
+    """A context ready to probe: its API server, its credentials' part, its proxy."""
 
     endpoint: str
     config: ContextConfig
     proxy_url: str | None = field(default=None, repr=False)
 
 
-#: Fields holding a path that kubectl resolves against the folder of the file defining
-#: the entry (client-go's ResolveLocalPaths); an exec command only when it has a ``/``.
-_CLUSTER_PATHS = ("certificate-authority",)
-_USER_PATHS = ("client-certificate", "client-key", "tokenFile")
-
-
-def _rebased(entry: Mapping[str, Any], key: str, fields: tuple[str, ...], base: str) -> Any:
-    """``entry`` with its relative file paths made absolute against ``base``."""
-    inner = entry.get(key)
-    if not isinstance(inner, dict):
-        return entry
-    changed = dict(inner)
-    for name in fields:
-        value = changed.get(name)
-        if isinstance(value, str) and value and not os.path.isabs(value):
-            changed[name] = os.path.join(base, value)
-    exec_ = changed.get("exec")
-    if isinstance(exec_, dict):
-        command = exec_.get("command")
-        if isinstance(command, str) and "/" in command and not os.path.isabs(command):
-            changed["exec"] = {**exec_, "command": os.path.join(base, command)}
-    return {**entry, key: changed}
-
-
-#: Nodes one cluster, user or context entry may hold, aliases expanded. Each context's
-#: entries are copied into its own minimal kubeconfig and serialised (to hash credentials)
-#: once per context: an entry shared by thousands of contexts must stay small, or that
-#: work multiplies. A real entry holds tens of nodes (an exec plugin with its arguments
-#: and environment, a hundred).
+#: Nodes one cluster, user or context entry may hold, aliases expanded. What a context
+#: keeps of its entries is compared and hashed (contexts that resolve alike share one
+#: resolution), and an auth provider's entries are copied into its minimal kubeconfig:
+#: an entry shared by thousands of contexts must stay small, or that work multiplies. A
+#: real entry holds tens of nodes (an exec plugin with its arguments and environment, a
+#: hundred).
 MAX_ENTRY_NODES = 1000
-
-
-def _too_big(entry: object, cache: dict[int, bool]) -> bool:
-    """Whether ``entry`` holds more than :data:`MAX_ENTRY_NODES` nodes, aliases expanded."""
-    known = cache.get(id(entry))
-    if known is None:
-        known = cache[id(entry)] = _count(entry, MAX_ENTRY_NODES) > MAX_ENTRY_NODES
-    return known
 
 
 def _count(value: object, budget: int) -> int:
@@ -173,25 +204,24 @@ def resolve_contexts(
     docs: list[tuple[str, Document]],
 ) -> tuple[dict[str, ResolvedContext], list[DiscoveryProblem]]:
     """Every context of ``docs`` merged map by map (first file wins for a name)."""
-    oversized: dict[int, bool] = {}
-    clusters: dict[str, tuple[str, Mapping[str, Any]]] = {}
-    users: dict[str, tuple[str, Mapping[str, Any]]] = {}
-    contexts: dict[str, tuple[str, Mapping[str, Any]]] = {}
+    clusters: dict[str, tuple[str, ClusterEntry]] = {}
+    users: dict[str, tuple[str, UserEntry]] = {}
+    contexts: dict[str, tuple[str, Mapping[str, Any], bool]] = {}
     for source, doc in docs:
-        for merged, entries in (
-            (clusters, doc.clusters),
-            (users, doc.users),
-            (contexts, doc.contexts),
-        ):
-            for name, entry in entries.items():
-                merged.setdefault(name, (source, entry))
+        for name, named_cluster in doc.clusters.items():
+            clusters.setdefault(name, (source, named_cluster))
+        for name, named_user in doc.users.items():
+            users.setdefault(name, (source, named_user))
+        for name, entry in doc.contexts.items():
+            contexts.setdefault(name, (source, entry, name in doc.big_contexts))
     if len(docs) == 1:
         version: FileVersion = docs[0][1].version
     else:
         version = tuple(n for _, doc in docs for n in doc.version)
+    folders = {source: os.path.dirname(source) for source, _ in docs}  # one str per file
     resolved: dict[str, ResolvedContext] = {}
     problems: list[DiscoveryProblem] = []
-    for name, (source, entry) in contexts.items():
+    for name, (source, entry, big) in contexts.items():
 
         def problem(reason: str, source: str = source, name: str = name) -> None:
             problems.append(DiscoveryProblem(source, name, reason))
@@ -208,46 +238,59 @@ def resolve_contexts(
         if found is None:
             problem(f"cluster {cluster_name!r} is missing")
             continue
-        cluster_source, cluster_entry = found
-        if _too_big(entry, oversized) or _too_big(cluster_entry, oversized):
+        cluster_source, cluster = found
+        if big or cluster.too_big:
             problem(f"context or cluster {cluster_name!r} entry over {MAX_ENTRY_NODES} YAML nodes")
             continue
-        cluster = cluster_entry.get("cluster")
-        server = cluster.get("server") if isinstance(cluster, dict) else None
+        server = cluster.server
         if not isinstance(server, str) or not server:
             problem(f"cluster {cluster_name!r} has no server")
             continue
-        base = os.path.dirname(source)
-        if cluster_source != source:
-            cluster_entry = _rebased(
-                cluster_entry, "cluster", _CLUSTER_PATHS, os.path.dirname(cluster_source)
-            )
+        base = folders[source]
         user_name = ctx.get("user")
-        mini: dict[str, Any] = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "current-context": name,
-            "clusters": [cluster_entry],
-            "contexts": [entry],
-        }
+        user: UserEntry | None = None
+        user_source = source
         if user_name:  # no user at all is anonymous access: allowed, as kubectl does
             user_found = users.get(user_name) if isinstance(user_name, str) else None
-            user_entry = user_found[1] if user_found is not None else None
-            if user_entry is None or not isinstance(user_entry.get("user", {}), dict):
+            if user_found is None or user_found[1].not_a_mapping:
                 problem(f"user {str(user_name)[:80]!r} is missing")
                 continue
-            if _too_big(user_entry, oversized):
+            user_source, user = user_found
+            if user.too_big:
                 problem(f"user {str(user_name)[:80]!r} entry over {MAX_ENTRY_NODES} YAML nodes")
                 continue
-            if user_found is not None and user_found[0] != source:
-                user_entry = _rebased(
-                    user_entry, "user", _USER_PATHS, os.path.dirname(user_found[0])
-                )
-            mini["users"] = [user_entry]
-        config = ContextConfig(source, name, version, PackedConfig(mini), base)
-        proxy_url = cluster.get("proxy-url") if isinstance(cluster, dict) else None
+        proxy_url = cluster.proxy_url
         if proxy_url is not None and not isinstance(proxy_url, str):
             problem(f"cluster {cluster_name!r} has a proxy-url that is not a string")
             continue
+        auth = context_auth(
+            cluster,
+            cluster_name,
+            user,
+            str(user_name) if user is not None else None,
+            base,
+            cluster_dir=None if cluster_source == source else folders[cluster_source],
+            user_dir=None if user_source == source else folders[user_source],
+            context_entry=entry,
+        )
+        config = ContextConfig(source, name, version, auth, base)
         resolved[name] = ResolvedContext(server, config, proxy_url or None)
     return resolved, problems
+
+
+def context_config(
+    doc: Mapping[str, Any], context: str, source: str, version: FileVersion = (0, 0, 0, 0)
+) -> ContextConfig:
+    """The :class:`ContextConfig` of one context of a kubeconfig given as a dict.
+
+    What discovery makes of that context in a file at ``source`` (tools and tests build
+    contexts without a file). Raises ``KeyError`` for a context that is not usable.
+    """
+    entries = _Entries()
+    for kind in _LISTS:
+        kubeconfig_yaml.hand_items(kind, doc.get(kind), entries.add)
+    parsed = entries.document(version, [])
+    resolved, problems = resolve_contexts([(source, parsed)])
+    if context not in resolved:
+        raise KeyError(f"context {context!r}: {[p.reason for p in problems]}")
+    return resolved[context].config

@@ -2,21 +2,22 @@
 
 Each subcommand is defined next to the code it runs (``exporter.cli``, ``reactor.cli``,
 ``reactor.client_cli``, ``fleetwatch.rules``, ``fleetwatch.demo``): this module only gathers
-them, so adding a command means one line here and nothing in the others.
+them, so adding a command means one line in :data:`COMMANDS` and nothing in the others.
+
+A process imports only the module of the subcommand it runs: ``fleetwatch exporter``
+never imports the reactor (pydantic, psycopg: 12 MiB of a process that runs for months),
+and the reactor never imports the exporter's server. ``fleetwatch --help`` and a mistyped
+subcommand import every module, to list them all.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-import exporter.cli
-import reactor.cli
-import reactor.client_cli
 from common.version import version_text
-from fleetwatch import demo, rules
 
 
 class CommandModule(Protocol):
@@ -26,13 +27,47 @@ class CommandModule(Protocol):
     def add_parsers(self, subparsers: Any) -> None: ...
 
 
-COMMAND_MODULES: tuple[CommandModule, ...] = (
-    exporter.cli,
-    reactor.cli,
-    reactor.client_cli,
-    rules,
-    demo,
-)
+def _exporter() -> CommandModule:
+    import exporter.cli
+
+    return exporter.cli
+
+
+def _reactor() -> CommandModule:
+    import reactor.cli
+
+    return reactor.cli
+
+
+def _reactor_client() -> CommandModule:
+    import reactor.client_cli
+
+    return reactor.client_cli
+
+
+def _rules() -> CommandModule:
+    from fleetwatch import rules
+
+    return rules
+
+
+def _demo() -> CommandModule:
+    from fleetwatch import demo
+
+    return demo
+
+
+#: Each subcommand, and the module that defines it (imported when the subcommand runs).
+#: ``tests/test_cli.py`` checks that it names exactly the subcommands the modules add.
+COMMANDS: dict[str, Callable[[], CommandModule]] = {
+    "exporter": _exporter,
+    "discover": _exporter,
+    "reactor": _reactor,
+    "status": _reactor_client,
+    "cluster": _reactor_client,
+    "rules": _rules,
+    "demo": _demo,
+}
 
 
 class VersionAction(argparse.Action):
@@ -61,7 +96,11 @@ class VersionAction(argparse.Action):
         parser.exit()
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line; with ``command``, only the module defining that subcommand is
+    imported (its sibling subcommands come with it), else every module."""
+    loaders = [COMMANDS[command]] if command in COMMANDS else list(COMMANDS.values())
+    modules = [load() for load in dict.fromkeys(loaders)]  # each once, in COMMANDS' order
     parser = argparse.ArgumentParser(
         prog="fleetwatch",
         description=(
@@ -72,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action=VersionAction)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in COMMAND_MODULES:
+    for module in modules:
         module.add_parsers(subparsers)
     # `fleetwatch exporter --version` as `prometheus --version`: on every subcommand,
     # nested ones (`fleetwatch cluster delete`, `fleetwatch demo down`) included.
@@ -90,10 +129,17 @@ def _add_version(parser: argparse.ArgumentParser, program: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args_in = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(_subcommand(args_in))
+    args = parser.parse_args(args_in)
     code: int = args.func(args)
     return code
+
+
+def _subcommand(argv: Sequence[str]) -> str | None:
+    """The subcommand named on the command line: its first word that is not an option
+    (``fleetwatch`` itself takes no option with a value)."""
+    return next((word for word in argv if not word.startswith("-")), None)
 
 
 if __name__ == "__main__":

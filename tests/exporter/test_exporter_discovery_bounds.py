@@ -9,14 +9,16 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+import tracemalloc
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import yaml
 
 from exporter import kubeconfig_yaml
 from exporter.discovery import Discoverer
+from exporter.kubeconfig_parse import parse_document
 
 if TYPE_CHECKING:
     from exporter_helpers import MonitorFactory
@@ -54,7 +56,16 @@ def reasons(found: object) -> dict[str, str]:
     return {Path(p.source).name: p.reason for p in found.problems}  # type: ignore[attr-defined]
 
 
-def test_an_alias_bomb_is_a_problem_found_in_microseconds(tmp_path: Path) -> None:
+@pytest.fixture(params=["whole", "streamed"])
+def both_loads(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run the test with small files loaded whole (as they are) and streamed (as big ones
+    are): the bounds and the results must be the same."""
+    if request.param == "streamed":
+        monkeypatch.setattr(kubeconfig_yaml, "STREAM_FROM", 0)
+    return str(request.param)
+
+
+def test_an_alias_bomb_is_a_problem_found_in_microseconds(tmp_path: Path, both_loads: str) -> None:
     assert len(BOMB) < 1000
     (tmp_path / "bomb.yaml").write_text(BOMB)
     (tmp_path / "good.yaml").write_text(kubeconfig("good"))
@@ -66,7 +77,7 @@ def test_an_alias_bomb_is_a_problem_found_in_microseconds(tmp_path: Path) -> Non
     assert "once expanded" in reasons(found)["bomb.yaml"]
 
 
-def test_an_alias_to_its_own_node_is_refused(tmp_path: Path) -> None:
+def test_an_alias_to_its_own_node_is_refused(tmp_path: Path, both_loads: str) -> None:
     (tmp_path / "loop.yaml").write_text(
         "apiVersion: v1\nkind: Config\ncontexts: []\nusers: &u [{name: u, user: {x: *u}}]\n"
     )
@@ -74,7 +85,7 @@ def test_an_alias_to_its_own_node_is_refused(tmp_path: Path) -> None:
     assert reasons(found) == {"loop.yaml": "refused: alias *u inside the node it names"}
 
 
-def test_a_few_aliases_are_fine_as_kubectl_allows_them(tmp_path: Path) -> None:
+def test_a_few_aliases_are_fine_as_kubectl_allows_them(tmp_path: Path, both_loads: str) -> None:
     text = (
         "apiVersion: v1\nkind: Config\n"
         "clusters: [{name: a, cluster: {server: 'https://a'}}, "
@@ -89,10 +100,12 @@ def test_a_few_aliases_are_fine_as_kubectl_allows_them(tmp_path: Path) -> None:
     assert names(found) == ["a", "b"]
     assert found.problems == ()
     ctx = discoverer.context_config(found.clusters[1])
-    assert ctx is not None and ctx.config["users"][0]["user"] == {"token": "t"}
+    assert ctx is not None and ctx.auth.token == "t"
 
 
-def test_a_big_entry_shared_by_many_contexts_is_refused_for_each(tmp_path: Path) -> None:
+def test_a_big_entry_shared_by_many_contexts_is_refused_for_each(
+    tmp_path: Path, both_loads: str
+) -> None:
     """Under the file's bound, but each context would carry (and hash) 6,561 nodes."""
     text = (
         "apiVersion: v1\nkind: Config\n"
@@ -114,7 +127,7 @@ def test_a_big_entry_shared_by_many_contexts_is_refused_for_each(tmp_path: Path)
 
 
 def test_a_document_of_too_many_nodes_is_refused_before_it_is_loaded(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, both_loads: str
 ) -> None:
     monkeypatch.setattr(kubeconfig_yaml, "MAX_NODES", 500)
     (tmp_path / "dense.yaml").write_text(
@@ -184,6 +197,105 @@ def test_a_thousand_context_kubeconfig_loads_in_under_two_seconds(tmp_path: Path
     found = discoverer.scan()
     assert time.process_time() - started < 2.0
     assert len(found.clusters) == 1000 and found.problems == ()
+
+
+def _fleet_document(contexts: int, blob: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": f"c{i}",
+                "cluster": {"server": f"https://c{i}", "certificate-authority-data": blob},
+            }
+            for i in range(contexts)
+        ],
+        "users": [
+            {"name": f"u{i}", "user": {"client-certificate-data": blob, "client-key-data": blob}}
+            for i in range(contexts)
+        ],
+        "contexts": [
+            {"name": f"c{i}", "context": {"cluster": f"c{i}", "user": f"u{i}"}}
+            for i in range(contexts)
+        ],
+    }
+
+
+def test_a_big_kubeconfig_is_never_held_whole(tmp_path: Path) -> None:
+    """Its entries are reduced one by one: the parse's peak is a fraction of the whole
+    document's, which yaml.load holds (nodes, then objects) before anything is kept."""
+    data = yaml.dump(_fleet_document(1000, "QUJD" * 400), Dumper=yaml.CSafeDumper).encode()
+    tracemalloc.start()
+    try:
+        whole = yaml.load(data, Loader=yaml.CSafeLoader)
+        _, whole_peak = tracemalloc.get_traced_memory()
+        del whole
+        tracemalloc.reset_peak()
+        parsed = parse_document(data, (0, 0, 0, 0))
+        _, parse_peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(parsed.contexts) == 1000
+    assert parse_peak < whole_peak / 4, (parse_peak, whole_peak)
+
+
+#: Documents whose top-level lists are streamed, or not (then loaded whole): either way
+#: the entries are what yaml.safe_load makes of them.
+STREAMED = [
+    "clusters: [{name: a, cluster: &c {server: 'https://a'}}, {name: b, cluster: *c}]\n"
+    "users: [{name: u, user: {token: t}}]\ncontexts: [{name: a, context: {cluster: a}}]\n",
+    "clusters: &l [{name: a, cluster: {server: 'https://a'}}]\nusers: *l\ncontexts: []\n",
+    "<<: {contexts: [{name: m, context: {cluster: a}}]}\n"
+    "clusters: [{name: a, cluster: {server: 'https://a'}}]\n",
+    "contexts: [{name: x, context: {cluster: a}}]\ncontexts: [{name: y, context: {cluster: a}}]\n"
+    "clusters: [{name: a, cluster: {<<: {server: 'https://m'}, insecure-skip-tls-verify: yes}}]\n",
+    "clusters: !!seq [{name: a, cluster: {server: 'https://a'}}]\ncontexts: {}\n",
+    "kind: Config\nclusters: null\ncontexts: [{name: 1, context: {}}, {name: n}]\n",
+]
+
+
+@pytest.mark.parametrize("text", STREAMED)
+def test_streamed_entries_are_what_yaml_load_makes(
+    text: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(kubeconfig_yaml, "STREAM_FROM", 0)
+    handed: list[tuple[str, int, Any]] = []
+    try:
+        top = kubeconfig_yaml.load_streaming(
+            text, ("clusters", "users", "contexts"), lambda *a: handed.append(a)
+        )
+    except kubeconfig_yaml.NotStreamable:
+        return  # loaded whole by parse_document: yaml.load's own result
+    whole = yaml.safe_load(text)
+    for key in ("clusters", "users", "contexts"):
+        value = whole.get(key)
+        items = [item for k, _, item in handed if k == key]
+        if isinstance(value, list):
+            assert items == value and top[key] is None
+        else:
+            assert items == [] and top.get(key) == value
+    assert set(top) == set(whole)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["clusters: [*nowhere]\n", "a: 1\n---\nb: 2\n", "clusters: [2001-13-45]\n", "[1, 2]\n", ""],
+)
+def test_a_document_the_stream_refuses_fails_as_a_whole_load_fails(
+    text: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(kubeconfig_yaml, "STREAM_FROM", 0)
+    try:
+        whole: Any = yaml.load(text, Loader=yaml.CSafeLoader)
+    except (yaml.YAMLError, ValueError) as exc:
+        whole = type(exc)
+    try:
+        parsed: Any = kubeconfig_yaml.load(text)
+    except (yaml.YAMLError, ValueError) as exc:
+        parsed = type(exc)
+    assert parsed == whole
+    with pytest.raises(kubeconfig_yaml.NotStreamable):
+        kubeconfig_yaml.load_streaming(text, ("clusters",), lambda *a: None)
 
 
 # --- a file rewritten in place keeps its clusters -----------------------------------

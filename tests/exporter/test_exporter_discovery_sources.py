@@ -89,9 +89,10 @@ def test_kubeconfig_list_is_merged_map_by_map_first_file_wins(tmp_path: Path) ->
     # A relative path of an entry is relative to the file that defines the entry.
     prod = discoverer.context_config(scan.clusters[0])
     assert prod is not None and prod.base_path == str(tmp_path / "one")
-    assert prod.config["users"][0]["user"]["tokenFile"] == str(tmp_path / "two" / "token")
+    assert prod.auth.token_file == str(tmp_path / "two" / "token")
     stage = discoverer.context_config(scan.clusters[2])
-    assert stage is not None and stage.config["users"][0]["user"]["tokenFile"] == "token"
+    # Defined by the context's own file: relative to it, as the kubernetes client has it.
+    assert stage is not None and stage.auth.token_file == str(tmp_path / "two" / "token")
 
 
 def test_a_change_to_any_listed_file_is_a_new_version_of_its_contexts(tmp_path: Path) -> None:
@@ -104,7 +105,7 @@ def test_a_change_to_any_listed_file_is_a_new_version_of_its_contexts(tmp_path: 
     after = discoverer.context_config(discoverer.scan().clusters[0])
     assert before is not None and after is not None
     assert before.version != after.version  # credentials are built again
-    assert after.config["users"][0]["user"]["token"] == "new-token"
+    assert after.auth.token == "new-token"
 
 
 def test_main_kubeconfig_as_kubectl_finds_it(tmp_path: Path) -> None:

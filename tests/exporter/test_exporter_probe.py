@@ -18,6 +18,7 @@ from exporter_helpers import MonitorFactory
 
 from exporter.credentials import CredentialsError, build_credentials
 from exporter.discovery import Cluster, ContextConfig, Discovery
+from exporter.kubeconfig_parse import context_config
 from exporter.model import Reason
 from fleetwatch.standin import StandinFleet
 
@@ -327,7 +328,7 @@ async def test_same_embedded_certs_resolved_by_many_threads_at_once(
         pem = ca_pem + f"# round {round_} {time.time()}\n".encode()
         cluster = doc["clusters"][0]["cluster"]
         cluster["certificate-authority-data"] = base64.b64encode(pem).decode()
-        ctx = ContextConfig("k.yaml", "c1", (0, 0, round_, 0), copy.deepcopy(doc), "")
+        ctx = context_config(copy.deepcopy(doc), "c1", "k.yaml", (0, 0, round_, 0))
         barrier = threading.Barrier(8)
 
         def build(ctx: ContextConfig = ctx, barrier: threading.Barrier = barrier) -> None:
