@@ -218,6 +218,7 @@ def _python_objects(top: int = 12) -> dict[str, Any]:
     are counted through the containers' referents below), so strings and bytes are added
     from the referents of tracked objects, each counted once.
     """
+    gc.unfreeze()  # the collector policy's frozen objects are alive too
     gc.collect()
     counts: dict[str, list[float]] = {}
     seen: set[int] = set()
