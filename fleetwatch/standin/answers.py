@@ -27,7 +27,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from fleetwatch.standin import responses
 from fleetwatch.standin.cluster import Mode, StandinCluster
-from fleetwatch.standin.controlplane import list_body
+from fleetwatch.standin.controlplane import ControlPlane, ListTemplate, list_template
 
 #: Go's ``http.Server`` default ``MaxHeaderBytes`` (kube-apiserver sets the same, 1 MiB).
 MAX_HEAD_BYTES: Final = 1 << 20
@@ -159,6 +159,9 @@ class Answer:
     #: ``Content-Type`` ... ``Content-Length`` ... up to ``Date: `` (built once).
     head: bytes
     body: bytes
+    #: A list's template and cluster: what renders the body again (``Replay``).
+    template: ListTemplate | None = None
+    index: int = 0
 
 
 def _answer(status: int, content_type: bytes, body: bytes, extra: bytes = b"") -> Answer:
@@ -204,10 +207,11 @@ def _split_target(target: bytes) -> tuple[str, dict[str, str]]:
 
 def _list(kind: str, cluster: StandinCluster, selector: str) -> Answer:
     try:
-        body = list_body(kind, cluster.control_plane, cluster.index, selector)
+        template = list_template(kind, cluster.control_plane, selector)
     except ValueError as exc:
         return _answer(400, _JSON_UTF8, responses.status_json(400, "BadRequest", str(exc)).encode())
-    return _answer(200, _JSON, body)
+    answer = _answer(200, _JSON, template.render(cluster.index))
+    return Answer(answer.status, answer.head, answer.body, template, cluster.index)
 
 
 def _authenticated(head: Head, token: str, has_client_cert: bool) -> bool:
@@ -294,12 +298,56 @@ _STATUS_LINES = {
 }
 
 
+def _tail(head: Head, keep_alive: bool) -> bytes:
+    """The end of an answer's head after ``Date``: ``Connection`` when it is not the default."""
+    if head.http11:
+        return b"\r\n\r\n" if keep_alive else b"\r\nConnection: close\r\n\r\n"
+    return b"\r\nConnection: keep-alive\r\n\r\n" if keep_alive else b"\r\n\r\n"
+
+
 def wire(answer: Answer, head: Head, keep_alive: bool) -> bytes:
     """The bytes of ``answer`` to ``head``: ``keep_alive`` false adds ``Connection: close``."""
-    if head.http11:
-        connection = b"\r\n\r\n" if keep_alive else b"\r\nConnection: close\r\n\r\n"
-    else:
-        connection = b"\r\nConnection: keep-alive\r\n\r\n" if keep_alive else b"\r\n\r\n"
     body = b"" if head.method == b"HEAD" else answer.body
     line = _STATUS_LINES[(head.http11, answer.status)]
-    return b"".join((line, answer.head, _CLOCK.date(), connection, body))
+    return b"".join((line, answer.head, _CLOCK.date(), _tail(head, keep_alive), body))
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """An answer a connection gives again to the same request head.
+
+    Valid while the cluster's mode, topology and blocked clients are the objects it was
+    made with (all immutable, replaced on change): the answer depends on nothing else
+    but the connection's own certificate. A kept-alive client asks the same few things
+    every cycle, so a request it repeats skips the parsing and the routing.
+    """
+
+    mode: Mode
+    plane: ControlPlane
+    blocked: frozenset[str]
+    #: Status line and headers up to ``Date: ``, and what follows the date.
+    prefix: bytes
+    tail: bytes
+    #: The body, when it is the same every time; a list's is rendered again per answer.
+    body: bytes
+    template: ListTemplate | None
+    index: int
+
+    def wire(self) -> bytes:
+        body = self.body if self.template is None else self.template.render(self.index)
+        return b"".join((self.prefix, _CLOCK.date(), self.tail, body))
+
+
+def replay_of(answer: Answer, head: Head, cluster: StandinCluster) -> Replay:
+    """The :class:`Replay` of ``answer`` to ``head`` (kept-alive, without a request body)."""
+    is_head = head.method == b"HEAD"
+    return Replay(
+        mode=cluster.mode,
+        plane=cluster.control_plane,
+        blocked=cluster.blocked_clients,
+        prefix=_STATUS_LINES[(head.http11, answer.status)] + answer.head,
+        tail=_tail(head, keep_alive=True),
+        body=b"" if is_head or answer.template is not None else answer.body,
+        template=None if is_head else answer.template,
+        index=answer.index,
+    )

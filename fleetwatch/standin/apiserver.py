@@ -46,7 +46,9 @@ from fleetwatch.standin.answers import (
     Answer,
     BadRequest,
     Head,
+    Replay,
     parse_head,
+    replay_of,
     respond,
     wire,
 )
@@ -63,8 +65,8 @@ LINGER: Final = 0.5
 #: kube-apiserver's TCP keep-alive period (``defaultKeepAlivePeriod``, 3 minutes).
 KEEPALIVE_PERIOD: Final = 180
 _RECV = 65536
-#: Parsed request heads a connection keeps (the exporter sends three distinct ones).
-_HEADS_KEPT = 8
+#: Answers a connection keeps for requests it sees again (the exporter sends three).
+_REPLAYS_KEPT = 8
 _ACCEPT_BATCH = 64
 
 _HANDSHAKE, _OPEN, _HUNG, _CLOSING = range(4)
@@ -171,8 +173,8 @@ class Connection:
         "_buffer",
         "_client_name",
         "_has_cert",
-        "_heads",
         "_out",
+        "_replays",
         "_skip",
         "_writing",
         "cluster",
@@ -193,7 +195,7 @@ class Connection:
         self._buffer = b""
         self._out = b""  #: an answer OpenSSL could not write yet (retried as is)
         self._skip = 0  #: body bytes of the last request still to discard
-        self._heads: dict[bytes, Head] = {}  #: request heads seen, parsed
+        self._replays: dict[bytes, Replay] = {}  #: answers to request heads seen
         self._writing = False
         self._has_cert: bool | None = None
         self._client_name: str | None = None
@@ -276,19 +278,26 @@ class Connection:
                 return
             self._buffer = buf[end + 4 :]
             raw = buf[:end]
-            head = self._heads.get(raw) if self._heads else None
-            if head is None:
-                try:
-                    head = parse_head(raw)
-                except BadRequest as bad:
-                    self._finish(bad.wire)
-                    return
-                # A client asks the same few things again and again on one connection.
-                if len(self._heads) < _HEADS_KEPT:
-                    self._heads[raw] = head
-            self._answer(head)
+            replay = self._replays.get(raw) if self._replays else None
+            cluster = self.cluster
+            if (
+                replay is not None
+                and replay.mode is cluster.mode
+                and replay.plane is cluster.control_plane
+                and replay.blocked is cluster.blocked_clients
+            ):
+                cluster.requests += 1
+                self._send(replay.wire())
+                self.deadline = self.server.loop.time() + IDLE_TIMEOUT
+                continue
+            try:
+                head = parse_head(raw)
+            except BadRequest as bad:
+                self._finish(bad.wire)
+                return
+            self._answer(head, raw)
 
-    def _answer(self, head: Head) -> None:
+    def _answer(self, head: Head, raw: bytes) -> None:
         self._skip = head.body_length
         cluster = self.cluster
         name = self._name() if cluster.blocked_clients else None
@@ -303,6 +312,9 @@ class Connection:
             if head.keep_alive:
                 self._send(wire(result, head, keep_alive=True))
                 self.deadline = self.server.loop.time() + IDLE_TIMEOUT
+                # A kept-alive client asks the same few things again and again.
+                if not head.body_length and len(self._replays) < _REPLAYS_KEPT:
+                    self._replays[raw] = replay_of(result, head, cluster)
             else:
                 self._finish(wire(result, head, keep_alive=False))
 

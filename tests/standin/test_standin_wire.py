@@ -234,3 +234,34 @@ async def _until(predicate: Callable[[], bool], within: float = 5.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
         await asyncio.sleep(0.02)
+
+
+async def test_a_repeated_request_follows_every_change_of_its_cluster(
+    fleet: StandinFleet, cert_ctx: ssl.SSLContext
+) -> None:
+    """A kept-alive client repeating itself sees modes and topology change at once."""
+    cluster = await fleet.add_cluster("c")
+    pods = b"GET /api/v1/namespaces/kube-system/pods?labelSelector=component%3Detcd HTTP/1.1\r\n"
+    pods += b"Host: x\r\n\r\n"
+    sock = await asyncio.to_thread(_connect, cluster.port, cert_ctx)
+
+    async def ask(request: bytes) -> bytes:
+        sock.sendall(request)
+        return await asyncio.to_thread(_answer, sock)
+
+    try:
+        first, again = await ask(pods), await ask(pods)
+        assert first.split(b"\r\n\r\n")[1] == again.split(b"\r\n\r\n")[1]
+        assert first.count(b'"ready": true') == 3
+        plane = cluster.control_plane.with_etcd_ready("cp-2", False)
+        await fleet.set_control_plane("c", plane)
+        assert (await ask(pods)).count(b'"ready": true') == 2
+        await fleet.set_mode("c", "error")
+        assert (await ask(pods)).startswith(b"HTTP/1.1 500 Internal Server Error")
+        await fleet.set_mode("c", "not_ready")
+        assert (await ask(GET)).startswith(b"HTTP/1.1 500 ")
+        await fleet.set_mode("c", "ok")
+        assert (await ask(GET)).endswith(b"\r\n\r\nok")
+        assert fleet.requests("c") == 6
+    finally:
+        sock.close()
