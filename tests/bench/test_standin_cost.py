@@ -1,0 +1,23 @@
+"""Smoke run of bench/standin_cost.py: a tiny fleet, compared with itself as the baseline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench import standin_cost
+from bench.common import REPO, is_number
+
+
+def test_standin_cost_runs_and_compares(tmp_path: Path) -> None:
+    out = standin_cost.main(
+        ["--clusters", "3", "--steady", "1", "--runs", "1", "--baseline", str(REPO),
+         "--out", str(tmp_path / "c.json")]
+    )  # fmt: skip
+    for side in ("this", "baseline"):
+        (run,) = out["runs"][side]
+        assert [c["ok"] for c in run["cycles"]] == [3, 3]
+        assert run["fleet_descriptors_idle"] >= 3
+        summary = out["summary"][side]
+        for key in ("first_fleet_cpu_ms_per_cluster", "fleet_rss_peak_mib"):
+            assert is_number(summary[key]), key
+    assert is_number(out["summary"]["ratio_baseline_over_this"]["fleet_rss_peak_mib"])
