@@ -11,8 +11,9 @@ connected.
 
 ``--baseline DIR`` compares code versions in one pass: DIR is another tree of the
 repository (say ``git archive <commit> | tar -x -C /tmp/old``) whose fleet serves every
-other run, the exporter worker being this checkout's in both; the summary has the medians of each and their
-ratios. The machine is shared: compare the two within one run, never across runs.
+other run, the exporter worker being this checkout's in both; the summary has the
+medians of each and their ratios. The machine is shared: compare the two within one
+run, never across runs.
 
 Run: ``.venv/bin/python -m bench.standin_cost --clusters 2000 --steady 3 --runs 3
 --baseline /tmp/old``

@@ -99,12 +99,19 @@ class _Poller:
             self._loop.add_reader(fd, callback)
 
     def want_write(self, fd: int, wanted: bool) -> None:
+        """Wait for ``fd`` to be writable instead of readable (or back).
+
+        Not both: a client that keeps sending while its answers wait would make a
+        readable socket call back again and again for nothing.
+        """
         if self._epoll is not None:
-            self._epoll.modify(fd, select.EPOLLIN | (select.EPOLLOUT if wanted else 0))
+            self._epoll.modify(fd, select.EPOLLOUT if wanted else select.EPOLLIN)
         elif wanted:
+            self._loop.remove_reader(fd)
             self._loop.add_writer(fd, self._callbacks[fd])
         else:
             self._loop.remove_writer(fd)
+            self._loop.add_reader(fd, self._callbacks[fd])
 
     def unwatch(self, fd: int) -> None:
         """Forget ``fd`` (before it is closed)."""

@@ -265,3 +265,29 @@ async def test_a_repeated_request_follows_every_change_of_its_cluster(
         assert fleet.requests("c") == 6
     finally:
         sock.close()
+
+
+async def test_a_client_that_stops_reading_is_waited_for_not_spun_on(
+    fleet: StandinFleet, cert_ctx: ssl.SSLContext
+) -> None:
+    """Answers pile up until the socket is full; the server waits, then sends the rest."""
+    cluster = await fleet.add_cluster("c")
+    pods = b"GET /api/v1/namespaces/kube-system/pods HTTP/1.1\r\nHost: x\r\n\r\n"
+    # 1,000 requests (62 KB, read a TLS record at a time) for 22 MB of answers: far
+    # more than the socket buffers hold, with requests left unread when they are full.
+    count = 1000
+    sock = await asyncio.to_thread(_connect, cluster.port, cert_ctx)
+    try:
+        sender = asyncio.create_task(asyncio.to_thread(sock.sendall, pods * count))
+        await _until(lambda: fleet.requests("c") > 10)
+        cpu0 = time.process_time()
+        await asyncio.sleep(1.0)  # measuring a window, not waiting for a condition
+        assert time.process_time() - cpu0 < 0.4  # an idle server, not a busy loop
+        await sender  # the requests fit the socket buffers; one thread on the socket now
+
+        def read_all_answers() -> int:
+            return sum(_answer(sock).startswith(b"HTTP/1.1 200 OK") for _ in range(count))
+
+        assert await asyncio.to_thread(read_all_answers) == count
+    finally:
+        sock.close()
