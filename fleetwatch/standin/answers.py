@@ -316,15 +316,16 @@ def wire(answer: Answer, head: Head, keep_alive: bool) -> bytes:
 class Replay:
     """An answer a connection gives again to the same request head.
 
-    Valid while the cluster's mode, topology and blocked clients are the objects it was
-    made with (all immutable, replaced on change): the answer depends on nothing else
-    but the connection's own certificate. A kept-alive client asks the same few things
+    Valid while the cluster's mode, topology, blocked clients and token are the objects
+    it was made with (all immutable, replaced on change): the answer depends on nothing
+    else but the connection's own certificate. A kept-alive client asks the same few things
     every cycle, so a request it repeats skips the parsing and the routing.
     """
 
     mode: Mode
     plane: ControlPlane
     blocked: frozenset[str]
+    token: str
     #: Status line and headers up to ``Date: ``, and what follows the date.
     prefix: bytes
     tail: bytes
@@ -345,6 +346,7 @@ def replay_of(answer: Answer, head: Head, cluster: StandinCluster) -> Replay:
         mode=cluster.mode,
         plane=cluster.control_plane,
         blocked=cluster.blocked_clients,
+        token=cluster.token,
         prefix=_STATUS_LINES[(head.http11, answer.status)] + answer.head,
         tail=_tail(head, keep_alive=True),
         body=b"" if is_head or answer.template is not None else answer.body,

@@ -296,6 +296,7 @@ class Connection:
                 and replay.mode is cluster.mode
                 and replay.plane is cluster.control_plane
                 and replay.blocked is cluster.blocked_clients
+                and replay.token is cluster.token
             ):
                 cluster.requests += 1
                 self._send(replay.wire())

@@ -291,3 +291,26 @@ async def test_a_client_that_stops_reading_is_waited_for_not_spun_on(
         assert await asyncio.to_thread(read_all_answers) == count
     finally:
         sock.close()
+
+
+async def test_a_repeated_request_with_a_rotated_token_is_refused(
+    fleet: StandinFleet, ca_ctx: ssl.SSLContext
+) -> None:
+    """The token is part of what a repeated request's answer depends on."""
+    cluster = await fleet.add_cluster("c")
+    sock = await asyncio.to_thread(_connect, cluster.port, ca_ctx)
+    request = GET.replace(
+        b"\r\n\r\n", f"\r\nAuthorization: Bearer {cluster.token}\r\n\r\n".encode()
+    )
+
+    async def ask() -> bytes:
+        sock.sendall(request)
+        return await asyncio.to_thread(_answer, sock)
+
+    try:
+        assert (await ask()).endswith(b"\r\n\r\nok")
+        assert (await ask()).endswith(b"\r\n\r\nok")
+        cluster.token = "rotated-token-0123456789"  # revoked, as the exporter's tests do
+        assert (await ask()).startswith(b"HTTP/1.1 401 Unauthorized")
+    finally:
+        sock.close()
