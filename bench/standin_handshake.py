@@ -10,8 +10,11 @@ Interleaved rounds, medians.
 ``in_fleet``: a ``StandinFleet`` in this process while a ``bench.probe_cycle`` worker
 (the exporter) runs one first cycle against it; ``SSLSocket.do_handshake``, ``recv`` and
 ``send`` are timed where the fleet calls them, the rest is the process's CPU besides.
+With ``--steady S`` a second fleet serves a first cycle and S steady ones, and the
+difference, per cluster and steady cycle, is the steady split (three requests each).
 
-Run: ``.venv/bin/python -m bench.standin_handshake --handshakes 200 --rounds 5 --clusters 1000``
+Run: ``.venv/bin/python -m bench.standin_handshake --handshakes 200 --rounds 5 --clusters 1000
+--steady 8``
 """
 
 from __future__ import annotations
@@ -122,7 +125,7 @@ def _timed(owner: Any, names: dict[str, str], spent: dict[str, float]) -> Iterat
             setattr(owner, name, original)
 
 
-async def _in_fleet(clusters: int) -> dict[str, Any]:
+async def _in_fleet(clusters: int, steady: int = 0) -> dict[str, Any]:
     spent: dict[str, float] = collections.defaultdict(float)
     labels = {"do_handshake": "handshake", "recv": "recv", "send": "send"}
     with tempfile.TemporaryDirectory(prefix="fw-handshake-") as tmp:
@@ -132,7 +135,7 @@ async def _in_fleet(clusters: int) -> dict[str, Any]:
             kubeconfigs.mkdir()
             fleet.write_kubeconfig(kubeconfigs / "fleet.yaml")
             argv = [sys.executable, "-m", "bench.probe_cycle", "--worker", "--kubeconfig",
-                    str(kubeconfigs), "--steady", "0", "--timeout", "10"]  # fmt: skip
+                    str(kubeconfigs), "--steady", str(steady), "--timeout", "10"]  # fmt: skip
             with _timed(ssl.SSLSocket, labels, spent), machine_load() as load:
                 cpu0 = time.process_time()
                 proc = await asyncio.create_subprocess_exec(
@@ -140,16 +143,24 @@ async def _in_fleet(clusters: int) -> dict[str, Any]:
                 )
                 out, _ = await proc.communicate()
                 total = time.process_time() - cpu0
-    (cycle,) = json.loads(out.decode().strip().splitlines()[-1])["cycles"]
+    cycles = json.loads(out.decode().strip().splitlines()[-1])["cycles"]
     per_cluster = {label: round(spent[label] / clusters * 1000, 3) for label in labels.values()}
     per_cluster["rest"] = round((total - sum(spent.values())) / clusters * 1000, 3)
     return {
         "clusters": clusters,
-        "ok": cycle["ok"],
+        "ok": min(c["ok"] for c in cycles),
         "fleet_cpu_ms_per_cluster": round(total / clusters * 1000, 3),
         "of_it_ms_per_cluster": per_cluster,
         "load": load,
     }
+
+
+def _steady_split(first: dict[str, Any], both: dict[str, Any], steady: int) -> dict[str, Any]:
+    """Per cluster and steady cycle: the run with steady cycles less the first-cycle run."""
+    a, b = first["of_it_ms_per_cluster"], both["of_it_ms_per_cluster"]
+    split = {k: round((b[k] - a[k]) / steady, 3) for k in a}
+    total = (both["fleet_cpu_ms_per_cluster"] - first["fleet_cpu_ms_per_cluster"]) / steady
+    return {"fleet_cpu_ms_per_cluster": round(total, 3), "of_it_ms_per_cluster": split}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -157,11 +168,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--handshakes", type=int, default=200, help="per variant and round")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--clusters", type=int, default=1000, help="in_fleet; 0 skips it")
+    parser.add_argument("--steady", type=int, default=0, help="in_fleet: steady cycles too")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     result: dict[str, Any] = {"isolated": isolated(args.handshakes, args.rounds)}
     if args.clusters:
         result["in_fleet"] = asyncio.run(_in_fleet(args.clusters))
+    if args.clusters and args.steady:
+        both = asyncio.run(_in_fleet(args.clusters, args.steady))
+        result["in_fleet_steady"] = _steady_split(result["in_fleet"], both, args.steady)
+        result["in_fleet_steady"]["load"] = both["load"]
     write_result("standin_handshake", result, args.out)
     return result
 

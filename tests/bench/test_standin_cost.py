@@ -25,10 +25,12 @@ def test_standin_cost_runs_and_compares(tmp_path: Path) -> None:
 
 def test_standin_handshake_runs(tmp_path: Path) -> None:
     out = standin_handshake.main(
-        ["--handshakes", "3", "--rounds", "1", "--clusters", "3", "--out", str(tmp_path / "h.json")]
-    )
+        ["--handshakes", "3", "--rounds", "1", "--clusters", "3", "--steady", "1",
+         "--out", str(tmp_path / "h.json")]
+    )  # fmt: skip
     per_variant = out["isolated"]["server_cpu_ms_per_handshake"]
     assert set(per_variant) == set(standin_handshake.TICKETS)
     assert all(is_number(v["median"]) for v in per_variant.values())
     assert out["in_fleet"]["ok"] == 3
     assert out["in_fleet"]["of_it_ms_per_cluster"]["handshake"] > 0
+    assert is_number(out["in_fleet_steady"]["of_it_ms_per_cluster"]["send"])
