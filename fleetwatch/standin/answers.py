@@ -12,6 +12,9 @@ none). Malformed requests get what Go's ``net/http`` server writes before any ha
 runs (``400 Bad Request``, ``505``, ``431``: plain text, ``Connection: close``).
 Bodies and heads are built once and cached; a request costs a dictionary look-up and one
 join with the current ``Date``.
+
+A little over 300 lines: the parser, every answer and the replays of answers share one
+decision, what a request gets, kept in one place.
 """
 
 from __future__ import annotations
