@@ -73,8 +73,12 @@ def start_fleet(
     hang: int = 0,
     credential: str = "client_cert_data",
     shard_max: int = SHARD_MAX,
+    repo: Path = REPO,
 ) -> Fleet:
-    """Start the fleet's shard processes and wait until each is ready (deadline by size)."""
+    """Start the fleet's shard processes and wait until each is ready (deadline by size).
+
+    ``repo``: the checkout whose stand-in serves (another one to compare code versions).
+    """
     kubeconfigs = directory / "kubeconfigs"
     kubeconfigs.mkdir(parents=True, exist_ok=True)
     fleet = Fleet(kubeconfig_dir=kubeconfigs)
@@ -95,7 +99,7 @@ def start_fleet(
                         "--kubeconfig-out", str(kubeconfigs / f"shard-{s}.yaml"),
                     ],
                     directory / f"shard-{s}.log",
-                    cwd=REPO,
+                    cwd=repo,
                 ).start()
             )  # fmt: skip
 

@@ -253,6 +253,10 @@ class FleetCerts:
             ctx.load_cert_chain(self.files.server_cert, self.files.server_key)
         ctx.load_verify_locations(cadata=self.ca_pem.decode())
         ctx.verify_mode = ssl.CERT_OPTIONAL
+        # Go's crypto/tls (kube-apiserver) sends one session ticket after a full TLS 1.3
+        # handshake; OpenSSL's default is two, and each costs the server a session
+        # encoding (the client certificate included) and the client a ticket to parse.
+        ctx.num_tickets = 1
         return ctx
 
     def client_context(

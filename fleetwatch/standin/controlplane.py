@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import json
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 #: Static pods of a kubeadm control-plane node, and the metrics port of each.
 COMPONENTS: dict[str, int] = {
@@ -125,16 +125,34 @@ def node_ip(cluster_index: int, node_number: int) -> str:
     127.0.x.x is left alone (127.0.0.1 serves everything else); 254 x 256 clusters get
     distinct addresses before they repeat.
     """
-    return f"127.{1 + (cluster_index // 256) % 254}.{cluster_index % 256}.{node_number}"
+    return f"{_place(cluster_index).prefix}.{node_number}"
+
+
+class _Place(NamedTuple):
+    """What of a cluster's kube-system depends on its index: its addresses and machine ids."""
+
+    prefix: str  #: ``127.<a>.<b>``: node ``n`` is ``<prefix>.<n>``
+    hex8: str  #: the index as 8 hex digits (boot and system UUIDs)
+    hex16: str  #: the index as 16 hex digits (machine ids)
+
+
+def _place(cluster_index: int) -> _Place:
+    prefix = f"127.{1 + (cluster_index // 256) % 254}.{cluster_index % 256}"
+    return _Place(prefix, f"{cluster_index:08x}", f"{cluster_index:016x}")
+
+
+#: Stand-ins rendered into a list body once, replaced by each cluster's own (``list_body``).
+#: No JSON string the stand-in writes holds "@@".
+_MARKS = _Place("@@P@@", "@@H8@@", "@@H16@@")
 
 
 def node_ips(plane: ControlPlane, cluster_index: int) -> dict[str, str]:
     """Node name -> its loopback InternalIP."""
-    return _node_ips(plane, cluster_index)
+    return _node_ips(plane, _place(cluster_index))
 
 
-def _node_ips(plane: ControlPlane, cluster_index: int) -> dict[str, str]:
-    return {name: node_ip(cluster_index, i) for i, name in enumerate(plane.node_names, start=1)}
+def _node_ips(plane: ControlPlane, place: _Place) -> dict[str, str]:
+    return {name: f"{place.prefix}.{i}" for i, name in enumerate(plane.node_names, start=1)}
 
 
 def _condition(kind: str, ready: bool) -> dict[str, str]:
@@ -148,9 +166,13 @@ def _condition(kind: str, ready: bool) -> dict[str, str]:
 
 def node_list(plane: ControlPlane, cluster_index: int, selector: str = "") -> dict[str, Any]:
     """``GET /api/v1/nodes?labelSelector=...`` (a real API server filters nodes too)."""
+    return _node_list(plane, _place(cluster_index), selector)
+
+
+def _node_list(plane: ControlPlane, place: _Place, selector: str) -> dict[str, Any]:
     items = []
     control = set(plane.control_plane_nodes)
-    for number, (name, ip) in enumerate(_node_ips(plane, cluster_index).items(), start=1):
+    for number, (name, ip) in enumerate(_node_ips(plane, place).items(), start=1):
         labels = {
             "kubernetes.io/arch": "amd64",
             "kubernetes.io/hostname": name,
@@ -176,15 +198,15 @@ def node_list(plane: ControlPlane, cluster_index: int, selector: str = "") -> di
                     "conditions": [_condition("Ready", ready)],
                     "nodeInfo": {
                         "architecture": "amd64",
-                        "bootID": f"{cluster_index:08x}-0000-4000-8000-{number:012x}",
+                        "bootID": f"{place.hex8}-0000-4000-8000-{number:012x}",
                         "containerRuntimeVersion": "containerd://1.7.18",
                         "kernelVersion": "6.1.0-21-amd64",
                         "kubeProxyVersion": KUBELET_VERSION,
                         "kubeletVersion": KUBELET_VERSION,
-                        "machineID": f"{cluster_index:016x}{number:016x}",
+                        "machineID": f"{place.hex16}{number:016x}",
                         "operatingSystem": "linux",
                         "osImage": "Debian GNU/Linux 12 (bookworm)",
-                        "systemUUID": f"{cluster_index:08x}-0000-4000-8000-{number:012x}",
+                        "systemUUID": f"{place.hex8}-0000-4000-8000-{number:012x}",
                     },
                 },
             }
@@ -335,7 +357,11 @@ def _pod(
 
 def all_pods(plane: ControlPlane, cluster_index: int) -> list[dict[str, Any]]:
     """Every kube-system pod the stand-in knows: static pods per control-plane node, CoreDNS."""
-    ips = _node_ips(plane, cluster_index)
+    return _all_pods(plane, _place(cluster_index))
+
+
+def _all_pods(plane: ControlPlane, place: _Place) -> list[dict[str, Any]]:
+    ips = _node_ips(plane, place)
     pods = []
     for node in plane.control_plane_nodes:
         ip = ips[node]
@@ -402,10 +428,12 @@ def parse_selector(selector: str) -> list[tuple[str, str, str]]:
 
 def pod_list(plane: ControlPlane, cluster_index: int, selector: str = "") -> dict[str, Any]:
     """``GET /api/v1/namespaces/kube-system/pods?labelSelector=...``."""
+    return _pod_list(plane, _place(cluster_index), selector)
+
+
+def _pod_list(plane: ControlPlane, place: _Place, selector: str) -> dict[str, Any]:
     requirements = parse_selector(selector)
-    items = [
-        p for p in all_pods(plane, cluster_index) if _matches(p["metadata"]["labels"], requirements)
-    ]
+    items = [p for p in _all_pods(plane, place) if _matches(p["metadata"]["labels"], requirements)]
     return {
         "kind": "PodList",
         "apiVersion": "v1",
@@ -419,14 +447,45 @@ def _matches(labels: dict[str, str], requirements: list[tuple[str, str, str]]) -
     return all((labels.get(key) == value) == (op == "=") for key, op, value in requirements)
 
 
-@functools.lru_cache(maxsize=32768)
-def list_body(kind: str, plane: ControlPlane, cluster_index: int, selector: str) -> bytes:
-    """The JSON body of ``node_list`` (kind ``nodes``) or ``pod_list`` (``pods``), cached.
+class ListTemplate(NamedTuple):
+    """A list body with ``_MARKS`` in place of a cluster's own values, cut at the prefix.
+
+    Rendered once per topology and selector; :meth:`render` joins in one cluster's
+    addresses and ids (about 1 microsecond for a pod list, against 0.3 ms to build and
+    encode it, and no 20 KB kept per cluster).
+    """
+
+    parts: tuple[bytes, ...]  #: the body split where the address prefix goes
+    hex_ids: bool  #: whether it holds machine ids too (node lists)
+
+    def render(self, cluster_index: int) -> bytes:
+        prefix, hex8, hex16 = _place_bytes(cluster_index)
+        body = prefix.join(self.parts)
+        if self.hex_ids:
+            body = body.replace(b"@@H8@@", hex8).replace(b"@@H16@@", hex16)
+        return body
+
+
+@functools.cache
+def _place_bytes(cluster_index: int) -> tuple[bytes, bytes, bytes]:
+    place = _place(cluster_index)
+    return place.prefix.encode(), place.hex8.encode(), place.hex16.encode()
+
+
+@functools.lru_cache(maxsize=4096)
+def list_template(kind: str, plane: ControlPlane, selector: str) -> ListTemplate:
+    """The body of ``node_list`` (kind ``nodes``) or ``pod_list`` (``pods``), to render.
 
     A real API server answers lists from its watch cache; building and encoding the pods
     on every request made the stand-in fleet, not the exporter, the bottleneck of the
-    10,000-cluster benchmark. The planes are immutable, so a cached body is never stale.
+    10,000-cluster benchmark. The planes are immutable, so a template is never stale.
     ``ValueError`` for a selector the stand-in does not take (never cached).
     """
-    lister = node_list if kind == "nodes" else pod_list
-    return json.dumps(lister(plane, cluster_index, selector)).encode()
+    lister = _node_list if kind == "nodes" else _pod_list
+    body = json.dumps(lister(plane, _MARKS, selector)).encode()
+    return ListTemplate(tuple(body.split(_MARKS.prefix.encode())), b"@@H" in body)
+
+
+def list_body(kind: str, plane: ControlPlane, cluster_index: int, selector: str) -> bytes:
+    """The JSON body of ``node_list`` or ``pod_list`` for the cluster at ``cluster_index``."""
+    return list_template(kind, plane, selector).render(cluster_index)

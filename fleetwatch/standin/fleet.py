@@ -1,8 +1,8 @@
 """A fleet of stand-in Kubernetes API servers in one process, one port per cluster.
 
 Each cluster is a listening socket on 127.0.0.1 (its own port, kept across restarts)
-served by one shared aiohttp low-level server; a request finds its cluster from the
-local port of its connection. One TLS context serves every healthy cluster
+served by the fleet's one ``apiserver.ApiServer``, which answers as ``answers`` says.
+One TLS context serves every healthy cluster
 (kube-apiserver's serving certificate, signed by the fleet CA) and one more serves the
 ``wrong_ca`` clusters, so ten thousand clusters cost ten thousand sockets and small
 objects, not ten thousand contexts.
@@ -25,16 +25,15 @@ as if the network between that client and the cluster dropped their packets. Two
 exporter replicas with their own client certificates then disagree about one cluster,
 which is what the rules' two vantage points must survive.
 
-Longer than most modules: it is the fleet's whole behaviour (the TLS servers, their
-failure modes, blocked clients, the kubeconfigs it writes), which the tests and the demo
-drive through one object.
+Longer than most modules: it is the fleet's whole life cycle (the listening sockets,
+modes and restarts, blocked clients, the kubeconfigs it writes), which the tests and the
+demo drive through one object.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import logging
 import re
 import resource
@@ -42,84 +41,22 @@ import secrets
 import socket
 import ssl
 from collections.abc import Iterable
-from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
 
-from aiohttp import web
-
-from fleetwatch.standin import responses
+from fleetwatch.standin.apiserver import ApiServer, Listener
 from fleetwatch.standin.certs import CLIENT_NAME, ClientCert, FleetCerts
-from fleetwatch.standin.controlplane import ControlPlane, list_body
+from fleetwatch.standin.cluster import Mode, StandinCluster, parse_mode
+from fleetwatch.standin.controlplane import ControlPlane
 from fleetwatch.standin.kubeconfig import CaKind, Credential, write_kubeconfig
 from fleetwatch.standin.metrics import MetricsListeners, wanted_endpoints
 from fleetwatch.standin.ports import PortPicker
 
+__all__ = ["Mode", "StandinCluster", "StandinFleet", "parse_mode", "raise_nofile_limit"]
+
 log = logging.getLogger(__name__)
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
-_JSON = "application/json"
-_TEXT = "text/plain; charset=utf-8"
-
-
-class Mode(StrEnum):
-    """How a stand-in cluster answers (see the module docstring)."""
-
-    OK = "ok"
-    DOWN = "down"
-    HANG = "hang"
-    ERROR = "error"
-    NOT_READY = "not_ready"
-    UNAUTHORIZED = "unauthorized"
-    WRONG_CA = "wrong_ca"
-
-
-def parse_mode(mode: str) -> Mode:
-    """``Mode`` from its name, or ``ValueError`` naming the valid ones."""
-    try:
-        return Mode(mode)
-    except ValueError:
-        valid = ", ".join(m.value for m in Mode)
-        raise ValueError(f"unknown mode {mode!r}; expected one of: {valid}") from None
-
-
-class StandinCluster:
-    """One stand-in API server: its port, its bearer token, its mode and request count."""
-
-    __slots__ = (
-        "_listener",
-        "_placeholder",
-        "blocked_clients",
-        "control_plane",
-        "index",
-        "mode",
-        "name",
-        "port",
-        "requests",
-        "token",
-    )
-
-    def __init__(self, name: str, index: int, token: str, control_plane: ControlPlane) -> None:
-        self.name = name
-        #: Position in the fleet; gives the cluster its own loopback node addresses.
-        self.index = index
-        self.token = token
-        self.mode = Mode.OK
-        self.port = 0
-        #: Requests received (any path, any answer); "was this cluster probed?".
-        self.requests = 0
-        self.control_plane = control_plane
-        #: Common names of client certificates whose requests are never answered.
-        self.blocked_clients: frozenset[str] = frozenset()
-        self._listener: asyncio.Server | None = None
-        self._placeholder: socket.socket | None = None
-
-    @property
-    def url(self) -> str:
-        return f"https://127.0.0.1:{self.port}"
-
-    def __repr__(self) -> str:  # never the token
-        return f"StandinCluster({self.name!r}, {self.url}, mode={self.mode.value})"
 
 
 def raise_nofile_limit() -> int:
@@ -147,11 +84,12 @@ class StandinFleet:
         self.directory = Path(directory)
         self.default_control_plane = control_plane or ControlPlane()
         self._clusters: dict[str, StandinCluster] = {}
-        self._by_port: dict[int, StandinCluster] = {}
         self._certs: FleetCerts | None = None
         self._contexts: dict[bool, ssl.SSLContext] = {}
-        self._runner: web.ServerRunner | None = None
-        self._stopping = asyncio.Event()
+        self._server: ApiServer | None = None
+        self._listeners: dict[str, Listener] = {}
+        #: Down clusters' ports, bound but not listening: refused, and kept for the comeback.
+        self._placeholders: dict[str, socket.socket] = {}
         #: Node addresses derive from the cluster's index; fleets that serve component
         #: metrics side by side in one machine need different ``first_index`` values.
         self._next_index = first_index
@@ -168,23 +106,18 @@ class StandinFleet:
             True: self._certs.server_context(foreign=True),
         }
         self._metrics = MetricsListeners(self._contexts[False])
-        server = web.Server(self._handle, handler_cancellation=True)
-        # Short shutdown: hung requests are released by _stopping, the rest are probes.
-        self._runner = web.ServerRunner(server, shutdown_timeout=2.0, handle_signals=False)
-        await self._runner.setup()
-        self._stopping.clear()
+        self._server = ApiServer(asyncio.get_running_loop())
         return self
 
     async def stop(self) -> None:
         """Close every port and connection; hung requests are released, not waited for."""
-        self._stopping.set()
         for cluster in self._clusters.values():
             self._unlisten(cluster, reserve=False)
+        if self._server is not None:
+            self._server.close_all()
+            self._server = None
         if self._metrics is not None:
             await self._metrics.stop()
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
 
     async def __aenter__(self) -> StandinFleet:
         return await self.start()
@@ -199,7 +132,12 @@ class StandinFleet:
 
     @property
     def running(self) -> bool:
-        return self._runner is not None
+        return self._server is not None
+
+    @property
+    def connections(self) -> int:
+        """Open client connections over all clusters."""
+        return self._server.connections if self._server is not None else 0
 
     # -- clusters --------------------------------------------------------------------
 
@@ -224,7 +162,7 @@ class StandinFleet:
         self, name: str, mode: str = "ok", *, control_plane: ControlPlane | None = None
     ) -> StandinCluster:
         """Serve one more cluster on a port the OS picks, in ``mode``."""
-        if self._runner is None:
+        if self._server is None:
             raise RuntimeError("start the fleet before adding clusters")
         if not _NAME.fullmatch(name):
             raise ValueError(f"cluster name {name!r} must match {_NAME.pattern}")
@@ -241,7 +179,6 @@ class StandinFleet:
         await self._listen(cluster, new_mode)
         cluster.mode = new_mode
         self._clusters[name] = cluster
-        self._by_port[cluster.port] = cluster
         if new_mode is Mode.DOWN:
             self._unlisten(cluster, reserve=True)
         await self._reconcile_metrics(cluster)
@@ -260,7 +197,8 @@ class StandinFleet:
         """Switch a cluster's behaviour; ``down`` closes its port, any other mode reopens it.
 
         Leaving or entering ``down`` or ``wrong_ca`` is a restart of the API server: open
-        connections are closed, so a client's pool cannot hide the change.
+        connections are closed, so a client's pool cannot hide the change (``down`` drops
+        them as a dead process does, without TLS ``close_notify``).
         """
         cluster = self.cluster(name)
         new_mode = parse_mode(mode)
@@ -270,7 +208,7 @@ class StandinFleet:
         )
         if restart and old_mode is not new_mode:
             self._unlisten(cluster, reserve=True)
-            self._close_connections(cluster.port)
+            self._close_connections(cluster, notify=new_mode is not Mode.DOWN)
             if new_mode is not Mode.DOWN:
                 await self._listen(cluster, new_mode)
         cluster.mode = new_mode
@@ -292,7 +230,7 @@ class StandinFleet:
                 )
         if blocked != cluster.blocked_clients:
             cluster.blocked_clients = blocked
-            self._close_connections(cluster.port)
+            self._close_connections(cluster, notify=True)
         return cluster
 
     async def set_control_plane(self, name: str, control_plane: ControlPlane) -> StandinCluster:
@@ -367,23 +305,18 @@ class StandinFleet:
 
     async def _listen(self, cluster: StandinCluster, mode: Mode) -> None:
         """Listen on the cluster's port (a new one the first time) with the mode's TLS."""
-        assert self._runner is not None and self._runner.server is not None
+        assert self._server is not None
         sock = self._ports.bind(cluster.port)
         try:
-            sock.setblocking(False)
-            cluster._listener = await asyncio.get_running_loop().create_server(
-                self._runner.server,
-                sock=sock,
-                ssl=self._contexts[mode is Mode.WRONG_CA],
-                ssl_handshake_timeout=10.0,
-            )
+            listener = self._server.listen(sock, cluster, self._contexts[mode is Mode.WRONG_CA])
         except BaseException:
             sock.close()
             raise
+        self._listeners[cluster.name] = listener
         cluster.port = sock.getsockname()[1]
-        if cluster._placeholder is not None:
-            cluster._placeholder.close()
-            cluster._placeholder = None
+        placeholder = self._placeholders.pop(cluster.name, None)
+        if placeholder is not None:
+            placeholder.close()
 
     def _unlisten(self, cluster: StandinCluster, *, reserve: bool) -> None:
         """Stop listening; with ``reserve``, keep the port bound (not listening) for later.
@@ -391,134 +324,24 @@ class StandinFleet:
         A bound socket that does not listen refuses connections like a dead server, and
         keeps other programs from taking the port until the cluster comes back.
         """
-        if reserve and cluster._placeholder is None and cluster.port:
+        listener = self._listeners.pop(cluster.name, None)
+        if listener is not None:
+            listener.close()
+        if reserve and cluster.name not in self._placeholders and cluster.port:
             placeholder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             placeholder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if cluster._listener is not None:
-                cluster._listener.close()
-                cluster._listener = None
             try:
                 placeholder.bind(("127.0.0.1", cluster.port))
-            except OSError:
+            except OSError as exc:
                 placeholder.close()
+                log.warning("cannot hold port %d of %s: %s", cluster.port, cluster.name, exc)
             else:
-                cluster._placeholder = placeholder
-        if cluster._listener is not None:
-            cluster._listener.close()
-            cluster._listener = None
-        if not reserve and cluster._placeholder is not None:
-            cluster._placeholder.close()
-            cluster._placeholder = None
+                self._placeholders[cluster.name] = placeholder
+        if not reserve:
+            held = self._placeholders.pop(cluster.name, None)
+            if held is not None:
+                held.close()
 
-    def _close_connections(self, port: int) -> None:
-        if self._runner is None or self._runner.server is None:
-            return
-        for handler in self._runner.server.connections:
-            transport = handler.transport
-            if transport is not None and _local_port(transport) == port:
-                handler.force_close()
-                transport.close()
-
-    # -- requests --------------------------------------------------------------------
-
-    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
-        cluster = self._by_port.get(_local_port(request.transport))
-        if cluster is None:  # a connection that outlived its cluster
-            return _text(404, "404 page not found\n")
-        cluster.requests += 1
-        mode = cluster.mode
-        if cluster.blocked_clients and _client_name(request) in cluster.blocked_clients:
-            mode = Mode.HANG  # cut off from this client only
-        if mode in (Mode.HANG, Mode.DOWN):
-            # Never answer: wait until the client gives up (aiohttp cancels this handler
-            # when the connection closes) or the fleet stops, then drop the connection.
-            if mode is Mode.DOWN and request.transport is not None:
-                request.transport.close()
-            await self._stopping.wait()
-            if request.transport is not None:
-                request.transport.close()
-            raise asyncio.CancelledError
-        if mode is Mode.ERROR:
-            return _text(500, "Internal Server Error\n")
-        if mode is Mode.UNAUTHORIZED or not _authenticated(request, cluster.token):
-            return web.Response(status=401, text=responses.UNAUTHORIZED, content_type=_JSON)
-        if request.method not in ("GET", "HEAD"):
-            return web.Response(
-                status=405,
-                text=responses.status_json(
-                    405,
-                    "MethodNotAllowed",
-                    "the server does not allow this method on the requested resource",
-                ),
-                content_type=_JSON,
-            )
-        return self._route(request, cluster)
-
-    def _route(self, request: web.BaseRequest, cluster: StandinCluster) -> web.StreamResponse:
-        path = request.path
-        endpoint = path.strip("/")
-        if endpoint in responses.CHECKS:
-            failing = (
-                responses.ETCD_CHECKS
-                if (cluster.mode is Mode.NOT_READY and endpoint != "livez")
-                else frozenset()
-            )
-            status, body = responses.health_body(endpoint, "verbose" in request.query, failing)
-            response = _text(status, body)
-            response.headers["X-Content-Type-Options"] = "nosniff"
-            return response
-        if path in ("/version", "/version/"):
-            return web.json_response(responses.VERSION)
-        if path in ("/api/v1/nodes", "/api/v1/namespaces/kube-system/pods"):
-            kind = "nodes" if path == "/api/v1/nodes" else "pods"
-            try:
-                selector = request.query.get("labelSelector", "")
-                listed = list_body(kind, cluster.control_plane, cluster.index, selector)
-            except ValueError as exc:
-                return web.Response(
-                    status=400,
-                    text=responses.status_json(400, "BadRequest", str(exc)),
-                    content_type=_JSON,
-                )
-            return web.Response(body=listed, content_type=_JSON)
-        return web.Response(status=404, text=responses.NOT_FOUND, content_type=_JSON)
-
-
-def _local_port(transport: asyncio.BaseTransport | None) -> int:
-    if transport is None:
-        return 0
-    sockname = transport.get_extra_info("sockname")
-    return int(sockname[1]) if sockname else 0
-
-
-def _client_name(request: web.BaseRequest) -> str | None:
-    """Common name of the client certificate the TLS layer verified, if one was sent."""
-    transport = request.transport
-    peer = transport.get_extra_info("peercert") if transport is not None else None
-    for rdn in (peer or {}).get("subject", ()):
-        for key, value in rdn:
-            if key == "commonName":
-                return str(value)
-    return None
-
-
-def _authenticated(request: web.BaseRequest, token: str) -> bool:
-    """kube-apiserver's authenticator union: a client certificate the CA signed, or a token.
-
-    The TLS layer has already verified any certificate the client sent against the fleet
-    CA, so its presence is proof enough.
-    """
-    transport = request.transport
-    if transport is not None and transport.get_extra_info("peercert"):
-        return True
-    header = request.headers.get("Authorization", "")
-    scheme, _, given = header.partition(" ")
-    return scheme.lower() == "bearer" and hmac.compare_digest(
-        given.strip().encode(), token.encode()
-    )
-
-
-def _text(status: int, body: str) -> web.Response:
-    response = web.Response(status=status, text=body)
-    response.headers["Content-Type"] = _TEXT
-    return response
+    def _close_connections(self, cluster: StandinCluster, *, notify: bool) -> None:
+        if self._server is not None:
+            self._server.close_connections(cluster, notify=notify)
