@@ -468,8 +468,9 @@ def bench_size(
     every: int = 1,
     interval: float = 0.0,
     load: int = 0,
+    credential: str = "client_cert_data",
 ) -> dict[str, Any]:
-    fleet = start_fleet(tmp / f"fleet-{clusters}-{hang}", clusters, hang)
+    fleet = start_fleet(tmp / f"fleet-{clusters}-{hang}", clusters, hang, credential)
     try:
         limit = 300 + clusters / 10 + (1 + steady) * timeout * (2 + hang / 64)
         each = [
@@ -499,6 +500,7 @@ def bench_size(
         "checks": with_checks,
         "interval_s": interval,
         "busy_processes": load,
+        "credential": credential,
         "runs": each,
         "summary": summarise(each),
     }
@@ -551,6 +553,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         default=0,
         help="run that many busy processes on the machine meanwhile (the 'at load' case)",
     )
+    parser.add_argument(
+        "--credential",
+        default="client_cert_data",
+        help="the fleet's kubeconfig credential kind: client_cert_data (one certificate "
+        "for every cluster, one TLS context in the exporter) or client_cert_data_each (a "
+        "certificate per cluster, a context per cluster, as in a real fleet)",
+    )
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument(
         "--profile-dir",
@@ -584,6 +593,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 args.controlplane_every,
                 args.interval,
                 args.load,
+                args.credential,
             )
     name = "probe_cycle_hang" if args.hang_fraction else "probe_cycle"
     if args.variant != "keepalive":
@@ -596,6 +606,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         name += f"_cpevery{args.controlplane_every}"
     if args.load:
         name += f"_load{args.load}"
+    if args.credential != "client_cert_data":
+        name += f"_{args.credential}"
     write_result(name, {"sizes": results, "timeout_s": args.timeout}, args.out)
     return results
 

@@ -222,13 +222,8 @@ class FleetCerts:
         Written next to the fleet's own as ``client-<common_name>.crt``/``.key``; issuing
         the same name again replaces the files with a new key.
         """
-        if not CLIENT_NAME.fullmatch(common_name):
-            raise ValueError(f"client common name {common_name!r} must match {CLIENT_NAME.pattern}")
-        if self._ca is None:
-            raise RuntimeError("these certificates were not created here: no CA key to sign with")
-        cert, key = _make_leaf(_name(common_name, "system:masters"), self._ca, server=False)
+        cert_pem, key_pem = self.mint_client(common_name)
         folder = self.files.ca_cert.parent
-        cert_pem, key_pem = _cert_pem(cert), _key_pem(key)
         return ClientCert(
             common_name,
             cert_pem,
@@ -236,6 +231,16 @@ class FleetCerts:
             _write(folder / f"client-{common_name}.crt", cert_pem),
             _write(folder / f"client-{common_name}.key", key_pem, secret=True),
         )
+
+    def mint_client(self, common_name: str) -> tuple[bytes, bytes]:
+        """PEM certificate and key of a new ``CN=<common_name>, O=system:masters`` client of
+        the fleet CA, not written anywhere (a key of its own each time)."""
+        if not CLIENT_NAME.fullmatch(common_name):
+            raise ValueError(f"client common name {common_name!r} must match {CLIENT_NAME.pattern}")
+        if self._ca is None:
+            raise RuntimeError("these certificates were not created here: no CA key to sign with")
+        cert, key = _make_leaf(_name(common_name, "system:masters"), self._ca, server=False)
+        return _cert_pem(cert), _key_pem(key)
 
     def server_context(self, *, foreign: bool = False) -> ssl.SSLContext:
         """A serving context that asks for (but does not require) a client certificate.

@@ -41,6 +41,7 @@ class StandinCluster(Protocol):
 
 Credential = Literal[
     "client_cert_data",
+    "client_cert_data_each",
     "client_cert_files",
     "token",
     "token_file",
@@ -92,6 +93,12 @@ def _user(
             "client-certificate-data": _b64(cert.cert_pem),
             "client-key-data": _b64(cert.key_pem),
         }
+    if credential == "client_cert_data_each":
+        # Every cluster its own key and certificate, as the admin kubeconfigs of separate
+        # kubeadm clusters are: the exporter then builds one TLS context per cluster, as
+        # it must for a real fleet (the shared certificate lets it build one for all).
+        cert_pem, key_pem = certs.mint_client(cert.common_name)
+        return {"client-certificate-data": _b64(cert_pem), "client-key-data": _b64(key_pem)}
     if credential == "client_cert_files":
         return {"client-certificate": str(cert.cert_file), "client-key": str(cert.key_file)}
     if credential in ("token", "insecure"):

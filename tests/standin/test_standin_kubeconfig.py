@@ -118,3 +118,15 @@ def test_unknown_credential_kind_is_refused(threaded: ThreadedFleet, tmp_path: P
     with pytest.raises(ValueError, match="unknown credential kind 'password'"):
         threaded.write_kubeconfig(tmp_path / "config", credential="password")  # type: ignore[arg-type]
     assert not (tmp_path / "config").exists()
+
+
+def test_each_cluster_gets_its_own_client_certificate(
+    threaded: ThreadedFleet, tmp_path: Path
+) -> None:
+    """``client_cert_data_each``: a key per cluster, so a watcher builds a context per cluster."""
+    path = threaded.write_kubeconfig(
+        tmp_path / "config", ["alpha", "beta"], credential="client_cert_data_each"
+    )
+    users = [u["user"] for u in yaml.safe_load(path.read_text())["users"]]
+    assert len({u["client-key-data"] for u in users}) == 2
+    assert len({u["client-certificate-data"] for u in users}) == 2
