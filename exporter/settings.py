@@ -53,9 +53,10 @@ class Settings:
     #: servers never queue the others and the worst cycle is about one timeout plus the
     #: CPU work of the cycle. 64 bounds that CPU-heavy part and the credential threads.
     concurrency: int = DEFAULT_CONCURRENCY
-    #: kept-alive connections kept between cycles; None: one per cluster (fastest). OpenSSL
-    #: keeps about 56 KiB per kept TLS connection with our buffers, 560 MiB at 10,000
-    #: clusters; past the bound a probe pays a TLS handshake (about 1.5 ms of CPU) instead.
+    #: kept-alive connections kept between cycles; None: one per cluster (fastest). A kept
+    #: TLS connection is about 26 KiB (24 of them OpenSSL's own state), 260 MiB at 10,000
+    #: clusters; past the bound a probe pays a TLS handshake (about 1.6 ms of CPU) instead
+    #: (bench/connections.py).
     max_idle_connections: int | None = None
     #: optional YAML for the etcd/control-plane checks (``--config.file``)
     config_file: Path | None = None
