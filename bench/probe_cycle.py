@@ -247,7 +247,10 @@ def _collector_policy() -> Any:
         from exporter.gcpolicy import CollectorPolicy
     except ImportError:
         return None
-    return CollectorPolicy()
+    policy = CollectorPolicy()
+    if hasattr(policy, "install"):
+        policy.install()
+    return policy
 
 
 def _render(exposition: Any, snap: Any, previous: Any) -> Any:

@@ -275,6 +275,8 @@ def serve(
     ssl_context = server_tls(tls) if tls is not None else None
     host, port = settings.host_port
     _raise_open_files_limit()
+    collector = CollectorPolicy()
+    collector.install()
     log.info(
         "fleetwatch exporter on %s://%s/metrics%s: kubeconfig %s, folder %s, %s, "
         "interval %gs, timeout %gs, concurrency %d",
@@ -294,7 +296,7 @@ def serve(
                 settings,
                 checks=checks,
                 web_config=web_config,
-                after_cycle=CollectorPolicy().cycle_ended,
+                after_cycle=collector.cycle_ended,
             ),
             host=host,
             port=port,

@@ -17,9 +17,11 @@ def thawed() -> Iterator[None]:
     """No automatic collection during a test (it would free the cycles before the policy
     freezes them); the next test gets the collector thawed and enabled again."""
     was_enabled = gc.isenabled()
+    thresholds = gc.get_threshold()
     gc.disable()
     yield
     gc.unfreeze()
+    gc.set_threshold(*thresholds)
     if was_enabled:
         gc.enable()
 
@@ -67,3 +69,25 @@ def test_frozen_objects_are_still_freed_by_reference_counting() -> None:
 def test_full_every_must_be_positive() -> None:
     with pytest.raises(ValueError):
         CollectorPolicy(full_every=0)
+
+
+def _survivors_made(count: int) -> list[Node]:
+    """``count`` objects that stay alive: they go through the young generations to the old
+    one, as a cycle's new states do, which is what triggers CPython's full collections."""
+    return [Node() for _ in range(count)]
+
+
+def test_installed_no_automatic_full_collection_runs_but_the_young_ones_do() -> None:
+    young, middle, _ = gc.get_threshold()
+    gc.collect()
+    gc.enable()
+    full, young_runs = gc.get_stats()[2]["collections"], gc.get_stats()[0]["collections"]
+    kept = _survivors_made(200 * young * middle)
+    assert gc.get_stats()[2]["collections"] > full, "CPython's defaults: full collections"
+    CollectorPolicy().install()
+    assert gc.get_threshold()[:2] == (young, middle)
+    full = gc.get_stats()[2]["collections"]
+    kept += _survivors_made(200 * young * middle)
+    assert gc.get_stats()[0]["collections"] > young_runs
+    assert gc.get_stats()[2]["collections"] == full, "installed: none automatic"
+    del kept
