@@ -227,14 +227,6 @@ class Monitor:
         # cycle, so a cycle with hung API servers ends about one timeout after it starts
         # instead of one timeout after the last of them got a slot.
         targets.sort(key=lambda t: t[0].last is None or t[0].last.reason is not Reason.TIMEOUT)
-        live = [ctx for _, ctx in targets if ctx is not None]
-        # Clusters gone from discovery lose their connections and credentials now; the
-        # open-files warning then counts what is really held, plus what the probes need.
-        discovered = {name: self._route(s.cluster) for name, s in self.table.states.items()}
-        self.connections.prune(live, self.settings.interval, discovered, self._probes_started_at)
-        for check in self.checks:
-            if isinstance(check, RetainingCheck):
-                check.retain(discovered.keys())
         self._probes_started_at = asyncio.get_running_loop().time()
         soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
         unlimited = soft == resource.RLIM_INFINITY
@@ -258,10 +250,15 @@ class Monitor:
             s.cluster.name for s in after if s.last is not None and s.last.reason is Reason.TIMEOUT
         )
         stats.last_slot_waits = round_.slot_waits
-        for name, api in round_.timed_out:  # after the cycle: handshakes off its clock
-            self.connections.reconnect_later(name, api, self.settings.timeout)
         stats.last_cycle_end = time.time()
         await self.publish()
+        # What the cycle leaves to do comes after its results are out, off its clock: at
+        # 10,000 clusters the housekeeping is 0.1-0.3 s that would delay the start of the
+        # first probes (the hung clusters' timeouts start with them), and the
+        # reconnections are a TLS handshake per timed-out cluster.
+        self._forget_what_left(targets, self._probes_started_at)
+        for name, api in round_.timed_out:
+            self.connections.reconnect_later(name, api, self.settings.timeout)
         ok = sum(1 for s in after if s.last is not None and s.last.success)
         log.info(
             "cycle %d: %d clusters, %d probed, %d ok, %d failing, %.2fs",
@@ -272,6 +269,24 @@ class Monitor:
             len(targets) - ok,
             stats.cycle_duration,
         )
+
+    def _forget_what_left(
+        self,
+        targets: Sequence[tuple[ClusterState, ContextConfig | None]],
+        used_since: float | None,
+    ) -> None:
+        """Close and forget what clusters gone from discovery held, after a cycle.
+
+        Their connections and credentials, the checks' memory of them; and connections
+        made with superseded credentials: on an endpoint this cycle used, those not used
+        since ``used_since``, the start of this cycle's probes (:meth:`HttpPool.retain`).
+        """
+        live = [ctx for _, ctx in targets if ctx is not None]
+        discovered = {name: self._route(s.cluster) for name, s in self.table.states.items()}
+        self.connections.prune(live, self.settings.interval, discovered, used_since)
+        for check in self.checks:
+            if isinstance(check, RetainingCheck):
+                check.retain(discovered.keys())
 
     def _proxy(self, cluster: Cluster) -> Proxy | None:
         """The proxy of ``cluster``'s requests (ProxyError: a setting that cannot be used)."""
