@@ -257,6 +257,11 @@ def _collector_policy() -> Any:
     policy = CollectorPolicy()
     if hasattr(policy, "install"):
         policy.install()
+    try:  # and glibc's mmap threshold, as `fleetwatch exporter` sets it (r3 on)
+        from exporter import mallocpolicy
+    except ImportError:
+        return policy
+    mallocpolicy.install()
     return policy
 
 

@@ -26,6 +26,7 @@ from common.webconfig import (
     load_web_config,
     server_tls,
 )
+from exporter import mallocpolicy
 from exporter.checks import ClusterCheck
 from exporter.config import load_config
 from exporter.controlplane import build_checks, reads_every
@@ -275,6 +276,7 @@ def serve(
     ssl_context = server_tls(tls) if tls is not None else None
     host, port = settings.host_port
     _raise_open_files_limit()
+    mallocpolicy.install()  # before the fleet's connections: they are what it is for
     collector = CollectorPolicy()
     collector.install()
     log.info(
