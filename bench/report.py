@@ -319,8 +319,116 @@ def baselines() -> str:
     return "\n\n".join(out)
 
 
+#: Round 3's result files (bench/run_round3.sh), in the order RESULTS.md shows them.
+ROUND3 = [
+    "r3_before_asbuilt_10k.json",
+    "r3_asbuilt_10k.json",
+    "r3_defaultgc_10k.json",
+    "r3_nochecks_10k.json",
+    "r3_each_10k.json",
+    "r3_maxidle2000_10k.json",
+    "r3_nochecks_maxidle0_10k.json",
+    "r3_before_hang_10k.json",
+    "r3_hang_10k.json",
+    "r3_hang_load1_10k.json",
+    "r3_asbuilt_1k.json",
+]
+
+
+def round3_cycles(names: list[str] = ROUND3) -> str:
+    """Round 3's probe-cycle table: the cycles' wall and CPU, when their results were
+    published, what the collector cost, memory, and the machine during the runs."""
+    rows = [
+        "| result | clusters | hung | what | cycle | wall s | results published s "
+        "| exporter CPU s (ms/cluster) | of it /metrics s | full GC s | fleet CPU s | ok "
+        "| peak RSS MiB | machine |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name in names:
+        doc = _load(name)
+        if doc is None:
+            continue
+        for n, size in doc["sizes"].items():
+            runs = size["runs"]
+            for kind in ("first", "steady"):
+                cycles = [c for r in runs for c in r["cycles"] if c["kind"] == kind]
+                if not cycles:
+                    continue
+                wall = sorted(c["wall_s"] for c in cycles)
+                published = sorted(c["published_s"] for c in cycles if "published_s" in c)
+                cpu = sorted(c["cpu_s"] for c in cycles)
+                render = sorted(c["render_cpu_s"] for c in cycles if "render_cpu_s" in c)
+                full_gc = sorted(c["gc"]["seconds"][2] for c in cycles if "gc" in c)
+                fleet = sorted(c["fleet_cpu_s"] for c in cycles if c["fleet_cpu_s"] is not None)
+                ok = sorted(c["ok"] for c in cycles)
+                rss = sorted(r["rss_peak_mib"] or 0 for r in runs)
+                probes = max(c["probes"] for c in cycles) or 1
+                rows.append(
+                    f"| {name.removesuffix('.json')} | {n} | {size['hanging']} "
+                    f"| {_what(size)} | {kind} (n={len(cycles)}) | {_spread(wall)} "
+                    f"| {_spread(published) if published else '-'} "
+                    f"| {_spread(cpu)} ({1000 * _mid(cpu) / probes:.2f}) "
+                    f"| {f'{_mid(render):.2f}' if render else '-'} "
+                    f"| {f'{_mid(full_gc):.2f}' if full_gc else '-'} "
+                    f"| {_mid(fleet):.1f} | {ok[0]}-{ok[-1]} | {_mid(rss):.0f} "
+                    f"| {_load_range(runs)} |"
+                )
+    return "\n".join(rows)
+
+
+def _spread(values: list[float]) -> str:
+    return f"{_mid(values):.2f} ({values[0]:.2f}-{values[-1]:.2f})"
+
+
+def _what(size: dict[str, Any]) -> str:
+    """What the run measured, in words."""
+    parts = ["as built" if size.get("checks") else "probe only"]
+    variant = size.get("variant", "keepalive")
+    if variant != "keepalive":
+        parts.append({"defaultgc": "CPython's collector"}.get(variant, variant))
+    first = size["runs"][0] if size["runs"] else {}
+    if first.get("max_idle") is not None:
+        parts.append(f"max idle {first['max_idle']}")
+    if size.get("credential", "client_cert_data") != "client_cert_data":
+        parts.append("a client certificate per cluster")
+    if size.get("interval_s"):
+        parts.append(f"every {size['interval_s']:g} s")
+    if size.get("busy_processes"):
+        parts.append(f"{size['busy_processes']} busy process")
+    return ", ".join(parts)
+
+
+def round3_memory() -> str:
+    """Live Python objects of the as-built run at 10,000 clusters, by type."""
+    d = _load("r3_asbuilt_10k.json")
+    if d is None:
+        return ""
+    run = d["sizes"]["10000"]["runs"][0]
+    objs, held = run.get("python_objects"), run.get("check_results_held")
+    if not objs:
+        return ""
+    rows = [
+        f"Peak RSS {run['rss_peak_mib']} MiB. Live Python objects: {objs['objects']:,} "
+        f"({objs.get('tracked', 0):,} tracked by the collector), {objs['total_mib']} MiB "
+        "(shallow sizes), by type:",
+        "",
+        "| type | count | MiB |",
+        "|---|---|---|",
+    ]
+    rows += [f"| {k} | {v['count']:,} | {v['mib']} |" for k, v in objs["top"].items()]
+    if held:
+        rows += [
+            "",
+            f"Held for check results: {held['objects']:,} objects, {held['mib']} MiB "
+            f"({held['per_cluster']} per cluster, {held['tracked_per_cluster']} tracked).",
+        ]
+    return "\n".join(rows)
+
+
 def main() -> None:
     sections = {
+        "Round 3: probe cycles": round3_cycles(),
+        "Round 3: memory (as built, 10,000 clusters)": round3_memory(),
         "Probe cycle": probe_cycles(
             [
                 "probe_cycle_nochecks.json",

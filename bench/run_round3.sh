@@ -34,6 +34,7 @@ run $PY -m bench.scrape --clusters 10000 --scrapes 50 --out "$OUT/r3_scrape.json
 run $PY -m bench.genlatest --series 10000 100000 --runs 5 --out "$OUT/r3_genlatest.json"
 run $PY -m bench.discovery_credentials --contexts 1000 10000 --out "$OUT/r3_discovery_credentials.json"
 run $PY -m bench.connections --connections 1500 --runs 3 --baseline 8a3e263 --out "$OUT/r3_connections.json"
+run $PY -m bench.handshake_floor --seconds 8 --out "$OUT/r3_handshake_floor.json"
 run $PY -m bench.standin_cost --clusters 2000 --steady 3 --runs 2 --baseline "$BEFORE" --out "$OUT/r3_standin_cost.json"
 # The code before the round: same commands, same machine, same pass.
 (cd "$BEFORE" && export PYTHONPATH=$BEFORE && run $PY -m bench.probe_cycle --clusters 10000 --runs 1 --steady 3 \
