@@ -329,6 +329,7 @@ ROUND3 = [
     "r3_maxidle2000_10k.json",
     "r3_nochecks_maxidle0_10k.json",
     "r3_before_hang_10k.json",
+    "r3_hang_backtoback_10k.json",
     "r3_hang_10k.json",
     "r3_hang_load1_10k.json",
     "r3_asbuilt_1k.json",

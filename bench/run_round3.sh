@@ -23,6 +23,7 @@ cycle --runs 1 --steady 3 --credential client_cert_data_each --out "$OUT/r3_each
 cycle --runs 1 --steady 2 --no-checks --max-idle 0 --out "$OUT/r3_nochecks_maxidle0_10k.json"
 cycle --runs 1 --steady 2 --max-idle 2000 --out "$OUT/r3_maxidle2000_10k.json"
 # 1,000 of them hung (TLS accepted, never an answer), 5 s timeout, on the exporter's schedule.
+cycle --hang-fraction 0.1 --timeout 5 --runs 1 --steady 3 --out "$OUT/r3_hang_backtoback_10k.json"
 cycle --hang-fraction 0.1 --timeout 5 --interval 10 --runs 2 --steady 3 --out "$OUT/r3_hang_10k.json"
 cycle --hang-fraction 0.1 --timeout 5 --interval 10 --runs 2 --steady 3 --load 1 \
   --out "$OUT/r3_hang_load1_10k.json"
