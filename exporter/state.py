@@ -54,6 +54,17 @@ class ClusterState:
     failures: tuple[tuple[Reason, int], ...] = ()  #: failed probes by reason, sorted
     checks: EncodedChecks = NO_CHECKS  #: the last cycle's results of the checks, encoded
 
+    # What the exposition reads of a state (``exporter.snapshot.ClusterView``).
+    @property
+    def success(self) -> bool | None:
+        """Did the last probe succeed; None before the first."""
+        return None if self.last is None else self.last.success
+
+    @property
+    def duration(self) -> float:
+        """Seconds the last probe took; 0 before the first."""
+        return 0.0 if self.last is None else self.last.duration
+
 
 def record_probe(
     state: ClusterState, result: ProbeResult, now: float
