@@ -109,9 +109,9 @@ async def _cycles(
         for i in range(1 + steady):
             if interval and i > 0:
                 # On schedule, as `fleetwatch exporter` runs them: the next cycle starts an
-                # interval after the last one started (what the cycle left running, such
-                # as the reconnections of timed-out clusters, goes on meanwhile).
-                await asyncio.sleep(max(0.0, interval - (time.perf_counter() - t0)))
+                # interval after the last one started, once the reconnections of its
+                # timed-out clusters have ended (Monitor.until_next_cycle).
+                await monitor.until_next_cycle(time.perf_counter() - t0)
             before = monitor.probes_started
             render_cpu = 0.0
             fleet0 = _fleet_cpu(fleet_pids) or 0.0

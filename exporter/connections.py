@@ -95,6 +95,11 @@ class Connections:
 
         self._reconnects[name] = asyncio.create_task(reconnect(), name=f"reconnect {name}")
 
+    async def settle(self, at_most: float) -> None:
+        """Wait for the reconnections under way to end, for at most ``at_most`` seconds."""
+        if self._reconnects:
+            await asyncio.wait(list(self._reconnects.values()), timeout=at_most)
+
     async def aclose(self) -> None:
         self.credentials.close()  # first: kills the plugins in flight, with their children
         for task in self._reconnects.values():

@@ -1,0 +1,102 @@
+"""Hung clusters end a cycle about one timeout after it starts (issue 13).
+
+Clusters whose last probe timed out are probed before the scan, so their timeouts start
+with the cycle; a result for a cluster the scan then removed is dropped; and the next
+cycle does not start while the last one's reconnections are under way.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from exporter_helpers import MonitorFactory
+
+from exporter.discovery import Cluster, ContextConfig, Discoverer, Discovery
+from exporter.model import Reason
+from fleetwatch.standin import StandinFleet
+
+
+class WatchingDiscovery:
+    """Discovery that, when armed, waits in its scan for the hung cluster's next request.
+
+    It notes whether the request came while the scan was still running: it can only if
+    the cycle probed that cluster before (or while) scanning.
+    """
+
+    def __init__(self, inner: Discoverer, fleet: StandinFleet, name: str) -> None:
+        self.inner = inner
+        self.fleet = fleet
+        self.name = name
+        self.armed_at: int | None = None  #: requests the cluster had seen when armed
+        self.seen_during_scan = threading.Event()
+
+    def scan(self) -> Discovery:
+        if self.armed_at is not None:
+            deadline = time.monotonic() + 5.0
+            while time.monotonic() < deadline:  # polling with a deadline, in the scan thread
+                if self.fleet.requests(self.name) > self.armed_at:
+                    self.seen_during_scan.set()
+                    break
+                time.sleep(0.01)
+        return self.inner.scan()
+
+    def context_config(self, cluster: Cluster) -> ContextConfig | None:
+        return self.inner.context_config(cluster)
+
+
+async def test_clusters_that_timed_out_are_probed_before_the_scan(
+    fleet: StandinFleet, kubeconfig_dir: Path, make_monitor: MonitorFactory
+) -> None:
+    await fleet.add_cluster("hung", "hang")
+    await fleet.add_clusters(2, prefix="ok")
+    fleet.write_kubeconfig(kubeconfig_dir / "k.yaml", credential="token")
+    discovery = WatchingDiscovery(Discoverer(None, kubeconfig_dir), fleet, "hung")
+    async with make_monitor(probe_timeout=0.5, discovery=discovery) as (monitor, rec):
+        await monitor.run_cycle()
+        assert rec.view("hung").last is not None
+        assert rec.view("hung").last.reason is Reason.TIMEOUT
+        await monitor.until_next_cycle(monitor.settings.interval)
+        discovery.armed_at = fleet.requests("hung")
+        ok_before = fleet.requests("ok-001")
+        await monitor.run_cycle()
+    assert discovery.seen_during_scan.is_set(), "the hung cluster was probed after the scan"
+    assert dict(rec.view("hung").failures) == {Reason.TIMEOUT: 2}
+    assert fleet.requests("ok-001") > ok_before
+    assert rec.view("ok-001").consecutive_failures == 0
+
+
+async def test_early_probe_of_a_cluster_the_scan_removed_is_dropped(
+    fleet: StandinFleet, kubeconfig_dir: Path, make_monitor: MonitorFactory
+) -> None:
+    await fleet.add_cluster("hung", "hang")
+    await fleet.add_cluster("ok", "ok")
+    hung_file = fleet.write_kubeconfig(kubeconfig_dir / "hung.yaml", ["hung"], credential="token")
+    fleet.write_kubeconfig(kubeconfig_dir / "ok.yaml", ["ok"], credential="token")
+    async with make_monitor(probe_timeout=0.5) as (monitor, rec):
+        await monitor.run_cycle()
+        await monitor.until_next_cycle(monitor.settings.interval)
+        before = fleet.requests("hung")
+        hung_file.unlink()  # gone by the next scan, after its early probe started
+        await monitor.run_cycle()
+        assert fleet.requests("hung") == before + 1  # it was probed early, as last seen
+        assert "hung" not in monitor.states
+        assert [v.cluster.name for v in rec.last.clusters] == ["ok"]
+        assert monitor.connections.reconnecting("hung") is None  # not reconnected
+        assert monitor.last_timed_out == ()
+        assert rec.view("ok").success is True
+
+
+async def test_next_cycle_waits_for_the_reconnections_of_the_last(
+    fleet: StandinFleet, kubeconfig_dir: Path, make_monitor: MonitorFactory
+) -> None:
+    await fleet.add_cluster("hung", "hang")
+    fleet.write_kubeconfig(kubeconfig_dir / "k.yaml", credential="token")
+    async with make_monitor(probe_timeout=0.5, interval=0.5) as (monitor, _):
+        await monitor.run_cycle()
+        assert monitor.connections.reconnecting("hung") is not None
+        started = time.monotonic()
+        await monitor.until_next_cycle(elapsed=10.0)  # the cycle outlasted the interval
+        assert monitor.connections.reconnecting("hung") is None
+        assert time.monotonic() - started < 0.5 + 1.0  # the wait is bounded by the timeout
