@@ -201,17 +201,17 @@ def _cluster_text(clusters: Sequence[ClusterView]) -> Iterator[bytes]:
     yield from _joined(
         f"fleetwatch_cluster_probeable{{{k}}} {1 if v.probeable else 0}\n" for k, v in pairs
     )
+    # The last probe of each probed cluster, looked up once for the two families it feeds.
+    probed = [(k, v.last) for k, v in pairs if v.last is not None]
     yield _header(*success)
     yield from _joined(
-        f"fleetwatch_cluster_probe_success{{{k}}} {1 if v.success else 0}\n"
-        for k, v in pairs
-        if v.success is not None
+        f"fleetwatch_cluster_probe_success{{{k}}} {1 if last.success else 0}\n"
+        for k, last in probed
     )
     yield _header(*duration)
     yield from _joined(
-        f"fleetwatch_cluster_probe_duration_seconds{{{k}}} {fmt(v.duration)}\n"
-        for k, v in pairs
-        if v.success is not None
+        f"fleetwatch_cluster_probe_duration_seconds{{{k}}} {fmt(last.duration)}\n"
+        for k, last in probed
     )
     yield _header(*consecutive)
     yield from _joined(
