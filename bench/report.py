@@ -319,21 +319,35 @@ def baselines() -> str:
     return "\n\n".join(out)
 
 
-#: Round 3's result files (bench/run_round3.sh), in the order RESULTS.md shows them.
-ROUND3 = [
-    "r3_before_asbuilt_10k.json",
-    "r3_asbuilt_10k.json",
-    "r3_defaultgc_10k.json",
-    "r3_nochecks_10k.json",
-    "r3_each_10k.json",
-    "r3_maxidle2000_10k.json",
-    "r3_nochecks_maxidle0_10k.json",
-    "r3_before_hang_10k.json",
-    "r3_hang_backtoback_10k.json",
-    "r3_hang_10k.json",
-    "r3_hang_load1_10k.json",
-    "r3_asbuilt_1k.json",
+#: The result files of rounds 3 and 4 (bench/run_round3.sh, R=r3 and R=r4), in the order
+#: RESULTS.md shows them.
+_ROUND_FILES = [
+    "before_asbuilt_10k",
+    "asbuilt_10k",
+    "defaultgc_10k",
+    "nochecks_10k",
+    "each_10k",
+    "maxidle2000_10k",
+    "nochecks_maxidle0_10k",
+    "before_hang_10k",
+    "hang_backtoback_10k",
+    "hang_10k",
+    "before_hang_load1_10k",
+    "hang_load1_10k",
+    "asbuilt_1k",
 ]
+
+
+#: bench/run_round3b.sh's result files (r3b_*), in the order RESULTS.md shows them.
+_HUNG_PASS = ["asbuilt_10k", "hang_backtoback_10k", "hang_10k", "before_hang_load1_10k",
+              "hang_load1_10k"]  # fmt: skip
+
+
+def round_files(prefix: str) -> list[str]:
+    return [f"{prefix}_{name}.json" for name in _ROUND_FILES]
+
+
+ROUND3 = round_files("r3")
 
 
 def round3_cycles(names: list[str] = ROUND3) -> str:
@@ -399,9 +413,9 @@ def _what(size: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def round3_memory() -> str:
+def round3_memory(prefix: str = "r3") -> str:
     """Live Python objects of the as-built run at 10,000 clusters, by type."""
-    d = _load("r3_asbuilt_10k.json")
+    d = _load(f"{prefix}_asbuilt_10k.json")
     if d is None:
         return ""
     run = d["sizes"]["10000"]["runs"][0]
@@ -428,6 +442,11 @@ def round3_memory() -> str:
 
 def main() -> None:
     sections = {
+        "Round 4: probe cycles": round3_cycles(round_files("r4")),
+        "Round 4: memory (as built, 10,000 clusters)": round3_memory("r4"),
+        "Round 4: the hung-cluster pass (bench/run_round3b.sh)": round3_cycles(
+            [f"r3b_{name}.json" for name in _HUNG_PASS]
+        ),
         "Round 3: probe cycles": round3_cycles(),
         "Round 3: memory (as built, 10,000 clusters)": round3_memory(),
         "Probe cycle": probe_cycles(
