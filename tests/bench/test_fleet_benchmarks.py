@@ -15,7 +15,7 @@ from bench.common import is_number
 def test_probe_cycle_runs_with_a_hung_cluster(tmp_path: Path) -> None:
     out = probe_cycle.main(
         ["--clusters", "4", "--hang-fraction", "0.25", "--runs", "1", "--steady", "1",
-         "--timeout", "1", "--out", str(tmp_path / "p.json")]
+         "--timeout", "1", "--interval", "1.5", "--out", str(tmp_path / "p.json")]
     )  # fmt: skip
     size = out["4"]
     assert size["hanging"] == 1
