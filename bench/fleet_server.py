@@ -74,10 +74,13 @@ def start_fleet(
     credential: str = "client_cert_data",
     shard_max: int = SHARD_MAX,
     repo: Path = REPO,
+    hang_mode: str = "hang",
 ) -> Fleet:
     """Start the fleet's shard processes and wait until each is ready (deadline by size).
 
     ``repo``: the checkout whose stand-in serves (another one to compare code versions).
+    ``hang_mode``: the stand-in mode of the ``hang`` clusters (``frozen``: TCP accepted,
+    no TLS handshake, as a stopped API server process).
     """
     kubeconfigs = directory / "kubeconfigs"
     kubeconfigs.mkdir(parents=True, exist_ok=True)
@@ -97,7 +100,7 @@ def start_fleet(
                         "--clusters", str(n), "--hang", str(h), "--credential", credential,
                         "--prefix", f"bench-s{s}" if shards > 1 else "bench",
                         "--kubeconfig-out", str(kubeconfigs / f"shard-{s}.yaml"),
-                    ],
+                    ] + (["--hang-mode", hang_mode] if hang_mode != "hang" else []),
                     directory / f"shard-{s}.log",
                     cwd=repo,
                 ).start()
@@ -128,7 +131,13 @@ def start_fleet(
 
 
 async def serve(
-    directory: Path, clusters: int, hang: int, credential: str, prefix: str, kubeconfig: Path
+    directory: Path,
+    clusters: int,
+    hang: int,
+    credential: str,
+    prefix: str,
+    kubeconfig: Path,
+    hang_mode: str = "hang",
 ) -> None:
     from fleetwatch.standin.fleet import StandinFleet  # the fleet process only
 
@@ -137,7 +146,7 @@ async def serve(
         step = clusters // hang if hang else 0
         width = max(3, len(str(clusters)))
         for i in range(clusters):
-            mode = "hang" if step and i % step == 0 and i // step < hang else "ok"
+            mode = hang_mode if step and i % step == 0 and i // step < hang else "ok"
             await fleet.add_cluster(f"{prefix}-{i:0{width}d}", mode)
         fleet.write_kubeconfig(kubeconfig, credential=credential)  # type: ignore[arg-type]
         files = fleet.certs.files
@@ -178,6 +187,10 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, required=True)
     parser.add_argument("--clusters", type=int, required=True)
     parser.add_argument("--hang", type=int, default=0, help="how many clusters hang")
+    parser.add_argument(
+        "--hang-mode", choices=("hang", "frozen"), default="hang",
+        help="hang: TLS done, no answer; frozen: TCP accepted, no TLS handshake",
+    )  # fmt: skip
     parser.add_argument("--credential", default="client_cert_data")
     parser.add_argument("--prefix", default="bench", help="cluster names: <prefix>-<n>")
     parser.add_argument("--kubeconfig-out", type=Path, default=None)
@@ -187,7 +200,12 @@ def main() -> None:
     if limit < 2 * args.clusters + 100:
         print(f"warning: {limit} descriptors for {args.clusters} clusters", file=sys.stderr)
     kubeconfig = args.kubeconfig_out or args.dir / "kubeconfig.yaml"
-    asyncio.run(serve(args.dir, args.clusters, args.hang, args.credential, args.prefix, kubeconfig))
+    asyncio.run(
+        serve(
+            args.dir, args.clusters, args.hang, args.credential, args.prefix, kubeconfig,
+            args.hang_mode,
+        )
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

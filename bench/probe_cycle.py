@@ -484,8 +484,11 @@ def bench_size(
     interval: float = 0.0,
     load: int = 0,
     credential: str = "client_cert_data",
+    hang_mode: str = "hang",
 ) -> dict[str, Any]:
-    fleet = start_fleet(tmp / f"fleet-{clusters}-{hang}", clusters, hang, credential)
+    fleet = start_fleet(
+        tmp / f"fleet-{clusters}-{hang}", clusters, hang, credential, hang_mode=hang_mode
+    )
     try:
         limit = 300 + clusters / 10 + (1 + steady) * timeout * (2 + hang / 64)
         each = [
@@ -511,6 +514,7 @@ def bench_size(
     return {
         "clusters": clusters,
         "hanging": hang,
+        "hang_mode": hang_mode,
         "variant": variant,
         "checks": with_checks,
         "interval_s": interval,
@@ -525,6 +529,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clusters", type=int, nargs="+", default=[1000, 10_000])
     parser.add_argument("--hang-fraction", type=float, default=0.0)
+    parser.add_argument(
+        "--hang-mode", choices=("hang", "frozen"), default="hang",
+        help="how they hang: TLS done and no answer, or TCP accepted and no TLS (frozen)",
+    )  # fmt: skip
     parser.add_argument("--runs", type=int, default=3, help="fresh worker processes per size")
     parser.add_argument("--steady", type=int, default=2, help="steady cycles after the first")
     parser.add_argument("--timeout", type=float, default=10.0, help="probe timeout, seconds")
@@ -609,8 +617,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 args.interval,
                 args.load,
                 args.credential,
+                args.hang_mode,
             )
     name = "probe_cycle_hang" if args.hang_fraction else "probe_cycle"
+    if args.hang_fraction and args.hang_mode != "hang":
+        name += f"_{args.hang_mode}"
     if args.variant != "keepalive":
         name += f"_{args.variant}"
     if args.no_checks:

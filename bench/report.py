@@ -406,6 +406,8 @@ def _what(size: dict[str, Any]) -> str:
         parts.append(f"max idle {first['max_idle']}")
     if size.get("credential", "client_cert_data") != "client_cert_data":
         parts.append("a client certificate per cluster")
+    if size.get("hang_mode", "hang") != "hang":
+        parts.append(f"hung ones {size['hang_mode']}")
     if size.get("interval_s"):
         parts.append(f"every {size['interval_s']:g} s")
     if size.get("busy_processes"):

@@ -237,7 +237,7 @@ def respond(
     """What ``cluster`` answers to ``head`` in its current mode (its request count moves)."""
     cluster.requests += 1
     mode = cluster.mode
-    if mode is Mode.HANG:
+    if mode is Mode.HANG or mode is Mode.FROZEN:  # FROZEN: a connection from before it
         return HANG
     if mode is Mode.DOWN:  # a request that raced the outage
         return DROP

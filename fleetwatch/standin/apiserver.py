@@ -60,7 +60,7 @@ from fleetwatch.standin.answers import (
     respond,
     wire,
 )
-from fleetwatch.standin.cluster import StandinCluster
+from fleetwatch.standin.cluster import Mode, StandinCluster
 
 log = logging.getLogger(__name__)
 
@@ -418,6 +418,8 @@ class ApiServer:
         self.loop = loop
         self.poller = _Poller(loop)
         self._by_cluster: dict[StandinCluster, set[Connection]] = {}
+        #: accepted sockets of ``frozen`` clusters, never read: their handshakes never start
+        self._frozen: dict[StandinCluster, list[socket.socket]] = {}
         self._count = 0
         self._sweeper: asyncio.TimerHandle | None = None
 
@@ -426,6 +428,9 @@ class ApiServer:
 
     def serve(self, raw: socket.socket, cluster: StandinCluster, ctx: ssl.SSLContext) -> None:
         """Take over one accepted TCP connection: TLS, then requests."""
+        if cluster.mode is Mode.FROZEN:
+            self._frozen.setdefault(cluster, []).append(raw)
+            return
         try:
             raw.setblocking(False)
             raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # Go's default
@@ -456,10 +461,16 @@ class ApiServer:
         """Close every connection of ``cluster`` (a restart, an outage, a new cut)."""
         for conn in list(self._by_cluster.get(cluster, ())):
             conn.close(notify=notify)
+        self.close_frozen(cluster)
+
+    def close_frozen(self, cluster: StandinCluster) -> None:
+        """Close the sockets ``cluster`` accepted while frozen (no TLS was ever spoken)."""
+        for raw in self._frozen.pop(cluster, ()):
+            raw.close()
 
     def close_all(self) -> None:
         """Close every connection, and the poller (close the listeners first)."""
-        for cluster in list(self._by_cluster):
+        for cluster in list(self._by_cluster) + list(self._frozen):
             self.close_connections(cluster, notify=True)
         if self._sweeper is not None:
             self._sweeper.cancel()

@@ -17,6 +17,9 @@ class Mode(StrEnum):
     OK = "ok"
     DOWN = "down"
     HANG = "hang"
+    #: TCP is accepted (the kernel's backlog) but the TLS handshake never answered: an API
+    #: server process that is stopped or wedged, where ``hang`` answers the handshake
+    FROZEN = "frozen"
     ERROR = "error"
     NOT_READY = "not_ready"
     UNAUTHORIZED = "unauthorized"

@@ -13,6 +13,7 @@ Modes imitate what a probe meets in the field:
 ``ok``                a healthy API server
 ``down``              the process is gone: connections refused (the port is kept)
 ``hang``              TLS handshake done, the request never answered
+``frozen``            TCP accepted, the TLS handshake never answered (a stopped process)
 ``error``             HTTP 500 ``Internal Server Error`` (a broken proxy or server)
 ``not_ready``         ``/readyz`` 500 with ``[-]etcd failed: reason withheld``
 ``unauthorized``      401 ``Status`` even for good credentials (revoked, expired)
@@ -212,6 +213,9 @@ class StandinFleet:
             if new_mode is not Mode.DOWN:
                 await self._listen(cluster, new_mode)
         cluster.mode = new_mode
+        if old_mode is Mode.FROZEN and new_mode is not Mode.FROZEN and self._server is not None:
+            # a stopped process that is restarted: the connections it never served are reset
+            self._server.close_frozen(cluster)
         await self._reconcile_metrics(cluster)
         return cluster
 

@@ -245,3 +245,24 @@ async def _until(predicate: Callable[[], bool], attempts: int = 500) -> None:
             return
         await asyncio.sleep(0.01)
     raise AssertionError("condition not met in time")
+
+
+async def test_frozen_accepts_tcp_but_never_answers_the_handshake(
+    fleet: StandinFleet, session: aiohttp.ClientSession, cert_ctx: ssl.SSLContext
+) -> None:
+    cluster = await fleet.add_cluster("stopped", mode="frozen")
+    # TCP is accepted, as a stopped process's backlog accepts it ...
+    _, writer = await asyncio.open_connection("127.0.0.1", cluster.port)
+    writer.close()
+    # ... but no TLS handshake completes: the client's own deadline ends it.
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(
+            asyncio.open_connection(
+                "127.0.0.1", cluster.port, ssl=cert_ctx, server_hostname="localhost"
+            ),
+            0.5,
+        )
+    # Started again: new handshakes are answered (the ones it never served are reset).
+    await fleet.set_mode("stopped", "ok")
+    assert (await get(session, cluster.url + "/readyz", cert_ctx))[0] == 200
+    assert cluster.requests == 1
