@@ -29,15 +29,12 @@ IDLE_CONNECTION_SECONDS = 3600.0
 class Connections:
     """HTTP pool, credential cache and reconnections; ``aclose()`` when the exporter stops."""
 
-    def __init__(
-        self, concurrency: int, max_idle: int | None, plugin_timeout: float = 10.0
-    ) -> None:
+    def __init__(self, max_idle: int | None, plugin_timeout: float = 10.0) -> None:
         #: ``plugin_timeout``: an exec plugin's deadline (the probe timeout)
         self.credentials = CredentialCache(plugin_timeout)
         #: the probes' kept-alive connections
         self.http = HttpPool(max_idle)
         self._reconnects: dict[str, asyncio.Task[None]] = {}
-        self._reconnect_slots = asyncio.Semaphore(concurrency)
 
     def api(self, endpoint: str, credentials: Credentials, proxy: Proxy | None = None) -> ApiClient:
         return ApiClient(self.http, endpoint, credentials, proxy)
@@ -80,14 +77,17 @@ class Connections:
 
         async def reconnect() -> None:
             try:
-                async with self._reconnect_slots:  # the timeout starts with the slot
-                    await self.http.preconnect(
-                        api.endpoint,
-                        context=creds.ssl_context,
-                        server_hostname=creds.server_hostname,
-                        proxy=api.proxy,
-                        deadline=asyncio.get_running_loop().time() + timeout,
-                    )
+                # No slot: a stopped API server (TCP accepted, no TLS) would hold one for
+                # the whole timeout, and the reconnections of clusters that only blinked
+                # would queue behind it until their next probe timed out waiting. Their
+                # number is that of the clusters that timed out, which bounds the burst.
+                await self.http.preconnect(
+                    api.endpoint,
+                    context=creds.ssl_context,
+                    server_hostname=creds.server_hostname,
+                    proxy=api.proxy,
+                    deadline=asyncio.get_running_loop().time() + timeout,
+                )
             except (HttpError, TimeoutError):
                 pass  # the next probe finds out and reports it
             finally:

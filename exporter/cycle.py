@@ -63,16 +63,25 @@ _BOUND_GRACE = 0.05
 
 
 class _Slot:
-    """One probe's share of the cycle's concurrency: held for work, given back to wait."""
+    """One probe's share of the cycle's concurrency: held for work, given back to wait.
+
+    Without a semaphore, a probe that takes no share: one of a cluster whose last probe
+    timed out. Setting up its connection may wait a whole timeout (an API server process
+    that is stopped accepts TCP and never answers the TLS handshake), which under a slot
+    would keep the others waiting (1,000 such clusters of 10,000, 64 slots, a 5 s timeout:
+    80 s cycles). How many go without is how many timed out, which bounds their CPU.
+    """
 
     __slots__ = ("_held", "_semaphore", "waited")
 
-    def __init__(self, semaphore: asyncio.Semaphore) -> None:
+    def __init__(self, semaphore: asyncio.Semaphore | None) -> None:
         self._semaphore = semaphore
         self._held = False
         self.waited = False  #: all slots were taken when it asked: concurrency was short
 
     async def acquire(self) -> None:
+        if self._semaphore is None:
+            return
         if not self._held:
             if self._semaphore.locked():
                 self.waited = True
@@ -82,6 +91,7 @@ class _Slot:
     def release(self) -> None:
         if self._held:
             self._held = False
+            assert self._semaphore is not None
             self._semaphore.release()
 
     # The pool's ``gate``: ``async with gate():``. A plain class rather than an
@@ -143,9 +153,7 @@ class Monitor:
         self.checks = tuple(checks)
         self._families = declared_families(c.families for c in self.checks)
         self.table = ClusterTable()
-        self.connections = Connections(
-            settings.concurrency, settings.max_idle_connections, settings.timeout
-        )
+        self.connections = Connections(settings.max_idle_connections, settings.timeout)
         self.warnings = CycleWarnings(settings)
         self.stats = CycleStats(check_errors={c.name: 0 for c in self.checks})
         self.proxies = EnvironmentProxies(os.environ if environ is None else environ)
@@ -244,7 +252,7 @@ class Monitor:
                 for s in self.table.probeable()
                 if s.last is not None and s.last.reason is Reason.TIMEOUT
             ]
-            self._start_probes(group, round_, early)
+            self._start_probes(group, round_, early, suspect=True)
             # Parsing a changed kubeconfig of thousands of contexts takes a second: off
             # the loop (the early probes go on meanwhile).
             discovery, readable = await asyncio.to_thread(self._scan)
@@ -311,10 +319,13 @@ class Monitor:
         group: asyncio.TaskGroup,
         round_: _Round,
         targets: Sequence[tuple[ClusterState, ContextConfig | None]],
+        *,
+        suspect: bool = False,
     ) -> None:
+        """``suspect``: they timed out last cycle, and take no slot (:class:`_Slot`)."""
         for state, ctx in targets:
             group.create_task(
-                self._probe_cluster(round_, state.cluster, ctx),
+                self._probe_cluster(round_, state.cluster, ctx, suspect),
                 name=f"probe {state.cluster.name}",
             )
 
@@ -359,9 +370,9 @@ class Monitor:
     # -- one cluster ------------------------------------------------------------------
 
     async def _probe_cluster(
-        self, round_: _Round, cluster: Cluster, ctx: ContextConfig | None
+        self, round_: _Round, cluster: Cluster, ctx: ContextConfig | None, suspect: bool = False
     ) -> None:
-        slot = _Slot(round_.semaphore)
+        slot = _Slot(None if suspect else round_.semaphore)
         await slot.acquire()  # the probe's timeout starts once it has a slot, not before
         try:
             result, api = await self._probe_one(round_, cluster, ctx, slot)

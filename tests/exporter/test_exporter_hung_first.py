@@ -100,3 +100,45 @@ async def test_next_cycle_waits_for_the_reconnections_of_the_last(
         await monitor.until_next_cycle(elapsed=10.0)  # the cycle outlasted the interval
         assert monitor.connections.reconnecting("hung") is None
         assert time.monotonic() - started < 0.5 + 1.0  # the wait is bounded by the timeout
+
+
+async def test_stopped_api_servers_hold_no_slot_once_they_timed_out(
+    fleet: StandinFleet, kubeconfig_dir: Path, make_monitor: MonitorFactory
+) -> None:
+    # Six API servers that accept TCP and never answer the TLS handshake, one slot: each
+    # would hold the slot for a whole timeout while connecting (six timeouts per cycle).
+    for i in range(6):
+        await fleet.add_cluster(f"stopped-{i}", "frozen")
+    await fleet.add_cluster("ok", "ok")
+    fleet.write_kubeconfig(kubeconfig_dir / "k.yaml", credential="token")
+    timeout = 0.5
+    async with make_monitor(probe_timeout=timeout, interval=timeout, concurrency=1) as (
+        monitor,
+        rec,
+    ):
+        await monitor.run_cycle()  # the first: nothing known yet, they take the slot in turn
+        await monitor.until_next_cycle(elapsed=10.0)
+        started = time.monotonic()
+        await monitor.run_cycle()
+        elapsed = time.monotonic() - started
+    assert elapsed < 2 * timeout, f"a steady cycle took {elapsed:.2f}s"
+    assert dict(rec.view("stopped-0").failures) == {Reason.TIMEOUT: 2}
+    assert rec.view("ok").consecutive_failures == 0
+
+
+async def test_a_reconnection_never_waits_behind_stopped_api_servers(
+    fleet: StandinFleet, kubeconfig_dir: Path, make_monitor: MonitorFactory
+) -> None:
+    for i in range(6):
+        await fleet.add_cluster(f"stopped-{i}", "frozen")
+    await fleet.add_cluster("blip", "hang")  # times out once, then answers again
+    fleet.write_kubeconfig(kubeconfig_dir / "k.yaml", credential="token")
+    timeout = 0.5
+    async with make_monitor(probe_timeout=timeout, concurrency=1) as (monitor, rec):
+        await monitor.run_cycle()
+        assert rec.view("blip").last is not None
+        assert rec.view("blip").last.reason is Reason.TIMEOUT
+        await fleet.set_mode("blip", "ok")
+        # Its reconnection must not queue behind six that each wait a timeout.
+        await monitor.run_cycle()
+    assert rec.view("blip").success is True, rec.view("blip").last
