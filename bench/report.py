@@ -343,6 +343,11 @@ _HUNG_PASS = ["asbuilt_10k", "hang_backtoback_10k", "hang_10k", "before_hang_loa
               "hang_load1_10k"]  # fmt: skip
 
 
+#: Round 4's last runs: stopped API servers before and after, the hung cases on the final code.
+_FINAL_PASS = ["r4_frozen_10k.json", "r4_frozen_after_10k.json", "r4c_hang_10k.json",
+               "r4c_hang_load1_10k.json"]  # fmt: skip
+
+
 def round_files(prefix: str) -> list[str]:
     return [f"{prefix}_{name}.json" for name in _ROUND_FILES]
 
@@ -448,6 +453,9 @@ def main() -> None:
         "Round 4: memory (as built, 10,000 clusters)": round3_memory("r4"),
         "Round 4: the hung-cluster pass (bench/run_round3b.sh)": round3_cycles(
             [f"r3b_{name}.json" for name in _HUNG_PASS]
+        ),
+        "Round 4: stopped API servers, and the hung cases on the final code": round3_cycles(
+            _FINAL_PASS
         ),
         "Round 3: probe cycles": round3_cycles(),
         "Round 3: memory (as built, 10,000 clusters)": round3_memory(),

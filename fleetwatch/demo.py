@@ -44,7 +44,7 @@ USUAL_PORTS = {"exporter": 9713, "reactor": 9714, "prometheus": 9090, "alertmana
 PREFIX = "demo"
 #: Apps deployed by the demo: name -> index of its cluster (the first has two).
 APPS = (("shop-frontend", 0), ("shop-api", 0), ("payments", 1), ("search", 2), ("reports", 3))
-FAILURE_MODES = ("down", "hang", "error", "not_ready", "unauthorized", "wrong_ca")
+FAILURE_MODES = ("down", "hang", "frozen", "error", "not_ready", "unauthorized", "wrong_ca")
 
 
 def default_state_file() -> Path:
