@@ -4,7 +4,9 @@ Every ``interval`` seconds: discovery re-scans (cheap when nothing changed), eve
 probeable cluster is probed under a semaphore of ``concurrency``, each probe (credentials
 included) bounded by ``timeout``, then the per-cluster checks of the extension seam run.
 A probe holds its slot while it works (credentials, connecting, the TLS handshake, sending)
-and gives it back while it waits for the answer: waiting costs nothing, so a thousand hung
+and gives it back while it waits for the answer, or once its connection's set-up has waited
+a second for the server (``exporter.httppool.SETUP_STALL_SECONDS``: a stopped API server
+accepts TCP and never answers the handshake): waiting costs nothing, so a thousand hung
 API servers never hold up the others, while the CPU-heavy part stays bounded. Each phase
 ends with :meth:`Monitor.publish` handing an immutable snapshot to the exposition.
 Clusters whose last probe timed out are probed first, before the scan, so the timeouts of

@@ -38,8 +38,9 @@ from __future__ import annotations
 import asyncio
 import heapq
 import ssl
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from contextlib import AbstractAsyncContextManager
+from typing import TypeVar
 
 from exporter.http1 import Endpoint, Failure, HttpError, request_bytes, short
 from exporter.httpconn import Connection, open_socket
@@ -190,6 +191,17 @@ async def _wait(future: asyncio.Future[None], req: _Request | None) -> None:
         req.future = None
 
 
+T = TypeVar("T")
+
+#: Seconds a new connection's set-up (TCP, TLS) may wait for the server before it gives the
+#: caller's gate back. A healthy set-up takes milliseconds of CPU and, with the exporter's
+#: 64 in flight on a loaded 2-core machine, well under a second; an API server process that
+#: is stopped accepts TCP (the kernel's backlog) and never answers the handshake, and held
+#: a slot for a whole timeout: 1,000 of them with 64 slots and a 5 s timeout made a first
+#: cycle of 86 s (bench/RESULTS.md, round 4).
+SETUP_STALL_SECONDS = 1.0
+
+
 class HttpPool:
     """Kept-alive connections to many API servers, at most one request per connection.
 
@@ -200,8 +212,11 @@ class HttpPool:
     per probe.
     """
 
-    def __init__(self, max_idle: int | None = None) -> None:
+    def __init__(
+        self, max_idle: int | None = None, setup_stall: float = SETUP_STALL_SECONDS
+    ) -> None:
         self.max_idle = max_idle
+        self.setup_stall = setup_stall  #: see SETUP_STALL_SECONDS
         self._idle: dict[_PoolKey, list[Connection]] = {}
         self._idle_count = 0
         self._kept = 0  #: pooled connections, idle or in use
@@ -241,7 +256,10 @@ class HttpPool:
         """``(status, body)`` of ``GET url+path``; raises :class:`HttpError`.
 
         ``gate()`` is held while connecting and sending, not while waiting for the answer:
-        the cycle's concurrency bounds work, and a hung server never holds a slot. The
+        the cycle's concurrency bounds work, and a hung server never holds a slot. A new
+        connection still waiting for the server after ``setup_stall`` seconds gives it back
+        too, when it has a ``release()`` (the cycle's slot does): a stopped server accepts
+        TCP and never answers the TLS handshake. The
         wait for the proxy's tunnel is not under ``gate()`` either (it is no work): a hung
         proxy in front of a thousand clusters must not take every slot for a timeout.
 
@@ -270,14 +288,17 @@ class HttpPool:
                         reused = conn is not None
                         if conn is None:
                             conn = await self._connect(ep, key, progress, req, secure=False)
-                    async with _NO_GATE if gate is None else gate():
+                    held = _NO_GATE if gate is None else gate()
+                    async with held:
+                        on_stall: Callable[[], None] | None = getattr(held, "release", None)
                         if conn is None:
                             conn = self._take_idle(key)
                             reused = conn is not None
                             if conn is None:
-                                conn = await self._connect(ep, key, progress, req)
+                                setup = self._connect(ep, key, progress, req)
+                                conn = await self._stalling(setup, on_stall)
                         elif not reused:
-                            await self._secure(conn, req)
+                            await self._stalling(self._secure(conn, req), on_stall)
                         waiter = conn.send(request, max_bytes)
                     if req is None:
                         await waiter
@@ -310,6 +331,16 @@ class HttpPool:
         finally:
             if req is not None:
                 self._deadlines.end(req)
+
+    async def _stalling(self, setup: Awaitable[T], on_stall: Callable[[], None] | None) -> T:
+        """Await a connection's set-up; ``on_stall()`` once it has waited ``setup_stall``."""
+        if on_stall is None:
+            return await setup
+        timer = asyncio.get_running_loop().call_later(self.setup_stall, on_stall)
+        try:
+            return await setup
+        finally:
+            timer.cancel()
 
     async def preconnect(
         self,

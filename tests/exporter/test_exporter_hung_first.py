@@ -11,11 +11,17 @@ import threading
 import time
 from pathlib import Path
 
-from exporter_helpers import MonitorFactory
+from exporter_helpers import MonitorFactory, Recorder
 
 from exporter.discovery import Cluster, ContextConfig, Discoverer, Discovery
 from exporter.model import Reason
 from fleetwatch.standin import StandinFleet
+
+
+def _reason(rec: Recorder, name: str) -> Reason | None:
+    """Why the last probe of ``name`` failed (None: it succeeded, or none yet)."""
+    last = rec.view(name).last
+    return None if last is None else last.reason
 
 
 class WatchingDiscovery:
@@ -55,8 +61,7 @@ async def test_clusters_that_timed_out_are_probed_before_the_scan(
     discovery = WatchingDiscovery(Discoverer(None, kubeconfig_dir), fleet, "hung")
     async with make_monitor(probe_timeout=0.5, discovery=discovery) as (monitor, rec):
         await monitor.run_cycle()
-        assert rec.view("hung").last is not None
-        assert rec.view("hung").last.reason is Reason.TIMEOUT
+        assert _reason(rec, "hung") is Reason.TIMEOUT
         await monitor.until_next_cycle(monitor.settings.interval)
         discovery.armed_at = fleet.requests("hung")
         ok_before = fleet.requests("ok-001")
@@ -136,9 +141,28 @@ async def test_a_reconnection_never_waits_behind_stopped_api_servers(
     timeout = 0.5
     async with make_monitor(probe_timeout=timeout, concurrency=1) as (monitor, rec):
         await monitor.run_cycle()
-        assert rec.view("blip").last is not None
-        assert rec.view("blip").last.reason is Reason.TIMEOUT
+        assert _reason(rec, "blip") is Reason.TIMEOUT
         await fleet.set_mode("blip", "ok")
         # Its reconnection must not queue behind six that each wait a timeout.
         await monitor.run_cycle()
     assert rec.view("blip").success is True, rec.view("blip").last
+
+
+async def test_a_stalled_connection_set_up_gives_its_slot_back(
+    fleet: StandinFleet, kubeconfig_dir: Path, make_monitor: MonitorFactory
+) -> None:
+    # The first cycle knows nothing yet: every cluster connects under a slot, and a
+    # stopped API server's set-up gives its slot back once it has waited setup_stall.
+    for i in range(6):
+        await fleet.add_cluster(f"stopped-{i}", "frozen")
+    await fleet.add_cluster("ok", "ok")
+    fleet.write_kubeconfig(kubeconfig_dir / "k.yaml", credential="token")
+    timeout = 2.0
+    async with make_monitor(probe_timeout=timeout, concurrency=1) as (monitor, rec):
+        monitor.http.setup_stall = 0.1
+        started = time.monotonic()
+        await monitor.run_cycle()
+        elapsed = time.monotonic() - started
+    assert elapsed < 2 * timeout, f"the first cycle took {elapsed:.2f}s (6 timeouts: 12 s)"
+    assert all(_reason(rec, f"stopped-{i}") is Reason.TIMEOUT for i in range(6))
+    assert rec.view("ok").success is True
