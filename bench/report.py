@@ -345,7 +345,8 @@ _HUNG_PASS = ["asbuilt_10k", "hang_backtoback_10k", "hang_10k", "before_hang_loa
 
 #: Round 4's last runs: stopped API servers before and after, the hung cases on the final code.
 _FINAL_PASS = ["r4_frozen_10k.json", "r4_frozen_after_10k.json", "r4c_hang_10k.json",
-               "r4c_hang_load1_10k.json"]  # fmt: skip
+               "r4c_hang_load1_10k.json", "r4d_frozen_10k.json", "r4d_asbuilt_10k.json",
+               "r4d_hang_load1_10k.json"]  # fmt: skip
 
 
 def round_files(prefix: str) -> list[str]:
