@@ -117,9 +117,8 @@ class _Round:
     timed_out: list[tuple[str, ApiClient]] = field(default_factory=list)
 
 
-def _current(state: ClusterState | None, probed: ClusterState | Cluster) -> bool:
-    """Is ``probed`` (a cluster, or its state when the probe started) still probed as is?"""
-    cluster = probed.cluster if isinstance(probed, ClusterState) else probed
+def _current(state: ClusterState | None, cluster: Cluster) -> bool:
+    """Is ``cluster``, as a probe started with it, still probed as is (``state``: now)?"""
     return state is not None and state.probeable and state.cluster == cluster
 
 
@@ -285,7 +284,9 @@ class Monitor:
             )
             self._start_probes(group, round_, rest)
         states = self.table.states
-        targets = [t for t in (*early, *rest) if _current(states.get(t[0].cluster.name), t[0])]
+        targets = [
+            t for t in (*early, *rest) if _current(states.get(t[0].cluster.name), t[0].cluster)
+        ]
         stats = self.stats
         stats.cycles_total += 1
         stats.cycle_duration = time.monotonic() - started

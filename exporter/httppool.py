@@ -259,9 +259,9 @@ class HttpPool:
         the cycle's concurrency bounds work, and a hung server never holds a slot. A new
         connection still waiting for the server after ``setup_stall`` seconds gives it back
         too, when it has a ``release()`` (the cycle's slot does): a stopped server accepts
-        TCP and never answers the TLS handshake. The
-        wait for the proxy's tunnel is not under ``gate()`` either (it is no work): a hung
-        proxy in front of a thousand clusters must not take every slot for a timeout.
+        TCP and never answers the TLS handshake. The wait for the proxy's tunnel is not
+        under ``gate()`` either (it is no work): a hung proxy in front of a thousand
+        clusters must not take every slot for a timeout.
 
         ``deadline`` (event-loop time, ``loop.time()``) bounds the whole call, waiting for
         ``gate()`` included: when it passes, the call raises ``TimeoutError`` as an

@@ -24,6 +24,14 @@ def _reason(rec: Recorder, name: str) -> Reason | None:
     return None if last is None else last.reason
 
 
+async def _six_stopped_and(fleet: StandinFleet, kubeconfig_dir: Path, name: str, mode: str) -> None:
+    """Six stopped API servers (TCP accepted, no TLS handshake) and ``name`` in ``mode``."""
+    for i in range(6):
+        await fleet.add_cluster(f"stopped-{i}", "frozen")
+    await fleet.add_cluster(name, mode)
+    fleet.write_kubeconfig(kubeconfig_dir / "k.yaml", credential="token")
+
+
 class WatchingDiscovery:
     """Discovery that, when armed, waits in its scan for the hung cluster's next request.
 
@@ -112,10 +120,7 @@ async def test_stopped_api_servers_hold_no_slot_once_they_timed_out(
 ) -> None:
     # Six API servers that accept TCP and never answer the TLS handshake, one slot: each
     # would hold the slot for a whole timeout while connecting (six timeouts per cycle).
-    for i in range(6):
-        await fleet.add_cluster(f"stopped-{i}", "frozen")
-    await fleet.add_cluster("ok", "ok")
-    fleet.write_kubeconfig(kubeconfig_dir / "k.yaml", credential="token")
+    await _six_stopped_and(fleet, kubeconfig_dir, "ok", "ok")
     timeout = 0.5
     async with make_monitor(probe_timeout=timeout, interval=timeout, concurrency=1) as (
         monitor,
@@ -134,10 +139,7 @@ async def test_stopped_api_servers_hold_no_slot_once_they_timed_out(
 async def test_a_reconnection_never_waits_behind_stopped_api_servers(
     fleet: StandinFleet, kubeconfig_dir: Path, make_monitor: MonitorFactory
 ) -> None:
-    for i in range(6):
-        await fleet.add_cluster(f"stopped-{i}", "frozen")
-    await fleet.add_cluster("blip", "hang")  # times out once, then answers again
-    fleet.write_kubeconfig(kubeconfig_dir / "k.yaml", credential="token")
+    await _six_stopped_and(fleet, kubeconfig_dir, "blip", "hang")  # times out once only
     timeout = 0.5
     async with make_monitor(probe_timeout=timeout, concurrency=1) as (monitor, rec):
         await monitor.run_cycle()
@@ -153,10 +155,7 @@ async def test_a_stalled_connection_set_up_gives_its_slot_back(
 ) -> None:
     # The first cycle knows nothing yet: every cluster connects under a slot, and a
     # stopped API server's set-up gives its slot back once it has waited setup_stall.
-    for i in range(6):
-        await fleet.add_cluster(f"stopped-{i}", "frozen")
-    await fleet.add_cluster("ok", "ok")
-    fleet.write_kubeconfig(kubeconfig_dir / "k.yaml", credential="token")
+    await _six_stopped_and(fleet, kubeconfig_dir, "ok", "ok")
     timeout = 2.0
     async with make_monitor(probe_timeout=timeout, concurrency=1) as (monitor, rec):
         monitor.http.setup_stall = 0.1
