@@ -1,7 +1,7 @@
 """Memory and CPU of the probes' kept-alive TLS connections, one tree of the code vs another.
 
 At 10,000 clusters the exporter keeps 10,000 TLS connections, so what one idle connection
-holds is most of its memory. This measures ``exporter.httppool.HttpPool`` alone against
+holds is most of its memory. This measures ``exporter.net.pool.HttpPool`` alone against
 the stand-in fleet (``bench.fleet_server``, its own process, client certificates), the
 client side alone in a worker process (``--worker``), for N connections:
 
@@ -102,10 +102,10 @@ async def _measure(
     ports: list[int], ca: str, cert: str, key: str, rounds: int, cycle_order: bool
 ) -> dict[str, Any]:
     # The tree under test comes first on sys.path (see _run_worker): import it only now.
-    from exporter.httppool import HttpPool
+    from exporter.net.pool import HttpPool
 
     loop = asyncio.get_running_loop()
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # as exporter.credentials builds one
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # as exporter.net.credentials builds one
     context.load_verify_locations(cafile=ca)
     context.load_cert_chain(cert, key)
     has_deadline = "deadline" in inspect.signature(HttpPool.get).parameters
@@ -215,7 +215,7 @@ async def _timer_costs(pending: int = 10_000, n: int = 30_000) -> dict[str, floa
     own deadline (``_Deadlines.start``/``end``, when the tree has it); each on the loop
     with ``pending`` far timers and yielding to it every tenth time, as requests do.
     """
-    from exporter import httppool
+    from exporter.net import pool as httppool
 
     loop = asyncio.get_running_loop()
     far = [loop.call_at(loop.time() + 3600 + i * 1e-3, lambda: None) for i in range(pending)]
@@ -271,9 +271,9 @@ def worker_main(args: argparse.Namespace) -> None:
     )
     if not args.cycle_order:
         result.update(asyncio.run(_timer_costs()))
-    import exporter.httpconn
+    import exporter.net.connection
 
-    result["exporter"] = str(Path(exporter.httpconn.__file__).parent)
+    result["exporter"] = str(Path(exporter.net.connection.__file__).parent)
     print(json.dumps(result))
 
 

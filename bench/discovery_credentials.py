@@ -75,8 +75,8 @@ MODULES = (
     "exporter.cli",
     "exporter.server",
     "exporter.cycle",
-    "exporter.credentials",
-    "exporter.discovery",
+    "exporter.net.credentials",
+    "discovery.scan",
     "kubernetes.client",
     "kubernetes.config.kube_config",
     "reactor.cli",
@@ -238,8 +238,8 @@ async def _resolve_all(cache: Any, contexts: list[Any]) -> int:
 
 
 def worker(kubeconfig_dir: Path, count: int) -> dict[str, Any]:
-    from exporter.credentials import CredentialCache
-    from exporter.discovery import Discoverer
+    from discovery import Discoverer
+    from exporter.net.credentials import CredentialCache
 
     _settle()
     base = _rss_mib()
@@ -330,7 +330,7 @@ def _entries_of(cache: Any) -> list[Any]:
 
 def ssl_context_worker(count: int, kind: str) -> dict[str, Any]:
     """Memory and CPU of ``count`` SSLContexts: bare, with a CA, with a client certificate
-    and key too (as ``exporter.credentials`` builds them: CA from memory, chain through an
+    and key too (as ``exporter.net.credentials`` builds them: CA from memory, chain through an
     in-memory file), each with material of its own."""
     import ssl
 
@@ -411,7 +411,13 @@ def import_costs() -> dict[str, Any]:
     cumulative: dict[str, int] = {}
     for line in timed.stderr.splitlines():
         m = re.match(r"import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)$", line)
-        if m and m.group(4).split(".")[0] in (*HEAVY, "exporter", "fleetwatch", "common"):
+        if m and m.group(4).split(".")[0] in (
+            *HEAVY,
+            "discovery",
+            "exporter",
+            "fleetwatch",
+            "common",
+        ):
             name = m.group(4)
             if "." not in name or name in ("exporter.cli", "fleetwatch.cli", "kubernetes.client"):
                 cumulative[name] = max(cumulative.get(name, 0), int(m.group(2)))

@@ -56,14 +56,14 @@ async def _cycles(
     every: int = 1,
     interval: float = 0.0,
 ) -> dict[str, Any]:
-    from exporter import exposition
-    from exporter.controlplane import build_checks
+    from discovery import Discoverer
+    from exporter.controlplane.check import build_checks
     from exporter.cycle import Monitor
-    from exporter.discovery import Discoverer
-    from exporter.kube import install_patches
+    from exporter.expose import render as exposition
+    from exporter.expose.snapshot import Snapshot
     from exporter.model import CycleSettings
+    from exporter.net.kubeclient import install_patches
     from exporter.settings import DEFAULT_CONCURRENCY
-    from exporter.snapshot import Snapshot
 
     install_patches()  # as `fleetwatch exporter` does at start
 
@@ -284,7 +284,7 @@ def _render_parts(snap: Any, last: Any) -> dict[str, float]:
     fresh, whole reusing the last rendering as the server does, and its parts."""
     import gzip
 
-    from exporter import exposition
+    from exporter.expose import render as exposition
 
     t0 = time.thread_time()
     exposition.render(snap)

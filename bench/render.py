@@ -4,7 +4,7 @@ The cluster table is filled as the cycle fills it: N clusters discovered and pro
 the control-plane check run for each against kube-system answers of a stand-in control
 plane (``fleetwatch.standin.controlplane``'s pod lists, handed at the check's own seam,
 ``get(path, timeout)``; no network, so only the exporter's side is measured). Then, per
-gzip level, ``exporter.exposition.render`` with the process collectors appended, as the
+gzip level, ``exporter.expose.render.render`` with the process collectors appended, as the
 server renders after each cycle phase: afresh, and reusing the rendering of the phase
 before (new probe results, the same check results: the usual steady cycle), CPU seconds
 (thread time) and body sizes; a plain scrape (the body decompressed as it is sent); and
@@ -46,10 +46,10 @@ class _KubeSystem:
 
 def filled_table(clusters: int) -> tuple[Any, Any, tuple[Any, ...]]:
     """(table, check, families): ``clusters`` probed clusters and their checks' results."""
-    from exporter.controlplane import ControlPlaneCheck
-    from exporter.discovered import Cluster, Discovery
+    from discovery.clusters import Cluster, Discovery
+    from exporter.controlplane.check import ControlPlaneCheck
+    from exporter.expose.snapshot import declared_families
     from exporter.model import ProbeResult
-    from exporter.snapshot import declared_families
     from exporter.state import ClusterTable
 
     check = ControlPlaneCheck()
@@ -103,7 +103,7 @@ def check_memory(states: Iterable[Any], checks: Iterable[Any]) -> list[object]:
     """The roots of what is kept for the check results: each cluster's results in the
     table, the values of each check's per-cluster memories, and (as built before r3) the
     exposition's caches of rendered lines."""
-    from exporter import exposition
+    from exporter.expose import render as exposition
 
     roots: list[object] = [s.checks for s in states]
     for check in checks:
@@ -121,9 +121,9 @@ def bench_size(clusters: int, levels: list[int], runs: int) -> dict[str, Any]:
     from prometheus_client import CollectorRegistry, generate_latest
 
     from common.version import register_process_metrics
-    from exporter import exposition
+    from exporter.expose import render as exposition
+    from exporter.expose.snapshot import CycleStats, build_snapshot
     from exporter.model import CycleSettings, ProbeResult
-    from exporter.snapshot import CycleStats, build_snapshot
 
     table, check, families = filled_table(clusters)
     held = held_objects(check_memory(table.states.values(), [check]))

@@ -33,7 +33,7 @@ from bench.fleet_server import FleetInfo, start_fleet
 
 
 class Conn:
-    """A blocking socket with TLS on memory BIOs, as ``exporter.httpconn`` does it."""
+    """A blocking socket with TLS on memory BIOs, as ``exporter.net.connection`` does it."""
 
     def __init__(self, ctx: ssl.SSLContext, port: int, session: ssl.SSLSession | None) -> None:
         self.sock = socket.create_connection(("127.0.0.1", port))

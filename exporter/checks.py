@@ -1,7 +1,7 @@
 """The extension seam: per-cluster checks that run after each probe.
 
 A :class:`ClusterCheck` (etcd membership, control-plane targets, ...) is given the cluster,
-an authenticated :class:`~exporter.probe.ApiClient` (the probe's connection pool, TLS
+an authenticated :class:`~exporter.net.probe.ApiClient` (the probe's connection pool, TLS
 context and headers) and the probe's result. It returns a
 :class:`~exporter.model.CheckResult`: samples of the metric families it declared up front
 (the exposition renders them with HELP/TYPE, adding the ``cluster`` label) and Prometheus
@@ -25,9 +25,9 @@ from __future__ import annotations
 from collections.abc import Sequence, Set
 from typing import Protocol, runtime_checkable
 
-from exporter.discovered import Cluster
+from discovery.clusters import Cluster
 from exporter.model import CheckResult, MetricFamily, ProbeResult
-from exporter.probe import ApiClient
+from exporter.net.probe import ApiClient
 from exporter.textformat import EncodedChecks
 
 

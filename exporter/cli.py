@@ -26,13 +26,13 @@ from common.webconfig import (
     load_web_config,
     server_tls,
 )
+from discovery import Discoverer, probeable
 from exporter import mallocpolicy
 from exporter.checks import ClusterCheck
-from exporter.config import load_config
-from exporter.controlplane import build_checks, reads_every
-from exporter.discovery import Discoverer, probeable
+from exporter.configfile import load_config
+from exporter.controlplane.check import build_checks, reads_every
 from exporter.gcpolicy import CollectorPolicy
-from exporter.proxy import ProxyError, parse_proxy
+from exporter.net.proxy import ProxyError, parse_proxy
 from exporter.server import create_app
 from exporter.settings import (
     DEFAULT_CONCURRENCY,
@@ -220,7 +220,7 @@ def load_checks(config_file: Path | None, every: int = 1) -> Sequence[ClusterChe
     """The per-cluster checks of the etcd/control-plane part, built from ``--config.file``.
 
     ``every``: kube-system is read on every ``every``-th probe (``--controlplane.interval``).
-    Raises ``exporter.config.ConfigError`` for a bad file.
+    Raises ``exporter.configfile.ConfigError`` for a bad file.
     """
     config = load_config(config_file) if config_file is not None else None
     return build_checks(config, every)

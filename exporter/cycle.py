@@ -5,7 +5,7 @@ probeable cluster is probed under a semaphore of ``concurrency``, each probe (cr
 included) bounded by ``timeout``, then the per-cluster checks of the extension seam run.
 A probe holds its slot while it works (credentials, connecting, the TLS handshake, sending)
 and gives it back while it waits for the answer, or once its connection's set-up has waited
-a second for the server (``exporter.httppool.SETUP_STALL_SECONDS``: a stopped API server
+a second for the server (``exporter.net.pool.SETUP_STALL_SECONDS``: a stopped API server
 accepts TCP and never answers the handshake): waiting costs nothing, so a thousand hung
 API servers never hold up the others, while the CPU-heavy part stays bounded. Each phase
 ends with :meth:`Monitor.publish` handing an immutable snapshot to the exposition.
@@ -14,8 +14,8 @@ hung API servers start with the cycle and the cycle ends about one timeout after
 
 :class:`Monitor` runs cycles and nothing else. What it remembers per cluster is
 ``exporter.state`` (pure rules), what it warns about is ``exporter.advice``, the
-connections and credentials are ``exporter.connections``, the snapshot
-``exporter.snapshot``. The module is a little over 300 lines because the probe of one
+connections and credentials are ``exporter.net.connections``, the snapshot
+``exporter.expose.snapshot``. The module is a little over 300 lines because the probe of one
 cluster (credentials, waiting for a reconnection without a slot, one retry after a 401,
 the slot given back while the answer is awaited) is one sequence of awaits that reads best
 whole, next to the slot it juggles.
@@ -32,17 +32,17 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from discovery.clusters import Cluster, ContextConfig, Discovery, probeable
 from exporter.advice import CycleWarnings
 from exporter.checks import ClosingCheck, ClusterCheck, RetainingCheck
-from exporter.connections import Connections
-from exporter.credentials import CredentialCache, CredentialsError
-from exporter.discovered import Cluster, ContextConfig, Discovery, probeable
-from exporter.http1 import HttpError
-from exporter.httppool import HttpPool, Route
+from exporter.expose.snapshot import CycleStats, Snapshot, build_snapshot, declared_families
 from exporter.model import CheckResult, CycleSettings, ProbeResult, Reason
-from exporter.probe import ApiClient, probe
-from exporter.proxy import EnvironmentProxies, Proxy, ProxyError, select
-from exporter.snapshot import CycleStats, Snapshot, build_snapshot, declared_families
+from exporter.net.connections import Connections
+from exporter.net.credentials import CredentialCache, CredentialsError
+from exporter.net.http1 import HttpError
+from exporter.net.pool import HttpPool, Route
+from exporter.net.probe import ApiClient, probe
+from exporter.net.proxy import EnvironmentProxies, Proxy, ProxyError, select
 from exporter.state import ClusterState, ClusterTable, Note
 from exporter.textformat import EncodedChecks
 
@@ -50,7 +50,7 @@ log = logging.getLogger(__name__)
 
 
 class DiscoverySource(Protocol):
-    """What the cycle needs from discovery (``exporter.discovery.Discoverer``)."""
+    """What the cycle needs from discovery (``discovery.scan.Discoverer``)."""
 
     def scan(self) -> Discovery: ...
 

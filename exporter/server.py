@@ -4,7 +4,7 @@
 by ``cleanup_ctx`` (started with the app, cancelled and awaited on shutdown, so SIGTERM
 ends cleanly). Handlers only send bytes that the last cycle rendered: a scrape never waits
 for a probe, and a failed probe is a sample, never an HTTP error. The bodies are kept
-gzipped only (``exporter.exposition.Body``): a client that accepts gzip (Prometheus does)
+gzipped only (``exporter.expose.render.Body``): a client that accepts gzip (Prometheus does)
 gets those bytes, another one the plain text, decompressed as it is sent.
 """
 
@@ -22,14 +22,14 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from common.version import register_process_metrics
 from common.webconfig import BasicAuth, WebConfig, basic_auth_middleware
+from discovery import Discoverer
 from exporter.checks import ClusterCheck
 from exporter.cycle import DiscoverySource, Monitor
-from exporter.discovery import Discoverer
-from exporter.exposition import CONTENT_TYPE, Body, Rendered, render
-from exporter.kube import install_patches, remove_temp_files
+from exporter.expose.render import CONTENT_TYPE, Body, Rendered, render
+from exporter.expose.snapshot import Snapshot
 from exporter.model import CycleSettings
+from exporter.net.kubeclient import install_patches, remove_temp_files
 from exporter.settings import Settings
-from exporter.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from common.logs import FORMATS, LEVELS
 from common.web import ListenAddressError, parse_listen_address
-from exporter.kubeconfig_files import MainKubeconfig, main_kubeconfig
-from exporter.shard import Shard, ShardError, resolve_shard
+from discovery.files import MainKubeconfig, main_kubeconfig
+from discovery.shard import Shard, ShardError, resolve_shard
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from exporter.discovered import Cluster, Discovery
+from discovery.clusters import Cluster, Discovery
 from exporter.model import CheckResult, MetricFamily, ProbeResult, Reason
 from exporter.textformat import NO_CHECKS, EncodedChecks, Families
 
@@ -54,7 +54,7 @@ class ClusterState:
     failures: tuple[tuple[Reason, int], ...] = ()  #: failed probes by reason, sorted
     checks: EncodedChecks = NO_CHECKS  #: the last cycle's results of the checks, encoded
 
-    # What the exposition reads of a state (``exporter.snapshot.ClusterView``).
+    # What the exposition reads of a state (``exporter.expose.snapshot.ClusterView``).
     @property
     def success(self) -> bool | None:
         """Did the last probe succeed; None before the first."""

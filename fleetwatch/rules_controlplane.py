@@ -9,11 +9,12 @@ per cluster, not one per exporter. "Bad" needs every exporter to agree (``min`` 
 flag, ``max`` of a good one), as in the status rules: one exporter's own network trouble
 must not page for a cluster the other exporter sees fine.
 
-The series come from ``exporter/controlplane.py`` and ``exporter/etcd.py``. The exporter
-holds each value for a whole probe cycle (default 300 s), so ``for:`` below counts
-Prometheus evaluations of a reading that is already a probe's verdict; the etcd client
-re-asks a member that answers but reports unhealthy for up to 3.5 s, so a leader election
-(/health 503 for a second or two) does not read as a lost quorum in the first place.
+The series come from ``exporter/controlplane/check.py`` and
+``exporter/controlplane/etcd_client.py``. The exporter holds each value for a whole probe
+cycle (default 300 s), so ``for:`` below counts Prometheus evaluations of a reading that is
+already a probe's verdict; the etcd client re-asks a member that answers but reports
+unhealthy for up to 3.5 s, so a leader election (/health 503 for a second or two) does not
+read as a lost quorum in the first place.
 
 Severity and ``for:`` of each rule are justified in the comment above it (WHY holds the
 same text, for renderers that write comments into the rules file).

@@ -21,7 +21,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from exporter.discovery import probeable
+from discovery import probeable
 from reactor import models
 from reactor.auth import TOKEN
 from reactor.context import BACKEND, METRICS, SETTINGS

@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry
 
 from common.version import register_process_metrics
 from common.webconfig import BasicAuth, WebConfig, basic_auth_middleware
-from exporter.discovery import Discoverer, Discovery
+from discovery import Discoverer, Discovery
 from reactor import database
 from reactor.api import (
     BASIC_AUTH,
@@ -49,7 +49,7 @@ RETENTION_BATCH = 500
 
 
 class Scanner(Protocol):
-    """What start-up discovery needs (``exporter.discovery.Discoverer`` is one)."""
+    """What start-up discovery needs (``discovery.scan.Discoverer`` is one)."""
 
     def scan(self) -> Discovery: ...
 

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 from common.logs import add_log_flags, setup_logging
 from common.web import bind_socket, display_address, parse_listen_address
 from common.webconfig import WEB_CONFIG_HELP, WebConfigError, load_web_config, server_tls
-from exporter.discovery import main_kubeconfig
+from discovery import main_kubeconfig
 from reactor.auth import TokenFileError, read_token, reload_token_on_sighup
 from reactor.context import (
     DEFAULT_DB_PATH,

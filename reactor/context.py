@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from exporter.discovery import MainKubeconfig
+from discovery import MainKubeconfig
 from reactor.metrics import ReactorMetrics
 from reactor.service import Service
 from reactor.signals import DEFAULT_MAX_FUTURE_SKEW_S

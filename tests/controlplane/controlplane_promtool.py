@@ -21,8 +21,8 @@ from typing import Any
 
 import yaml
 
-from exporter.controlplane_report import ControlPlaneReport, report_samples
-from exporter.quorum import EtcdReport, QuorumState
+from exporter.controlplane.quorum import EtcdReport, QuorumState
+from exporter.controlplane.report import ControlPlaneReport, report_samples
 from fleetwatch.rules_controlplane import rule_groups
 
 RULE_FILE = "../fleetwatch.rules.yml"

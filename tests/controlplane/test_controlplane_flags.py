@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from exporter.components import (
+from exporter.controlplane.components import (
     component_endpoint,
     control_plane_targets,
     flag_values,
     is_loopback,
 )
-from exporter.kubesystem import Node, Pod, coredns_spread, etcd_from_static_pods
+from exporter.controlplane.kubesystem import Node, Pod, coredns_spread, etcd_from_static_pods
 
 
 @pytest.mark.parametrize(

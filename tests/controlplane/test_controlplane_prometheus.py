@@ -21,8 +21,8 @@ from aiohttp import web
 from etcd_cluster import EtcdCluster
 from etcd_poll import poll
 
-from exporter.config import ClusterConfig, EtcdConfig, ExporterConfig
-from exporter.controlplane import ControlPlaneCheck
+from exporter.configfile import ClusterConfig, EtcdConfig, ExporterConfig
+from exporter.controlplane.check import ControlPlaneCheck
 from exporter.server import MONITOR, create_app
 from exporter.settings import Settings
 from fleetwatch.procs import ManagedProcess, free_port

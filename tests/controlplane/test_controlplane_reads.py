@@ -14,8 +14,8 @@ from urllib.parse import unquote
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.controlplane import ControlPlaneCheck, reads_every
-from exporter.discovery import Cluster
+from discovery import Cluster
+from exporter.controlplane.check import ControlPlaneCheck, reads_every
 from exporter.model import ProbeResult, Reason
 from exporter.textformat import EncodedChecks
 from fleetwatch.standin.controlplane import ControlPlane, pod_list

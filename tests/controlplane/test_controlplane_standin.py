@@ -21,8 +21,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.controlplane import ControlPlaneCheck, read_kube_system
-from exporter.controlplane_report import FAMILIES, report_from_kube_system
+from exporter.controlplane.check import ControlPlaneCheck, read_kube_system
+from exporter.controlplane.report import FAMILIES, report_from_kube_system
 from exporter.server import MONITOR, create_app
 from exporter.settings import Settings
 from fleetwatch.standin import StandinFleet

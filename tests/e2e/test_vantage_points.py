@@ -36,7 +36,7 @@ from common.contract import (
     Status,
     StatusAlert,
 )
-from exporter.shard import shard_of
+from discovery.shard import shard_of
 from fleetwatch import wiring
 from fleetwatch.procs import ManagedProcess, wait_until
 from fleetwatch.rules import REPLICA_STATUS_RECORD, prom_duration

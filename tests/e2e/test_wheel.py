@@ -29,7 +29,7 @@ from fleetwatch.wiring import JsonClient
 
 ROOT = Path(__file__).resolve().parents[2]
 #: What the wheel is built from: the packages, the shipped files they link to, the metadata.
-SOURCES = ("common", "exporter", "reactor", "fleetwatch", "alerts", "dashboards")
+SOURCES = ("common", "discovery", "exporter", "reactor", "fleetwatch", "alerts", "dashboards")
 #: Two clusters probed every second: OFFLINE two seconds after `down`.
 DEMO_ARGS = ("--free-ports", "--clusters=2", "--interval=1")
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter.config import (
+from exporter.configfile import (
     DEFAULT_ETCD_TIMEOUT_SECONDS,
     ConfigError,
     EtcdConfig,

@@ -6,8 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from exporter.config import load_config
-from exporter.controlplane import ControlPlaneCheck, build_checks
+from exporter.configfile import load_config
+from exporter.controlplane.check import ControlPlaneCheck, build_checks
 
 
 def check(path: Path) -> subprocess.CompletedProcess[str]:

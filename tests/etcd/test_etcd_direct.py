@@ -19,9 +19,9 @@ from controlplane_promtool import observed_states_test
 from etcd_cluster import EtcdCluster
 from etcd_poll import poll
 
-from exporter.config import EtcdConfig
-from exporter.etcd import probe_etcd
-from exporter.quorum import NO_LEADER_ERROR, EtcdReport, QuorumState
+from exporter.configfile import EtcdConfig
+from exporter.controlplane.etcd_client import probe_etcd
+from exporter.controlplane.quorum import NO_LEADER_ERROR, EtcdReport, QuorumState
 from fleetwatch.rules import RuleSettings, render_rules
 
 #: Every observed report, by step: test_etcd_rules_live feeds them to the alert rules.

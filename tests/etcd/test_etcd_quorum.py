@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from exporter.quorum import QuorumState, quorum
+from exporter.controlplane.quorum import QuorumState, quorum
 
 
 @pytest.mark.parametrize(

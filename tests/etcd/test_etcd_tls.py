@@ -17,9 +17,9 @@ import pytest
 from etcd_pki import EtcdPki, mint
 from etcd_poll import poll
 
-from exporter.config import EtcdConfig, load_config
-from exporter.etcd import build_ssl_context, load_tls, probe_etcd
-from exporter.quorum import QuorumState
+from exporter.configfile import EtcdConfig, load_config
+from exporter.controlplane.etcd_client import build_ssl_context, load_tls, probe_etcd
+from exporter.controlplane.quorum import QuorumState
 from fleetwatch.procs import ManagedProcess, free_port
 
 pytestmark = pytest.mark.skipif(shutil.which("etcd") is None, reason="etcd not installed")

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from exporter_helpers import MonitorFactory, Recorder
 
+from discovery import Discoverer
 from exporter.checks import ClusterCheck
 from exporter.cycle import DiscoverySource, Monitor
-from exporter.discovery import Discoverer
-from exporter.kube import install_patches
 from exporter.model import CycleSettings
+from exporter.net.kubeclient import install_patches
 from fleetwatch.standin import StandinFleet
 
 

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 
 from exporter.cycle import Monitor
-from exporter.snapshot import ClusterView, Snapshot
+from exporter.expose.snapshot import ClusterView, Snapshot
 
 
 class Recorder:

@@ -1,7 +1,7 @@
 """The exposition as it was before r3 (commit 8a3e263), kept to prove the new one identical.
 
 ``render_metrics``, ``render_sd`` and everything they call are copied verbatim from
-``exporter/exposition.py`` of that commit; only the inputs are declared here, in the shape
+``exporter/expose/render.py`` of that commit; only the inputs are declared here, in the shape
 they had then: a cluster's check results as ``CheckResult`` objects. Nothing else may
 change in this file: tests/exporter/test_exporter_exposition.py renders the same state
 with both and compares the bytes.
@@ -15,13 +15,13 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from exporter.discovered import Cluster
+from discovery.clusters import Cluster
 from exporter.model import CheckResult, MetricFamily, Reason
 
 
 @dataclass(frozen=True)
 class ClusterView:
-    """One cluster as the exposition showed it (``exporter.snapshot`` of 8a3e263)."""
+    """One cluster as the exposition showed it (``exporter.expose.snapshot`` of 8a3e263)."""
 
     cluster: Cluster
     probeable: bool
@@ -35,7 +35,7 @@ class ClusterView:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """``exporter.snapshot.Snapshot`` of 8a3e263."""
+    """``exporter.expose.snapshot.Snapshot`` of 8a3e263."""
 
     clusters: tuple[ClusterView, ...]
     check_families: tuple[MetricFamily, ...]

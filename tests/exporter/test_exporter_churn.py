@@ -15,7 +15,7 @@ import yaml
 from exporter_helpers import MonitorFactory
 
 from exporter.advice import OPEN_FILES_MARGIN, CycleWarnings
-from exporter.controlplane import ControlPlaneCheck
+from exporter.controlplane.check import ControlPlaneCheck
 from exporter.model import CycleSettings
 from fleetwatch.standin import StandinFleet
 

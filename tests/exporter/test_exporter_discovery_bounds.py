@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import yaml
 
-from exporter import kubeconfig_yaml
-from exporter.discovery import Discoverer
-from exporter.kubeconfig_parse import parse_document
+from discovery import Discoverer
+from discovery import boundedyaml as kubeconfig_yaml
+from discovery.kubeconfig import parse_document
 
 if TYPE_CHECKING:
     from exporter_helpers import MonitorFactory

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from exporter.discovery import Discoverer, KubeconfigList, main_kubeconfig
+from discovery import Discoverer, KubeconfigList, main_kubeconfig
 from exporter.settings import resolve
 
 

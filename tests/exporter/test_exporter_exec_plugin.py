@@ -32,8 +32,8 @@ from exporter_helpers import MonitorFactory
 from kubernetes.config import kube_config
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.execplugin import ExecCredential, ExecPluginError, PluginRunner
 from exporter.model import Reason
+from exporter.net.execplugin import ExecCredential, ExecPluginError, PluginRunner
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
 from fleetwatch.standin import StandinFleet
 from fleetwatch.standin.threaded import ThreadedFleet

@@ -1,7 +1,7 @@
 """The exposition renders byte for byte what it rendered before r3, from encoded results.
 
 Each case is a cluster table (clusters, probes, check results) put through
-``ClusterTable`` and ``build_snapshot`` as the cycle does, rendered by ``exporter.exposition``
+``ClusterTable`` and ``build_snapshot`` as the cycle does, rendered by ``exporter.expose.render``
 and by the exposition of 8a3e263 (``exposition_before``, verbatim) from the same results
 as objects. ``/metrics`` (plain, and gzipped with the process collectors appended) and
 ``/sd/control-plane`` must be the same bytes.
@@ -18,17 +18,19 @@ from dataclasses import dataclass, field
 import exposition_before as before
 import pytest
 
-from exporter.components import ComponentTarget
-from exporter.controlplane_report import (
+from discovery.clusters import Cluster, Discovery
+from exporter.controlplane.components import ComponentTarget
+from exporter.controlplane.kubesystem import CoreDNSSpread
+from exporter.controlplane.quorum import EtcdMember, EtcdReport
+from exporter.controlplane.report import (
     FAMILIES,
     ControlPlaneReport,
     encode_report,
     report_samples,
     target_groups,
 )
-from exporter.discovered import Cluster, Discovery
-from exporter.exposition import render, render_metrics, render_sd
-from exporter.kubesystem import CoreDNSSpread
+from exporter.expose.render import render, render_metrics, render_sd
+from exporter.expose.snapshot import CycleStats, Snapshot, build_snapshot, declared_families
 from exporter.model import (
     CheckResult,
     CycleSettings,
@@ -38,8 +40,6 @@ from exporter.model import (
     Sample,
     TargetGroup,
 )
-from exporter.quorum import EtcdMember, EtcdReport
-from exporter.snapshot import CycleStats, Snapshot, build_snapshot, declared_families
 from exporter.state import ClusterTable
 from exporter.textformat import NO_CHECKS, EncodedChecks, Families
 

@@ -12,7 +12,7 @@ import zlib
 
 import pytest
 
-from exporter.gzipped import Body, Deflater, Piece, crc32_combine, deflated, joined
+from exporter.expose.gzipped import Body, Deflater, Piece, crc32_combine, deflated, joined
 
 RNG = random.Random(1313)
 TEXT = b"".join(

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from exporter.http1 import (
+from exporter.net.http1 import (
     MAX_HEADER_BYTES,
     Endpoint,
     Failure,

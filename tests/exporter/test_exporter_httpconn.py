@@ -21,10 +21,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
-from exporter.http1 import Failure, HttpError
-from exporter.httpconn import Connection
-from exporter.httppool import HttpPool, Progress
-from exporter.proxy import Proxy
+from exporter.net.connection import Connection
+from exporter.net.http1 import Failure, HttpError
+from exporter.net.pool import HttpPool, Progress
+from exporter.net.proxy import Proxy
 from fleetwatch.standin.certs import FleetCerts
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]

@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
-from exporter.http1 import Failure, HttpError
-from exporter.httppool import HttpPool
+from exporter.net.http1 import Failure, HttpError
+from exporter.net.pool import HttpPool
 
 Script = Callable[[int], bytes]  # request number on the connection -> raw answer
 Starter = Callable[..., Awaitable[str]]  # (script, close_after=False) -> base URL

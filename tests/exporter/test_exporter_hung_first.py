@@ -13,7 +13,7 @@ from pathlib import Path
 
 from exporter_helpers import MonitorFactory, Recorder
 
-from exporter.discovery import Cluster, ContextConfig, Discoverer, Discovery
+from discovery import Cluster, ContextConfig, Discoverer, Discovery
 from exporter.model import Reason
 from fleetwatch.standin import StandinFleet
 

@@ -1,13 +1,13 @@
 """Credentials resolved without the kubernetes client, proven against it, shape by shape.
 
-``exporter.kube`` resolves a context from what discovery kept of it
-(``exporter.kubeconfig_auth``) without importing the kubernetes client. Here the client's
+``exporter.net.kubeclient`` resolves a context from what discovery kept of it
+(``discovery.contextauth``) without importing the kubernetes client. Here the client's
 own ``KubeConfigLoader`` is the oracle: for every kubeconfig shape of the table, the
 kubeconfig is written to a file, discovered and resolved by the exporter, and loaded by
 the client from the same document, and both answers are compared: the token (or its
 absence), the CA, client certificate and key (their bytes, and their path when they are
 files of the user's), the verification, ``tls-server-name``, and the reason of a failure
-(what ``exporter.credentials`` puts in the log).
+(what ``exporter.net.credentials`` puts in the log).
 
 Where the exporter deliberately answers otherwise (it always did), the case says why and
 what the exporter answers instead, and the test checks that the client really differs, so
@@ -34,11 +34,11 @@ from kubernetes.client import Configuration
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.config.kube_config import KubeConfigLoader
 
-from exporter import kube
-from exporter.credentials import _safe_reason
-from exporter.discovery import Discoverer
-from exporter.execplugin import PluginRunner
-from exporter.kube import ContextLoadError, load_context
+from discovery import Discoverer
+from exporter.net import kubeclient as kube
+from exporter.net.credentials import _safe_reason
+from exporter.net.execplugin import PluginRunner
+from exporter.net.kubeclient import ContextLoadError, load_context
 
 EXEC_API = "client.authentication.k8s.io/v1beta1"
 
@@ -480,8 +480,8 @@ _IMPORTS = textwrap.dedent(
     """
     import json, sys
     from pathlib import Path
-    from exporter.discovery import Discoverer
-    from exporter.kube import load_context, ContextLoadError
+    from discovery import Discoverer
+    from exporter.net.kubeclient import load_context, ContextLoadError
     folder = Path(sys.argv[1])
     found = []
     for name in sorted(p.name for p in folder.iterdir()):

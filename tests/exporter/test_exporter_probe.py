@@ -16,10 +16,10 @@ import pytest
 import yaml
 from exporter_helpers import MonitorFactory
 
-from exporter.credentials import CredentialsError, build_credentials
-from exporter.discovery import Cluster, ContextConfig, Discovery
-from exporter.kubeconfig_parse import context_config
+from discovery import Cluster, ContextConfig, Discovery
+from discovery.kubeconfig import context_config
 from exporter.model import Reason
+from exporter.net.credentials import CredentialsError, build_credentials
 from fleetwatch.standin import StandinFleet
 
 CREDENTIAL_KINDS = [

@@ -33,12 +33,12 @@ import pytest
 import yaml
 from exporter_helpers import Recorder
 
+from discovery import Cluster, Discoverer
 from exporter.cycle import Monitor
-from exporter.discovery import Cluster, Discoverer
-from exporter.exposition import render_metrics
+from exporter.expose.render import render_metrics
 from exporter.model import CheckResult, CycleSettings, MetricFamily, ProbeResult, Reason, Sample
-from exporter.probe import ApiClient
-from exporter.proxy import EnvironmentProxies, Proxy, ProxyError, parse_proxy, select
+from exporter.net.probe import ApiClient
+from exporter.net.proxy import EnvironmentProxies, Proxy, ProxyError, parse_proxy, select
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
 from fleetwatch.standin import StandinFleet
 

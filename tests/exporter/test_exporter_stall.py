@@ -18,7 +18,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.discovery import Cluster, ContextConfig, Discoverer, Discovery
+from discovery import Cluster, ContextConfig, Discoverer, Discovery
 from exporter.server import STALL_INTERVALS, create_app, stalled_for
 from exporter.settings import Settings
 from fleetwatch.standin import StandinFleet

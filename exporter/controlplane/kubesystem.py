@@ -1,6 +1,6 @@
 """kube-system as the API server lists it -> pods and nodes, and what they say, pure.
 
-The control-plane check (``exporter.controlplane``) reads three lists: the control-plane
+The control-plane check (``exporter.controlplane.check``) reads three lists: the control-plane
 static pods (``tier=control-plane``), the CoreDNS pods (``k8s-app=kube-dns``) and the
 control-plane nodes. They are parsed here once into :class:`Pod` and :class:`Node`;
 malformed items are skipped (the API server is not ours). From them:
@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from exporter.quorum import EtcdMember, EtcdReport
+from exporter.controlplane.quorum import EtcdMember, EtcdReport
 
 CONTROL_PLANE_NODE_LABELS = (
     "node-role.kubernetes.io/control-plane",

@@ -1,11 +1,11 @@
 """The direct etcd client: ask each member how it is, over the etcd checks' own session.
 
-Used when the config file gives a cluster's etcd client URLs (``exporter.config``): per
-member ``GET /health``, ``POST /v3/maintenance/status`` and ``POST
-/v3/cluster/member/list`` (answers made sense of by ``exporter.etcd_json``, the quorum by
-``exporter.quorum``). etcd is a handful of servers per configured cluster, not the fleet,
-so aiohttp serves it: :class:`EtcdClient` owns one session, opened on first use and
-closed with the check that holds it. The API servers' client is ``exporter.httppool``.
+Used when the config file gives a cluster's etcd client URLs (``exporter.configfile``): per
+member ``GET /health``, ``POST /v3/maintenance/status`` and ``POST /v3/cluster/member/list``
+(answers made sense of by ``exporter.controlplane.etcd_json``, the quorum by
+``exporter.controlplane.quorum``). etcd is a handful of servers per configured cluster, not
+the fleet, so aiohttp serves it: :class:`EtcdClient` owns one session, opened on first use
+and closed with the check that holds it. The API servers' client is ``exporter.net.pool``.
 
 The TLS context of a cluster's etcd is rebuilt only when its CA, certificate or key file
 changes (:func:`load_tls`), so a rotated client certificate is picked up without a restart.
@@ -23,8 +23,8 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from exporter.config import EtcdConfig
-from exporter.etcd_json import (
+from exporter.configfile import EtcdConfig
+from exporter.controlplane.etcd_json import (
     EndpointAnswer,
     health_true,
     match_members,
@@ -33,7 +33,7 @@ from exporter.etcd_json import (
     report_from_endpoints,
     report_from_listing,
 )
-from exporter.quorum import EtcdReport
+from exporter.controlplane.quorum import EtcdReport
 
 #: One /health try needs its ~1 s block plus margin; a member that answers but reports
 #: unhealthy is asked again while at least this much of the budget is left.

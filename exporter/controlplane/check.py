@@ -3,10 +3,10 @@
 :class:`ControlPlaneCheck` is the exporter's extension seam (``exporter.checks``) for the
 control plane. Per cluster and cycle it reads kube-system over the probe's connection
 (:func:`read_kube_system`), asks etcd itself when ``--config.file`` gives its client URLs
-(``exporter.etcd``), and hands the pure parts (``exporter.kubesystem``,
-``exporter.components``, ``exporter.controlplane_report``) what it read. The samples it
-publishes are listed in ``exporter.controlplane_report``.
-"""
+(``exporter.controlplane.etcd_client``), and hands the pure parts
+(``exporter.controlplane.kubesystem``, ``exporter.controlplane.components``,
+``exporter.controlplane.report``) what it read. The samples it publishes are listed in
+``exporter.controlplane.report``."""
 
 from __future__ import annotations
 
@@ -21,10 +21,20 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import quote
 
+from discovery import Cluster
 from exporter.checks import ClusterCheck
-from exporter.components import COMPONENTS
-from exporter.config import EtcdConfig, ExporterConfig
-from exporter.controlplane_report import (
+from exporter.configfile import EtcdConfig, ExporterConfig
+from exporter.controlplane.components import COMPONENTS
+from exporter.controlplane.etcd_client import EtcdClient, TlsState, load_tls
+from exporter.controlplane.kubesystem import (
+    CONTROL_PLANE_NODE_LABELS,
+    KubeSystem,
+    Node,
+    parse_nodes,
+    parse_pods,
+)
+from exporter.controlplane.quorum import EtcdReport
+from exporter.controlplane.report import (
     APISERVER_FAMILIES,
     ENCODING,
     FAMILIES,
@@ -33,18 +43,8 @@ from exporter.controlplane_report import (
     encode_report,
     report_from_kube_system,
 )
-from exporter.discovery import Cluster
-from exporter.etcd import EtcdClient, TlsState, load_tls
-from exporter.kubesystem import (
-    CONTROL_PLANE_NODE_LABELS,
-    KubeSystem,
-    Node,
-    parse_nodes,
-    parse_pods,
-)
 from exporter.model import ApiError, MetricFamily, ProbeResult, Reason
-from exporter.probe import ApiClient
-from exporter.quorum import EtcdReport
+from exporter.net.probe import ApiClient
 from exporter.textformat import EncodedChecks
 
 log = logging.getLogger(__name__)

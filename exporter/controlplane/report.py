@@ -20,10 +20,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from exporter.components import COMPONENTS, ComponentTarget, control_plane_targets
-from exporter.kubesystem import CoreDNSSpread, KubeSystem, coredns_spread, etcd_from_static_pods
+from exporter.controlplane.components import COMPONENTS, ComponentTarget, control_plane_targets
+from exporter.controlplane.kubesystem import (
+    CoreDNSSpread,
+    KubeSystem,
+    coredns_spread,
+    etcd_from_static_pods,
+)
+from exporter.controlplane.quorum import EtcdReport, QuorumState
 from exporter.model import CheckResult, MetricFamily, Sample, TargetGroup
-from exporter.quorum import EtcdReport, QuorumState
 from exporter.textformat import EncodedChecks, Families
 
 

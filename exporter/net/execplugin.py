@@ -21,7 +21,7 @@ them used to stall the exporter. So the exporter speaks the plugin protocol itse
 - stderr is discarded: a plugin may print a secret there, and nothing of ours quotes it.
 
 Nothing here is asynchronous: :meth:`PluginRunner.run` blocks, in a credential worker
-thread (``exporter.workers``), never on the event loop.
+thread (``exporter.net.workers``), never on the event loop.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ class ExecCredential:
 class PluginRunner:
     """Runs exec plugins with a deadline and keeps track of those in flight.
 
-    One per exporter (owned by ``exporter.connections.Connections``); thread-safe.
+    One per exporter (owned by ``exporter.net.connections.Connections``); thread-safe.
     """
 
     def __init__(self, timeout: float) -> None:

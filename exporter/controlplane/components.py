@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from exporter.kubesystem import Node, Pod
+from exporter.controlplane.kubesystem import Node, Pod
 
 
 @dataclass(frozen=True)

@@ -9,13 +9,13 @@ family with HELP and TYPE, label values escaped (``\\``, ``"``, newline). Sample
     fleetwatch_cluster_probe_success{cluster="prod-eu"} 1
     fleetwatch_cluster_probe_failures_total{cluster="prod-us",reason="timeout"} 3
 
-Only the gzipped bodies are kept (``exporter.gzipped.Body``): for 10,000 clusters the
+Only the gzipped bodies are kept (``exporter.expose.gzipped.Body``): for 10,000 clusters the
 text is 25.7 MB and its gzip about 1.2 MB. The text is streamed into the compressors a
 batch of clusters at a time and never exists whole; a client that does not accept gzip
 gets it decompressed as it is sent. The check families are most of the page: their
 lines are bytes encoded once per new result (``exporter.textformat``); a batch of
 clusters is split into its families at once, and each family streams into a compressor
-of its own, one piece per family (``exporter.gzipped.Piece``). While no
+of its own, one piece per family (``exporter.expose.gzipped.Piece``). While no
 cluster's check results changed (the usual cycle: the control-plane check hands the same
 results while kube-system is unchanged), the next rendering sends those compressed pieces
 and ``/sd/control-plane`` again, and only formats and compresses the cluster and exporter
@@ -32,9 +32,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from exporter.gzipped import Body, Deflater, Piece, deflated, joined
+from exporter.expose.gzipped import Body, Deflater, Piece, deflated, joined
+from exporter.expose.snapshot import ClusterView, Snapshot
 from exporter.model import MetricFamily
-from exporter.snapshot import ClusterView, Snapshot
 from exporter.textformat import NO_CHECKS, SEP, EncodedChecks, escape_help, escape_label, fmt
 
 __all__ = [

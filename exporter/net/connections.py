@@ -1,7 +1,7 @@
 """The probes' connections and credentials, held for the exporter's life.
 
-:class:`Connections` owns the :class:`~exporter.httppool.HttpPool` (kept-alive connections
-to every API server), the :class:`~exporter.credentials.CredentialCache`, and the
+:class:`Connections` owns the :class:`~exporter.net.pool.HttpPool` (kept-alive connections
+to every API server), the :class:`~exporter.net.credentials.CredentialCache`, and the
 reconnections started after a timeout: a timed-out connection is closed (its answer may
 still come), so a hung API server would cost a TLS handshake, under a slot, at the start
 of every cycle, and with a thousand of them the last timeouts would start seconds late.
@@ -15,12 +15,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 
-from exporter.credentials import CredentialCache, Credentials
-from exporter.discovered import ContextConfig
-from exporter.http1 import HttpError
-from exporter.httppool import HttpPool, Route
-from exporter.probe import ApiClient
-from exporter.proxy import Proxy
+from discovery.clusters import ContextConfig
+from exporter.net.credentials import CredentialCache, Credentials
+from exporter.net.http1 import HttpError
+from exporter.net.pool import HttpPool, Route
+from exporter.net.probe import ApiClient
+from exporter.net.proxy import Proxy
 
 #: Seconds an idle kept-alive connection may wait for its next probe (at least two intervals).
 IDLE_CONNECTION_SECONDS = 3600.0

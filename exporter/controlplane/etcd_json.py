@@ -1,4 +1,5 @@
-"""etcd's JSON gateway answers -> members, pure: what ``exporter.etcd`` asked, made sense of.
+"""etcd's JSON gateway answers -> members, pure: what ``exporter.controlplane.etcd_client``
+asked, made sense of.
 
 Per member the client asks ``GET /health``, ``POST /v3/maintenance/status`` and ``POST
 /v3/cluster/member/list``. What the gateway of etcd 3.4 and later sends, as relied on here:
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from exporter.quorum import EtcdMember, EtcdReport, has_leader
+from exporter.controlplane.quorum import EtcdMember, EtcdReport, has_leader
 
 
 @dataclass(frozen=True)

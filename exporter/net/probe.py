@@ -3,7 +3,7 @@
 A probe is ``GET /readyz?verbose`` with the context's own credentials; the answer becomes a
 result by :func:`exporter.model.verdict` (200 is success, anything else is data with one
 reason). :class:`ApiClient` is the seam every per-cluster check uses too: authenticated
-GETs over the exporter's one :class:`exporter.httppool.HttpPool`, so connections stay
+GETs over the exporter's one :class:`exporter.net.pool.HttpPool`, so connections stay
 alive between cycles (pooled per endpoint, SSL context and server name). A kept-alive
 connection that the server closed meanwhile is retried once on a fresh connection, never
 on a timeout or a refused connection; ``test_dead_keepalive_connection_is_retried_once``
@@ -23,11 +23,11 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-from exporter.credentials import Credentials
-from exporter.http1 import Failure, HttpError
-from exporter.httppool import HttpPool, Progress
 from exporter.model import ApiError, ProbeResult, Reason, verdict
-from exporter.proxy import Proxy
+from exporter.net.credentials import Credentials
+from exporter.net.http1 import Failure, HttpError
+from exporter.net.pool import HttpPool, Progress
+from exporter.net.proxy import Proxy
 
 #: Most of a ``/readyz?verbose`` body we read (a real one is about 2 KB).
 READYZ_MAX_BYTES = 64 * 1024
@@ -40,7 +40,7 @@ Gate = Callable[[], AbstractAsyncContextManager[object]]
 class ApiClient:
     """Authenticated GETs to one API server, over the exporter's shared connection pool.
 
-    Checks (``exporter.controlplane``) use the same connections, TLS context, headers
+    Checks (``exporter.controlplane.check``) use the same connections, TLS context, headers
     and proxy as the probe.
     """
 

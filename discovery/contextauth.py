@@ -1,7 +1,7 @@
 """What resolving a context's credentials needs, taken from its kubeconfig entries, kept small.
 
 Discovery keeps, for every context and for as long as its file is unchanged, what
-``exporter.kube`` needs to resolve its credentials (after a 401, an exec credential's
+``exporter.net.kubeclient`` needs to resolve its credentials (after a 401, an exec credential's
 expiry, a restart of the probes), so that resolving never parses a kubeconfig again. At
 10,000 contexts that is kept 10,000 times, so it is one small object per context
 (:class:`ContextAuth`) rather than a copy of the context's kubeconfig entries: the
@@ -21,9 +21,9 @@ Made here, once per file change, because it needs no I/O:
   as :class:`Fault` objects raised in the order the client would raise them.
 
 What needs the file system or a process (a ``tokenFile``'s content, whether a CA file
-exists, an exec plugin) is left to resolution (``exporter.kube``), which follows the
+exists, an exec plugin) is left to resolution (``exporter.net.kubeclient``), which follows the
 client's order. A user with an ``auth-provider`` (gcp, oidc) keeps a minimal kubeconfig
-instead (:class:`~exporter.discovered.PackedConfig`): only the kubernetes client speaks
+instead (:class:`~discovery.clusters.PackedConfig`): only the kubernetes client speaks
 those. ``tests/exporter/test_exporter_kubeauth.py`` checks the result against the
 client's ``KubeConfigLoader`` over a table of kubeconfig shapes.
 
@@ -179,7 +179,7 @@ class ClusterEntry:
     #: the body but its CA data (kept only while the parse is: a plugin that asks for
     #: its cluster's information and the kubernetes client get it from here)
     rest: Mapping[str, Any] = field(default_factory=dict)
-    #: the entry has more than ``MAX_ENTRY_NODES`` nodes (``exporter.kubeconfig_parse``)
+    #: the entry has more than ``MAX_ENTRY_NODES`` nodes (``discovery.kubeconfig``)
     too_big: bool = False
 
 
@@ -258,7 +258,7 @@ def user_entry(entry: Mapping[str, Any], arena: DataArena, too_big: bool) -> Use
 
 @dataclass(frozen=True, slots=True)
 class ContextAuth:
-    """What resolving one context's credentials needs (``exporter.kube.load_context``).
+    """What resolving one context's credentials needs (``exporter.net.kubeclient.load_context``).
 
     Equal objects resolve alike, so contexts with equal ones (one CA, client certificate,
     token file or plugin for many clusters) share one resolution: the server is not in it,
@@ -285,7 +285,7 @@ class ContextAuth:
     late: Fault | None = None
     verify: bool = True
     tls_server_name: object = field(default=None, hash=False)
-    #: the user's exec plugin, run by ``exporter.execplugin`` (None: no plugin to run)
+    #: the user's exec plugin, run by ``exporter.net.execplugin`` (None: no plugin to run)
     exec: Mapping[str, Any] | None = field(default=None, repr=False, hash=False)
     #: the cluster's information the plugin asked for (``provideClusterInfo``)
     exec_cluster: Mapping[str, Any] | None = field(default=None, repr=False, hash=False)
@@ -517,7 +517,7 @@ def _client_config(
         path = user_body.get(key)
         if user_dir is not None and isinstance(path, str) and path and not os.path.isabs(path):
             user_body[key] = os.path.join(user_dir, path)
-    user_body.pop("exec", None)  # run by exporter.execplugin, never by the client
+    user_body.pop("exec", None)  # run by exporter.net.execplugin, never by the client
     name = str((context_entry or {}).get("name", ""))
     mini: dict[str, Any] = {
         "apiVersion": "v1",

@@ -14,7 +14,7 @@ the handshake and after the same answers, 26 KiB of RSS with the Python objects
 (``bench/connections.py``, 1,500 connections; docs/exporter.md). Without the transport's
 layers a kept-alive GET costs less CPU too.
 
-What a connection does, as the pool (``exporter.httppool``) drives it:
+What a connection does, as the pool (``exporter.net.pool``) drives it:
 
 - The socket is connected already (:func:`open_socket`: the loop's ``getaddrinfo`` only
   for a name, then ``sock_connect`` to each address in turn). The reader stays registered
@@ -28,12 +28,12 @@ What a connection does, as the pool (``exporter.httppool``) drives it:
   key update's answer on a full socket) and a write may not complete at once: each waits
   for the readiness it wants. ``close_notify``, a TCP close without it and a reset all
   are the end of the connection.
-- The answer is read by :class:`exporter.http1.ResponseParser`; :meth:`Connection.send`
+- The answer is read by :class:`exporter.net.http1.ResponseParser`; :meth:`Connection.send`
   returns the future that ends with it.
 
 Through an HTTP proxy the connection starts with a tunnel: ``CONNECT host:port`` is sent
 to the proxy, its answer head read on the plain socket (a 2xx opens the tunnel; anything
-else, or the proxy closing, is a :attr:`~exporter.http1.Failure.PROXY` failure), and only
+else, or the proxy closing, is a :attr:`~exporter.net.http1.Failure.PROXY` failure), and only
 then is the same socket wrapped for TLS with the API server: the proxy sees host and
 port, never the requests. The head is read with ``MSG_PEEK`` first, so that not one byte
 past it is taken from the socket: whatever follows belongs to the tunnel.
@@ -47,7 +47,7 @@ import socket
 import ssl
 from typing import Any
 
-from exporter.http1 import MAX_HEADER_BYTES, Failure, HttpError, ResponseParser, short
+from exporter.net.http1 import MAX_HEADER_BYTES, Failure, HttpError, ResponseParser, short
 
 #: Bytes asked of one read: more than a TLS record holds (16 KiB), so one call per record.
 READ_SIZE = 65536

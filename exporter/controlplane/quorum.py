@@ -1,11 +1,11 @@
 """etcd membership and quorum, the pure rule: members and their health -> a quorum state.
 
 Two sources give the same :class:`EtcdReport`: the API server's etcd static pods
-(``exporter.kubesystem``: one member per pod, healthy when Ready, the leader unknown) and
-etcd itself (``exporter.etcd``, when the config file gives client URLs). Raft needs a
-majority of the voting members, ``floor(members / 2) + 1``, to elect a leader and commit;
-:func:`quorum` says whether the healthy members reach it and with how many to spare.
-"""
+(``exporter.controlplane.kubesystem``: one member per pod, healthy when Ready, the leader
+unknown) and etcd itself (``exporter.controlplane.etcd_client``, when the config file gives
+client URLs). Raft needs a majority of the voting members, ``floor(members / 2) + 1``, to
+elect a leader and commit; :func:`quorum` says whether the healthy members reach it and with
+how many to spare."""
 
 from __future__ import annotations
 

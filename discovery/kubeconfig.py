@@ -1,19 +1,19 @@
 """One kubeconfig (or kubectl's merged list of them) -> its contexts, or why not.
 
 Pure: bytes in, entries and problems out; no network, no ``kubernetes`` client.
-:func:`parse_document` reads one file's bytes within bounds (``exporter.kubeconfig_yaml``)
+:func:`parse_document` reads one file's bytes within bounds (``discovery.boundedyaml``)
 into its named clusters, users and contexts; :func:`resolve_contexts` merges one or more
 parsed files map by map (the first file naming an entry wins, as kubectl does) and makes
-each context's :class:`~exporter.discovered.ContextConfig`, whose credentials part
-(``exporter.kubeconfig_auth``) has its relative paths made absolute against the file that
-defines them. A bad context is a :class:`~exporter.discovered.DiscoveryProblem` (file and
-reason, never a credential). ``exporter.discovery`` decides when to call them (once per
+each context's :class:`~discovery.clusters.ContextConfig`, whose credentials part
+(``discovery.contextauth``) has its relative paths made absolute against the file that
+defines them. A bad context is a :class:`~discovery.clusters.DiscoveryProblem` (file and
+reason, never a credential). ``discovery.scan`` decides when to call them (once per
 file change).
 
 The entries are reduced as they are parsed: each item of the ``clusters`` and ``users``
 lists, built on its own (``kubeconfig_yaml.load_streaming``), becomes a small
-:class:`~exporter.kubeconfig_auth.ClusterEntry` or
-:class:`~exporter.kubeconfig_auth.UserEntry` (its ``*-data`` decoded) before the next is
+:class:`~discovery.contextauth.ClusterEntry` or
+:class:`~discovery.contextauth.UserEntry` (its ``*-data`` decoded) before the next is
 built, so a file of thousands of contexts never exists as a whole tree of Python objects.
 """
 
@@ -26,9 +26,9 @@ from typing import Any
 
 import yaml
 
-from exporter import kubeconfig_yaml
-from exporter.discovered import ContextConfig, DiscoveryProblem
-from exporter.kubeconfig_auth import (
+from discovery import boundedyaml as kubeconfig_yaml
+from discovery.clusters import ContextConfig, DiscoveryProblem
+from discovery.contextauth import (
     ClusterEntry,
     DataArena,
     UserEntry,
@@ -37,7 +37,7 @@ from exporter.kubeconfig_auth import (
     user_entry,
     with_bytes,
 )
-from exporter.kubeconfig_files import FileVersion, ReadError
+from discovery.files import FileVersion, ReadError
 
 #: The top-level lists whose items are reduced one by one, in the order kubectl reads them.
 _LISTS = ("clusters", "users", "contexts")

@@ -1,8 +1,8 @@
 """What discovery finds: the clusters of the fleet, their minimal kubeconfigs, problems.
 
-Plain data, shared by the scan (``exporter.discovery``), the parse of one kubeconfig
-(``exporter.kubeconfig_parse``), the credentials, the probe cycle, the state and the
-reactor (which reads them through ``exporter.discovery``, its one door into the
+Plain data, shared by the scan (``discovery.scan``), the parse of one kubeconfig
+(``discovery.kubeconfig``), the credentials, the probe cycle, the state and the
+reactor (which reads them through ``discovery.scan``, its one door into the
 exporter). No I/O but :func:`probeable`'s look at one path.
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from exporter.kubeconfig_auth import ContextAuth
-from exporter.kubeconfig_files import FileVersion
+from discovery.contextauth import ContextAuth
+from discovery.files import FileVersion
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,7 +24,7 @@ class Cluster:
     kubeconfig_secret_ref: str  #: path of the kubeconfig file that names the context
     context: str  #: context name inside that file (== name)
     #: that context's ``cluster.proxy-url``, if any; it may hold the proxy's password, so
-    #: it stays out of ``repr`` (logs say ``exporter.proxy.Proxy.label``)
+    #: it stays out of ``repr`` (logs say ``exporter.net.proxy.Proxy.label``)
     proxy_url: str | None = field(default=None, repr=False)
 
 
@@ -59,7 +59,7 @@ class ContextConfig:
     """What credentials need to build one context, kept while its file is unchanged.
 
     ``auth`` is what resolving the context's credentials needs, made once per file change
-    (``exporter.kubeconfig_auth``: decoded data, absolute paths, a few values); it may
+    (``discovery.contextauth``: decoded data, absolute paths, a few values); it may
     hold credentials, so it is kept out of ``repr``. Hundreds of bytes, not a copy of the
     context's kubeconfig entries: 10,000 of them are kept for an exporter's life.
     """

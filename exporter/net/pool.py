@@ -3,8 +3,8 @@
 Why not aiohttp for the probes: at fleet scale the client is the exporter. aiohttp spends
 about 0.22 ms of CPU per kept-alive GET and about 8 KiB per idle connection on its request
 and connection machinery, and asyncio's ``SSLProtocol`` adds a read buffer per connection;
-this client runs TLS on the socket itself (``exporter.httpconn``) and parses the one
-answer it needs (``exporter.http1``). What OpenSSL keeps per idle TLS connection (about
+this client runs TLS on the socket itself (``exporter.net.connection``) and parses the one
+answer it needs (``exporter.net.http1``). What OpenSSL keeps per idle TLS connection (about
 24 KiB, the session and its certificates) nothing in Python can lower: hence
 ``max_idle`` below.
 
@@ -13,7 +13,7 @@ alive per (endpoint, TLS context, server name); a request that fails on a *reuse
 connection before any byte of the answer (the server closed it meanwhile) is retried once
 on a fresh connection, never after a timeout or on a fresh connection.
 
-Through a proxy (``exporter.proxy``) a connection goes to the proxy and opens a
+Through a proxy (``exporter.net.proxy``) a connection goes to the proxy and opens a
 ``CONNECT`` tunnel first; the proxy is part of the pool key, so a cluster whose proxy
 changes gets a new connection. :class:`Progress` tells the caller, when its timeout
 fires, whether the request was still waiting for the proxy: that is the proxy's fault
@@ -42,9 +42,9 @@ from collections.abc import Awaitable, Callable, Collection, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import TypeVar
 
-from exporter.http1 import Endpoint, Failure, HttpError, request_bytes, short
-from exporter.httpconn import Connection, open_socket
-from exporter.proxy import Proxy
+from exporter.net.connection import Connection, open_socket
+from exporter.net.http1 import Endpoint, Failure, HttpError, request_bytes, short
+from exporter.net.proxy import Proxy
 
 _PoolKey = tuple[Endpoint, ssl.SSLContext | None, str | None, Proxy | None]
 #: what :meth:`HttpPool.retain` keeps: (endpoint URL, its proxy)

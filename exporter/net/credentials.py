@@ -1,9 +1,9 @@
 """A kubeconfig context -> the TLS context and headers of an authenticated request.
 
-``exporter.kube.load_context`` resolves the context from what discovery kept of it
-(``exporter.kubeconfig_auth.ContextAuth``), as the kubernetes client would. It is
+``exporter.net.kubeclient.load_context`` resolves the context from what discovery kept of it
+(``discovery.contextauth.ContextAuth``), as the kubernetes client would. It is
 synchronous (it reads files, and may run an exec plugin for up to the probe timeout), so
-it runs on the credential workers (``exporter.workers``): a bounded pool of its own, never
+it runs on the credential workers (``exporter.net.workers``): a bounded pool of its own, never
 the event loop and never the default executor that discovery and rendering need. Contexts
 that share a resolution wait for one build in flight, so a fleet behind one hung plugin
 starts one plugin per cycle, not one per cluster.
@@ -15,7 +15,7 @@ is ever written to disk, not even for a moment. Where there is no ``memfd_create
 in a private 0700 folder is written and removed at once.
 
 Results are cached per (file version, context), and contexts whose credentials are equal
-(:class:`~exporter.kubeconfig_auth.ContextAuth`: the cluster but for its ``server``, and
+(:class:`~discovery.contextauth.ContextAuth`: the cluster but for its ``server``, and
 the user) share one resolution, across files too: a fleet whose kubeconfigs repeat one CA,
 client certificate, token file or exec plugin resolves it once, not once per cluster.
 ``ssl.SSLContext`` objects are shared between contexts with the same CA, client
@@ -49,12 +49,12 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from exporter.discovered import ContextConfig
-from exporter.execplugin import ExecPluginError, PluginRunner
-from exporter.kube import ContextLoadError, LoadedContext, load_context
-from exporter.kubeconfig_auth import ContextAuth
-from exporter.kubeconfig_files import FileVersion
-from exporter.workers import Workers
+from discovery.clusters import ContextConfig
+from discovery.contextauth import ContextAuth
+from discovery.files import FileVersion
+from exporter.net.execplugin import ExecPluginError, PluginRunner
+from exporter.net.kubeclient import ContextLoadError, LoadedContext, load_context
+from exporter.net.workers import Workers
 
 #: Seconds before an exec credential's ``expirationTimestamp`` at which it is renewed.
 EXPIRY_MARGIN = 30.0
@@ -292,7 +292,7 @@ def shared_key(ctx: ContextConfig) -> ContextAuth:
 
     The cluster entry without its ``server`` (only its scheme matters), the user entry;
     an exec plugin that asks for the cluster's info (``provideClusterInfo``) sees the
-    server, so then the server counts too (``exporter.kubeconfig_auth``).
+    server, so then the server counts too (``discovery.contextauth``).
     """
     return ctx.auth
 

@@ -1,7 +1,7 @@
 """A kubeconfig context -> the TLS material and token it resolves to, as the client resolves it.
 
 :func:`load_context` resolves what discovery kept of a context
-(:class:`~exporter.kubeconfig_auth.ContextAuth`) and hands back plain data
+(:class:`~discovery.contextauth.ContextAuth`) and hands back plain data
 (:class:`LoadedContext`), following the kubernetes client's ``KubeConfigLoader`` step by
 step: ``token`` (or else ``tokenFile``, read now) or else ``username`` and ``password``,
 then the CA, client certificate and key (``*-data`` decoded at discovery, files checked
@@ -12,8 +12,8 @@ shape). It differs from the client where the exporter always did:
 
 - **Embedded credentials stay in memory.** The client writes every ``*-data`` value (a
   client key among them) to a temporary file that outlives a killed process; here they
-  are bytes, which ``exporter.credentials`` loads into the TLS context without a file.
-- **Exec plugins run under our runner** (``exporter.execplugin``): with a deadline, in a
+  are bytes, which ``exporter.net.credentials`` loads into the TLS context without a file.
+- **Exec plugins run under our runner** (``exporter.net.execplugin``): with a deadline, in a
   process group of their own, killed with their children at the deadline and at shutdown.
   The client would wait for a hung plugin for ever.
 
@@ -47,8 +47,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from exporter.execplugin import ExecPluginError, PluginRunner
-from exporter.kubeconfig_auth import ContextAuth, Fault, KubeconfigError
+from discovery.contextauth import ContextAuth, Fault, KubeconfigError
+from exporter.net.execplugin import ExecPluginError, PluginRunner
 
 
 class ContextLoadError(Exception):
@@ -146,7 +146,7 @@ def _user_token(auth: ContextAuth) -> str | None:
     """``token``, else ``tokenFile``'s content, else ``username:password``: the client's order.
 
     The token is as the client has it (a ``tokenFile``'s newline included):
-    ``exporter.credentials`` strips it, as kubectl does.
+    ``exporter.net.credentials`` strips it, as kubectl does.
     """
     token: object = auth.token
     if isinstance(token, Fault):

@@ -3,13 +3,13 @@
 Discovery reads files and parses them: no network, no ``kubernetes`` client, and it runs in
 a worker thread (the exporter's cycle and the reactor's start-up call
 :meth:`Discoverer.scan` off the event loop). Each file is parsed once per change (its
-device, inode, size and mtime), within bounds (``exporter.kubeconfig_yaml``: node count
-with aliases expanded; ``exporter.kubeconfig_files``: bytes, regular files only), and
-every context is read from that one parse (``exporter.kubeconfig_parse``), so a file of
+device, inode, size and mtime), within bounds (``discovery.boundedyaml``: node count
+with aliases expanded; ``discovery.files``: bytes, regular files only), and
+every context is read from that one parse (``discovery.kubeconfig``), so a file of
 thousands of contexts costs one parse, not one per context. What a scan returns is
-``exporter.discovered``'s plain data, re-exported here.
+``discovery.clusters``'s plain data.
 
-Sources, in order (``exporter.kubeconfig_files`` says how each is found): the main
+Sources, in order (``discovery.files`` says how each is found): the main
 kubeconfig, one named file or kubectl's ``KUBECONFIG`` list merged map by map (contexts,
 clusters, users: the first file naming an entry wins, and a context may use a cluster or
 user of another listed file), then every visible file under ``KUBECONFIG_DIR`` in name
@@ -22,7 +22,7 @@ problem says so) until it parses again or is removed: ``kubectl config`` rewrite
 kubeconfig in place, and a scan that lands in the middle of the rewrite must not make the
 file's clusters vanish for a cycle (their status alerts would resolve).
 
-With a :class:`~exporter.shard.Shard`, a scan returns only that shard's clusters (and the
+With a :class:`~discovery.shard.Shard`, a scan returns only that shard's clusters (and the
 problems of its contexts); the reactor scans unsharded.
 """
 
@@ -32,15 +32,13 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from exporter.discovered import (
+from discovery.clusters import (
     Cluster,
     ContextConfig,
     Discovery,
     DiscoveryProblem,
-    probeable,
 )
-from exporter.kubeconfig_files import (
-    MAX_FILE_BYTES,
+from discovery.files import (
     FileVersion,
     KubeconfigList,
     MainKubeconfig,
@@ -48,28 +46,11 @@ from exporter.kubeconfig_files import (
     absolute,
     being_rewritten,
     file_version,
-    main_kubeconfig,
     read_file,
     walk_folder,
 )
-from exporter.kubeconfig_parse import Document, ResolvedContext, parse_document, resolve_contexts
-from exporter.shard import Shard
-
-# The names the reactor and the exporter's other modules use, re-exported: the reactor
-# may import exporter.discovery and no other exporter module.
-__all__ = [
-    "MAX_FILE_BYTES",
-    "Cluster",
-    "ContextConfig",
-    "Discoverer",
-    "Discovery",
-    "DiscoveryProblem",
-    "FileVersion",
-    "KubeconfigList",
-    "MainKubeconfig",
-    "main_kubeconfig",
-    "probeable",
-]
+from discovery.kubeconfig import Document, ResolvedContext, parse_document, resolve_contexts
+from discovery.shard import Shard
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """HTTP/1.1 on the wire, without I/O: the request we send and a parser of the answer.
 
-The probes' client (``exporter.httpconn``, ``exporter.httppool``) feeds the bytes it reads
+The probes' client (``exporter.net.connection``, ``exporter.net.pool``) feeds the bytes it reads
 to a :class:`ResponseParser` and sends what :func:`request_bytes` builds. Keeping the
 format apart from the sockets lets it be tested byte by byte, with every split of an
 answer into reads (``tests/exporter/test_exporter_http1.py``, with Hypothesis).

@@ -1,0 +1,40 @@
+"""Where the clusters of the fleet come from, read alike by the exporter and the reactor.
+
+Kubeconfig files (the main one, kubectl's ``KUBECONFIG`` list merged as kubectl merges it,
+every file under ``KUBECONFIG_DIR``, Secret volumes among them) become :class:`Cluster`
+records and :class:`DiscoveryProblem` records: plain data, no credential in either.
+
+- ``discovery.scan``: :class:`Discoverer`, the scan, each file parsed once per change;
+- ``discovery.clusters``: what a scan returns (pure);
+- ``discovery.kubeconfig``: one kubeconfig's parse and kubectl's merge (pure);
+- ``discovery.contextauth``: what resolving a context's credentials needs (pure);
+- ``discovery.files``: which files, read within bounds;
+- ``discovery.boundedyaml``: YAML within bounds (pure);
+- ``discovery.shard``: which shard probes which cluster (pure).
+
+This module re-exports what the exporter and the reactor use.
+"""
+
+from discovery.clusters import Cluster, ContextConfig, Discovery, DiscoveryProblem, probeable
+from discovery.files import (
+    MAX_FILE_BYTES,
+    FileVersion,
+    KubeconfigList,
+    MainKubeconfig,
+    main_kubeconfig,
+)
+from discovery.scan import Discoverer
+
+__all__ = [
+    "MAX_FILE_BYTES",
+    "Cluster",
+    "ContextConfig",
+    "Discoverer",
+    "Discovery",
+    "DiscoveryProblem",
+    "FileVersion",
+    "KubeconfigList",
+    "MainKubeconfig",
+    "main_kubeconfig",
+    "probeable",
+]
