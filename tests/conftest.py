@@ -3,16 +3,131 @@
 Helper modules are named ``<folder>_<what>.py`` and the folders that others import from
 are on ``pythonpath`` (pyproject.toml), so ``from etcd_cluster import EtcdCluster`` works
 from any test folder.
+
+Tests that start a server, a container, a database, a stand-in fleet or fleetwatch as a
+process are marked ``live`` (docs/development.md#tests), so ``pytest -m "not live"`` is a
+fast loop. A test that is not marked ``live`` fails if it tries to start one: the hooks
+below watch ``subprocess.Popen`` (which ``subprocess.run`` and asyncio's subprocesses go
+through) and the stand-in fleet during each test's set-up and call.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from etcd_cluster import EtcdCluster
+
+from exporter.net.execplugin import _GUARD as EXEC_PLUGIN_GUARD
+from fleetwatch.standin import StandinFleet
+
+#: Programs a test that is not ``live`` may run: short-lived tools, none of them a server.
+TOOLS = frozenset(
+    {
+        "git",
+        "ruff",
+        "mypy",
+        "lint-imports",
+        "promtool",
+        "amtool",
+        "kubectl",
+        "checkov",
+        "systemd-analyze",
+    }
+)
+#: ``python -m`` of these is a tool too (the dashboards' JSON generator).
+PYTHON_TOOLS = frozenset({"dashboards"})
+
+
+class NotMarkedLive(RuntimeError):
+    """A test that is not marked ``live`` started a server, a container or a fleet."""
+
+
+def _argv(args: Any, kwargs: dict[str, Any]) -> list[str]:
+    given = kwargs.get("args", args[0] if args else "")
+    if isinstance(given, (str, bytes, os.PathLike)):
+        given = os.fsdecode(given).split() if kwargs.get("shell") else [given]
+    return [os.fsdecode(a) for a in given]
+
+
+def _allowed(argv: list[str]) -> bool:
+    """A listed tool, an exec credential plugin the exporter runs (under its deadline
+    guard), or Python running a snippet, a script or a listed tool, but never fleetwatch:
+    what ``live`` means is written in docs/development.md#tests."""
+    if not argv:
+        return False
+    program = os.path.basename(argv[0])
+    if program in TOOLS:
+        return True
+    if program == "sh" and argv[1:3] == ["-c", EXEC_PLUGIN_GUARD]:
+        return True
+    if os.path.realpath(argv[0]) != os.path.realpath(sys.executable) or len(argv) < 2:
+        return False
+    return (
+        argv[1] == "-c" or argv[1].endswith(".py") or argv[1:3] in (["-m", m] for m in PYTHON_TOOLS)
+    )
+
+
+@contextmanager
+def _unless_live(item: pytest.Item) -> Iterator[list[str]]:
+    """Refuse, and note, every server a test that is not ``live`` starts."""
+    started: list[str] = []
+    if item.get_closest_marker("live") is not None:
+        yield started
+        return
+    popen_init = subprocess.Popen.__init__
+    fleet_start = StandinFleet.start
+
+    def refuse(what: str) -> NotMarkedLive:
+        started.append(what)
+        return NotMarkedLive(f"{what}: mark the test live (docs/development.md#tests)")
+
+    def guarded_init(self: subprocess.Popen[Any], *args: Any, **kwargs: Any) -> None:
+        argv = _argv(args, kwargs)
+        if not _allowed(argv):
+            raise refuse(f"started {' '.join(argv)[:200]!r}")
+        popen_init(self, *args, **kwargs)
+
+    async def guarded_start(self: StandinFleet) -> StandinFleet:
+        raise refuse("started a stand-in fleet")
+
+    subprocess.Popen.__init__ = guarded_init  # type: ignore[method-assign]
+    StandinFleet.start = guarded_start  # type: ignore[method-assign]
+    try:
+        yield started
+    finally:
+        subprocess.Popen.__init__ = popen_init  # type: ignore[method-assign]
+        StandinFleet.start = fleet_start  # type: ignore[method-assign]
+
+
+def _guard(item: pytest.Item) -> Generator[None, object, object]:
+    with _unless_live(item) as started:
+        try:
+            result = yield
+        except BaseException:
+            if not started:
+                raise
+        if started:  # whatever the test made of the refusal, even when it passed
+            message = f"not marked live, but {'; '.join(started)}"
+            raise pytest.fail.Exception(message, pytrace=False) from None
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, object, object]:
+    return (yield from _guard(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
+    return (yield from _guard(item))
 
 
 @pytest.fixture(scope="module")

@@ -69,6 +69,7 @@ def test_a_subcommand_imports_only_the_module_that_defines_it() -> None:
     assert {"reactor", "exporter"} <= set(everything)
 
 
+@pytest.mark.live
 def test_the_exporter_process_never_imports_the_reactor_or_the_kubernetes_client(
     tmp_path: Path,
 ) -> None:

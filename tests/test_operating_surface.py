@@ -106,6 +106,7 @@ async def test_reactor_basic_auth_guards_every_path_and_the_token_still_guards_m
     assert (await client.get("/clusters", headers=wrong)).status == 401
 
 
+@pytest.mark.live
 async def test_exporter_ready_after_its_first_cycle_with_build_info_rendered_per_cycle(
     aiohttp_client: Any, tmp_path: Path
 ) -> None:
@@ -133,6 +134,7 @@ async def test_exporter_ready_after_its_first_cycle_with_build_info_rendered_per
         assert after.count(b"# TYPE process_start_time_seconds ") == 1
 
 
+@pytest.mark.live
 async def test_exporter_logs_a_change_of_state_at_info_and_the_rest_at_debug(
     aiohttp_client: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -308,6 +310,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory, pki: FleetCerts) -> Iterat
             proc.stop()
 
 
+@pytest.mark.live
 def test_both_servers_refuse_a_wrong_password_and_a_missing_client_certificate(
     servers: dict[str, str], pki: FleetCerts
 ) -> None:
@@ -325,6 +328,7 @@ def test_both_servers_refuse_a_wrong_password_and_a_missing_client_certificate(
             urllib.request.urlopen(url.replace("https", "http") + "/metrics", timeout=5)
 
 
+@pytest.mark.live
 def test_fleetwatch_status_reads_a_reactor_with_basic_auth_through_its_token(
     tmp_path: Path, pki: FleetCerts
 ) -> None:
@@ -381,6 +385,7 @@ def test_fleetwatch_status_reads_a_reactor_with_basic_auth_through_its_token(
         assert "(no clusters)" in answered.stdout
 
 
+@pytest.mark.live
 def test_prometheus_scrapes_both_over_https_with_basic_auth(
     servers: dict[str, str], pki: FleetCerts, tmp_path: Path
 ) -> None:

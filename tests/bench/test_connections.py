@@ -8,8 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from bench import connections
 from bench.common import is_number
+
+pytestmark = pytest.mark.live
 
 
 def test_connections_runs_this_tree_and_a_baseline(tmp_path: Path) -> None:

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from bench import e2e, probe_cycle, reactor, scrape, vs_blackbox
 from bench.common import is_number
+
+pytestmark = pytest.mark.live
 
 
 def test_probe_cycle_runs_with_a_hung_cluster(tmp_path: Path) -> None:

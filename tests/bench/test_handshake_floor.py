@@ -8,8 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from bench import handshake_floor
 from bench.common import is_number
+
+pytestmark = pytest.mark.live
 
 
 def test_handshake_floor_runs(tmp_path: Path) -> None:

@@ -119,6 +119,7 @@ def test_secret_volume_swaps_its_data_link_and_drops_the_old_version(tmp_path: P
 # --- a short run ----------------------------------------------------------------------------
 
 
+@pytest.mark.live
 def test_soak_runs_churns_samples_and_stops_everything(tmp_path: Path) -> None:
     out = tmp_path / "soak.json"
     result = soak.main(

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from bench import standin_cost, standin_handshake
 from bench.common import REPO, is_number
+
+pytestmark = pytest.mark.live
 
 
 def test_standin_cost_runs_and_compares(tmp_path: Path) -> None:

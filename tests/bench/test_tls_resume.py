@@ -8,8 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from bench import tls_resume
 from bench.common import is_number
+
+pytestmark = pytest.mark.live
 
 
 def test_tls_resume_runs_and_resumes(tmp_path: Path) -> None:

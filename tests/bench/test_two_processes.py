@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from bench import two_processes
+
+pytestmark = pytest.mark.live
 
 
 def test_two_processes_share_the_fleet(tmp_path: Path) -> None:

@@ -31,6 +31,7 @@ from fleetwatch.standin import StandinFleet
 from fleetwatch.standin.controlplane import ControlPlane
 
 pytestmark = [
+    pytest.mark.live,
     pytest.mark.skipif(shutil.which("prometheus") is None, reason="no prometheus"),
     # One exporter, Prometheus and etcd for the module: Prometheus hands discovered
     # targets to its scrapers every 5 s, so each new Prometheus costs seconds.

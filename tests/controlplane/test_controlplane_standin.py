@@ -65,6 +65,7 @@ def value(samples: Samples, name: str, **labels: str) -> float | None:
     return samples.get((name, frozenset(labels.items())))
 
 
+@pytest.mark.live
 async def test_etcd_members_from_static_pods_and_a_not_ready_member(
     exporter: tuple[web.Application, TestClient[Any, Any]], fleet: StandinFleet
 ) -> None:
@@ -94,6 +95,7 @@ async def test_etcd_members_from_static_pods_and_a_not_ready_member(
     assert value(s, "fleetwatch_etcd_members_healthy", cluster="fixed") == 3
 
 
+@pytest.mark.live
 async def test_localhost_trap_flagged_per_component_and_node(
     exporter: tuple[web.Application, TestClient[Any, Any]], fleet: StandinFleet
 ) -> None:
@@ -114,6 +116,7 @@ async def test_localhost_trap_flagged_per_component_and_node(
     assert value(s, name, cluster="kubeadm", component="etcd", node="cp-1") == 1
 
 
+@pytest.mark.live
 async def test_coredns_replicas_and_nodes(
     exporter: tuple[web.Application, TestClient[Any, Any]], fleet: StandinFleet
 ) -> None:
@@ -131,6 +134,7 @@ async def test_coredns_replicas_and_nodes(
     assert value(s, "fleetwatch_coredns_nodes", cluster="kubeadm") == 3
 
 
+@pytest.mark.live
 async def test_sd_targets_with_labels_and_kept_while_the_api_is_down(
     exporter: tuple[web.Application, TestClient[Any, Any]], fleet: StandinFleet
 ) -> None:
@@ -170,6 +174,7 @@ async def test_sd_targets_with_labels_and_kept_while_the_api_is_down(
     )
 
 
+@pytest.mark.live
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed")
 async def test_metrics_pass_promtool_check_metrics(
     exporter: tuple[web.Application, TestClient[Any, Any]],

@@ -13,6 +13,8 @@ import pytest
 from dashboards_grafana import Json, Query, dashboard_files, load, panels, queries, substitute
 from dashboards_livestack import APPS, CLUSTERS, DIRECT_ETCD, DOWN, FLAPPED, LiveStack
 
+pytestmark = pytest.mark.live
+
 DASHBOARDS = {path.name: load(path) for path in dashboard_files()}
 FLEET = DASHBOARDS["fleet-overview.json"]
 DETAIL = DASHBOARDS["cluster-detail.json"]

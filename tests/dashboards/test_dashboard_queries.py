@@ -16,6 +16,8 @@ from dashboards_prometheus import Prometheus, Scratch
 
 from fleetwatch.procs import wait_until
 
+pytestmark = pytest.mark.live
+
 DASHBOARDS = {path.name: load(path) for path in dashboard_files()}
 
 

@@ -11,7 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from deploy_manifests import REPO
+
+pytestmark = pytest.mark.live
 
 
 def test_generated_files_have_not_drifted(tmp_path: Path) -> None:

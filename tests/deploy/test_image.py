@@ -23,6 +23,8 @@ from deploy_image import Container, podman, probed_ok
 from fleetwatch.procs import free_port, wait_until
 from fleetwatch.standin import ThreadedFleet
 
+pytestmark = pytest.mark.live
+
 
 @pytest.fixture(scope="module")
 def shared_dir() -> Iterator[Path]:

@@ -41,6 +41,8 @@ from reactor_postgres import PostgresServer
 from fleetwatch.procs import wait_until
 from fleetwatch.standin import ThreadedFleet
 
+pytestmark = pytest.mark.live
+
 CLUSTERS = ("smoke-001", "smoke-002")
 OPERATOR = "overlays/prometheus-operator"
 

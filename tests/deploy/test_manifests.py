@@ -310,6 +310,7 @@ def _with_namespace_label(unit_tests: Obj) -> Obj:
     return unit_tests
 
 
+@pytest.mark.live
 def test_the_prometheusrule_holds_fleetwatch_rules_groups(tmp_path: Path) -> None:
     """``fleetwatch rules``' groups plus the namespace label on every alert (the operator's
     AlertmanagerConfig routes match on it); promtool checks them and runs the repository's

@@ -140,6 +140,7 @@ def _local(words: list[str], tmp_path: Path, port: int) -> list[str]:
     return out
 
 
+@pytest.mark.live
 @pytest.mark.parametrize(
     ("unit", "ready_path"),
     [("fleetwatch-exporter", "/-/ready"), ("fleetwatch-reactor", "/-/ready")],

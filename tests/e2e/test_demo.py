@@ -8,10 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from e2e_demo import alive, stop_demo
 
 from fleetwatch.procs import wait_until
 from fleetwatch.wiring import JsonClient
+
+pytestmark = pytest.mark.live
 
 
 def _fleetwatch(*args: str) -> subprocess.CompletedProcess[str]:

@@ -11,7 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from e2e_loop import INTERVAL, Loop
+
+pytestmark = pytest.mark.live
 
 
 def _deploy_all(loop: Loop, apps: dict[str, str]) -> None:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
 from e2e_loop import INTERVAL, Loop
 
 from fleetwatch.wiring import ApiError
+
+pytestmark = pytest.mark.live
 
 
 def test_a_cluster_goes_down_and_comes_back(

@@ -42,6 +42,8 @@ from fleetwatch.procs import ManagedProcess, wait_until
 from fleetwatch.rules import REPLICA_STATUS_RECORD, prom_duration
 from fleetwatch.standin import ThreadedFleet
 
+pytestmark = pytest.mark.live
+
 INTERVAL = 1.0
 JOB = "fleetwatch-exporter"
 SHARDS = 2

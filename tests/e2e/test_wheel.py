@@ -22,10 +22,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from e2e_demo import stop_demo
 
 from fleetwatch.procs import wait_until
 from fleetwatch.wiring import JsonClient
+
+pytestmark = pytest.mark.live
 
 ROOT = Path(__file__).resolve().parents[2]
 #: What the wheel is built from: the packages, the shipped files they link to, the metadata.

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from exporter.configfile import load_config
 from exporter.controlplane.check import ControlPlaneCheck, build_checks
 
@@ -18,6 +20,7 @@ def check(path: Path) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
+@pytest.mark.live
 def test_config_check_accepts_a_valid_file(tmp_path: Path) -> None:
     path = tmp_path / "fleetwatch.yml"
     path.write_text("clusters:\n  prod:\n    etcd:\n      endpoints: [http://127.0.0.1:2379]\n")
@@ -26,6 +29,7 @@ def test_config_check_accepts_a_valid_file(tmp_path: Path) -> None:
     assert f"{path}: OK" in result.stdout
 
 
+@pytest.mark.live
 def test_config_check_names_the_unknown_key(tmp_path: Path) -> None:
     path = tmp_path / "fleetwatch.yml"
     path.write_text("clusters:\n  prod:\n    etcd:\n      endpoint: [http://127.0.0.1:2379]\n")

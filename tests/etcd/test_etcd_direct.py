@@ -42,6 +42,7 @@ def leader_name(report: EtcdReport) -> str:
     return next(m.name for m in report.members if m.member_id == m.leader_id)
 
 
+@pytest.mark.live
 async def test_three_of_three_healthy_with_a_leader(
     etcd_cluster: EtcdCluster, session: aiohttp.ClientSession
 ) -> None:
@@ -58,6 +59,7 @@ async def test_three_of_three_healthy_with_a_leader(
     OBSERVED["healthy"] = report
 
 
+@pytest.mark.live
 async def test_leader_killed_two_of_three_after_reelection(
     etcd_cluster: EtcdCluster, session: aiohttp.ClientSession
 ) -> None:
@@ -87,6 +89,7 @@ async def test_leader_killed_two_of_three_after_reelection(
     OBSERVED["no_fault_tolerance"] = report
 
 
+@pytest.mark.live
 async def test_two_killed_quorum_lost_and_no_leader(
     etcd_cluster: EtcdCluster, session: aiohttp.ClientSession
 ) -> None:
@@ -116,6 +119,7 @@ async def test_two_killed_quorum_lost_and_no_leader(
     assert time.monotonic() - started < config.timeout_seconds + 2.0
 
 
+@pytest.mark.live
 async def test_member_restarted_back_to_two_of_three(
     etcd_cluster: EtcdCluster, session: aiohttp.ClientSession
 ) -> None:
@@ -133,6 +137,7 @@ async def test_member_restarted_back_to_two_of_three(
     OBSERVED["restored"] = report
 
 
+@pytest.mark.live
 async def test_members_found_through_member_list(
     etcd_cluster: EtcdCluster, session: aiohttp.ClientSession
 ) -> None:
@@ -153,6 +158,7 @@ async def test_nothing_answers(session: aiohttp.ClientSession) -> None:
     assert [m.name for m in report.members] == [url.removeprefix("http://")]
 
 
+@pytest.mark.live
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed")
 def test_alert_rules_on_the_observed_states(tmp_path: Path) -> None:
     """The alerts' expressions against what this real cluster reported at each step above."""

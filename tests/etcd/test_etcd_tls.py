@@ -63,6 +63,7 @@ async def session() -> AsyncIterator[aiohttp.ClientSession]:
         yield s
 
 
+@pytest.mark.live
 async def test_client_certificate_from_the_config_file(
     tls_etcd: tuple[str, EtcdPki], session: aiohttp.ClientSession, tmp_path: Path
 ) -> None:
@@ -90,6 +91,7 @@ async def test_client_certificate_from_the_config_file(
     assert report.quorum.state is QuorumState.NO_FAULT_TOLERANCE
 
 
+@pytest.mark.live
 async def test_without_client_certificate_etcd_refuses(
     tls_etcd: tuple[str, EtcdPki], session: aiohttp.ClientSession
 ) -> None:
@@ -121,6 +123,7 @@ async def test_without_client_certificate_etcd_refuses(
         assert [m.name for m in report.members] == [url.removeprefix("https://")]
 
 
+@pytest.mark.live
 async def test_members_from_the_endpoints_when_the_member_list_fails(
     session: aiohttp.ClientSession,
 ) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 import yaml
 from exporter_helpers import MonitorFactory
 
@@ -49,6 +50,7 @@ def client_sockets(port: int) -> int:
     return count
 
 
+@pytest.mark.live
 async def test_a_removed_kubeconfig_has_no_open_connection_two_cycles_later(
     fleet: StandinFleet, kubeconfig_dir: Path, make_monitor: MonitorFactory
 ) -> None:
@@ -69,6 +71,7 @@ async def test_a_removed_kubeconfig_has_no_open_connection_two_cycles_later(
         assert sorted(v.cluster.name for v in rec.last.clusters) == [c.name for c in clusters[3:]]
 
 
+@pytest.mark.live
 async def test_a_changed_server_never_keeps_the_old_connection(
     fleet: StandinFleet, kubeconfig_dir: Path, make_monitor: MonitorFactory
 ) -> None:
@@ -87,6 +90,7 @@ async def test_a_changed_server_never_keeps_the_old_connection(
         assert monitor.http.held == 1
 
 
+@pytest.mark.live
 async def test_a_removed_context_loses_its_credentials_and_a_rewrite_its_superseded_tunnel(
     fleet: StandinFleet, kubeconfig_dir: Path, make_monitor: MonitorFactory
 ) -> None:
@@ -124,6 +128,7 @@ def test_the_open_files_warning_counts_the_sockets_held() -> None:
     assert warnings.open_files(limit, probed=300, held=500) is None  # said once
 
 
+@pytest.mark.live
 async def test_the_control_plane_check_forgets_clusters_that_left(
     fleet: StandinFleet, kubeconfig_dir: Path, make_monitor: MonitorFactory
 ) -> None:

@@ -37,6 +37,7 @@ def run(
     )
 
 
+@pytest.mark.live
 def test_exporter_serves_metrics_and_stops_on_sigterm(
     threaded_fleet: ThreadedFleet, tmp_path: Path
 ) -> None:
@@ -87,6 +88,7 @@ def test_exporter_serves_metrics_and_stops_on_sigterm(
         assert cluster.token not in logs
 
 
+@pytest.mark.live
 def test_an_open_files_limit_too_low_for_the_fleet_is_said_once(
     threaded_fleet: ThreadedFleet, tmp_path: Path
 ) -> None:
@@ -121,6 +123,7 @@ def test_an_open_files_limit_too_low_for_the_fleet_is_said_once(
     assert text.count("open-files limit 200 is below the 259 this fleet needs") == 1, text
 
 
+@pytest.mark.live
 def test_discover_json_lists_clusters_and_problems(
     threaded_fleet: ThreadedFleet, tmp_path: Path
 ) -> None:
@@ -151,6 +154,7 @@ def test_discover_json_lists_clusters_and_problems(
     assert "1 cluster(s), 2 problem(s)" in table.stdout
 
 
+@pytest.mark.live
 def test_discover_shows_a_clusters_proxy_without_its_credentials(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "proxied.yaml"
     kubeconfig.write_text(
@@ -189,6 +193,7 @@ def test_discover_shows_a_clusters_proxy_without_its_credentials(tmp_path: Path)
         assert "s3cret" not in output and "alice" not in output
 
 
+@pytest.mark.live
 def test_discover_makes_relative_and_home_paths_absolute(
     threaded_fleet: ThreadedFleet, tmp_path: Path
 ) -> None:
@@ -205,6 +210,7 @@ def test_discover_makes_relative_and_home_paths_absolute(
     assert sources == {"num": str(tmp_path / "num.yaml"), "home": str(tmp_path / "kube" / "h.yaml")}
 
 
+@pytest.mark.live
 def test_timeout_longer_than_interval_is_refused() -> None:
     result = run("exporter", "--probe.interval=5", "--probe.timeout=6", "--config.check")
     assert result.returncode == 2
@@ -243,6 +249,7 @@ def test_max_idle_connections_reaches_the_connection_pool() -> None:
     assert app[MONITOR].http.max_idle == 7
 
 
+@pytest.mark.live
 @pytest.mark.parametrize("command", ["exporter", "discover"])
 def test_help_names_every_flag_and_variable(command: str) -> None:
     result = run(command, "--help")
@@ -269,12 +276,14 @@ def test_help_names_every_flag_and_variable(command: str) -> None:
         assert "--output {table,json}" in result.stdout
 
 
+@pytest.mark.live
 def test_config_check_accepts_no_file() -> None:
     result = run("exporter", "--config.check")
     assert result.returncode == 0
     assert "OK" in result.stdout
 
 
+@pytest.mark.live
 def test_config_check_validates_the_config_file(tmp_path: Path) -> None:
     good = tmp_path / "good.yml"
     good.write_text("clusters:\n  prod:\n    etcd:\n      endpoints: [http://127.0.0.1:2379]\n")
@@ -287,6 +296,7 @@ def test_config_check_validates_the_config_file(tmp_path: Path) -> None:
     assert "endpoint" in result.stderr and str(bad) in result.stderr
 
 
+@pytest.mark.live
 def test_the_exporter_process_runs_the_collector_policy(
     threaded_fleet: ThreadedFleet, tmp_path: Path
 ) -> None:

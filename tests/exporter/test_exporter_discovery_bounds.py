@@ -370,6 +370,7 @@ def test_a_file_that_never_parsed_has_no_clusters(tmp_path: Path) -> None:
 # --- the exporter's cycle ----------------------------------------------------------
 
 
+@pytest.mark.live
 async def test_a_bomb_neither_blocks_the_loop_nor_stops_the_fleet(
     fleet: StandinFleet, kubeconfig_dir: Path, make_monitor: MonitorFactory
 ) -> None:

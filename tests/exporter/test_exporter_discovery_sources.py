@@ -229,6 +229,7 @@ def test_a_folder_linked_twice_is_read_once(tmp_path: Path) -> None:
     assert scan.problems == ()
 
 
+@pytest.mark.live
 def test_discover_reads_kubeconfig_and_a_secret_volume(tmp_path: Path) -> None:
     """``fleetwatch discover`` shows what the exporter reads: no default-file problem."""
     first, second = tmp_path / "a", tmp_path / "b"

@@ -210,6 +210,7 @@ def _wait_plugins_started(setup: Setup, timeout: float) -> list[int]:
     return wait_until(started, timeout, what="every hung plugin started")
 
 
+@pytest.mark.live
 def test_hung_plugins_never_stop_the_cycles(setup: Setup, tmp_path: Path) -> None:
     with _exporter(setup, tmp_path, interval=1.0, timeout=0.5) as proc:
         first_pids = _wait_plugins_started(setup, 20.0)
@@ -235,6 +236,7 @@ def test_hung_plugins_never_stop_the_cycles(setup: Setup, tmp_path: Path) -> Non
         )
 
 
+@pytest.mark.live
 def test_sigterm_ends_the_exporter_with_plugins_in_flight(setup: Setup, tmp_path: Path) -> None:
     with _exporter(setup, tmp_path, interval=60.0, timeout=30.0) as proc:
         _wait_plugins_started(setup, 20.0)
@@ -253,6 +255,7 @@ def test_sigterm_ends_the_exporter_with_plugins_in_flight(setup: Setup, tmp_path
         assert list(setup.tmpdir.iterdir()) == []
 
 
+@pytest.mark.live
 def test_kill_9_leaves_no_key_behind_and_plugins_end_at_their_deadline(
     setup: Setup, tmp_path: Path
 ) -> None:
@@ -422,6 +425,7 @@ def _hung_users(folder: Path, script: Path, pids: Path, count: int, endpoint: st
     (folder / "hung.yaml").write_text(yaml.safe_dump(doc))
 
 
+@pytest.mark.live
 async def test_credential_work_never_starves_discovery_and_rendering(
     fleet: StandinFleet, kubeconfig_dir: Path, make_monitor: MonitorFactory, tmp_path: Path
 ) -> None:
@@ -453,6 +457,7 @@ async def test_credential_work_never_starves_discovery_and_rendering(
     wait_until(lambda: not any(_alive(p) for p in recorded), 3.0, what="plugins killed")
 
 
+@pytest.mark.live
 async def test_contexts_sharing_a_hung_plugin_start_it_once_per_cycle(
     fleet: StandinFleet, kubeconfig_dir: Path, make_monitor: MonitorFactory, tmp_path: Path
 ) -> None:
@@ -479,6 +484,7 @@ async def test_contexts_sharing_a_hung_plugin_start_it_once_per_cycle(
         assert {dict(rec.view(f"c{i}").failures).get(Reason.CREDENTIALS) for i in range(20)} == {1}
 
 
+@pytest.mark.live
 async def test_embedded_client_key_never_touches_the_disk(
     fleet: StandinFleet,
     kubeconfig_dir: Path,

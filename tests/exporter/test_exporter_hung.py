@@ -12,6 +12,8 @@ from exporter_helpers import MonitorFactory
 from exporter.model import Reason
 from fleetwatch.standin import StandinFleet
 
+pytestmark = pytest.mark.live
+
 
 async def test_more_hung_clusters_than_slots_end_within_the_timeout(
     fleet: StandinFleet, kubeconfig_dir: Path, make_monitor: MonitorFactory

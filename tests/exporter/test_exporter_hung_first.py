@@ -11,11 +11,14 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from exporter_helpers import MonitorFactory, Recorder
 
 from discovery import Cluster, ContextConfig, Discoverer, Discovery
 from exporter.model import Reason
 from fleetwatch.standin import StandinFleet
+
+pytestmark = pytest.mark.live
 
 
 def _reason(rec: Recorder, name: str) -> Reason | None:

@@ -33,6 +33,7 @@ CREDENTIAL_KINDS = [
 ]
 
 
+@pytest.mark.live
 @pytest.mark.parametrize(("credential", "ca"), CREDENTIAL_KINDS)
 async def test_each_credential_kind_probes_successfully(
     fleet: StandinFleet,
@@ -52,6 +53,7 @@ async def test_each_credential_kind_probes_successfully(
     assert fleet.requests("c1") == 1
 
 
+@pytest.mark.live
 async def test_token_file_with_trailing_newline(
     fleet: StandinFleet, kubeconfig_dir: Path, make_monitor: MonitorFactory
 ) -> None:
@@ -74,6 +76,7 @@ MODES = [
 ]
 
 
+@pytest.mark.live
 async def test_each_failure_mode_is_success_0_with_its_reason(
     fleet: StandinFleet,
     kubeconfig_dir: Path,
@@ -96,6 +99,7 @@ async def test_each_failure_mode_is_success_0_with_its_reason(
     assert "failed checks: etcd, etcd-readiness" in caplog.text
 
 
+@pytest.mark.live
 async def test_unresolvable_credentials_are_reason_credentials(
     fleet: StandinFleet, kubeconfig_dir: Path, make_monitor: MonitorFactory
 ) -> None:
@@ -109,6 +113,7 @@ async def test_unresolvable_credentials_are_reason_credentials(
     assert fleet.requests("c1") == 0
 
 
+@pytest.mark.live
 async def test_consecutive_failures_count_up_and_reset(
     fleet: StandinFleet, kubeconfig_dir: Path, make_monitor: MonitorFactory
 ) -> None:
@@ -129,6 +134,7 @@ async def test_consecutive_failures_count_up_and_reset(
         assert rec.view("c1").last_success > 0
 
 
+@pytest.mark.live
 async def test_one_hung_cluster_does_not_delay_the_others(
     fleet: StandinFleet, kubeconfig_dir: Path, make_monitor: MonitorFactory
 ) -> None:
@@ -177,6 +183,7 @@ async def test_unprobeable_cluster_is_never_probed_nor_failing(
     assert len(warnings) == 1
 
 
+@pytest.mark.live
 async def test_vanished_cluster_state_is_dropped_and_new_file_probed(
     fleet: StandinFleet, kubeconfig_dir: Path, make_monitor: MonitorFactory
 ) -> None:
@@ -194,6 +201,7 @@ async def test_vanished_cluster_state_is_dropped_and_new_file_probed(
     assert set(monitor.states) == {"b"}
 
 
+@pytest.mark.live
 async def test_connections_are_kept_alive_between_cycles(
     fleet: StandinFleet, kubeconfig_dir: Path, make_monitor: MonitorFactory
 ) -> None:
@@ -242,6 +250,7 @@ async def test_dead_keepalive_connection_is_retried_once(
         await asyncio.gather(*handlers)
 
 
+@pytest.mark.live
 @pytest.mark.parametrize("credential", ["exec_token", "token_file"])
 async def test_rotated_token_is_fetched_again_after_a_401(
     fleet: StandinFleet, kubeconfig_dir: Path, make_monitor: MonitorFactory, credential: str
@@ -260,6 +269,7 @@ async def test_rotated_token_is_fetched_again_after_a_401(
     assert monitor.credentials.builds == 2
 
 
+@pytest.mark.live
 async def test_expired_exec_credential_is_fetched_again(
     fleet: StandinFleet, kubeconfig_dir: Path, tmp_path: Path, make_monitor: MonitorFactory
 ) -> None:
@@ -287,6 +297,7 @@ async def test_expired_exec_credential_is_fetched_again(
     assert monitor.credentials.builds == 2  # expired at once: fetched every cycle
 
 
+@pytest.mark.live
 async def test_failing_exec_plugin_is_reason_credentials(
     fleet: StandinFleet,
     kubeconfig_dir: Path,
@@ -314,6 +325,7 @@ async def test_failing_exec_plugin_is_reason_credentials(
     assert "leaked-secret" not in caplog.text  # stderr is never read, never quoted
 
 
+@pytest.mark.live
 async def test_same_embedded_certs_resolved_by_many_threads_at_once(
     fleet: StandinFleet, kubeconfig_dir: Path
 ) -> None:

@@ -152,6 +152,7 @@ async def monitor_of(
         yield monitor, recorder
 
 
+@pytest.mark.live
 async def test_a_cluster_behind_tinyproxy_is_online_and_its_checks_go_through_it(
     fleet: StandinFleet, tmp_path: Path, kubeconfig_dir: Path, tinyproxy: Callable[..., Tinyproxy]
 ) -> None:
@@ -173,6 +174,7 @@ async def test_a_cluster_behind_tinyproxy_is_online_and_its_checks_go_through_it
     assert fleet.requests("px-ok") == 4  # 2 x /readyz, 2 x pods
 
 
+@pytest.mark.live
 async def test_proxy_credentials_are_sent_and_never_logged_nor_exposed(
     fleet: StandinFleet,
     kubeconfig_dir: Path,
@@ -204,6 +206,7 @@ async def test_proxy_credentials_are_sent_and_never_logged_nor_exposed(
         assert "fleetwatch:" not in text  # no user:password@ at all
 
 
+@pytest.mark.live
 async def test_a_refusing_proxy_is_reason_proxy(fleet: StandinFleet, kubeconfig_dir: Path) -> None:
     await fleet.add_cluster("px-refused")
     closed = free_port()  # nobody listens there
@@ -217,6 +220,7 @@ async def test_a_refusing_proxy_is_reason_proxy(fleet: StandinFleet, kubeconfig_
     assert fleet.requests("px-refused") == 0
 
 
+@pytest.mark.live
 async def test_a_hanging_proxy_is_reason_proxy_within_the_timeout(
     fleet: StandinFleet, kubeconfig_dir: Path
 ) -> None:
@@ -240,6 +244,7 @@ async def test_a_hanging_proxy_is_reason_proxy_within_the_timeout(
     assert elapsed < 1.5
 
 
+@pytest.mark.live
 async def test_a_hanging_proxy_takes_no_slot_while_it_hangs(
     fleet: StandinFleet, kubeconfig_dir: Path
 ) -> None:
@@ -269,6 +274,7 @@ async def test_a_hanging_proxy_takes_no_slot_while_it_hangs(
     assert elapsed < 1.5, elapsed  # holding slots while hung: 6 x 0.5 s at least
 
 
+@pytest.mark.live
 async def test_a_hung_server_behind_a_working_proxy_is_a_timeout_and_reconnects_through_it(
     fleet: StandinFleet, kubeconfig_dir: Path, tinyproxy: Callable[..., Tinyproxy]
 ) -> None:
@@ -286,6 +292,7 @@ async def test_a_hung_server_behind_a_working_proxy_is_a_timeout_and_reconnects_
     assert len(proxy.connects()) == 2, proxy.log_text()  # the probe's, the reconnection's
 
 
+@pytest.mark.live
 async def test_a_proxy_refusing_the_port_is_reason_proxy(
     fleet: StandinFleet, kubeconfig_dir: Path, tinyproxy: Callable[..., Tinyproxy]
 ) -> None:
@@ -301,6 +308,7 @@ async def test_a_proxy_refusing_the_port_is_reason_proxy(
     assert fleet.requests("px-port") == 0
 
 
+@pytest.mark.live
 @pytest.mark.parametrize(
     ("proxy_url", "detail"),
     [
@@ -326,6 +334,7 @@ async def test_a_proxy_url_we_cannot_use_is_reason_proxy_and_nothing_is_tried(
     assert fleet.requests("px-bad") == 0
 
 
+@pytest.mark.live
 async def test_https_proxy_of_the_environment_is_not_used_for_loopback_servers(
     fleet: StandinFleet, kubeconfig_dir: Path
 ) -> None:
@@ -338,6 +347,7 @@ async def test_https_proxy_of_the_environment_is_not_used_for_loopback_servers(
         assert rec.view("px-loop").success is True
 
 
+@pytest.mark.live
 async def test_a_changed_proxy_gets_a_new_connection(
     fleet: StandinFleet, kubeconfig_dir: Path, tinyproxy: Callable[..., Tinyproxy]
 ) -> None:
@@ -358,6 +368,7 @@ async def test_a_changed_proxy_gets_a_new_connection(
     assert len(second.connects()) == 1
 
 
+@pytest.mark.live
 async def test_cancelled_waits_leave_no_task(fleet: StandinFleet, kubeconfig_dir: Path) -> None:
     """A hung proxy's timeout leaves no reconnection behind (reason proxy is not timeout)."""
     await fleet.add_cluster("px-quiet")
@@ -541,6 +552,7 @@ def hidden(tmp_path: Path) -> Iterator[HiddenNetwork]:
         network.down()
 
 
+@pytest.mark.live
 async def test_a_cluster_reachable_only_through_the_proxy_is_online(
     hidden: HiddenNetwork, tmp_path: Path
 ) -> None:

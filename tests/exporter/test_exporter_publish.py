@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from exporter_helpers import MonitorFactory
 
 from fleetwatch.standin import StandinFleet
+
+pytestmark = pytest.mark.live
 
 
 async def test_an_unchanged_scan_publishes_once_a_changed_one_twice(

@@ -68,6 +68,7 @@ async def mixed_fleet(fleet: StandinFleet, kubeconfig_dir: Path) -> StandinFleet
     return fleet
 
 
+@pytest.mark.live
 async def test_metrics_after_a_cycle(
     mixed_fleet: StandinFleet, kubeconfig_dir: Path, aiohttp_client: ClientFactory
 ) -> None:
@@ -102,6 +103,7 @@ async def test_metrics_after_a_cycle(
     assert (sd.status, await sd.json()) == (200, [])
 
 
+@pytest.mark.live
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed")
 async def test_promtool_check_metrics_on_a_real_scrape(
     mixed_fleet: StandinFleet, kubeconfig_dir: Path, aiohttp_client: ClientFactory
@@ -121,6 +123,7 @@ async def test_promtool_check_metrics_on_a_real_scrape(
     assert result.stdout.decode() + result.stderr.decode() == ""
 
 
+@pytest.mark.live
 async def test_no_credential_in_metrics_or_logs(
     fleet: StandinFleet,
     kubeconfig_dir: Path,
@@ -178,6 +181,7 @@ class VersionCheck:
         )
 
 
+@pytest.mark.live
 async def test_extension_seam_renders_check_results(
     mixed_fleet: StandinFleet, kubeconfig_dir: Path, aiohttp_client: ClientFactory
 ) -> None:
@@ -205,6 +209,7 @@ async def test_extension_seam_renders_check_results(
     assert await (await client.get("/extra")).text() == "mounted"
 
 
+@pytest.mark.live
 @pytest.mark.parametrize("path", ["/metrics", "/sd/control-plane"])
 async def test_gzip_plain_and_head_give_the_same_body(
     path: str, mixed_fleet: StandinFleet, kubeconfig_dir: Path, aiohttp_client: ClientFactory
@@ -268,6 +273,7 @@ DOCUMENTED_FAMILIES = [
 ]
 
 
+@pytest.mark.live
 async def test_scrape_has_exactly_the_documented_families(
     mixed_fleet: StandinFleet, kubeconfig_dir: Path, aiohttp_client: ClientFactory
 ) -> None:
@@ -314,6 +320,7 @@ def test_the_documented_metrics_table_is_the_scrape() -> None:
     ]
 
 
+@pytest.mark.live
 async def test_background_loop_runs_cycles_and_stops_with_the_app(
     mixed_fleet: StandinFleet, kubeconfig_dir: Path, aiohttp_client: ClientFactory
 ) -> None:

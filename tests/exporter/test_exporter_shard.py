@@ -140,6 +140,7 @@ def test_the_shards_of_a_discovery_split_the_fleet(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.live
 def test_discover_shows_one_shard(tmp_path: Path) -> None:
     names = [f"c{i}" for i in range(20)]
     write_fleet(tmp_path / "config", names)
@@ -176,6 +177,7 @@ def test_discover_shows_one_shard(tmp_path: Path) -> None:
     assert shown[0] | shown[1] == set(names) and not shown[0] & shown[1]
 
 
+@pytest.mark.live
 async def test_a_sharded_exporter_probes_and_publishes_its_shard_only(
     fleet: StandinFleet, kubeconfig_dir: Path, aiohttp_client: Callable[[web.Application], Any]
 ) -> None:
@@ -202,6 +204,7 @@ async def test_a_sharded_exporter_probes_and_publishes_its_shard_only(
     assert {n for n in names if fleet.requests(n)} == mine
 
 
+@pytest.mark.live
 def test_index_from_hostname_reads_the_pods_hostname(tmp_path: Path) -> None:
     write_fleet(tmp_path / "config", [f"c{i}" for i in range(10)])
     flags = [

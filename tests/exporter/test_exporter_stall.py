@@ -73,6 +73,7 @@ async def _poll(check: Any, within: float, what: str) -> Any:
         await asyncio.sleep(0.05)  # polling with a deadline, not synchronisation
 
 
+@pytest.mark.live
 async def test_ready_fails_while_no_cycle_completes_and_recovers(
     aiohttp_client: Any, tmp_path: Path
 ) -> None:

@@ -41,7 +41,7 @@ def postgres_server() -> Iterator[PostgresServer]:
         server.remove()
 
 
-@pytest.fixture(params=[SQLITE, POSTGRESQL])
+@pytest.fixture(params=[SQLITE, pytest.param(POSTGRESQL, marks=pytest.mark.live)])
 def db_path(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
     """The test's database: a SQLite file, or a file naming a fresh PostgreSQL database."""
     if request.param == SQLITE:

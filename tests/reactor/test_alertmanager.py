@@ -31,9 +31,10 @@ from reactor_helpers import AUTH, TOKEN, MakeClient
 from fleetwatch.procs import ManagedProcess, free_port
 
 ALERTMANAGER = shutil.which("prometheus-alertmanager")
-pytestmark = pytest.mark.skipif(
-    ALERTMANAGER is None, reason="prometheus-alertmanager not installed"
-)
+pytestmark = [
+    pytest.mark.live,
+    pytest.mark.skipif(ALERTMANAGER is None, reason="prometheus-alertmanager not installed"),
+]
 
 
 def config(webhook_url: str, token_file: Path) -> str:

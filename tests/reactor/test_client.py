@@ -23,6 +23,8 @@ from typing import Any
 import pytest
 from reactor_live import TOKEN, running_reactor
 
+pytestmark = pytest.mark.live
+
 PACKAGE = "fleetwatch_reactor_client"
 
 

@@ -29,6 +29,8 @@ from reactor_payloads import OFFLINE, ONLINE, ZERO_TIME, alert, at, webhook
 from fleetwatch.procs import ManagedProcess, free_port
 from reactor.database import POSTGRESQL, SQLITE
 
+pytestmark = pytest.mark.live
+
 TOKEN = "fuzz-token"
 CLUSTERS = ["c1", "c2", "c3"]
 APPS = ["a1", "a2", "a3"]

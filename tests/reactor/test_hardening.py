@@ -459,6 +459,7 @@ async def test_the_token_file_is_read_again_when_it_changes(
         assert "second-token" not in record.getMessage()
 
 
+@pytest.mark.live
 def test_sighup_reads_the_token_file_again(tmp_path: Path) -> None:
     """A real ``fleetwatch reactor``: SIGHUP alone (no request in between, which would look at
     the file itself) takes the new token; the flag for the future skew is accepted."""

@@ -8,6 +8,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import pytest
 from aiohttp.test_utils import TestClient
 from reactor_helpers import TOKEN, MakeClient
 
@@ -57,6 +58,7 @@ async def test_ready_is_503_while_the_database_is_unreachable(
     assert (await client.get("/-/ready")).status == 200
 
 
+@pytest.mark.live
 def test_the_process_on_every_interface_logs_json_without_credentials(tmp_path: Path) -> None:
     """``:PORT`` binds every interface: 127.0.0.2 reaches it, which 127.0.0.1 alone would not."""
     port, closed = free_port(), free_port()

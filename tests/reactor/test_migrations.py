@@ -110,6 +110,7 @@ def pg_version(url: str) -> list[tuple[int]]:
         return conn.execute("SELECT version FROM fleetwatch_schema").fetchall()
 
 
+@pytest.mark.live
 def test_replicas_starting_together_migrate_once(postgres_server: PostgresServer) -> None:
     url = postgres_server.create_database("migrate")
     applied: list[int] = []
@@ -135,6 +136,7 @@ def test_replicas_starting_together_migrate_once(postgres_server: PostgresServer
     assert pg_version(url) == [(schema.VERSION,)]
 
 
+@pytest.mark.live
 def test_postgres_upgrades_from_version_1_and_refuses_newer(
     postgres_server: PostgresServer,
 ) -> None:
@@ -169,6 +171,7 @@ def migrate_only(*flags: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.live
 def test_migrate_only_on_sqlite(tmp_path: Path) -> None:
     path = tmp_path / "fleetwatch.db"
     shutil.copy(SCHEMA1, path)
@@ -178,6 +181,7 @@ def test_migrate_only_on_sqlite(tmp_path: Path) -> None:
     assert "outages_closed" in sqlite_indexes(path)
 
 
+@pytest.mark.live
 def test_migrate_only_on_postgresql_never_shows_the_password(
     postgres_server: PostgresServer,
 ) -> None:

@@ -22,6 +22,8 @@ from reactor.service import Service
 from reactor.signals import parse_webhook, status_signals
 from reactor.store_postgres import PostgresTransaction
 
+pytestmark = pytest.mark.live
+
 BIG = 300_000  # apps on the cluster that goes down: the cascade takes long enough to be hit
 
 

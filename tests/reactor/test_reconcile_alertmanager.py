@@ -31,9 +31,10 @@ from reactor.app import create_app
 from reactor.context import Settings
 
 ALERTMANAGER = shutil.which("prometheus-alertmanager")
-pytestmark = pytest.mark.skipif(
-    ALERTMANAGER is None, reason="prometheus-alertmanager not installed"
-)
+pytestmark = [
+    pytest.mark.live,
+    pytest.mark.skipif(ALERTMANAGER is None, reason="prometheus-alertmanager not installed"),
+]
 
 ON, OFF, STORM = "FleetClusterOnline", "FleetClusterOffline", "FleetProbeStorm"
 INTERVAL_S = 1.0

@@ -34,6 +34,8 @@ from reactor.service import Service
 from reactor.signals import parse_webhook, status_signals
 from reactor.store_postgres import PostgresStore
 
+pytestmark = pytest.mark.live
+
 ONLINE_C1 = webhook(alert(ONLINE, "c1", 0), alert(ONLINE, "c2", 0))
 DOWN_C1 = webhook(alert(ONLINE, "c1", 0, 5), alert(OFFLINE, "c1", 5))
 UP_C1 = webhook(alert(OFFLINE, "c1", 5, 10), alert(ONLINE, "c1", 10))

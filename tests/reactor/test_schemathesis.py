@@ -20,7 +20,10 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from reactor_live import TOKEN, running_reactor
+
+pytestmark = pytest.mark.live
 
 SEED = 16
 EXAMPLES = int(os.environ.get("FLEETWATCH_SCHEMATHESIS_EXAMPLES", "250"))

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from bench import reactor
 from bench.common import is_number
+
+pytestmark = pytest.mark.live
 
 
 def test_the_postgresql_benchmark_runs(tmp_path: Path) -> None:

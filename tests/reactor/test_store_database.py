@@ -119,6 +119,7 @@ def test_defaults_stay_a_sqlite_file() -> None:
     assert shown_database(settings) == "sqlite:///fleetwatch.db"
 
 
+@pytest.mark.live
 def test_a_database_that_goes_away_is_503_and_comes_back_by_itself() -> None:
     root = Path(tempfile.mkdtemp(prefix="fleetwatch-pg-ping-"))
     server = PostgresServer(root).init().start()  # its own: this test stops it
@@ -150,6 +151,7 @@ def test_a_database_that_goes_away_is_503_and_comes_back_by_itself() -> None:
         server.remove()
 
 
+@pytest.mark.live
 def test_replicas_inserting_one_new_name_together_are_retried(
     postgres_server: PostgresServer,
 ) -> None:
@@ -220,6 +222,7 @@ def test_bad_retention_is_refused(text: str) -> None:
         settings_of([f"--db.retention={text}"], {})
 
 
+@pytest.mark.live
 def test_a_running_replica_never_shows_the_password(
     postgres_server: PostgresServer, tmp_path: Path
 ) -> None:

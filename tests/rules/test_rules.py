@@ -49,6 +49,7 @@ def _promtool(*args: str, cwd: Path | None = None) -> subprocess.CompletedProces
 # --- the shipped files are the renderer's output -------------------------------------------
 
 
+@pytest.mark.live
 def test_shipped_rules_equal_fleetwatch_rules_defaults() -> None:
     result = _fleetwatch_rules()
     assert result.returncode == 0, result.stderr
@@ -171,12 +172,14 @@ def test_control_plane_groups_are_appended(monkeypatch: pytest.MonkeyPatch) -> N
 # --- the command line -----------------------------------------------------------------------
 
 
+@pytest.mark.live
 def test_threshold_comes_from_the_environment() -> None:
     result = _fleetwatch_rules(CLUSTER_HEALTH_FAILURE_THRESHOLD="4")
     assert result.returncode == 0, result.stderr
     assert result.stdout == render_rules(RuleSettings(failure_threshold=4))
 
 
+@pytest.mark.live
 def test_flags_win_over_the_environment() -> None:
     result = _fleetwatch_rules(
         "--failure-threshold",
@@ -191,6 +194,7 @@ def test_flags_win_over_the_environment() -> None:
     assert "keep_firing_for: 1m\n" in result.stdout
 
 
+@pytest.mark.live
 @pytest.mark.parametrize(
     ("args", "env", "message"),
     [
@@ -235,6 +239,7 @@ def test_durations_are_prometheus_durations() -> None:
 # --- PrometheusRule -------------------------------------------------------------------------
 
 
+@pytest.mark.live
 def test_prometheusrule_format(tmp_path: Path) -> None:
     result = _fleetwatch_rules("--format", "prometheusrule", "--failure-threshold", "3")
     assert result.returncode == 0, result.stderr
@@ -321,6 +326,7 @@ def test_alertmanager_reactor_receiver_and_storm_inhibition() -> None:
     assert mentioned <= names
 
 
+@pytest.mark.live
 def test_the_old_probe_interval_spelling_still_works() -> None:
     old = _fleetwatch_rules("--probe-interval", "30")
     new = _fleetwatch_rules("--probe.interval", "30")
@@ -330,6 +336,7 @@ def test_the_old_probe_interval_spelling_still_works() -> None:
     assert "--probe.interval" in help_text and "--probe-interval" not in help_text
 
 
+@pytest.mark.live
 def test_prometheusrule_namespace_and_labels() -> None:
     result = _fleetwatch_rules(
         "--format",
@@ -358,6 +365,7 @@ def test_prometheusrule_namespace_and_labels() -> None:
     assert offline["labels"]["severity"] == "critical"
 
 
+@pytest.mark.live
 @pytest.mark.parametrize(
     "args",
     [("--namespace", "fw"), ("--format", "prometheusrule", "--label", "no-equals-sign")],

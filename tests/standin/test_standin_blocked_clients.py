@@ -14,6 +14,8 @@ from aiohttp.test_utils import TestClient, TestServer
 from fleetwatch.standin import StandinFleet
 from fleetwatch.standin.control import create_app
 
+pytestmark = pytest.mark.live
+
 
 async def _status(session: aiohttp.ClientSession, url: str, ctx: ssl.SSLContext) -> int:
     async with session.get(url + "/readyz", ssl=ctx) as resp:

@@ -35,6 +35,7 @@ def _flag(pod: dict[str, Any], prefix: str) -> str:
     return flag
 
 
+@pytest.mark.live
 async def test_nodes_are_labelled_with_distinct_loopback_addresses(
     fleet: StandinFleet, session: aiohttp.ClientSession, cert_ctx: ssl.SSLContext
 ) -> None:
@@ -57,6 +58,7 @@ async def test_nodes_are_labelled_with_distinct_loopback_addresses(
     assert roles == {"cp-1": True, "cp-2": True, "cp-3": True, "worker-1": False}
 
 
+@pytest.mark.live
 async def test_pod_selectors(
     fleet: StandinFleet, session: aiohttp.ClientSession, cert_ctx: ssl.SSLContext
 ) -> None:
@@ -85,6 +87,7 @@ async def test_pod_selectors(
     assert status == 400 and body["reason"] == "BadRequest"
 
 
+@pytest.mark.live
 async def test_kubeadm_defaults_bind_metrics_to_localhost(
     fleet: StandinFleet, session: aiohttp.ClientSession, cert_ctx: ssl.SSLContext
 ) -> None:
@@ -105,6 +108,7 @@ async def test_kubeadm_defaults_bind_metrics_to_localhost(
     assert [p["spec"]["nodeName"] for p in dns["items"]] == ["cp-1", "cp-1"]
 
 
+@pytest.mark.live
 async def test_topology_changes_at_run_time(
     fleet: StandinFleet, session: aiohttp.ClientSession, cert_ctx: ssl.SSLContext
 ) -> None:
@@ -132,6 +136,7 @@ async def test_topology_changes_at_run_time(
     assert [p["spec"]["nodeName"] for p in dns["items"]] == ["cp-1", "cp-2"]
 
 
+@pytest.mark.live
 async def test_kube_system_needs_credentials(
     fleet: StandinFleet, session: aiohttp.ClientSession, ca_ctx: ssl.SSLContext
 ) -> None:
@@ -153,6 +158,7 @@ def test_bad_topologies_are_refused() -> None:
     assert ControlPlane.hardened().coredns_nodes == ("cp-1", "cp-2")
 
 
+@pytest.mark.live
 def test_the_kubernetes_client_reads_nodes_and_pods(tmp_path: Path) -> None:
     """The real client deserialises our lists into typed models (required fields present)."""
     with ThreadedFleet(tmp_path / "fleet") as fleet:

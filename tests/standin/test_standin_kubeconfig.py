@@ -14,6 +14,8 @@ from kubernetes.config.kube_config import KubeConfigLoader
 from fleetwatch.standin import ThreadedFleet
 from fleetwatch.standin.kubeconfig import CREDENTIALS
 
+pytestmark = pytest.mark.live
+
 
 @pytest.fixture(scope="module")
 def threaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedFleet]:

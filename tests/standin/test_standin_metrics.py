@@ -9,6 +9,8 @@ import pytest
 
 from fleetwatch.standin import ControlPlane, StandinFleet, node_ip
 
+pytestmark = pytest.mark.live
+
 #: Away from index 0, which other test modules' fleets use for their node addresses.
 FIRST_INDEX = 7001
 

@@ -13,6 +13,8 @@ import pytest
 
 from fleetwatch.standin import StandinFleet, ports
 
+pytestmark = pytest.mark.live
+
 TIMEOUT = aiohttp.ClientTimeout(total=5)
 
 

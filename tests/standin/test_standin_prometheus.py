@@ -14,7 +14,10 @@ import yaml
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
 from fleetwatch.standin import ControlPlane, ThreadedFleet, node_ip
 
-pytestmark = pytest.mark.skipif(shutil.which("prometheus") is None, reason="needs prometheus")
+pytestmark = [
+    pytest.mark.live,
+    pytest.mark.skipif(shutil.which("prometheus") is None, reason="needs prometheus"),
+]
 
 
 def _up(base: str) -> dict[str, float]:

@@ -7,8 +7,11 @@ import resource
 import ssl
 
 import aiohttp
+import pytest
 
 from fleetwatch.standin import StandinFleet
+
+pytestmark = pytest.mark.live
 
 
 async def test_two_hundred_clusters_start_and_answer(

@@ -57,6 +57,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Any:
         assert proc.stop() == 0, proc.log_tail()
 
 
+@pytest.mark.live
 def test_serve_prints_clusters_and_writes_kubeconfigs(served: Any) -> None:
     _, summary, port = served
     assert summary["control_url"] == f"http://127.0.0.1:{port}"
@@ -71,6 +72,7 @@ def test_serve_prints_clusters_and_writes_kubeconfigs(served: Any) -> None:
     assert _readyz(first["url"], summary["ca_file"], token) == 200
 
 
+@pytest.mark.live
 def test_control_api_switches_modes(served: Any) -> None:
     _, summary, _ = served
     control = summary["control_url"]
@@ -115,6 +117,7 @@ def test_exec_credential_prints_an_exec_credential(
     assert main(["exec-credential"]) == 2
 
 
+@pytest.mark.live
 def test_control_api_changes_the_topology(served: Any) -> None:
     _, summary, _ = served
     url = summary["control_url"] + "/clusters/demo-003/control-plane"

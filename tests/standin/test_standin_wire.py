@@ -17,6 +17,8 @@ import pytest
 
 from fleetwatch.standin import StandinFleet, apiserver, ports
 
+pytestmark = pytest.mark.live
+
 GET = b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
 GET_CLOSE = b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
 VERSION_505 = "505 HTTP Version Not Supported: unsupported protocol version"
