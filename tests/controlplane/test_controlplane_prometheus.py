@@ -18,6 +18,7 @@ import pytest
 import pytest_asyncio
 import yaml
 from aiohttp import web
+from controlplane_nodes import free_first_index
 from etcd_cluster import EtcdCluster
 from etcd_poll import poll
 
@@ -27,7 +28,7 @@ from exporter.server import MONITOR, create_app
 from exporter.settings import Settings
 from fleetwatch.procs import ManagedProcess, free_port
 from fleetwatch.rules_controlplane import rule_groups
-from fleetwatch.standin import StandinFleet
+from fleetwatch.standin import StandinFleet, node_ip
 from fleetwatch.standin.controlplane import ControlPlane
 
 pytestmark = [
@@ -38,8 +39,8 @@ pytestmark = [
     pytest.mark.asyncio(loop_scope="module"),
 ]
 
-FIRST_INDEX = 4242  # -> node addresses 127.17.146.x and 127.17.147.x
-KUBEADM, FIXED = "127.17.146", "127.17.147"
+FIRST_INDEX = free_first_index(clusters=2)  # random: no other fleet's node addresses
+KUBEADM, FIXED = (node_ip(FIRST_INDEX + i, 1).rsplit(".", 1)[0] for i in (0, 1))
 
 #: docs/controlplane.md's scrape config for the control plane (with 1 s timings for the test).
 SD_JOB = """

@@ -7,6 +7,7 @@ scripts/build-image.sh writes that file and builds the image without network.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -16,7 +17,10 @@ from pathlib import Path
 from fleetwatch.procs import ManagedProcess
 
 REPO = Path(__file__).resolve().parents[2]
-IMAGE_WORK = Path(os.environ.get("FLEETWATCH_IMAGE_WORK", "/var/tmp/fleetwatch-image"))
+#: Named after the checkout, like the tag (deploy/conftest.py): test runs of two checkouts
+#: at once never share a build folder, a containers.conf being rewritten, or an image.
+CHECKOUT = hashlib.sha256(str(REPO).encode()).hexdigest()[:10]
+IMAGE_WORK = Path(os.environ.get("FLEETWATCH_IMAGE_WORK", f"/var/tmp/fleetwatch-image-{CHECKOUT}"))
 CONTAINERS_CONF = IMAGE_WORK / "containers.conf"
 PODMAN = ["podman", "--runtime", "/usr/sbin/runc", "--cgroup-manager", "cgroupfs"]
 
@@ -40,6 +44,7 @@ def build_image(tag: str) -> str:
         text=True,
         timeout=900,
         cwd=REPO,
+        env={**os.environ, "FLEETWATCH_IMAGE_WORK": str(IMAGE_WORK)},
     )
     if done.returncode != 0:
         # pip's warnings about the machine's extra index folders drown the reason.

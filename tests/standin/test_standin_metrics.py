@@ -6,13 +6,15 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from controlplane_nodes import free_first_index
 
 from fleetwatch.standin import ControlPlane, StandinFleet, node_ip
 
 pytestmark = pytest.mark.live
 
-#: Away from index 0, which other test modules' fleets use for their node addresses.
-FIRST_INDEX = 7001
+#: Away from index 0, which other test modules' fleets use for their node addresses, and
+#: from other fleets serving metrics (another worker's, another test run's).
+FIRST_INDEX = free_first_index()
 
 
 async def scrape(session: aiohttp.ClientSession, url: str) -> tuple[int, str]:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from controlplane_nodes import free_first_index
 
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
 from fleetwatch.standin import ControlPlane, ThreadedFleet, node_ip
@@ -34,7 +35,9 @@ def _both(base: str) -> dict[str, float] | None:
 
 def test_prometheus_sees_the_localhost_trap(tmp_path: Path) -> None:
     plane = ControlPlane(nodes=1, serve_metrics=True).with_localhost_bound("etcd", False)
-    with ThreadedFleet(tmp_path / "fleet", control_plane=plane, first_index=7101) as fleet:
+    with ThreadedFleet(
+        tmp_path / "fleet", control_plane=plane, first_index=free_first_index(nodes=1)
+    ) as fleet:
         cluster = fleet.add_cluster("c")
         ip = node_ip(cluster.index, 1)
         etcd, scheduler = f"{ip}:2381", f"{ip}:10259"
