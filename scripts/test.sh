@@ -7,4 +7,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
-exec .venv/bin/python -m pytest -n "${FLEETWATCH_TEST_WORKERS:-4}" --dist loadfile "$@"
+exec .venv/bin/python -m pytest -n "${FLEETWATCH_TEST_WORKERS:-4}" --dist loadfile --no-loadscope-reorder "$@"

@@ -46,6 +46,33 @@ TOOLS = frozenset(
 PYTHON_TOOLS = frozenset({"dashboards"})
 
 
+#: The modules that take longest, longest first (measured, docs/development.md#tests). Under
+#: pytest-xdist (scripts/test.sh: each module on one worker, in collection order) they
+#: start first, so that the run does not end waiting on one of them; the image's build
+#: (a setup of minutes, shared by test_image and test_manifest_smoke) goes early too.
+SLOW_FIRST = (
+    "tests/reactor/test_schemathesis.py",
+    "tests/deploy/test_image.py",
+    "tests/deploy/test_manifest_smoke.py",
+    "tests/e2e/test_resilience.py",
+    "tests/deploy/test_manifests.py",
+    "tests/reactor/test_openapi.py",
+    "tests/reactor/test_fuzz.py",
+    "tests/reactor/test_process.py",
+    "tests/reactor/test_api.py",
+    "tests/reactor/test_replicas.py",
+    "tests/rules/test_rules.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist, the slowest modules first; in one process, the usual order."""
+    if not hasattr(config, "workerinput"):
+        return
+    rank = {path: i for i, path in enumerate(SLOW_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.partition("::")[0], len(rank)))
+
+
 class NotMarkedLive(RuntimeError):
     """A test that is not marked ``live`` started a server, a container or a fleet."""
 
