@@ -50,11 +50,14 @@ PYTHON_TOOLS = frozenset({"dashboards"})
 #: pytest-xdist (scripts/test.sh: each module on one worker, in collection order) they
 #: start first, so that the run does not end waiting on one of them; the image's build
 #: (a setup of minutes, shared by test_image and test_manifest_smoke) goes early too.
+#: xdist hands a worker with at most 2 tests to run a second module at once: the fifth
+#: goes to schemathesis' worker (its 1 test runs 3-8 minutes), so it is a short one.
 SLOW_FIRST = (
     "tests/reactor/test_schemathesis.py",
     "tests/deploy/test_image.py",
     "tests/deploy/test_manifest_smoke.py",
     "tests/e2e/test_resilience.py",
+    "tests/test_layout.py",
     "tests/deploy/test_manifests.py",
     "tests/reactor/test_openapi.py",
     "tests/reactor/test_fuzz.py",
