@@ -37,7 +37,7 @@ from common.logs import add_log_flags, setup_logging
 from fleetwatch import wiring
 from fleetwatch.procs import ManagedProcess, NotReadyError, wait_until
 from fleetwatch.rules import RuleSettings
-from fleetwatch.wiring import ApiError, JsonClient
+from fleetwatch.wiring import HttpStatusError, JsonClient
 
 #: Usual ports of each part; taken when free (``--free-ports`` never takes them).
 USUAL_PORTS = {"exporter": 9713, "reactor": 9714, "prometheus": 9090, "alertmanager": 9093}
@@ -310,7 +310,7 @@ class Watcher:
             clusters = self.client.get("/clusters")
             apps = self.client.get("/apps")
             alerts = self._alerts()
-        except (ApiError, OSError, ValueError, KeyError):
+        except (HttpStatusError, OSError, ValueError, KeyError):
             return []
         now: dict[str, str] = {}
         for c in clusters:
@@ -347,7 +347,7 @@ def run_demo(args: argparse.Namespace) -> int:
         print(f"starting the fleetwatch demo in {demo.root} ...", flush=True)
         try:
             demo.start()
-        except (NotReadyError, ApiError, OSError, TimeoutError) as exc:
+        except (NotReadyError, HttpStatusError, OSError, TimeoutError) as exc:
             print(f"fleetwatch demo: could not start: {exc}", file=sys.stderr)
             return 1
         if with_prometheus and not demo.wait_online(timeout=30):
@@ -384,7 +384,7 @@ def run_switch(args: argparse.Namespace) -> int:
     mode = "ok" if args.action == "up" else args.how
     try:
         JsonClient(state["control_url"]).put(f"/clusters/{args.name}/mode", {"mode": mode})
-    except ApiError as exc:
+    except HttpStatusError as exc:
         message = exc.body.get("error") if isinstance(exc.body, dict) else exc.body
         known = ", ".join(state.get("clusters", []))
         print(f"fleetwatch demo: {message} (clusters: {known})", file=sys.stderr)

@@ -51,10 +51,10 @@ from fleetwatch.standin.answers import (
     HANG,
     MAX_HEAD_BYTES,
     TOO_LARGE,
-    Answer,
-    BadRequest,
     Head,
+    PreparedAnswer,
     Replay,
+    UnreadableRequest,
     parse_head,
     replay_of,
     respond,
@@ -181,7 +181,7 @@ class Listener:
             self.sock.close()
 
 
-class Connection:
+class AcceptedConnection:
     """One accepted TLS connection: its handshake, its requests in order, its deadline."""
 
     __slots__ = (
@@ -308,7 +308,7 @@ class Connection:
                 continue
             try:
                 head = parse_head(raw)
-            except BadRequest as bad:
+            except UnreadableRequest as bad:
                 self._finish(bad.wire)
                 return
             self._answer(head, raw)
@@ -324,7 +324,7 @@ class Connection:
             self._buffer = b""
         elif result is DROP:
             self.close(notify=False)
-        elif isinstance(result, Answer):
+        elif isinstance(result, PreparedAnswer):
             if head.keep_alive:
                 self._send(wire(result, head, keep_alive=True))
                 self.deadline = self.server.loop.time() + IDLE_TIMEOUT
@@ -417,7 +417,7 @@ class ApiServer:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.poller = _Poller(loop)
-        self._by_cluster: dict[StandinCluster, set[Connection]] = {}
+        self._by_cluster: dict[StandinCluster, set[AcceptedConnection]] = {}
         #: accepted sockets of ``frozen`` clusters, never read: their handshakes never start
         self._frozen: dict[StandinCluster, list[socket.socket]] = {}
         self._count = 0
@@ -441,7 +441,7 @@ class ApiServer:
         except OSError:  # the client left already
             raw.close()
             return
-        conn = Connection(self, tls, cluster)
+        conn = AcceptedConnection(self, tls, cluster)
         self._by_cluster.setdefault(cluster, set()).add(conn)
         self._count += 1
         self.poller.watch(conn.fd, conn.on_event)
@@ -449,7 +449,7 @@ class ApiServer:
             self._sweeper = self.loop.call_later(1.0, self._sweep)
         conn.on_event()  # the ClientHello is usually there already
 
-    def forget(self, conn: Connection) -> None:
+    def forget(self, conn: AcceptedConnection) -> None:
         owned = self._by_cluster.get(conn.cluster)
         if owned is not None and conn in owned:
             owned.discard(conn)
