@@ -104,10 +104,6 @@ class ControlPlane:
         changed = self.etcd_not_ready - {node} if ready else self.etcd_not_ready | {node}
         return replace(self, etcd_not_ready=frozenset(changed))
 
-    def with_node_ready(self, node: str, ready: bool) -> ControlPlane:
-        changed = self.nodes_not_ready - {node} if ready else self.nodes_not_ready | {node}
-        return replace(self, nodes_not_ready=frozenset(changed))
-
     def with_localhost_bound(self, component: str, bound: bool) -> ControlPlane:
         """``bound=False`` is the fix: the component's metrics listen on 0.0.0.0."""
         changed = (
@@ -141,7 +137,7 @@ def _place(cluster_index: int) -> _Place:
     return _Place(prefix, f"{cluster_index:08x}", f"{cluster_index:016x}")
 
 
-#: Stand-ins rendered into a list body once, replaced by each cluster's own (``list_body``).
+#: Stand-ins rendered into a list body once, replaced by each cluster's own (``ListTemplate``).
 #: No JSON string the stand-in writes holds "@@".
 _MARKS = _Place("@@P@@", "@@H8@@", "@@H16@@")
 
@@ -164,12 +160,8 @@ def _condition(kind: str, ready: bool) -> dict[str, str]:
     }
 
 
-def node_list(plane: ControlPlane, cluster_index: int, selector: str = "") -> dict[str, Any]:
-    """``GET /api/v1/nodes?labelSelector=...`` (a real API server filters nodes too)."""
-    return _node_list(plane, _place(cluster_index), selector)
-
-
 def _node_list(plane: ControlPlane, place: _Place, selector: str) -> dict[str, Any]:
+    """``GET /api/v1/nodes?labelSelector=...`` (a real API server filters nodes too)."""
     items = []
     control = set(plane.control_plane_nodes)
     for number, (name, ip) in enumerate(_node_ips(plane, place).items(), start=1):
@@ -355,12 +347,8 @@ def _pod(
     }
 
 
-def all_pods(plane: ControlPlane, cluster_index: int) -> list[dict[str, Any]]:
-    """Every kube-system pod the stand-in knows: static pods per control-plane node, CoreDNS."""
-    return _all_pods(plane, _place(cluster_index))
-
-
 def _all_pods(plane: ControlPlane, place: _Place) -> list[dict[str, Any]]:
+    """Every kube-system pod the stand-in knows: static pods per control-plane node, CoreDNS."""
     ips = _node_ips(plane, place)
     pods = []
     for node in plane.control_plane_nodes:
@@ -474,7 +462,7 @@ def _place_bytes(cluster_index: int) -> tuple[bytes, bytes, bytes]:
 
 @functools.lru_cache(maxsize=4096)
 def list_template(kind: str, plane: ControlPlane, selector: str) -> ListTemplate:
-    """The body of ``node_list`` (kind ``nodes``) or ``pod_list`` (``pods``), to render.
+    """The body of a node list (kind ``nodes``) or of ``pod_list`` (``pods``), to render.
 
     A real API server answers lists from its watch cache; building and encoding the pods
     on every request made the stand-in fleet, not the exporter, the bottleneck of the
@@ -484,8 +472,3 @@ def list_template(kind: str, plane: ControlPlane, selector: str) -> ListTemplate
     lister = _node_list if kind == "nodes" else _pod_list
     body = json.dumps(lister(plane, _MARKS, selector)).encode()
     return ListTemplate(tuple(body.split(_MARKS.prefix.encode())), b"@@H" in body)
-
-
-def list_body(kind: str, plane: ControlPlane, cluster_index: int, selector: str) -> bytes:
-    """The JSON body of ``node_list`` or ``pod_list`` for the cluster at ``cluster_index``."""
-    return list_template(kind, plane, selector).render(cluster_index)
