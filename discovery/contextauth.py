@@ -48,9 +48,10 @@ Material = bytes | str | Fault | None
 class PackedConfig(Mapping[str, Any]):
     """A minimal kubeconfig kept pickled until the kubernetes client resolves it.
 
-    Only contexts with an auth provider keep one (:attr:`ContextAuth.client`). As Python
-    dicts, 10,000 contexts with embedded certificates held 140 MB (14 KiB each); pickled,
-    3 KiB each. Reading it unpickles a fresh copy each time (:meth:`load` does it once).
+    Only contexts with an auth provider keep one (:attr:`ContextAuth.client`). Pickled, it
+    takes about a fifth of the memory of the same kubeconfig as Python dicts, and it is
+    read only when the client resolves the context. Reading it unpickles a fresh copy each
+    time (:meth:`load` does it once).
     """
 
     __slots__ = ("_blob",)

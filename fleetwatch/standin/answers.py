@@ -7,9 +7,10 @@ body), or :data:`HANG` for a request never to be answered. No I/O, so every answ
 tested without a socket, and the serving path stays a loop of reads and writes.
 
 Answers are the kube-apiserver ones ``fleetwatch.standin.responses`` describes, with the
-headers the stand-in has always sent (no ``Server`` header: Go's ``net/http`` sends
-none). Malformed requests get what Go's ``net/http`` server writes before any handler
-runs (``400 Bad Request``, ``505``, ``431``: plain text, ``Connection: close``).
+headers Go's ``net/http`` writes (``Content-Type``, ``Content-Length``, ``Date``,
+``Connection`` when not the default; no ``Server`` header: Go sends none). Malformed
+requests get what Go's ``net/http`` server writes before any handler runs (``400 Bad
+Request``, ``505``, ``431``: plain text, ``Connection: close``).
 Bodies and heads are built once and cached; a request costs a dictionary look-up and one
 join with the current ``Date``.
 

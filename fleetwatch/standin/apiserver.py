@@ -1,17 +1,13 @@
 """The stand-in API servers' serving path: TLS sockets driven by the event loop's selector.
 
 The benchmark's fleet runs on the same cores as the exporter it measures, so what it
-spends per handshake and per request is taken from the side being measured. Served by
-aiohttp over asyncio's ``SSLProtocol``, the fleet spent about 3.15 ms of CPU per cluster
-on a first cycle (a handshake and three requests) and 0.4 ms per cluster on a steady one,
-and kept a 256 KiB read buffer per connection (725 MiB for 2,000 connected clusters).
-Here each connection is an ``ssl.SSLSocket`` in non-blocking mode on one epoll, read and
-written straight from its callback: OpenSSL decrypts into the bytes Python sees, one
-``recv`` and one ``send`` per request, and a request seen before on the connection is
-answered from a replay (``answers.Replay``). Measured with ``bench/standin_cost.py``
-(2,000 clusters, the exporter as the client, a quiet machine): 1.85 ms per cluster on a
-first cycle, most of it OpenSSL's own server handshake (``bench/standin_handshake.py``:
-1.3 of 1.7 ms), 0.155 ms on a steady cycle, 107 MiB.
+spends per handshake and per request is taken from the side being measured, and what it
+keeps per connection from the machine's memory. So each connection is an
+``ssl.SSLSocket`` in non-blocking mode on one epoll, read and written straight from its
+callback: OpenSSL decrypts into the bytes Python sees, one ``recv`` and one ``send`` per
+request, nothing kept from the stream but a partial request head, and a request seen
+before on the connection is answered from a replay (``answers.Replay``). What it costs:
+docs/STANDIN.md, "What the stand-in costs".
 
 What a client sees is kube-apiserver's behaviour (Go's ``net/http`` and ``crypto/tls``
 with the settings of ``k8s.io/apiserver``'s ``secure_serving.go``):

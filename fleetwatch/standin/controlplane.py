@@ -439,8 +439,8 @@ class ListTemplate(NamedTuple):
     """A list body with ``_MARKS`` in place of a cluster's own values, cut at the prefix.
 
     Rendered once per topology and selector; :meth:`render` joins in one cluster's
-    addresses and ids (about 1 microsecond for a pod list, against 0.3 ms to build and
-    encode it, and no 20 KB kept per cluster).
+    addresses and ids, far cheaper than building and encoding the list, and nothing is
+    kept per cluster.
     """
 
     parts: tuple[bytes, ...]  #: the body split where the address prefix goes
@@ -464,9 +464,9 @@ def _place_bytes(cluster_index: int) -> tuple[bytes, bytes, bytes]:
 def list_template(kind: str, plane: ControlPlane, selector: str) -> ListTemplate:
     """The body of a node list (kind ``nodes``) or of ``pod_list`` (``pods``), to render.
 
-    A real API server answers lists from its watch cache; building and encoding the pods
-    on every request made the stand-in fleet, not the exporter, the bottleneck of the
-    10,000-cluster benchmark. The planes are immutable, so a template is never stale.
+    A real API server answers lists from its watch cache; the stand-in shares the
+    benchmark's cores with the exporter it serves, so it builds and encodes a list once,
+    not on every request. The planes are immutable, so a template is never stale.
     ``ValueError`` for a selector the stand-in does not take (never cached).
     """
     lister = _node_list if kind == "nodes" else _pod_list
