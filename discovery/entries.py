@@ -60,8 +60,8 @@ class DataArena:
         self._bytes: dict[Span, bytes] = {}
 
     def decode(self, value: object, key: str) -> Span | Fault | None:
-        """A ``*-data`` value (base64) -> where its bytes are; None when empty (the
-        exporter's reading); a :class:`Fault` when it is not base64."""
+        """A ``*-data`` value (base64) -> where its bytes are; None when empty (no data,
+        though the key still wins over its file key); a :class:`Fault` when not base64."""
         if not value:
             return None
         try:
