@@ -18,6 +18,10 @@ error that names it, so a setting is never silently ignored. The file is read on
 start-up; the certificate files it names are followed as they are renewed
 (:class:`ReloadingTLS`). The parsing is pure and tested as a table; the users it reads are
 checked by ``common.basicauth``.
+
+A little over 300 lines: the strict parse (one message per mistake) and the TLS contexts
+built from what it read, then followed as the files are renewed, share one set of
+settings and errors.
 """
 
 from __future__ import annotations

@@ -19,6 +19,9 @@ Made here, once per file change, because it needs no I/O:
 
 Pure: entries in, plain data out; no I/O. Nothing here is ever logged, and no repr
 shows a value.
+
+Longer than most modules: the entries are shaped for the one reading that follows them,
+the client's rules for a context's credentials, so both are read (and tested) together.
 """
 
 from __future__ import annotations

@@ -5,9 +5,10 @@ temporary folder), the exporter, the reactor with a few apps deployed and, when
 ``prometheus`` and ``prometheus-alertmanager`` are installed, both of them wired with the
 rules of ``fleetwatch rules`` and the route of ``alerts/alertmanager.yml``
 (``fleetwatch.demo_stack``). It prints the URLs, then every status change the reactor
-makes. ``fleetwatch demo down NAME`` and ``fleetwatch demo up NAME`` (another terminal)
-switch a stand-in cluster through the fleet's control API. Ctrl-C (or SIGTERM) stops every
-child by its pid and removes the folder.
+makes and the alerts that explain them (:class:`Watcher`). ``fleetwatch demo down NAME``
+and ``fleetwatch demo up NAME`` (another terminal) switch a stand-in cluster through the
+fleet's control API. Ctrl-C (or SIGTERM) stops every child by its pid and removes the
+folder.
 """
 
 from __future__ import annotations
@@ -21,13 +22,58 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from common.contract import PROBE_FAILING_ALERT, STORM_ALERT
 from common.logs import add_log_flags, setup_logging
 from fleetwatch import wiring
-from fleetwatch.demo_stack import Demo, Watcher, default_state_file
+from fleetwatch.demo_stack import Demo, default_state_file
 from fleetwatch.procs import NotReadyError
 from fleetwatch.wiring import HttpStatusError, JsonClient
 
 FAILURE_MODES = ("down", "hang", "frozen", "error", "not_ready", "unauthorized", "wrong_ca")
+
+
+class Watcher:
+    """Prints what changes, as it happens: statuses and apps (reactor), and the alerts that
+    explain them (Prometheus: the grace-period warning, the storm guard)."""
+
+    #: Alerts worth a line: they say why a failing cluster is not (yet) OFFLINE.
+    EXPLAINING = f"{PROBE_FAILING_ALERT}|{STORM_ALERT}"
+
+    def __init__(self, reactor_url: str, prometheus_url: str | None) -> None:
+        self.client = JsonClient(reactor_url, timeout=2.0)
+        self.prometheus_url = prometheus_url
+        self.seen: dict[str, str] = {}
+
+    def _alerts(self) -> dict[str, str]:
+        if self.prometheus_url is None:
+            return {}
+        expr = f'ALERTS{{alertstate="firing", alertname=~"{self.EXPLAINING}"}}'
+        found = wiring.prometheus_query(self.prometheus_url, expr, timeout=2.0)
+        return {
+            " ".join(["alert", s["metric"]["alertname"], s["metric"].get("cluster", "")]).strip(): (
+                "firing"
+            )
+            for s in found
+        }
+
+    def poll(self) -> list[str]:
+        try:
+            clusters = self.client.get("/clusters")
+            apps = self.client.get("/apps")
+            alerts = self._alerts()
+        except (HttpStatusError, OSError, ValueError, KeyError):
+            return []
+        now: dict[str, str] = {}
+        for c in clusters:
+            now[f"cluster {c['name']}"] = c["status"]
+        for a in apps:
+            reason = f" ({a['reason']})" if a.get("reason") else ""
+            now[f"app {a['name']} on {a['cluster']}"] = a["status"] + reason
+        now.update(alerts)
+        lines = [f"{key:32} {value}" for key, value in now.items() if self.seen.get(key) != value]
+        lines += [f"{key:32} resolved" for key in self.seen if key not in now]
+        self.seen = now
+        return lines
 
 
 def run_demo(args: argparse.Namespace) -> int:

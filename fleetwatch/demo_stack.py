@@ -1,10 +1,10 @@
 """The demo's running parts: a stand-in fleet, the exporter, the reactor with a few apps and,
-when installed, Prometheus and Alertmanager; what people are told and what changes.
+when installed, Prometheus and Alertmanager.
 
 :class:`Demo` starts them (through ``fleetwatch.wiring``, which keeps the process and
-configuration details), writes the state file ``fleetwatch demo down|up`` reads, and stops
-every child by its pid; :class:`Watcher` turns the reactor's statuses and the explaining
-alerts into one line per change. ``fleetwatch.demo`` is the command around them.
+configuration details), writes the state file ``fleetwatch demo down|up`` reads, tells
+people where each part is (:meth:`Demo.banner`) and stops every child by its pid.
+``fleetwatch.demo`` is the command around it, and prints what changes (``Watcher``).
 """
 
 from __future__ import annotations
@@ -21,11 +21,10 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from common.contract import PROBE_FAILING_ALERT, STORM_ALERT
 from fleetwatch import wiring
 from fleetwatch.procs import ManagedProcess, wait_until
 from fleetwatch.rules import RuleSettings
-from fleetwatch.wiring import HttpStatusError, JsonClient
+from fleetwatch.wiring import JsonClient
 
 #: Usual ports of each part; taken when free (``--free-ports`` never takes them).
 USUAL_PORTS = {"exporter": 9713, "reactor": 9714, "prometheus": 9090, "alertmanager": 9093}
@@ -266,47 +265,3 @@ class Demo:
             )
         lines.append("")
         return "\n".join(lines)
-
-
-class Watcher:
-    """Prints what changes, as it happens: statuses and apps (reactor), and the alerts that
-    explain them (Prometheus: the grace-period warning, the storm guard)."""
-
-    #: Alerts worth a line: they say why a failing cluster is not (yet) OFFLINE.
-    EXPLAINING = f"{PROBE_FAILING_ALERT}|{STORM_ALERT}"
-
-    def __init__(self, reactor_url: str, prometheus_url: str | None) -> None:
-        self.client = JsonClient(reactor_url, timeout=2.0)
-        self.prometheus_url = prometheus_url
-        self.seen: dict[str, str] = {}
-
-    def _alerts(self) -> dict[str, str]:
-        if self.prometheus_url is None:
-            return {}
-        expr = f'ALERTS{{alertstate="firing", alertname=~"{self.EXPLAINING}"}}'
-        found = wiring.prometheus_query(self.prometheus_url, expr, timeout=2.0)
-        return {
-            " ".join(["alert", s["metric"]["alertname"], s["metric"].get("cluster", "")]).strip(): (
-                "firing"
-            )
-            for s in found
-        }
-
-    def poll(self) -> list[str]:
-        try:
-            clusters = self.client.get("/clusters")
-            apps = self.client.get("/apps")
-            alerts = self._alerts()
-        except (HttpStatusError, OSError, ValueError, KeyError):
-            return []
-        now: dict[str, str] = {}
-        for c in clusters:
-            now[f"cluster {c['name']}"] = c["status"]
-        for a in apps:
-            reason = f" ({a['reason']})" if a.get("reason") else ""
-            now[f"app {a['name']} on {a['cluster']}"] = a["status"] + reason
-        now.update(alerts)
-        lines = [f"{key:32} {value}" for key, value in now.items() if self.seen.get(key) != value]
-        lines += [f"{key:32} resolved" for key in self.seen if key not in now]
-        self.seen = now
-        return lines
