@@ -1,0 +1,388 @@
+"""The management cluster's HTTP API: discovery, the verbs on every resource, and errors.
+
+One aiohttp application; a middleware parses each request's target once, counts it, plays
+any armed fault, authenticates and authorizes it, and turns :class:`ApiError` into the
+``Status`` answer. Bodies are JSON (``application/json``, as kube-apiserver answers
+without a charset); server-side apply bodies are YAML or JSON.
+
+Lists and gets: core kinds' list items carry no ``apiVersion``/``kind`` (typed lists omit
+them), custom resources' do (unstructured lists keep them), as on a real server. Tables
+(``Accept: ...;as=Table``) are not served: clients get the plain list, and kubectl falls
+back to printing names and ages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from aiohttp import web
+
+from fleetwatch.standin.management import kinds, openapi
+from fleetwatch.standin.management.auth import Grant, Tokens
+from fleetwatch.standin.management.faults import Faults
+from fleetwatch.standin.management.kinds import NAMESPACES, SECRETS, Kind
+from fleetwatch.standin.management.patches import PatchFailed, json_patch, merge_patch, parse_json
+from fleetwatch.standin.management.requests import Target, parse_target, truthy
+from fleetwatch.standin.management.selectors import selectors
+from fleetwatch.standin.management.status import (
+    METHOD_NOT_ALLOWED,
+    PATH_NOT_FOUND,
+    UNAUTHORIZED,
+    ApiError,
+    bad_request,
+    expired,
+    internal,
+    too_large_resource_version,
+    too_many_requests,
+    unprocessable,
+    unsupported_media_type,
+)
+from fleetwatch.standin.management.store import Store
+from fleetwatch.standin.management.watch import FRESHNESS_WAIT, serve_watch
+from fleetwatch.standin.responses import VERSION
+
+MERGE = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+STRATEGIC = "application/strategic-merge-patch+json"
+APPLY = "application/apply-patch+yaml"
+_CONTINUE_TOO_OLD = (
+    "The provided continue parameter is too old to display a consistent list result. You can "
+    "start a new list without the continue parameter."
+)
+
+
+@dataclass
+class Management:
+    """The state one server answers from (``app[MANAGEMENT]``)."""
+
+    store: Store
+    tokens: Tokens = field(default_factory=Tokens)
+    faults: Faults = field(default_factory=Faults)
+    #: Seconds of quiet before a watch with bookmarks gets one (kube-apiserver: about 60).
+    bookmark_seconds: float = 60.0
+    #: ``host:port`` the server reports in ``/api``'s serverAddressByClientCIDRs.
+    address: str = ""
+
+
+MANAGEMENT = web.AppKey("management", Management)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+_TARGET = "fleetwatch.target"
+_GRANT = "fleetwatch.grant"
+
+
+def _json(body: Any, status: int = 200) -> web.Response:
+    return web.Response(
+        body=json.dumps(body).encode(), status=status, content_type="application/json"
+    )
+
+
+def error_response(error: ApiError) -> web.Response:
+    response = _json(error.status(), error.code)
+    retry = (error.details or {}).get("retryAfterSeconds")
+    if retry is not None and error.code in (429, 503, 504):
+        response.headers["Retry-After"] = str(retry)
+    return response
+
+
+@web.middleware
+async def _front(request: web.Request, handler: Handler) -> web.StreamResponse:
+    state = request.app[MANAGEMENT]
+    try:
+        target = parse_target(request.method, request.path, dict(request.query))
+        verb, resource = (target.verb, target.kind.key) if target else ("get", request.path)
+        state.faults.count(verb, resource)
+        fault = state.faults.take(verb, resource)
+        if fault is not None:
+            if fault.kind == "hang":
+                await state.faults.release.wait()
+                raise internal("the request was abandoned (hang fault cleared)")
+            if fault.kind == "delay":
+                await asyncio.sleep(fault.delay_seconds)
+            elif fault.kind == "throttle":
+                raise too_many_requests(fault.retry_after)
+            else:
+                raise _fault_error(fault.status)
+        grant = state.tokens.grant(request.headers.get("Authorization"))
+        if grant is None:
+            raise UNAUTHORIZED
+        if target is not None:
+            grant.check(target.kind, target.verb, target.namespace, target.name)
+        request[_TARGET] = target
+        request[_GRANT] = grant
+        response: web.StreamResponse = await handler(request)
+        return response
+    except ApiError as error:
+        return error_response(error)
+
+
+def _fault_error(status: int) -> ApiError:
+    if status == 500:
+        return internal("fault injected by the stand-in's control API")
+    if status == 503:
+        return ApiError(
+            503, "ServiceUnavailable", "the server is currently unable to handle the request", {}
+        )
+    if status == 504:
+        return ApiError(
+            504, "Timeout", "the server was unable to return a response in the time allotted", {}
+        )
+    return ApiError(status, "InternalError", f"fault injected: HTTP {status}", {})
+
+
+async def _dispatch(request: web.Request) -> web.StreamResponse:
+    state = request.app[MANAGEMENT]
+    target: Target | None = request[_TARGET]
+    if target is None:
+        return _non_resource(request, state)
+    query = dict(request.query)
+    if truthy(query.get("dryRun")) or query.get("dryRun") == "All":
+        raise bad_request("dryRun is not supported by the stand-in management cluster")
+    store, kind = state.store, target.kind
+    if target.verb == "list":
+        return _json(await _list(store, target, query))
+    if target.verb == "watch":
+        predicate = selectors(query, _extra_fields(kind))
+        return await serve_watch(request, store, target, predicate, state.bookmark_seconds)
+    if target.verb == "get":
+        return _json(store.get(kind, target.namespace, target.name))
+    manager = query.get("fieldManager") or _agent_manager(request)
+    body = await request.read()
+    if target.verb == "create" and not target.subresource:
+        return _json(store.create(kind, target.namespace, parse_json(body), manager), 201)
+    if target.verb == "update":
+        obj = parse_json(body)
+        return _json(
+            store.update(
+                kind, target.namespace, target.name, obj, manager, subresource=target.subresource
+            )
+        )
+    if target.verb == "patch":
+        return await _patch(request, store, target, query, body, manager)
+    if target.verb == "delete" and not target.subresource:
+        return _json(_delete(store, target, body))
+    raise METHOD_NOT_ALLOWED
+
+
+def _extra_fields(kind: Kind) -> frozenset[str]:
+    if kind is SECRETS:
+        return frozenset({"type"})
+    if kind is NAMESPACES:
+        return frozenset({"status.phase"})
+    return frozenset()
+
+
+def _agent_manager(request: web.Request) -> str:
+    """The field manager the server derives from the User-Agent (its product name)."""
+    agent = request.headers.get("User-Agent", "")
+    return (agent.split("/")[0] or "unknown")[:128]
+
+
+def _non_resource(request: web.Request, state: Management) -> web.Response:
+    if request.method not in ("GET", "HEAD"):
+        raise METHOD_NOT_ALLOWED
+    path = request.path.rstrip("/") or "/"
+    parts = [p for p in path.split("/") if p]
+    if path == "/version":
+        return _json(VERSION)
+    if path in ("/readyz", "/livez", "/healthz"):
+        return web.Response(text="ok", content_type="text/plain")
+    if path == "/api":
+        return _json(kinds.api_versions(state.address))
+    if path == "/apis":
+        return _json(kinds.api_group_list())
+    if path == "/api/v1":
+        return _json(kinds.api_resource_list("", "v1"))
+    if path == "/openapi/v3":
+        return _json(openapi.index())
+    if path == "/openapi/v3/api/v1":
+        return _json(openapi.group_version_document("", "v1"))
+    if len(parts) == 5 and parts[:3] == ["openapi", "v3", "apis"]:
+        document = openapi.group_version_document(parts[3], parts[4])
+        if document is not None:
+            return _json(document)
+    if len(parts) == 2 and parts[0] == "apis" and (group := kinds.api_group(parts[1])):
+        return _json(group)
+    if len(parts) == 3 and parts[0] == "apis":
+        found = kinds.api_resource_list(parts[1], parts[2])
+        if found is not None:
+            return _json(found)
+    raise PATH_NOT_FOUND
+
+
+# --- list ------------------------------------------------------------------------------
+
+
+def _encode_continue(revision: int, after: str) -> str:
+    token = {"v": "meta.k8s.io/v1", "rv": revision, "start": after + "\x00"}
+    return base64.urlsafe_b64encode(json.dumps(token).encode()).decode()
+
+
+def _decode_continue(value: str) -> tuple[int, str]:
+    try:
+        token = json.loads(base64.urlsafe_b64decode(value.encode()))
+        return int(token["rv"]), str(token["start"]).rstrip("\x00")
+    except (ValueError, KeyError, TypeError):
+        raise bad_request("continue key is not valid: invalid continue token") from None
+
+
+def _name_key(obj: dict[str, Any]) -> str:
+    meta = obj["metadata"]
+    return f"{meta.get('namespace', '')}/{meta['name']}"
+
+
+async def _list(store: Store, target: Target, query: dict[str, str]) -> dict[str, Any]:
+    """A list with the real resourceVersion semantics (unset, "0", NotOlderThan, Exact)."""
+    kind = target.kind
+    predicate = selectors(query, _extra_fields(kind))
+    rv, match, token = (
+        query.get("resourceVersion", ""),
+        query.get("resourceVersionMatch", ""),
+        query.get("continue", ""),
+    )
+    try:
+        limit = int(query.get("limit") or 0)
+    except ValueError:
+        raise bad_request(f"invalid limit {query['limit']!r}") from None
+    if match and not rv:
+        raise bad_request("resourceVersionMatch is forbidden unless resourceVersion is provided")
+    if match not in ("", "NotOlderThan", "Exact"):
+        raise bad_request(f'resourceVersionMatch: Unsupported value: "{match}"')
+    if token and rv:
+        raise bad_request("specifying resource version is not allowed when using continue")
+    if match == "Exact" and rv == "0":
+        raise bad_request('resourceVersionMatch "exact" is forbidden for resourceVersion "0"')
+    at, after = 0, ""
+    if token:
+        at, after = _decode_continue(token)
+        if at < store.compacted:
+            raise expired(_CONTINUE_TOO_OLD)
+    elif rv and rv != "0":
+        try:
+            wanted = int(rv)
+        except ValueError:
+            raise bad_request(f'invalid resource version "{rv}"') from None
+        if wanted > store.revision and not await store.wait_for(wanted, FRESHNESS_WAIT):
+            raise too_large_resource_version(wanted, store.revision)
+        if match == "Exact":
+            if wanted < store.compacted:
+                raise expired("The resourceVersion for the provided list is too old.")
+            at = wanted
+    items = store.items(kind, target.namespace, predicate, at)
+    revision = at or store.revision
+    if after:
+        items = [i for i in items if _name_key(i) > after]
+    meta: dict[str, Any] = {"resourceVersion": str(revision)}
+    # "0" is served from the watch cache, which ignores limit (the documented behaviour).
+    if limit > 0 and rv != "0" and len(items) > limit:
+        rest = len(items) - limit
+        items = items[:limit]
+        meta["continue"] = _encode_continue(revision, _name_key(items[-1]))
+        if not query.get("labelSelector") and not query.get("fieldSelector"):
+            meta["remainingItemCount"] = rest
+    if not kind.custom:
+        for item in items:
+            item.pop("apiVersion", None)
+            item.pop("kind", None)
+    return {
+        "kind": f"{kind.kind}List",
+        "apiVersion": kind.api_version,
+        "metadata": meta,
+        "items": items,
+    }
+
+
+# --- patch and delete ------------------------------------------------------------------
+
+
+async def _patch(
+    request: web.Request,
+    store: Store,
+    target: Target,
+    query: dict[str, str],
+    body: bytes,
+    manager: str,
+) -> web.Response:
+    kind = target.kind
+    content_type = request.content_type
+    accepted = [JSON_PATCH, MERGE, APPLY] if kind.custom else [JSON_PATCH, MERGE, STRATEGIC, APPLY]
+    if content_type not in accepted:
+        raise unsupported_media_type(content_type, accepted)
+    if content_type == APPLY:
+        if target.subresource:
+            raise bad_request("server-side apply to a subresource is not supported by the stand-in")
+        if not query.get("fieldManager"):
+            raise unprocessable(
+                'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is '
+                "required for apply patch"
+            )
+        try:
+            applied = yaml.safe_load(body)
+        except yaml.YAMLError as exc:
+            raise bad_request(f"error decoding YAML: {exc}") from exc
+        exists = store.exists(kind, target.namespace, target.name)
+        result = store.apply(
+            kind, target.namespace, target.name, applied, manager, truthy(query.get("force"))
+        )
+        return _json(result, 200 if exists else 201)
+    patch = parse_json(body, "patch")
+    old = store.get(kind, target.namespace, target.name)
+    if content_type == JSON_PATCH:
+        try:
+            patched = json_patch(old, patch)
+        except PatchFailed as exc:
+            # As ``NewGenericServerResponse(422, ...)`` words it: the library's message is dropped.
+            raise unprocessable(
+                "the server rejected our request due to an error in our request"
+            ) from exc
+    else:
+        if not isinstance(patch, dict):
+            raise bad_request("a merge patch must be a JSON object")
+        patched = merge_patch(old, patch)
+    result = store.update(
+        kind,
+        target.namespace,
+        target.name,
+        patched,
+        manager,
+        subresource=target.subresource,
+        require_version=False,
+    )
+    return _json(result)
+
+
+def _delete(store: Store, target: Target, body: bytes) -> dict[str, Any]:
+    preconditions: dict[str, str] = {}
+    if body.strip():
+        options = parse_json(body, "DeleteOptions")
+        given = options.get("preconditions") if isinstance(options, dict) else None
+        if isinstance(given, dict):
+            preconditions = {k: str(v) for k, v in given.items() if k in ("uid", "resourceVersion")}
+    obj, gone = store.delete(target.kind, target.namespace, target.name, preconditions)
+    if target.kind.custom or not gone:
+        return obj
+    details: dict[str, Any] = target.kind.resource.details(target.name)
+    details["uid"] = obj["metadata"]["uid"]
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": details,
+    }
+
+
+def create_app(state: Management) -> web.Application:
+    """The API server's application; its state is ``app[MANAGEMENT]``."""
+    app = web.Application(middlewares=[_front], client_max_size=3 * 1024 * 1024)
+    app[MANAGEMENT] = state
+    app.router.add_route("*", "/{tail:.*}", _dispatch)
+    return app
+
+
+__all__ = ["MANAGEMENT", "Grant", "Management", "create_app", "error_response"]
