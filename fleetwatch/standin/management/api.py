@@ -1,6 +1,6 @@
 """The management cluster's HTTP API: discovery, the verbs on every resource, and errors.
 
-One aiohttp application; a middleware parses each request's target once, counts it, plays
+One aiohttp application with one route; it parses each request's target once, counts it, plays
 any armed fault, authenticates and authorizes it, and turns :class:`ApiError` into the
 ``Status`` answer. Bodies are JSON (``application/json``, as kube-apiserver answers
 without a charset); server-side apply bodies are YAML or JSON.
@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,14 +70,13 @@ class Management:
 
 
 MANAGEMENT = web.AppKey("management", Management)
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-_TARGET = "fleetwatch.target"
-_GRANT = "fleetwatch.grant"
 
 
 def _json(body: Any, status: int = 200) -> web.Response:
     return web.Response(
-        body=json.dumps(body).encode(), status=status, content_type="application/json"
+        body=json.dumps(body, separators=(",", ":")).encode(),
+        status=status,
+        content_type="application/json",
     )
 
 
@@ -90,8 +88,8 @@ def error_response(error: ApiError) -> web.Response:
     return response
 
 
-@web.middleware
-async def _front(request: web.Request, handler: Handler) -> web.StreamResponse:
+async def _front(request: web.Request) -> web.StreamResponse:
+    """Every request: parsed, counted, faulted, authenticated, authorized, then served."""
     state = request.app[MANAGEMENT]
     try:
         target = parse_target(request.method, request.path, dict(request.query))
@@ -113,10 +111,7 @@ async def _front(request: web.Request, handler: Handler) -> web.StreamResponse:
             raise UNAUTHORIZED
         if target is not None:
             grant.check(target.kind, target.verb, target.namespace, target.name)
-        request[_TARGET] = target
-        request[_GRANT] = grant
-        response: web.StreamResponse = await handler(request)
-        return response
+        return await _dispatch(request, state, target)
     except ApiError as error:
         return error_response(error)
 
@@ -135,9 +130,9 @@ def _fault_error(status: int) -> ApiError:
     return ApiError(status, "InternalError", f"fault injected: HTTP {status}", {})
 
 
-async def _dispatch(request: web.Request) -> web.StreamResponse:
-    state = request.app[MANAGEMENT]
-    target: Target | None = request[_TARGET]
+async def _dispatch(
+    request: web.Request, state: Management, target: Target | None
+) -> web.StreamResponse:
     if target is None:
         return _non_resource(request, state)
     query = dict(request.query)
@@ -379,9 +374,9 @@ def _delete(store: Store, target: Target, body: bytes) -> dict[str, Any]:
 
 def create_app(state: Management) -> web.Application:
     """The API server's application; its state is ``app[MANAGEMENT]``."""
-    app = web.Application(middlewares=[_front], client_max_size=3 * 1024 * 1024)
+    app = web.Application(client_max_size=3 * 1024 * 1024)
     app[MANAGEMENT] = state
-    app.router.add_route("*", "/{tail:.*}", _dispatch)
+    app.router.add_route("*", "/{tail:.*}", _front)
     return app
 
 
