@@ -228,3 +228,49 @@ def test_kubectl_refuses_what_the_schema_refuses(
     assert 'The Kustomization "apps" is invalid' in error
     assert "spec.prune: Required value" in error
     assert 'spec.suspend in body must be of type boolean: "string"' in error
+
+
+def test_kubectl_dry_run_server_validates_and_changes_nothing(
+    cluster: ThreadedManagementCluster, kubectl: Kubectl, tmp_path: Path
+) -> None:
+    cluster.seed([kustomization("apps")])
+    before = cluster.revision
+    out = kubectl.run(
+        "patch",
+        "ks",
+        "apps",
+        "-n",
+        NS,
+        "--type",
+        "merge",
+        "-p",
+        '{"spec":{"suspend":true}}',
+        "--dry-run=server",
+        "-o",
+        "json",
+    )
+    assert json.loads(out)["spec"]["suspend"] is True  # the answer shows the result...
+    assert kubectl.run("get", "ks", "apps", "-n", NS, "-o", "jsonpath={.spec.suspend}") == ""
+    manifest = tmp_path / "new.yaml"
+    manifest.write_text(yaml.safe_dump(kustomization("other")))
+    kubectl.run("apply", "--server-side", "--dry-run=server", "-f", str(manifest))
+    kubectl.run("delete", "ks", "apps", "-n", NS, "--dry-run=server")
+    assert kubectl.run("get", "ks", "-n", NS, "-o", "name").split() == [
+        "kustomization.kustomize.toolkit.fluxcd.io/apps"
+    ]
+    assert cluster.revision == before  # ...and nothing was written
+
+
+def test_kubectl_writes_status_through_its_subresource_only(
+    cluster: ThreadedManagementCluster, kubectl: Kubectl
+) -> None:
+    cluster.seed([kustomization("apps")])
+    ready = '{"status":{"conditions":[{"type":"Ready","status":"True"}]}}'
+    kubectl.run(
+        "patch", "ks", "apps", "-n", NS, "--subresource=status", "--type", "merge", "-p", ready
+    )
+    # A status in a write to the object itself is ignored, as with a status subresource.
+    kubectl.run("patch", "ks", "apps", "-n", NS, "--type", "merge", "-p", '{"status":null}')
+    live = json.loads(kubectl.run("get", "ks", "apps", "-n", NS, "-o", "json"))
+    assert live["status"]["conditions"][0]["type"] == "Ready"
+    assert live["metadata"]["generation"] == 1

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,9 +71,11 @@ class Management:
 
 
 MANAGEMENT = web.AppKey("management", Management)
+log = logging.getLogger(__name__)
 
 
 def _json(body: Any, status: int = 200) -> web.Response:
+    """JSON as Go's encoder writes it (compact), ``application/json`` without a charset."""
     return web.Response(
         body=json.dumps(body, separators=(",", ":")).encode(),
         status=status,
@@ -114,6 +117,11 @@ async def _front(request: web.Request) -> web.StreamResponse:
         return await _dispatch(request, state, target)
     except ApiError as error:
         return error_response(error)
+    except (ConnectionError, asyncio.CancelledError):
+        raise
+    except Exception as exc:  # a bug here answers as kube-apiserver's panic filter would
+        log.exception("management stand-in: %s %s failed", request.method, request.path)
+        return error_response(internal(f"{type(exc).__name__}: {exc}"))
 
 
 def _fault_error(status: int) -> ApiError:
@@ -136,9 +144,11 @@ async def _dispatch(
     if target is None:
         return _non_resource(request, state)
     query = dict(request.query)
-    if truthy(query.get("dryRun")) or query.get("dryRun") == "All":
-        raise bad_request("dryRun is not supported by the stand-in management cluster")
     store, kind = state.store, target.kind
+    if target.verb in ("create", "update", "patch", "delete"):
+        dry_run = await _dry_run_value(request, query)
+        if dry_run is not None:
+            return _json(*await _dry_run(request, store, target, query, dry_run))
     if target.verb == "list":
         return _json(await _list(store, target, query))
     if target.verb == "watch":
@@ -146,22 +156,65 @@ async def _dispatch(
         return await serve_watch(request, store, target, predicate, state.bookmark_seconds)
     if target.verb == "get":
         return _json(store.get(kind, target.namespace, target.name))
+    return _json(*await _write(request, store, target, query))
+
+
+async def _write(
+    request: web.Request, store: Store, target: Target, query: dict[str, str]
+) -> tuple[dict[str, Any], int]:
+    """A create, update, patch or delete: the answer's body and status."""
+    kind = target.kind
     manager = query.get("fieldManager") or _agent_manager(request)
     body = await request.read()
     if target.verb == "create" and not target.subresource:
-        return _json(store.create(kind, target.namespace, parse_json(body), manager), 201)
+        return store.create(kind, target.namespace, parse_json(body), manager), 201
     if target.verb == "update":
         obj = parse_json(body)
-        return _json(
-            store.update(
-                kind, target.namespace, target.name, obj, manager, subresource=target.subresource
-            )
+        updated = store.update(
+            kind, target.namespace, target.name, obj, manager, subresource=target.subresource
         )
+        return updated, 200
     if target.verb == "patch":
-        return await _patch(request, store, target, query, body, manager)
+        return _patch(request.content_type, store, target, query, body, manager)
     if target.verb == "delete" and not target.subresource:
-        return _json(_delete(store, target, body))
+        return _delete(store, target, body), 200
     raise METHOD_NOT_ALLOWED
+
+
+async def _dry_run_value(request: web.Request, query: dict[str, str]) -> str | None:
+    """``dryRun`` from the query, or for a delete from its ``DeleteOptions`` body (kubectl
+    puts it there)."""
+    if "dryRun" in query:
+        return query["dryRun"]
+    if request.method == "DELETE":
+        body = await request.read()  # aiohttp keeps it for the handler's own read
+        if body.strip():
+            options = parse_json(body, "DeleteOptions")
+            given = options.get("dryRun") if isinstance(options, dict) else None
+            if isinstance(given, list) and given:
+                return ",".join(str(v) for v in given)
+    return None
+
+
+async def _dry_run(
+    request: web.Request, store: Store, target: Target, query: dict[str, str], value: str
+) -> tuple[dict[str, Any], int]:
+    """``dryRun=All``: the write validated and answered as if done, on a scratch copy.
+
+    As kube-apiserver, a dry-run create answers without a resourceVersion, and other
+    writes with the object's current one: nothing was stored.
+    """
+    if value != "All":
+        raise bad_request(f'dryRun: Unsupported value: "{value}": supported values: "All"')
+    body, status = await _write(request, store.scratch(), target, query)
+    meta = body.get("metadata")
+    if body.get("kind") != "Status" and isinstance(meta, dict):
+        if store.exists(target.kind, target.namespace, meta.get("name", "")):
+            current = store.get(target.kind, target.namespace, meta["name"])
+            meta["resourceVersion"] = current["metadata"]["resourceVersion"]
+        else:
+            meta.pop("resourceVersion", None)
+    return body, status
 
 
 def _extra_fields(kind: Kind) -> frozenset[str]:
@@ -295,16 +348,15 @@ async def _list(store: Store, target: Target, query: dict[str, str]) -> dict[str
 # --- patch and delete ------------------------------------------------------------------
 
 
-async def _patch(
-    request: web.Request,
+def _patch(
+    content_type: str,
     store: Store,
     target: Target,
     query: dict[str, str],
     body: bytes,
     manager: str,
-) -> web.Response:
+) -> tuple[dict[str, Any], int]:
     kind = target.kind
-    content_type = request.content_type
     accepted = [JSON_PATCH, MERGE, APPLY] if kind.custom else [JSON_PATCH, MERGE, STRATEGIC, APPLY]
     if content_type not in accepted:
         raise unsupported_media_type(content_type, accepted)
@@ -324,7 +376,7 @@ async def _patch(
         result = store.apply(
             kind, target.namespace, target.name, applied, manager, truthy(query.get("force"))
         )
-        return _json(result, 200 if exists else 201)
+        return result, 200 if exists else 201
     patch = parse_json(body, "patch")
     old = store.get(kind, target.namespace, target.name)
     if content_type == JSON_PATCH:
@@ -348,7 +400,7 @@ async def _patch(
         subresource=target.subresource,
         require_version=False,
     )
-    return _json(result)
+    return result, 200
 
 
 def _delete(store: Store, target: Target, body: bytes) -> dict[str, Any]:

@@ -95,6 +95,19 @@ class Store:
         for name in INITIAL_NAMESPACES:
             self.create(NAMESPACES, "", {"metadata": {"name": name}}, "kube-apiserver")
 
+    def scratch(self) -> Store:
+        """A copy for a dry-run write (``?dryRun=All``): the same objects, owners and revision,
+        no history and no watchers, so nothing done to it is seen or kept."""
+        copied = Store.__new__(Store)
+        copied.revision, copied.compacted, copied.window = self.revision, self.compacted, 0
+        # Stored objects are never changed in place (writes store new dicts): shallow is enough.
+        copied._objects = {key: dict(table) for key, table in self._objects.items()}
+        copied._owners = copy.deepcopy(self._owners)
+        copied._history = deque()
+        copied.watchers = set()
+        copied._advanced = asyncio.Event()
+        return copied
+
     # --- reads ------------------------------------------------------------------------
 
     def get(self, kind: Kind, namespace: str, name: str) -> Obj:

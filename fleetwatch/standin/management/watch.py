@@ -92,13 +92,11 @@ async def serve_watch(
             "allowWatchBookmarks=true"
         )
     try:
-        timeout = (
-            float(query["timeoutSeconds"])
-            if "timeoutSeconds" in query
-            else random.uniform(MIN_REQUEST_TIMEOUT, 2 * MIN_REQUEST_TIMEOUT)
-        )
+        timeout = float(query.get("timeoutSeconds") or 0)
     except ValueError:
         raise bad_request(f"invalid timeoutSeconds {query['timeoutSeconds']!r}") from None
+    if timeout <= 0:  # unset or 0: the server's own choice, as kube-apiserver's
+        timeout = random.uniform(MIN_REQUEST_TIMEOUT, 2 * MIN_REQUEST_TIMEOUT)
     start = _revision(rv) if rv else 0
     if start > store.revision and not await store.wait_for(start, FRESHNESS_WAIT):
         raise too_large_resource_version(start, store.revision)
