@@ -280,3 +280,44 @@ def test_no_or_a_wrong_token_gets_401(
         "reason": "Unauthorized",
         "code": 401,
     }
+
+
+def test_a_selector_watch_sees_objects_enter_and_leave_its_set(core: client.CoreV1Api) -> None:
+    start = core.list_secret_for_all_namespaces().metadata.resource_version
+    core.patch_namespaced_secret(
+        "plain", "capi-edge", {"metadata": {"labels": {"fleetwatch.io/kubeconfig": "1"}}}
+    )
+    core.patch_namespaced_secret("plain", "capi-edge", {"metadata": {"labels": {"team": "z"}}})
+    core.patch_namespaced_secret(
+        "plain", "capi-edge", {"metadata": {"labels": {"fleetwatch.io/kubeconfig": None}}}
+    )
+    seen = [
+        (e["type"], e["object"].metadata.labels.get("fleetwatch.io/kubeconfig"))
+        for e in watch.Watch().stream(
+            core.list_secret_for_all_namespaces,
+            label_selector="fleetwatch.io/kubeconfig",
+            resource_version=start,
+            timeout_seconds=1,
+        )
+    ]
+    # Leaving the selector arrives as DELETED, holding the object's new state: it still exists.
+    assert seen == [("ADDED", "1"), ("MODIFIED", "1"), ("DELETED", None)]
+    assert core.read_namespaced_secret("plain", "capi-edge").metadata.name == "plain"
+
+
+def test_leader_election_leases_are_guarded_by_resource_version(
+    cluster: ThreadedManagementCluster, tmp_path: Path
+) -> None:
+    leases = client.CoordinationV1Api(api_client(cluster, tmp_path / "admin.kubeconfig"))
+    body = client.V1Lease(
+        metadata=client.V1ObjectMeta(name="fleetwatch-reactor", namespace="default"),
+        spec=client.V1LeaseSpec(holder_identity="replica-a", lease_duration_seconds=15),
+    )
+    held = leases.create_namespaced_lease("default", body)
+    held.spec.holder_identity = "replica-b"
+    taken = leases.replace_namespaced_lease("fleetwatch-reactor", "default", held)
+    assert taken.spec.holder_identity == "replica-b"
+    held.spec.holder_identity = "replica-c"  # still at the version replica-b replaced
+    with pytest.raises(ApiException) as lost:
+        leases.replace_namespaced_lease("fleetwatch-reactor", "default", held)
+    assert lost.value.status == 409

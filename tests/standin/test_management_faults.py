@@ -262,3 +262,29 @@ def test_the_command_line_serves_seeds_and_stops_on_sigterm(tmp_path: Path) -> N
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(15) == 0
+
+
+def test_a_watch_whose_client_went_away_is_dropped(cluster: ThreadedManagementCluster) -> None:
+    api = Api(cluster)
+    conn = api.connect()
+    conn.request("GET", SECRETS + "?watch=1", headers={"Authorization": f"Bearer {cluster.token}"})
+    response = conn.getresponse()
+    response.readline()
+    wait_until(lambda: cluster.open_watches() == 1, 5, what="watch registered")
+    response.close()
+    conn.close()
+    wait_until(lambda: cluster.open_watches() == 0, 5, what="watch dropped")
+
+
+def test_the_exec_plugin_command_still_starts_without_the_servers() -> None:
+    """``management`` shares the command line with the exec plugin clients run per request."""
+    probe = (
+        "import sys, runpy; sys.argv = ['x', 'exec-credential', '--token-file', '/dev/null'];"
+        "\ntry: runpy.run_module('fleetwatch.standin', run_name='__main__')"
+        "\nexcept SystemExit: pass"
+        "\nprint(sorted(m for m in ('aiohttp', 'cryptography') if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip().endswith("[]")
