@@ -8,11 +8,12 @@ type, server-side apply, RBAC-shaped 401/403, ``Status`` errors. A control API b
 on purpose. ``docs/STANDIN.md`` ("The management cluster") says what is faithful and what
 is simplified.
 
-Modules: ``kinds`` (the served resources and discovery), ``validation``, ``objects``
-(what the server does to an object on its way in), ``fields`` (managedFields and
-server-side apply), ``patches``, ``selectors``, ``store`` (objects, revisions, history),
-``watch``, ``auth``, ``faults``, ``api`` (the HTTP API), ``control`` (the control API),
-``seed``, ``cluster`` (start and stop), ``cli``.
+Modules: ``kinds`` (the served resources and discovery), ``openapi``, ``validation``,
+``objects`` (what the server does to an object on its way in), ``fields`` (managedFields
+and server-side apply), ``patches``, ``selectors``, ``store`` (objects, revisions,
+history), ``requests`` (a request's target), ``lists``, ``watch``, ``auth``, ``faults``,
+``status`` (errors), ``api`` (the HTTP API), ``control`` (the control API), ``seed``,
+``cluster`` (start and stop), ``cli``.
 
 Names are imported on first use (PEP 562), as in ``fleetwatch.standin``: the command line
 imports ``management.cli`` for its parser, and the exec plugin sharing that parser must

@@ -14,7 +14,6 @@ back to printing names and ages.
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import logging
 from dataclasses import dataclass, field
@@ -24,9 +23,9 @@ import yaml
 from aiohttp import web
 
 from fleetwatch.standin.management import kinds, openapi
-from fleetwatch.standin.management.auth import Grant, Tokens
+from fleetwatch.standin.management.auth import Tokens
 from fleetwatch.standin.management.faults import Faults
-from fleetwatch.standin.management.kinds import NAMESPACES, SECRETS, Kind
+from fleetwatch.standin.management.lists import extra_fields, list_objects
 from fleetwatch.standin.management.patches import PatchFailed, json_patch, merge_patch, parse_json
 from fleetwatch.standin.management.requests import Target, parse_target, truthy
 from fleetwatch.standin.management.selectors import selectors
@@ -36,25 +35,19 @@ from fleetwatch.standin.management.status import (
     UNAUTHORIZED,
     ApiError,
     bad_request,
-    expired,
     internal,
-    too_large_resource_version,
     too_many_requests,
     unprocessable,
     unsupported_media_type,
 )
 from fleetwatch.standin.management.store import Store
-from fleetwatch.standin.management.watch import FRESHNESS_WAIT, serve_watch
+from fleetwatch.standin.management.watch import serve_watch
 from fleetwatch.standin.responses import VERSION
 
 MERGE = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 STRATEGIC = "application/strategic-merge-patch+json"
 APPLY = "application/apply-patch+yaml"
-_CONTINUE_TOO_OLD = (
-    "The provided continue parameter is too old to display a consistent list result. You can "
-    "start a new list without the continue parameter."
-)
 
 
 @dataclass
@@ -150,9 +143,9 @@ async def _dispatch(
         if dry_run is not None:
             return _json(*await _dry_run(request, store, target, query, dry_run))
     if target.verb == "list":
-        return _json(await _list(store, target, query))
+        return _json(await list_objects(store, target, query))
     if target.verb == "watch":
-        predicate = selectors(query, _extra_fields(kind))
+        predicate = selectors(query, extra_fields(kind))
         return await serve_watch(request, store, target, predicate, state.bookmark_seconds)
     if target.verb == "get":
         return _json(store.get(kind, target.namespace, target.name))
@@ -217,14 +210,6 @@ async def _dry_run(
     return body, status
 
 
-def _extra_fields(kind: Kind) -> frozenset[str]:
-    if kind is SECRETS:
-        return frozenset({"type"})
-    if kind is NAMESPACES:
-        return frozenset({"status.phase"})
-    return frozenset()
-
-
 def _agent_manager(request: web.Request) -> str:
     """The field manager the server derives from the User-Agent (its product name)."""
     agent = request.headers.get("User-Agent", "")
@@ -261,88 +246,6 @@ def _non_resource(request: web.Request, state: Management) -> web.Response:
         if found is not None:
             return _json(found)
     raise PATH_NOT_FOUND
-
-
-# --- list ------------------------------------------------------------------------------
-
-
-def _encode_continue(revision: int, after: str) -> str:
-    token = {"v": "meta.k8s.io/v1", "rv": revision, "start": after + "\x00"}
-    return base64.urlsafe_b64encode(json.dumps(token).encode()).decode()
-
-
-def _decode_continue(value: str) -> tuple[int, str]:
-    try:
-        token = json.loads(base64.urlsafe_b64decode(value.encode()))
-        return int(token["rv"]), str(token["start"]).rstrip("\x00")
-    except (ValueError, KeyError, TypeError):
-        raise bad_request("continue key is not valid: invalid continue token") from None
-
-
-def _name_key(obj: dict[str, Any]) -> str:
-    meta = obj["metadata"]
-    return f"{meta.get('namespace', '')}/{meta['name']}"
-
-
-async def _list(store: Store, target: Target, query: dict[str, str]) -> dict[str, Any]:
-    """A list with the real resourceVersion semantics (unset, "0", NotOlderThan, Exact)."""
-    kind = target.kind
-    predicate = selectors(query, _extra_fields(kind))
-    rv, match, token = (
-        query.get("resourceVersion", ""),
-        query.get("resourceVersionMatch", ""),
-        query.get("continue", ""),
-    )
-    try:
-        limit = int(query.get("limit") or 0)
-    except ValueError:
-        raise bad_request(f"invalid limit {query['limit']!r}") from None
-    if match and not rv:
-        raise bad_request("resourceVersionMatch is forbidden unless resourceVersion is provided")
-    if match not in ("", "NotOlderThan", "Exact"):
-        raise bad_request(f'resourceVersionMatch: Unsupported value: "{match}"')
-    if token and rv:
-        raise bad_request("specifying resource version is not allowed when using continue")
-    if match == "Exact" and rv == "0":
-        raise bad_request('resourceVersionMatch "exact" is forbidden for resourceVersion "0"')
-    at, after = 0, ""
-    if token:
-        at, after = _decode_continue(token)
-        if at < store.compacted:
-            raise expired(_CONTINUE_TOO_OLD)
-    elif rv and rv != "0":
-        try:
-            wanted = int(rv)
-        except ValueError:
-            raise bad_request(f'invalid resource version "{rv}"') from None
-        if wanted > store.revision and not await store.wait_for(wanted, FRESHNESS_WAIT):
-            raise too_large_resource_version(wanted, store.revision)
-        if match == "Exact":
-            if wanted < store.compacted:
-                raise expired("The resourceVersion for the provided list is too old.")
-            at = wanted
-    items = store.items(kind, target.namespace, predicate, at)
-    revision = at or store.revision
-    if after:
-        items = [i for i in items if _name_key(i) > after]
-    meta: dict[str, Any] = {"resourceVersion": str(revision)}
-    # "0" is served from the watch cache, which ignores limit (the documented behaviour).
-    if limit > 0 and rv != "0" and len(items) > limit:
-        rest = len(items) - limit
-        items = items[:limit]
-        meta["continue"] = _encode_continue(revision, _name_key(items[-1]))
-        if not query.get("labelSelector") and not query.get("fieldSelector"):
-            meta["remainingItemCount"] = rest
-    if not kind.custom:
-        for item in items:
-            item.pop("apiVersion", None)
-            item.pop("kind", None)
-    return {
-        "kind": f"{kind.kind}List",
-        "apiVersion": kind.api_version,
-        "metadata": meta,
-        "items": items,
-    }
 
 
 # --- patch and delete ------------------------------------------------------------------
@@ -432,4 +335,4 @@ def create_app(state: Management) -> web.Application:
     return app
 
 
-__all__ = ["MANAGEMENT", "Grant", "Management", "create_app", "error_response"]
+__all__ = ["MANAGEMENT", "Management", "create_app", "error_response"]
