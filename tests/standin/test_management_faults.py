@@ -288,3 +288,16 @@ def test_the_exec_plugin_command_still_starts_without_the_servers() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.strip().endswith("[]")
+
+
+def test_a_create_may_be_sent_as_yaml(cluster: ThreadedManagementCluster) -> None:
+    api = Api(cluster)
+    conn = api.connect()
+    body = yaml.safe_dump(secret("from-yaml", "capi-edge"))
+    headers = {"Authorization": f"Bearer {cluster.token}", "Content-Type": "application/yaml"}
+    conn.request("POST", SECRETS, body=body.encode(), headers=headers)
+    response = conn.getresponse()
+    created = json.loads(response.read())
+    conn.close()
+    assert response.status == 201
+    assert created["data"] == {"value": "eA=="}

@@ -244,3 +244,21 @@ def test_objects_need_their_namespace_and_a_namespace_takes_its_objects_along() 
     store.create(KUSTOMIZATIONS, NS, kustomization("k"), "t")
     store.delete(BY_PATH[("", "v1", "namespaces")], "", NS)
     assert not store.exists(KUSTOMIZATIONS, NS, "k")
+
+
+def test_a_status_subresource_kind_drops_status_written_to_the_object() -> None:
+    store = Store()
+    obj = {**kustomization("k", "default"), "status": {"observedGeneration": 7}}
+    created = store.create(KUSTOMIZATIONS, "default", obj, "t")
+    assert "status" not in created
+    with_status = store.update(
+        KUSTOMIZATIONS,
+        "default",
+        "k",
+        {**created, "status": {"a": 1}},
+        "flux",
+        subresource="status",
+    )
+    assert with_status["status"] == {"a": 1}
+    again = store.update(KUSTOMIZATIONS, "default", "k", {**with_status, "status": {"a": 2}}, "t")
+    assert again["status"] == {"a": 1} and again["metadata"]["generation"] == 1

@@ -160,9 +160,9 @@ async def _write(
     manager = query.get("fieldManager") or _agent_manager(request)
     body = await request.read()
     if target.verb == "create" and not target.subresource:
-        return store.create(kind, target.namespace, parse_json(body), manager), 201
+        return store.create(kind, target.namespace, _object_body(request, body), manager), 201
     if target.verb == "update":
-        obj = parse_json(body)
+        obj = _object_body(request, body)
         updated = store.update(
             kind, target.namespace, target.name, obj, manager, subresource=target.subresource
         )
@@ -172,6 +172,16 @@ async def _write(
     if target.verb == "delete" and not target.subresource:
         return _delete(store, target, body), 200
     raise METHOD_NOT_ALLOWED
+
+
+def _object_body(request: web.Request, body: bytes) -> Any:
+    """A create's or update's body: JSON, or YAML when sent as ``application/yaml``."""
+    if request.content_type in ("application/yaml", "application/x-yaml", "text/yaml"):
+        try:
+            return yaml.safe_load(body)
+        except yaml.YAMLError as exc:
+            raise bad_request(f"error decoding YAML: {exc}") from exc
+    return parse_json(body)
 
 
 async def _dry_run_value(request: web.Request, query: dict[str, str]) -> str | None:

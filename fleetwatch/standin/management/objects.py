@@ -122,8 +122,10 @@ def prepare(
         else:
             obj["status"] = status
         meta = obj["metadata"]
-    elif old is not None and kind.status_subresource:
-        if "status" in old:
+    elif kind.status_subresource:
+        # Writes to the object itself keep its status (on create: none), as the CRD's
+        # strategy resets it when ``status`` is a subresource.
+        if old is not None and "status" in old:
             obj["status"] = copy.deepcopy(old["status"])
         else:
             obj.pop("status", None)
