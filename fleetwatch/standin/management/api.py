@@ -57,7 +57,7 @@ class Management:
     store: Store
     tokens: Tokens = field(default_factory=Tokens)
     faults: Faults = field(default_factory=Faults)
-    #: Seconds of quiet before a watch with bookmarks gets one (kube-apiserver: about 60).
+    #: Seconds between a watch's bookmarks (kube-apiserver: about 60).
     bookmark_seconds: float = 60.0
     #: ``host:port`` the server reports in ``/api``'s serverAddressByClientCIDRs.
     address: str = ""

@@ -34,7 +34,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--bookmark-seconds",
         type=float,
         default=60.0,
-        help="quiet seconds before a watch gets a BOOKMARK (default 60, as kube-apiserver)",
+        help="seconds between a watch's BOOKMARKs (default 60, about kube-apiserver's)",
     )
     parser.add_argument("--seed", help="apply every YAML/JSON document under this folder first")
 

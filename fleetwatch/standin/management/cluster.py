@@ -43,7 +43,7 @@ class Settings:
     port: int = 0
     #: Port of the control API (0: any free; None: no control API).
     control_port: int | None = 0
-    #: Seconds of quiet before a watch with bookmarks gets one; kube-apiserver sends them
+    #: Seconds between a watch's bookmarks (when it asked for them); kube-apiserver sends them
     #: about every minute, tests want them in well under a second.
     bookmark_seconds: float = 60.0
     #: Events kept for watches to resume from (the watch cache holds 100-1000s per kind).

@@ -13,8 +13,9 @@ Each line is ``{"type": ..., "object": ...}`` followed by a newline. Where a wat
   annotated ``k8s.io/initial-events-end: "true"``.
 
 With ``allowWatchBookmarks=true`` a ``BOOKMARK`` (an object of the kind holding only
-``metadata.resourceVersion``) is sent whenever the watch has been quiet for the bookmark
-period (kube-apiserver: about a minute; configurable here so tests need not wait). The
+``metadata.resourceVersion``, the server's latest revision) is sent every bookmark period,
+at a moment when no event is waiting (kube-apiserver: about a minute; configurable here so
+tests need not wait). The
 stream ends cleanly after ``timeoutSeconds`` (unset: a random time between the minimum
 request timeout and twice it, 30-60 minutes, as kube-apiserver), when the control API
 closes all watches, or when the server stops.
