@@ -274,3 +274,24 @@ def test_kubectl_writes_status_through_its_subresource_only(
     live = json.loads(kubectl.run("get", "ks", "apps", "-n", NS, "-o", "json"))
     assert live["status"]["conditions"][0]["type"] == "Ready"
     assert live["metadata"]["generation"] == 1
+
+
+def test_kubectl_prints_the_server_side_columns(
+    cluster: ThreadedManagementCluster, kubectl: Kubectl
+) -> None:
+    cluster.seed([capi_secret("edge-1", "capi-edge"), kustomization("apps")])
+    ready = '{"status":{"conditions":[{"type":"Ready","status":"False","message":"suspended"}]}}'
+    kubectl.run(
+        "patch", "ks", "apps", "-n", NS, "--subresource=status", "--type", "merge", "-p", ready
+    )
+    secrets = kubectl.run("get", "secrets", "-A").splitlines()
+    assert secrets[0].split() == ["NAMESPACE", "NAME", "TYPE", "DATA", "AGE"]
+    assert secrets[1].split()[:4] == [
+        "capi-edge",
+        "edge-1-kubeconfig",
+        "cluster.x-k8s.io/secret",
+        "1",
+    ]
+    kustomizations = kubectl.run("get", "ks", "-n", NS).splitlines()
+    assert kustomizations[0].split() == ["NAME", "AGE", "READY", "STATUS"]
+    assert kustomizations[1].split()[2:] == ["False", "suspended"]

@@ -7,8 +7,7 @@ without a charset); server-side apply bodies are YAML or JSON.
 
 Lists and gets: core kinds' list items carry no ``apiVersion``/``kind`` (typed lists omit
 them), custom resources' do (unstructured lists keep them), as on a real server. Tables
-(``Accept: ...;as=Table``) are not served: clients get the plain list, and kubectl falls
-back to printing names and ages.
+(``Accept: ...;as=Table``, kubectl's human-readable ``get``) come from ``tables.py``.
 """
 
 from __future__ import annotations
@@ -41,6 +40,7 @@ from fleetwatch.standin.management.status import (
     unsupported_media_type,
 )
 from fleetwatch.standin.management.store import Store
+from fleetwatch.standin.management.tables import TABLE_CONTENT_TYPE, table, wants_table
 from fleetwatch.standin.management.watch import serve_watch
 from fleetwatch.standin.responses import VERSION
 
@@ -74,6 +74,12 @@ def _json(body: Any, status: int = 200) -> web.Response:
         status=status,
         content_type="application/json",
     )
+
+
+def _table(body: dict[str, Any]) -> web.Response:
+    response = _json(body)
+    response.headers["Content-Type"] = TABLE_CONTENT_TYPE
+    return response
 
 
 def error_response(error: ApiError) -> web.Response:
@@ -142,13 +148,23 @@ async def _dispatch(
         dry_run = await _dry_run_value(request, query)
         if dry_run is not None:
             return _json(*await _dry_run(request, store, target, query, dry_run))
+    as_table = wants_table(request.headers.get("Accept", ""))
     if target.verb == "list":
-        return _json(await list_objects(store, target, query))
+        listed = await list_objects(store, target, query)
+        if as_table:
+            return _table(table(kind, listed["items"], listed["metadata"]))
+        return _json(listed)
     if target.verb == "watch":
         predicate = selectors(query, extra_fields(kind))
-        return await serve_watch(request, store, target, predicate, state.bookmark_seconds)
+        return await serve_watch(
+            request, store, target, predicate, state.bookmark_seconds, as_table=as_table
+        )
     if target.verb == "get":
-        return _json(store.get(kind, target.namespace, target.name))
+        obj = store.get(kind, target.namespace, target.name)
+        if as_table and not target.subresource:
+            meta = {"resourceVersion": obj["metadata"]["resourceVersion"]}
+            return _table(table(kind, [obj], meta))
+        return _json(obj)
     return _json(*await _write(request, store, target, query))
 
 

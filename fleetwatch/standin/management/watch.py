@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -40,6 +41,7 @@ from fleetwatch.standin.management.status import (
     too_large_resource_version,
 )
 from fleetwatch.standin.management.store import Store, Watcher
+from fleetwatch.standin.management.tables import TABLE_CONTENT_TYPE, table
 
 #: kube-apiserver's ``--min-request-timeout`` default: watches last 1-2 times this.
 MIN_REQUEST_TIMEOUT = 1800.0
@@ -63,6 +65,27 @@ def _line(kind: str, obj: dict[str, Any]) -> bytes:
     return (json.dumps({"type": kind, "object": obj}, separators=(",", ":")) + "\n").encode()
 
 
+def _encoder(kind: Kind, as_table: bool) -> Callable[[str, dict[str, Any]], bytes]:
+    """Lines for a watch's object events: the objects, or one-row Tables whose column
+    definitions only the first carries (kube-apiserver's ``NoHeaders`` after it)."""
+    if not as_table:
+        return _line
+    sent_headers = False
+
+    def encode(event_type: str, obj: dict[str, Any]) -> bytes:
+        nonlocal sent_headers
+        row = table(
+            kind,
+            [obj],
+            {"resourceVersion": obj["metadata"]["resourceVersion"]},
+            headers=not sent_headers,
+        )
+        sent_headers = True
+        return _line(event_type, row)
+
+    return encode
+
+
 def _revision(value: str) -> int:
     try:
         number = int(value)
@@ -79,8 +102,11 @@ async def serve_watch(
     target: Target,
     predicate: Predicate,
     bookmark_seconds: float,
+    *,
+    as_table: bool = False,
 ) -> web.StreamResponse:
     query = request.query
+    encode = _encoder(target.kind, as_table)
     kind = target.kind
     rv = query.get("resourceVersion", "")
     with_bookmarks = truthy(query.get("allowWatchBookmarks"))
@@ -107,7 +133,7 @@ async def serve_watch(
     first: list[bytes] = []
     too_old: bytes | None = None
     if initial_events or not start:
-        first = [_line("ADDED", o) for o in store.items(kind, target.namespace, predicate)]
+        first = [encode("ADDED", o) for o in store.items(kind, target.namespace, predicate)]
         if initial_events:
             first.append(_line("BOOKMARK", bookmark(kind, store.revision, initial_end=True)))
     elif start < store.compacted:
@@ -117,8 +143,9 @@ async def serve_watch(
         for event in store.events_since(start):
             seen = watcher.translate(event)
             if seen is not None:
-                first.append(_line(*seen))
-    response = web.StreamResponse(headers={"Content-Type": "application/json"})
+                first.append(encode(*seen))
+    content_type = TABLE_CONTENT_TYPE if as_table else "application/json"
+    response = web.StreamResponse(headers={"Content-Type": content_type})
     response.enable_chunked_encoding()
     await response.prepare(request)
     if too_old is not None:
@@ -129,7 +156,9 @@ async def serve_watch(
     try:
         for line in first:
             await response.write(line)
-        await _pump(request, response, store, watcher, timeout, with_bookmarks, bookmark_seconds)
+        await _pump(
+            request, response, store, watcher, timeout, with_bookmarks, bookmark_seconds, encode
+        )
     finally:
         store.watchers.discard(watcher)
     await response.write_eof()
@@ -144,6 +173,7 @@ async def _pump(
     lifetime: float,
     with_bookmarks: bool,
     bookmark_seconds: float,
+    encode: Callable[[str, dict[str, Any]], bytes],
 ) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + lifetime
@@ -166,7 +196,7 @@ async def _pump(
             continue
         if item is None:
             return  # closed by the control API or the server stopping
-        await response.write(_line(*item))
+        await response.write(encode(*item))
 
 
 __all__ = ["ApiError", "bookmark", "serve_watch"]
