@@ -301,3 +301,20 @@ def test_a_create_may_be_sent_as_yaml(cluster: ThreadedManagementCluster) -> Non
     conn.close()
     assert response.status == 201
     assert created["data"] == {"value": "eA=="}
+
+
+def test_unknown_fields_are_pruned_with_a_warning_or_refused_when_strict(
+    cluster: ThreadedManagementCluster,
+) -> None:
+    api = Api(cluster)
+    typo = {**secret("typo", "capi-edge"), "strinData": {"a": "b"}}
+    status, headers, body = api.request("POST", SECRETS, typo)
+    assert status == 201 and "strinData" not in json.loads(body)
+    assert headers["Warning"] == '299 - "unknown field \\"strinData\\""'
+    strict = {**typo, "metadata": {"name": "typo2", "namespace": "capi-edge"}}
+    status, _, body = api.request("POST", SECRETS + "?fieldValidation=Strict", strict)
+    assert status == 400
+    assert json.loads(body)["message"] == (
+        'Secret in version "v1" cannot be handled as a Secret: strict decoding error: '
+        'unknown field "strinData"'
+    )

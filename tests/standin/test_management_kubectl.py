@@ -295,3 +295,15 @@ def test_kubectl_prints_the_server_side_columns(
     kustomizations = kubectl.run("get", "ks", "-n", NS).splitlines()
     assert kustomizations[0].split() == ["NAME", "AGE", "READY", "STATUS"]
     assert kustomizations[1].split()[2:] == ["False", "suspended"]
+
+
+def test_kubectl_apply_refuses_a_misspelt_top_level_field(
+    cluster: ThreadedManagementCluster, kubectl: Kubectl, tmp_path: Path
+) -> None:
+    kubectl.run("create", "namespace", NS)
+    typo = kustomization("apps")
+    typo["spce"] = typo.pop("spec")
+    manifest = tmp_path / "typo.yaml"
+    manifest.write_text(yaml.safe_dump(typo))
+    error = kubectl.fails("create", "-f", str(manifest))  # kubectl sends fieldValidation=Strict
+    assert 'strict decoding error: unknown field "spce"' in error

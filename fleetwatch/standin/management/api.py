@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from fleetwatch.standin.management import kinds, openapi
+from fleetwatch.standin.management import kinds, objects, openapi
 from fleetwatch.standin.management.auth import Tokens
 from fleetwatch.standin.management.faults import Faults
 from fleetwatch.standin.management.lists import extra_fields, list_objects
@@ -65,6 +65,14 @@ class Management:
 
 MANAGEMENT = web.AppKey("management", Management)
 log = logging.getLogger(__name__)
+
+
+def _written(answer: tuple[dict[str, Any], int], check: objects.FieldCheck) -> web.Response:
+    """A write's answer, with a ``Warning`` header per warning (RFC 7234 code 299)."""
+    response = _json(*answer)
+    for warning in check.warnings:
+        response.headers.add("Warning", f"299 - {json.dumps(warning)}")
+    return response
 
 
 def _json(body: Any, status: int = 200) -> web.Response:
@@ -147,7 +155,8 @@ async def _dispatch(
     if target.verb in ("create", "update", "patch", "delete"):
         dry_run = await _dry_run_value(request, query)
         if dry_run is not None:
-            return _json(*await _dry_run(request, store, target, query, dry_run))
+            check = objects.FieldCheck(kind, query.get("fieldValidation"))
+            return _written(await _dry_run(request, store, target, query, dry_run, check), check)
     as_table = wants_table(request.headers.get("Accept", ""))
     if target.verb == "list":
         listed = await list_objects(store, target, query)
@@ -165,26 +174,32 @@ async def _dispatch(
             meta = {"resourceVersion": obj["metadata"]["resourceVersion"]}
             return _table(table(kind, [obj], meta))
         return _json(obj)
-    return _json(*await _write(request, store, target, query))
+    check = objects.FieldCheck(kind, query.get("fieldValidation"))
+    return _written(await _write(request, store, target, query, check), check)
 
 
 async def _write(
-    request: web.Request, store: Store, target: Target, query: dict[str, str]
+    request: web.Request,
+    store: Store,
+    target: Target,
+    query: dict[str, str],
+    check: objects.FieldCheck,
 ) -> tuple[dict[str, Any], int]:
     """A create, update, patch or delete: the answer's body and status."""
     kind = target.kind
     manager = query.get("fieldManager") or _agent_manager(request)
     body = await request.read()
     if target.verb == "create" and not target.subresource:
-        return store.create(kind, target.namespace, _object_body(request, body), manager), 201
+        obj = check(_object_body(request, body))
+        return store.create(kind, target.namespace, obj, manager), 201
     if target.verb == "update":
-        obj = _object_body(request, body)
+        obj = check(_object_body(request, body))
         updated = store.update(
             kind, target.namespace, target.name, obj, manager, subresource=target.subresource
         )
         return updated, 200
     if target.verb == "patch":
-        return _patch(request.content_type, store, target, query, body, manager)
+        return _patch(request.content_type, store, target, query, body, manager, check)
     if target.verb == "delete" and not target.subresource:
         return _delete(store, target, body), 200
     raise METHOD_NOT_ALLOWED
@@ -216,7 +231,12 @@ async def _dry_run_value(request: web.Request, query: dict[str, str]) -> str | N
 
 
 async def _dry_run(
-    request: web.Request, store: Store, target: Target, query: dict[str, str], value: str
+    request: web.Request,
+    store: Store,
+    target: Target,
+    query: dict[str, str],
+    value: str,
+    check: objects.FieldCheck,
 ) -> tuple[dict[str, Any], int]:
     """``dryRun=All``: the write validated and answered as if done, on a scratch copy.
 
@@ -225,7 +245,7 @@ async def _dry_run(
     """
     if value != "All":
         raise bad_request(f'dryRun: Unsupported value: "{value}": supported values: "All"')
-    body, status = await _write(request, store.scratch(), target, query)
+    body, status = await _write(request, store.scratch(), target, query, check)
     meta = body.get("metadata")
     if body.get("kind") != "Status" and isinstance(meta, dict):
         if store.exists(target.kind, target.namespace, meta.get("name", "")):
@@ -284,6 +304,7 @@ def _patch(
     query: dict[str, str],
     body: bytes,
     manager: str,
+    check: objects.FieldCheck,
 ) -> tuple[dict[str, Any], int]:
     kind = target.kind
     accepted = [JSON_PATCH, MERGE, APPLY] if kind.custom else [JSON_PATCH, MERGE, STRATEGIC, APPLY]
@@ -298,7 +319,7 @@ def _patch(
                 "required for apply patch"
             )
         try:
-            applied = yaml.safe_load(body)
+            applied = check(yaml.safe_load(body))
         except yaml.YAMLError as exc:
             raise bad_request(f"error decoding YAML: {exc}") from exc
         exists = store.exists(kind, target.namespace, target.name)
@@ -324,7 +345,7 @@ def _patch(
         kind,
         target.namespace,
         target.name,
-        patched,
+        check(patched),
         manager,
         subresource=target.subresource,
         require_version=False,

@@ -37,6 +37,8 @@ class Kind:
     custom: bool = False
     #: ``status`` is a subresource: writes to the object keep the old status.
     status_subresource: bool = False
+    #: Top-level fields besides apiVersion, kind and metadata; others are unknown.
+    fields: tuple[str, ...] = ("spec", "status")
 
     @property
     def api_version(self) -> str:
@@ -58,8 +60,24 @@ class Kind:
 
 KINDS: tuple[Kind, ...] = (
     Kind("", "v1", "namespaces", "Namespace", False, validation.validate_namespace, ("ns",)),
-    Kind("", "v1", "secrets", "Secret", True, validation.validate_secret),
-    Kind("coordination.k8s.io", "v1", "leases", "Lease", True, validation.validate_lease),
+    Kind(
+        "",
+        "v1",
+        "secrets",
+        "Secret",
+        True,
+        validation.validate_secret,
+        fields=("data", "stringData", "type", "immutable"),
+    ),
+    Kind(
+        "coordination.k8s.io",
+        "v1",
+        "leases",
+        "Lease",
+        True,
+        validation.validate_lease,
+        fields=("spec",),
+    ),
     Kind(
         "kustomize.toolkit.fluxcd.io",
         "v1",

@@ -184,3 +184,74 @@ def same(a: dict[str, Any], b: dict[str, Any]) -> bool:
         return {**obj, "metadata": meta}
 
     return strip(a) == strip(b)
+
+
+#: ``ObjectMeta``'s fields.
+_META_FIELDS = frozenset(
+    {
+        "name",
+        "generateName",
+        "namespace",
+        "selfLink",
+        "uid",
+        "resourceVersion",
+        "generation",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "labels",
+        "annotations",
+        "ownerReferences",
+        "finalizers",
+        "managedFields",
+    }
+)
+
+
+def prune_unknown(kind: Kind, obj: dict[str, Any]) -> list[str]:
+    """Drop the top-level and metadata fields the kind does not have; their paths.
+
+    The real server prunes unknown fields everywhere (a CRD's structural schema, a core
+    type's decoder); here only at those two levels, which is where typos of the fields
+    fleetwatch uses would land (``spec`` itself is not walked).
+    """
+    known = {"apiVersion", "kind", "metadata", *kind.fields}
+    unknown = [key for key in obj if key not in known]
+    for key in unknown:
+        del obj[key]
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        extra = [key for key in meta if key not in _META_FIELDS]
+        for key in extra:
+            del meta[key]
+        unknown += [f"metadata.{key}" for key in extra]
+    return unknown
+
+
+class FieldCheck:
+    """``fieldValidation`` of one write: unknown fields pruned, then refused (``Strict``,
+    kubectl's choice), warned about (``Warn``, the default) or not (``Ignore``)."""
+
+    def __init__(self, kind: Kind, mode: str | None) -> None:
+        if mode not in (None, "Ignore", "Warn", "Strict"):
+            raise bad_request(
+                f'fieldValidation: Unsupported value: "{mode}": supported values: '
+                '"Ignore", "Warn", "Strict"'
+            )
+        self.kind, self.mode = kind, mode or "Warn"
+        self.warnings: list[str] = []
+
+    def __call__(self, obj: Any) -> Any:
+        if not isinstance(obj, dict):
+            return obj
+        unknown = prune_unknown(self.kind, obj)
+        found = [f'unknown field "{path}"' for path in unknown]
+        if found and self.mode == "Strict":
+            kind = self.kind.kind
+            raise bad_request(
+                f'{kind} in version "{self.kind.version}" cannot be handled as a {kind}: '
+                f"strict decoding error: {', '.join(found)}"
+            )
+        if self.mode == "Warn":
+            self.warnings += found
+        return obj
