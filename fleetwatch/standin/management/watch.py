@@ -128,7 +128,8 @@ async def serve_watch(
     if start > store.revision and not await store.wait_for(start, FRESHNESS_WAIT):
         raise too_large_resource_version(start, store.revision)
 
-    # Registered before the initial events are taken: nothing happens in between (one loop).
+    # The events up to now are taken without an await, and the watcher is registered before
+    # the next one: no write falls between the two.
     watcher = Watcher(kind, target.namespace, predicate)
     first: list[bytes] = []
     too_old: bytes | None = None
@@ -147,13 +148,16 @@ async def serve_watch(
     content_type = TABLE_CONTENT_TYPE if as_table else "application/json"
     response = web.StreamResponse(headers={"Content-Type": content_type})
     response.enable_chunked_encoding()
-    await response.prepare(request)
     if too_old is not None:
+        await response.prepare(request)
         await response.write(too_old)
         await response.write_eof()
         return response
+    # Registered before the first await: a write while the answer's head is being sent
+    # is queued for this watch, after the events taken above.
     store.watchers.add(watcher)
     try:
+        await response.prepare(request)
         for line in first:
             await response.write(line)
         await _pump(
