@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import signal
 import ssl
 import subprocess
 import sys
@@ -20,10 +19,10 @@ from typing import Any
 
 import pytest
 import yaml
-from standin_management import NS, Kubectl, kustomization, secret
+from standin_management import NS, Kubectl, application, kustomization, secret
 
 from fleetwatch.procs import wait_until
-from fleetwatch.standin.management import Settings, ThreadedManagementCluster
+from fleetwatch.standin.management import ManagementProcess, Settings, ThreadedManagementCluster
 
 pytestmark = pytest.mark.live
 
@@ -229,39 +228,29 @@ def test_bad_fault_bodies_are_refused_and_change_nothing(
     assert control(cluster, "GET", "/")["faults"] == []
 
 
-def first_line(path: Path) -> str | None:
-    text = path.read_text()
-    return text.split("\n", 1)[0] if "\n" in text else None
-
-
 def test_the_command_line_serves_seeds_and_stops_on_sigterm(tmp_path: Path) -> None:
     seeds = tmp_path / "seeds"
     seeds.mkdir()
     (seeds / "objects.yaml").write_text(
         yaml.safe_dump_all([kustomization("apps"), secret("apps-kubeconfig", NS)])
     )
-    out = tmp_path / "out.log"
-    argv = [sys.executable, "-m", "fleetwatch.standin", "management", "--dir", str(tmp_path / "m")]
-    with open(out, "wb") as log:
-        proc = subprocess.Popen(
-            [*argv, "--seed", str(seeds)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    child = ManagementProcess(tmp_path / "m", bookmark_seconds=0.5, seed=seeds).start()
     try:
-        summary = json.loads(wait_until(lambda: first_line(out), 30, what="the summary line"))
-        assert set(summary) == {"url", "control_url", "kubeconfig", "token", "ca_file"}
-        kubectl = Kubectl(Path(summary["kubeconfig"]), tmp_path)
+        kubectl = Kubectl(child.kubeconfig, tmp_path)
         assert kubectl.run("get", "ks,secrets", "-n", NS, "-o", "name").split() == [
             "kustomization.kustomize.toolkit.fluxcd.io/apps",
             "secret/apps-kubeconfig",
         ]
-        with urllib.request.urlopen(summary["control_url"] + "/", timeout=5) as response:
-            assert json.loads(response.read())["watches"] == 0
+        child.seed([application("guestbook", "prod-eu")])
+        assert kubectl.run("get", "app", "-A", "-o", "name").split() == [
+            "application.argoproj.io/guestbook"
+        ]
+        listed = child.counts()["list secrets"]
+        child.arm_fault(kind="error", count=1, verb="list", resource="secrets")
+        assert "InternalError" in kubectl.fails("get", "secrets", "-n", NS)
+        assert child.counts()["list secrets"] == listed + 1  # kubectl did not retry a 500
     finally:
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(15) == 0
+        assert child.stop() == 0  # SIGTERM by pid: a clean exit
 
 
 def test_a_watch_whose_client_went_away_is_dropped(cluster: ThreadedManagementCluster) -> None:

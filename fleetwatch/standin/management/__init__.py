@@ -13,7 +13,7 @@ Modules: ``kinds`` (the served resources and discovery), ``openapi``, ``validati
 and server-side apply), ``patches``, ``selectors``, ``store`` (objects, revisions,
 history), ``requests`` (a request's target), ``lists``, ``watch``, ``auth``, ``faults``,
 ``status`` (errors), ``api`` (the HTTP API), ``control`` (the control API), ``seed``,
-``cluster`` (start and stop), ``cli``.
+``cluster`` (start and stop, in-process), ``process`` (in a child process), ``cli``.
 
 Names are imported on first use (PEP 562), as in ``fleetwatch.standin``: the command line
 imports ``management.cli`` for its parser, and the exec plugin sharing that parser must
@@ -30,11 +30,16 @@ if TYPE_CHECKING:
         Settings,
         ThreadedManagementCluster,
     )
+    from fleetwatch.standin.management.process import ManagementProcess
 
-__all__ = ["ManagementCluster", "Settings", "ThreadedManagementCluster"]
+__all__ = ["ManagementCluster", "ManagementProcess", "Settings", "ThreadedManagementCluster"]
 
 
 def __getattr__(name: str) -> Any:
+    if name == "ManagementProcess":
+        from fleetwatch.standin.management import process
+
+        return process.ManagementProcess
     if name in __all__:
         from fleetwatch.standin.management import cluster
 
