@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from common.logs import setup_logging
+from fleetwatch.standin.management.cli import add_parser as add_management
+from fleetwatch.standin.management.cli import serve as serve_management
 
 EXEC_API_VERSION = "client.authentication.k8s.io/v1beta1"
 
@@ -113,8 +115,6 @@ def build_parser() -> argparse.ArgumentParser:
         default=0,
         help="index of the first cluster (node addresses derive from it; default 0)",
     )
-    from fleetwatch.standin.management.cli import add_parser as add_management
-
     add_management(sub)
     exe = sub.add_parser("exec-credential", help="client-go exec plugin (prints ExecCredential)")
     exe.add_argument("--token-file")
@@ -128,8 +128,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "exec-credential":
         return exec_credential(args)
     if args.command == "management":
-        from fleetwatch.standin.management.cli import serve as serve_management
-
         setup_logging("info")
         return asyncio.run(serve_management(args))
     if args.clusters < 1:
