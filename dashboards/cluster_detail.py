@@ -9,6 +9,27 @@ and those texts belong next to their queries.
 from __future__ import annotations
 
 from common.contract import STATUS_CODE_RECORD
+from common.metricnames import (
+    CLUSTER_INFO,
+    CLUSTER_PROBE_CONSECUTIVE_FAILURES,
+    CLUSTER_PROBE_DURATION,
+    CLUSTER_PROBE_FAILURES,
+    CLUSTER_PROBE_LAST_SUCCESS,
+    CLUSTER_PROBE_SUCCESS,
+    CLUSTER_PROBEABLE,
+    CONTROLPLANE_LOCALHOST_ONLY,
+    COREDNS_NODES,
+    COREDNS_REPLICAS,
+    ETCD_DB_SIZE,
+    ETCD_HAS_LEADER,
+    ETCD_MEMBER_HEALTHY,
+    ETCD_MEMBERS,
+    ETCD_MEMBERS_HEALTHY,
+    ETCD_QUORUM_SIZE,
+    ETCD_QUORUM_STATE,
+    ETCD_RAFT_TERM,
+    ETCD_SOURCE_INFO,
+)
 from dashboards.frame import ONE_CLUSTER, UID_CLUSTER, annotation, cluster_variable, dashboard
 from dashboards.panels import (
     Board,
@@ -56,8 +77,7 @@ def status_and_probes(b: Board, y: int) -> int:
             "Empty ('never') when the cluster was never probed successfully.",
             [
                 target(
-                    "time() - max(fleetwatch_cluster_probe_last_success_timestamp_seconds"
-                    f"{{{C}}} > 0)",
+                    f"time() - max({CLUSTER_PROBE_LAST_SUCCESS}{{{C}}} > 0)",
                     "since",
                     instant=True,
                 )
@@ -75,7 +95,7 @@ def status_and_probes(b: Board, y: int) -> int:
             "Failed probes in a row; OFFLINE from the failure threshold N on.",
             [
                 target(
-                    f"max(fleetwatch_cluster_probe_consecutive_failures{{{C}}})",
+                    f"max({CLUSTER_PROBE_CONSECUTIVE_FAILURES}{{{C}}})",
                     "failures",
                     instant=True,
                 )
@@ -90,7 +110,7 @@ def status_and_probes(b: Board, y: int) -> int:
             "Duration of the last probe.",
             [
                 target(
-                    f"max(fleetwatch_cluster_probe_duration_seconds{{{C}}})",
+                    f"max({CLUSTER_PROBE_DURATION}{{{C}}})",
                     "latency",
                     instant=True,
                 )
@@ -106,7 +126,7 @@ def status_and_probes(b: Board, y: int) -> int:
             "Probeable",
             "0 when the cluster's kubeconfig reference is not a readable file (for example a "
             "Secret name given to the reactor): it is never probed and stays UNKNOWN.",
-            [target(f"max(fleetwatch_cluster_probeable{{{C}}})", "probeable", instant=True)],
+            [target(f"max({CLUSTER_PROBEABLE}{{{C}}})", "probeable", instant=True)],
             mappings=bool_mappings("yes", "no: not a readable kubeconfig", "green", COLOR_UNKNOWN),
         ),
         at=(16, y + 1, 4, 4),
@@ -117,7 +137,7 @@ def status_and_probes(b: Board, y: int) -> int:
             "API server endpoint and the kubeconfig file the cluster was found in.",
             [
                 target(
-                    f"max by (endpoint, source) (fleetwatch_cluster_info{{{C}}})",
+                    f"max by (endpoint, source) ({CLUSTER_INFO}{{{C}}})",
                     "{{endpoint}} ({{source}})",
                     instant=True,
                 )
@@ -133,7 +153,7 @@ def status_and_probes(b: Board, y: int) -> int:
             "Top: the status from the rules. Bottom: the result of each probe.",
             [
                 target(f"max({STATUS_CODE_RECORD}{{{C}}})", "status", "A"),
-                target(f"max(fleetwatch_cluster_probe_success{{{C}}})", "last probe", "B"),
+                target(f"max({CLUSTER_PROBE_SUCCESS}{{{C}}})", "last probe", "B"),
             ],
             STATUS_MAPPINGS,
             overrides=[
@@ -147,9 +167,9 @@ def status_and_probes(b: Board, y: int) -> int:
             "Probe latency and consecutive failures",
             "Duration of the last probe (left axis) and failed probes in a row (right axis).",
             targets(
-                (f"max(fleetwatch_cluster_probe_duration_seconds{{{C}}})", "probe latency"),
+                (f"max({CLUSTER_PROBE_DURATION}{{{C}}})", "probe latency"),
                 (
-                    f"max(fleetwatch_cluster_probe_consecutive_failures{{{C}}})",
+                    f"max({CLUSTER_PROBE_CONSECUTIVE_FAILURES}{{{C}}})",
                     "consecutive failures",
                 ),
             ),
@@ -174,7 +194,7 @@ def status_and_probes(b: Board, y: int) -> int:
             "proxy that its proxy refused or hung.",
             [
                 target(
-                    "sum by (reason) (increase(fleetwatch_cluster_probe_failures_total"
+                    f"sum by (reason) (increase({CLUSTER_PROBE_FAILURES}"
                     f"{{{C}}}[$__rate_interval]))",
                     "{{reason}}",
                 )
@@ -199,7 +219,7 @@ def etcd(b: Board, y: int) -> int:
             "loses quorum; lost: etcd cannot commit, the API server cannot write.",
             [
                 target(
-                    f"max by (state) (fleetwatch_etcd_quorum_state{{{C}}}) == 1",
+                    f"max by (state) ({ETCD_QUORUM_STATE}{{{C}}}) == 1",
                     "{{state}}",
                     instant=True,
                 )
@@ -222,11 +242,9 @@ def etcd(b: Board, y: int) -> int:
             "Healthy members, members needed for quorum (floor(n/2)+1), and members. An even "
             "member count adds no fault tolerance.",
             [
-                target(
-                    f"max(fleetwatch_etcd_members_healthy{{{C}}})", "healthy", "A", instant=True
-                ),
-                target(f"max(fleetwatch_etcd_quorum_size{{{C}}})", "quorum", "B", instant=True),
-                target(f"max(fleetwatch_etcd_members{{{C}}})", "members", "C", instant=True),
+                target(f"max({ETCD_MEMBERS_HEALTHY}{{{C}}})", "healthy", "A", instant=True),
+                target(f"max({ETCD_QUORUM_SIZE}{{{C}}})", "quorum", "B", instant=True),
+                target(f"max({ETCD_MEMBERS}{{{C}}})", "members", "C", instant=True),
             ],
             color_mode="value",
             text_mode="value_and_name",
@@ -237,7 +255,7 @@ def etcd(b: Board, y: int) -> int:
         stat(
             "Leader",
             "Whether etcd reports a leader. Without one nothing is committed.",
-            [target(f"max(fleetwatch_etcd_has_leader{{{C}}})", "leader", instant=True)],
+            [target(f"max({ETCD_HAS_LEADER}{{{C}}})", "leader", instant=True)],
             mappings=bool_mappings("leader", "NO LEADER"),
             no_value=NEEDS_DIRECT,
         ),
@@ -252,7 +270,7 @@ def etcd(b: Board, y: int) -> int:
             "leader, raft term and db size known.",
             [
                 target(
-                    f"max by (source) (fleetwatch_etcd_source_info{{{C}}})",
+                    f"max by (source) ({ETCD_SOURCE_INFO}{{{C}}})",
                     "{{source}}",
                     instant=True,
                 )
@@ -270,7 +288,7 @@ def etcd(b: Board, y: int) -> int:
             "Frequent elections point at slow disks or a flaky network between members.",
             [
                 target(
-                    f"max(changes(fleetwatch_etcd_raft_term{{{C}}}[$__range]))",
+                    f"max(changes({ETCD_RAFT_TERM}{{{C}}}[$__range]))",
                     "changes",
                     instant=True,
                 )
@@ -286,7 +304,7 @@ def etcd(b: Board, y: int) -> int:
             "Largest member db",
             "Largest etcd database of the members (the default quota is 2 GiB; writes stop "
             "when it is reached).",
-            [target(f"max(fleetwatch_etcd_db_size_bytes{{{C}}})", "db size", instant=True)],
+            [target(f"max({ETCD_DB_SIZE}{{{C}}})", "db size", instant=True)],
             unit="bytes",
             color_mode="value",
             steps=thresholds(
@@ -302,9 +320,9 @@ def etcd(b: Board, y: int) -> int:
             "When 'healthy' touches 'quorum' there is no fault tolerance left; below it, "
             "quorum is lost.",
             targets(
-                (f"max(fleetwatch_etcd_members_healthy{{{C}}})", "healthy"),
-                (f"max(fleetwatch_etcd_quorum_size{{{C}}})", "quorum"),
-                (f"max(fleetwatch_etcd_members{{{C}}})", "members"),
+                (f"max({ETCD_MEMBERS_HEALTHY}{{{C}}})", "healthy"),
+                (f"max({ETCD_QUORUM_SIZE}{{{C}}})", "quorum"),
+                (f"max({ETCD_MEMBERS}{{{C}}})", "members"),
             ),
             unit="none",
             interpolation="stepAfter",
@@ -320,7 +338,7 @@ def etcd(b: Board, y: int) -> int:
         state_timeline(
             "Member health",
             "Health of each etcd member over time.",
-            [target(f"max by (member) (fleetwatch_etcd_member_healthy{{{C}}})", "{{member}}")],
+            [target(f"max by (member) ({ETCD_MEMBER_HEALTHY}{{{C}}})", "{{member}}")],
             bool_mappings("healthy", "unhealthy"),
         ),
         at=(8, y + 5, 8, 8),
@@ -331,11 +349,9 @@ def etcd(b: Board, y: int) -> int:
             "etcd database size of each member (left) and raft term changes per rate "
             "interval (right).",
             [
+                target(f"max by (member) ({ETCD_DB_SIZE}{{{C}}})", "{{member}}", "A"),
                 target(
-                    f"max by (member) (fleetwatch_etcd_db_size_bytes{{{C}}})", "{{member}}", "A"
-                ),
-                target(
-                    f"max(changes(fleetwatch_etcd_raft_term{{{C}}}[$__rate_interval]))",
+                    f"max(changes({ETCD_RAFT_TERM}{{{C}}}[$__rate_interval]))",
                     "leader changes",
                     "B",
                 ),
@@ -386,7 +402,7 @@ def control_plane(b: Board, y: int) -> int:
             "(etcd: listen-metrics-urls: http://0.0.0.0:2381).",
             [
                 target(
-                    f"sum(fleetwatch_controlplane_localhost_only{{{C}}}) or vector(0)",
+                    f"sum({CONTROLPLANE_LOCALHOST_ONLY}{{{C}}}) or vector(0)",
                     "localhost only",
                     instant=True,
                 )
@@ -401,8 +417,8 @@ def control_plane(b: Board, y: int) -> int:
             "CoreDNS replicas and the distinct nodes they run on. All replicas on one node "
             "make DNS a single point of failure.",
             [
-                target(f"max(fleetwatch_coredns_replicas{{{C}}})", "replicas", "A", instant=True),
-                target(f"max(fleetwatch_coredns_nodes{{{C}}})", "nodes", "B", instant=True),
+                target(f"max({COREDNS_REPLICAS}{{{C}}})", "replicas", "A", instant=True),
+                target(f"max({COREDNS_NODES}{{{C}}})", "nodes", "B", instant=True),
             ],
             steps=thresholds((None, COLOR_OFFLINE), (2, COLOR_ONLINE)),
             color_mode="value",
@@ -417,8 +433,8 @@ def control_plane(b: Board, y: int) -> int:
             "Replicas and distinct nodes over time; 'nodes' at 1 with more than one replica "
             "means one node failure takes DNS down.",
             targets(
-                (f"max(fleetwatch_coredns_replicas{{{C}}})", "replicas"),
-                (f"max(fleetwatch_coredns_nodes{{{C}}})", "nodes"),
+                (f"max({COREDNS_REPLICAS}{{{C}}})", "replicas"),
+                (f"max({COREDNS_NODES}{{{C}}})", "nodes"),
             ),
             unit="none",
             interpolation="stepAfter",
@@ -448,8 +464,7 @@ def control_plane(b: Board, y: int) -> int:
             "description and in the alert.",
             [
                 target(
-                    "max by (component, node) "
-                    f"(fleetwatch_controlplane_localhost_only{{{C}}}) == 1",
+                    f"max by (component, node) ({CONTROLPLANE_LOCALHOST_ONLY}{{{C}}}) == 1",
                     ref="A",
                     instant=True,
                     table=True,

@@ -29,6 +29,7 @@ from common.contract import (
     CLUSTERS_COUNT_RECORD,
     FAILING_RATIO_RECORD,
     PROBE_FAILING_ALERT,
+    REPLICA_STATUS_RECORD,
     STATUS_CODE_RECORD,
     STATUS_CODES,
     STORM_ALERT,
@@ -36,6 +37,15 @@ from common.contract import (
     STORM_MIN_CLUSTERS,
     Status,
     StatusAlert,
+)
+from common.metricnames import (
+    CLUSTER_INFO,
+    CLUSTER_PROBE_CONSECUTIVE_FAILURES,
+    CLUSTER_PROBE_FAILURES,
+    CLUSTER_PROBE_LAST_SUCCESS,
+    CLUSTER_PROBEABLE,
+    EXPORTER_LAST_CYCLE,
+    EXPORTER_PROBE_INTERVAL,
 )
 from fleetwatch import rules_controlplane
 
@@ -129,12 +139,9 @@ class Group:
 # so each alert is one per cluster whatever scraped it. Counts of two replicas are never mixed:
 # a replica that has not probed yet (0 failures, never succeeded) would otherwise lend its 0
 # to the other's old success and make an OFFLINE cluster ONLINE for a cycle.
-_PROBEABLE = "max by (cluster) (fleetwatch_cluster_probeable)"
-_FAILURES = "min by (cluster) (fleetwatch_cluster_probe_consecutive_failures)"
-_INFO = "max by (cluster) (fleetwatch_cluster_info)"
-
-#: Per replica (labels cluster, job, instance): the status that replica alone sees.
-REPLICA_STATUS_RECORD = "cluster_instance:fleetwatch_status:code"
+_PROBEABLE = f"max by (cluster) ({CLUSTER_PROBEABLE})"
+_FAILURES = f"min by (cluster) ({CLUSTER_PROBE_CONSECUTIVE_FAILURES})"
+_INFO = f"max by (cluster) ({CLUSTER_INFO})"
 
 #: How long the rules remember which clusters a now-down exporter published: its clusters
 #: read UNKNOWN (rather than vanish) and the exporter alerts know whether another replica
@@ -144,12 +151,12 @@ MEMORY = "1h"
 
 def _remembered(s: RuleSettings) -> str:
     """The clusters each exporter published within MEMORY, labelled with job and instance."""
-    return f'last_over_time(fleetwatch_cluster_info{{job="{s.exporter_job}"}}[{MEMORY}])'
+    return f'last_over_time({CLUSTER_INFO}{{job="{s.exporter_job}"}}[{MEMORY}])'
 
 
 def _uncovered(s: RuleSettings) -> str:
     """Remembered clusters that no exporter publishes now: nobody probes them."""
-    return f"{_remembered(s)} unless on (cluster) fleetwatch_cluster_info"
+    return f"{_remembered(s)} unless on (cluster) {CLUSTER_INFO}"
 
 
 def _stalled(s: RuleSettings) -> str:
@@ -162,24 +169,24 @@ def _stalled(s: RuleSettings) -> str:
     job = f'job="{s.exporter_job}"'
     return (
         "time() - (\n"
-        f"    fleetwatch_exporter_last_cycle_timestamp_seconds{{{job}}} > 0\n"
+        f"    {EXPORTER_LAST_CYCLE}{{{job}}} > 0\n"
         f"  or on (job, instance) process_start_time_seconds{{{job}}}\n"
         ")\n"
         "> on (job, instance)\n"
-        f"  3 * fleetwatch_exporter_probe_interval_seconds{{{job}}}\n"
+        f"  3 * {EXPORTER_PROBE_INTERVAL}{{{job}}}\n"
     )
 
 
 def status_group(s: RuleSettings) -> Group:
     n = s.failure_threshold
     online, offline = STATUS_CODES[Status.ONLINE], STATUS_CODES[Status.OFFLINE]
-    failures = "fleetwatch_cluster_probe_consecutive_failures"
+    failures = CLUSTER_PROBE_CONSECUTIVE_FAILURES
     replica_code = (
-        "fleetwatch_cluster_probeable\n"
+        f"{CLUSTER_PROBEABLE}\n"
         "* (\n"
         f"      2 * ({failures} >= bool {n})\n"
         f"    +     ({failures} <  bool {n})\n"
-        "        * (fleetwatch_cluster_probe_last_success_timestamp_seconds > bool 0)\n"
+        f"        * ({CLUSTER_PROBE_LAST_SUCCESS} > bool 0)\n"
         "  )\n"
         "unless on (job, instance) (\n" + _indent(_stalled(s), "  ") + ")\n"
     )
@@ -287,7 +294,7 @@ def status_group(s: RuleSettings) -> Group:
                             f"At least {pct} of the fleet (and at least {s.storm_min_clusters} "
                             "clusters) failed their last probe. That many clusters rarely fail "
                             "together: suspect the watcher first. Check the exporter's log and "
-                            "fleetwatch_cluster_probe_failures_total by reason (timeouts: its "
+                            f"{CLUSTER_PROBE_FAILURES} by reason (timeouts: its "
                             "network, DNS or proxy; unauthorized or certificate reasons: expired "
                             "credentials or a rotated CA). While this fires, FleetClusterOffline "
                             "notifications are inhibited, so the reactor degrades no apps."
@@ -313,9 +320,9 @@ def status_group(s: RuleSettings) -> Group:
                             "fleetwatch could not get a ready answer from the API server of "
                             f"{cluster} for {s.detection}. Its deployed apps are marked DEGRADED "
                             "and deployments to it are refused (409) until it answers again. "
-                            "Check: the reason in fleetwatch_cluster_probe_failures_total"
+                            f"Check: the reason in {CLUSTER_PROBE_FAILURES}"
                             f'{{cluster="{cluster}"}}; that the endpoint in '
-                            "fleetwatch_cluster_info is reachable from the exporter's host; that "
+                            f"{CLUSTER_INFO} is reachable from the exporter's host; that "
                             "the kubeconfig file in its `source` label is readable by the "
                             "exporter and its credentials are still valid. If short blips "
                             "degrade apps, raise CLUSTER_HEALTH_FAILURE_THRESHOLD and re-render "
@@ -372,7 +379,7 @@ def status_group(s: RuleSettings) -> Group:
                             f"The API server of {cluster} did not answer its readiness probe. "
                             f"It becomes OFFLINE (apps DEGRADED, deployments refused) after {n} "
                             "failures in a row. Check the reason in "
-                            "fleetwatch_cluster_probe_failures_total"
+                            f"{CLUSTER_PROBE_FAILURES}"
                             f'{{cluster="{cluster}"}} and the API server\'s own health (etcd, '
                             "load balancer, certificates)."
                         ),
