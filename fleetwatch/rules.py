@@ -125,7 +125,7 @@ def add_parsers(subparsers: Any) -> None:
         metavar="SECONDS",
         help=f"exporter probe interval; sets hold times and texts (default ${ENV_INTERVAL} or 300)",
     )
-    # The spelling before flags were unified with the exporter's; kept so scripts work.
+    # A hidden alias, spelled as scripts written for older releases spell it.
     p.add_argument("--probe-interval", dest="probe_interval", type=float, help=argparse.SUPPRESS)
     p.add_argument(
         "--storm-fraction",

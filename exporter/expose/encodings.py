@@ -5,8 +5,8 @@ them as handed. A check's result is served every cycle and rarely changes (the
 control-plane check hands the very same object while kube-system is unchanged), so the
 exposition keeps each cluster's results encoded (``exporter.expose.textformat``) from one
 rendering to the next, keyed by the cluster and the results it was built from: results
-that are the same objects as last time, or equal to them, are not encoded again. Encoding
-10,000 clusters' results afresh each cycle costs about a CPU-second (bench/RESULTS.md).
+that are the same objects as last time, or equal to them, are not encoded again: encoding
+is most of a rendering's CPU, and most cycles change no result (bench/RESULTS.md).
 
 A result that cannot be encoded (a string that is not Unicode text) is dropped, with a
 warning when it is first seen.

@@ -9,20 +9,20 @@ family with HELP and TYPE, label values escaped (``\\``, ``"``, newline). Sample
     fleetwatch_cluster_probe_success{cluster="prod-eu"} 1
     fleetwatch_cluster_probe_failures_total{cluster="prod-us",reason="timeout"} 3
 
-Only the gzipped bodies are kept (``exporter.expose.gzipped.Body``): for 10,000 clusters the
-text is 25.7 MB and its gzip about 1.2 MB. The text is streamed into the compressors a
-batch of clusters at a time and never exists whole; a client that does not accept gzip
-gets it decompressed as it is sent. The check families are most of the page: their
-lines are bytes encoded once per new result (``exporter.textformat``); a batch of
-clusters is split into its families at once, and each family streams into a compressor
-of its own, one piece per family (``exporter.expose.gzipped.Piece``). While no
-cluster's check results changed (the usual cycle: the control-plane check hands the same
-results while kube-system is unchanged), the next rendering sends those compressed pieces
-and ``/sd/control-plane`` again, and only formats and compresses the cluster and exporter
-families.
+Only the gzipped bodies are kept (``exporter.expose.gzipped.Body``): the text of a large
+fleet is about twenty times its gzip. The text is streamed into the compressors a batch
+of clusters at a time and never exists whole; a client that does not accept gzip gets it
+decompressed as it is sent. The check families are most of the page: their lines are
+bytes encoded once per new result (``exporter.expose.encodings``); a batch of clusters is
+split into its families at once, and each family streams into a compressor of its own,
+one piece per family (``exporter.expose.gzipped.Piece``). While no cluster's check
+results changed (the usual cycle: the control-plane check hands the same results while
+kube-system is unchanged), the next rendering sends those compressed pieces and
+``/sd/control-plane`` again, and only formats and compresses the cluster and exporter
+families. Figures: bench/RESULTS.md.
 
-The module is over 300 lines because the HELP texts of the exporter's own families (a
-third of it) sit next to the code that writes their lines.
+The HELP texts of the exporter's own families sit next to the code that writes their
+lines.
 """
 
 from __future__ import annotations
@@ -81,14 +81,13 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 T = TypeVar("T")
 
-#: zlib's level for the kept bodies. Measured at 2,000 clusters (bench/render.py): levels
-#: 1 to 3 cost the same CPU (zlib's fast strategy), 3 gives the smallest of them (216 KB
-#: of /metrics, 169 KB of /sd/control-plane, from 4.9 and 3.6 MB); level 6 saves 11 % and
-#: 10 % more for 2.6x the CPU of a rendering afresh.
+#: zlib's level for the kept bodies: levels 1 to 3 cost the same CPU (zlib's fast
+#: strategy) and 3 gives the smallest bodies of them; 6 saves a tenth more for over twice
+#: the CPU (``bench/render.py --levels``).
 GZIP_LEVEL = 3
 
 #: Clusters per batch: what is joined and handed to the compressor at once, so a body is
-#: never held whole (a batch of the largest family is about 400 KB).
+#: never held whole.
 _BATCH = 256
 
 #: The exporter's own families, in output order: (name, type, help).
@@ -295,7 +294,7 @@ def _columns(
     """Per batch of clusters, each family's lines of that batch, in ``families`` order.
 
     ``bytes.split`` and ``zip`` split and regroup a batch, not a Python loop per cluster
-    and family (120,000 of those per rendering at 10,000 clusters).
+    and family.
     """
     names = tuple(f.name for f in families)
     if not names:
