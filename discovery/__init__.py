@@ -7,6 +7,8 @@ records and :class:`DiscoveryProblem` records: plain data, no credential in eith
 - ``discovery.scan``: :class:`Discoverer`, the scan, each file parsed once per change;
 - ``discovery.clusters``: what a scan returns (pure);
 - ``discovery.kubeconfig``: one kubeconfig's parse and kubectl's merge (pure);
+- ``discovery.entries``: a kubeconfig's cluster and user entries reduced as they are
+  parsed, and each context's credentials made of them (pure);
 - ``discovery.contextauth``: what resolving a context's credentials needs (pure);
 - ``discovery.files``: which files, read within bounds;
 - ``discovery.boundedyaml``: YAML within bounds (pure);

@@ -1,9 +1,9 @@
 """What discovery finds: the clusters of the fleet, their minimal kubeconfigs, problems.
 
-Plain data, shared by the scan (``discovery.scan``), the parse of one kubeconfig
-(``discovery.kubeconfig``), the credentials, the probe cycle, the state and the
-reactor (which reads them through ``discovery.scan``, its one door into the
-exporter). No I/O but :func:`probeable`'s look at one path.
+Plain data, made by the scan (``discovery.scan``) and the parse of one kubeconfig
+(``discovery.kubeconfig``), and read by the exporter (its credentials, probe cycle and
+state) and the reactor, both through the package's face (``discovery``). No I/O but
+:func:`probeable`'s look at one path.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ class ContextConfig:
     ``auth`` is what resolving the context's credentials needs, made once per file change
     (``discovery.contextauth``: decoded data, absolute paths, a few values); it may
     hold credentials, so it is kept out of ``repr``. Hundreds of bytes, not a copy of the
-    context's kubeconfig entries: 10,000 of them are kept for an exporter's life.
+    context's kubeconfig entries: an exporter keeps one per context for as long as it runs.
     """
 
     source: str  #: kubeconfig file path

@@ -11,9 +11,9 @@ reason, never a credential). ``discovery.scan`` decides when to call them (once 
 file change).
 
 The entries are reduced as they are parsed: each item of the ``clusters`` and ``users``
-lists, built on its own (``kubeconfig_yaml.load_streaming``), becomes a small
-:class:`~discovery.contextauth.ClusterEntry` or
-:class:`~discovery.contextauth.UserEntry` (its ``*-data`` decoded) before the next is
+lists, built on its own (``boundedyaml.load_streaming``), becomes a small
+:class:`~discovery.entries.ClusterEntry` or
+:class:`~discovery.entries.UserEntry` (its ``*-data`` decoded) before the next is
 built, so a file of thousands of contexts never exists as a whole tree of Python objects.
 """
 
@@ -26,9 +26,9 @@ from typing import Any
 
 import yaml
 
-from discovery import boundedyaml as kubeconfig_yaml
+from discovery import boundedyaml
 from discovery.clusters import ContextConfig, DiscoveryProblem
-from discovery.contextauth import (
+from discovery.entries import (
     ClusterEntry,
     DataArena,
     UserEntry,
@@ -112,16 +112,16 @@ def parse_document(data: bytes | str, version: FileVersion) -> Document:
     entries = _Entries()
     try:
         try:
-            doc = kubeconfig_yaml.load_streaming(data, _LISTS, entries.add)
-        except kubeconfig_yaml.NotStreamable:
-            doc, nodes = kubeconfig_yaml.load_counted(data)
+            doc = boundedyaml.load_streaming(data, _LISTS, entries.add)
+        except boundedyaml.NotStreamable:
+            doc, nodes = boundedyaml.load_counted(data)
             entries = _Entries(nodes)  # start again from the whole document, as yaml.load has it
             if isinstance(doc, dict):
                 doc = {
-                    k: kubeconfig_yaml.hand_items(k, v, entries.add) if k in _LISTS else v
+                    k: boundedyaml.hand_items(k, v, entries.add) if k in _LISTS else v
                     for k, v in doc.items()
                 }
-    except kubeconfig_yaml.YamlLimitError as exc:
+    except boundedyaml.YamlLimitError as exc:
         raise ReadError(f"refused: {exc}") from None
     except yaml.reader.ReaderError as exc:
         raise ReadError(f"not YAML text ({_reader_reason(exc)})") from None
@@ -288,7 +288,7 @@ def context_config(
     """
     entries = _Entries()
     for kind in _LISTS:
-        kubeconfig_yaml.hand_items(kind, doc.get(kind), entries.add)
+        boundedyaml.hand_items(kind, doc.get(kind), entries.add)
     parsed = entries.document(version, [])
     resolved, problems = resolve_contexts([(source, parsed)])
     if context not in resolved:

@@ -20,8 +20,9 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 
+from common.basicauth import BasicAuth, basic_auth_middleware
 from common.version import register_process_metrics
-from common.webconfig import BasicAuth, WebConfig, basic_auth_middleware
+from common.webconfig import WebConfig
 from discovery import Discoverer
 from exporter.checks import ClusterCheck
 from exporter.cycle import DiscoverySource, Monitor

@@ -18,8 +18,9 @@ from typing import Protocol
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
+from common.basicauth import BasicAuth, basic_auth_middleware
 from common.version import register_process_metrics
-from common.webconfig import BasicAuth, WebConfig, basic_auth_middleware
+from common.webconfig import WebConfig
 from discovery import Discoverer, Discovery
 from reactor import database
 from reactor.api import (
