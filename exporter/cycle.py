@@ -44,7 +44,6 @@ from exporter.net.pool import HttpPool, Route
 from exporter.net.probe import ApiClient, probe
 from exporter.net.proxy import EnvironmentProxies, Proxy, ProxyError, select
 from exporter.state import ClusterState, ClusterTable, Note
-from exporter.textformat import EncodedChecks
 
 log = logging.getLogger(__name__)
 
@@ -490,7 +489,7 @@ class Monitor:
     async def _run_checks(self, cluster: Cluster, api: ApiClient, result: ProbeResult) -> None:
         errors = self.stats.check_errors
 
-        async def one(check: ClusterCheck) -> CheckResult | EncodedChecks | None:
+        async def one(check: ClusterCheck) -> CheckResult | None:
             try:
                 async with asyncio.timeout(self.settings.timeout):
                     return await check.run(cluster, api, result)
@@ -505,11 +504,11 @@ class Monitor:
                 return None
 
         if len(self.checks) == 1:  # the usual case: no task of its own for one check
-            outcomes: Sequence[CheckResult | EncodedChecks | None] = (await one(self.checks[0]),)
+            outcomes: Sequence[CheckResult | None] = (await one(self.checks[0]),)
         else:
             outcomes = await asyncio.gather(*(one(c) for c in self.checks))
         results = (res for res in outcomes if res is not None)
-        _say(self.table.set_checks(cluster.name, results, self._families))
+        self.table.set_checks(cluster.name, results)
 
     # -- publishing -------------------------------------------------------------------
 

@@ -163,8 +163,8 @@ async def test_a_cluster_behind_tinyproxy_is_online_and_its_checks_go_through_it
         await monitor.run_cycle()
         view = rec.view("px-ok")
         assert view.success is True, view
-        name, value = view.checks.text.decode().split()  # the check got its pods
-        assert name == 'fleetwatch_test_pods{cluster="px-ok"}' and float(value) > 0
+        [[sample]] = [result.samples for result in view.checks]  # the check got its pods
+        assert sample.name == "fleetwatch_test_pods" and sample.value > 0
         # One tunnel, kept alive: two probes and two checks, one CONNECT.
         assert monitor.http.opened == 1
     connects = proxy.connects()
