@@ -32,7 +32,7 @@ from exporter.checks import ClusterCheck
 from exporter.configfile import load_config
 from exporter.controlplane.check import build_checks, reads_every
 from exporter.gcpolicy import CollectorPolicy
-from exporter.net.proxy import ProxyError, parse_proxy
+from exporter.net import ProxyError, parse_proxy
 from exporter.server import create_app
 from exporter.settings import (
     DEFAULT_CONCURRENCY,

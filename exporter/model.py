@@ -6,7 +6,8 @@ cycle, the probe, the checks) meet here without importing each other.
 
 - :class:`Reason` and :class:`ProbeResult`: one probe's outcome; :func:`verdict` turns an
   answer of ``/readyz?verbose`` into it. A failed probe is data, never an exception.
-- :class:`ApiError`: a request to an API server got no usable answer, with its reason.
+- :class:`ApiError`: a request to an API server got no usable answer, with its reason;
+  :func:`ok_body` says which answers are usable.
 - :class:`MetricFamily`, :class:`Sample`, :class:`TargetGroup`, :class:`CheckResult`: what
   a check of the extension seam (``exporter.checks``) hands to the exposition.
 """
@@ -56,6 +57,19 @@ class ApiError(Exception):
         self.status = status
 
 
+#: The statuses that say "these credentials are not accepted": the probe's and the
+#: checks' reason ``unauthorized``, and a probe's cue to resolve cached credentials again.
+REFUSED = frozenset({401, 403})
+
+
+def ok_body(status: int, body: bytes, path: str) -> bytes:
+    """The body of a 200 answer to ``GET path``; any other raises :class:`ApiError`."""
+    if status == 200:
+        return body
+    reason = Reason.UNAUTHORIZED if status in REFUSED else Reason.HTTP_ERROR
+    raise ApiError(reason, f"HTTP {status} on {path}", status)
+
+
 def failed_checks(body: bytes) -> tuple[str, ...]:
     """Names of the ``[-]name failed...`` lines of a verbose health body."""
     out: list[str] = []
@@ -71,7 +85,7 @@ def verdict(status: int, body: bytes, duration: float) -> ProbeResult:
     """The probe's result for an answer of ``/readyz?verbose``: 200 is success, the rest data."""
     if status == 200:
         return ProbeResult(True, None, duration, status)
-    if status in (401, 403):
+    if status in REFUSED:
         return ProbeResult(False, Reason.UNAUTHORIZED, duration, status, f"HTTP {status}")
     checks = failed_checks(body)
     if checks:

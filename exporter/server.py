@@ -28,7 +28,7 @@ from exporter.cycle import DiscoverySource, Monitor
 from exporter.expose.render import CONTENT_TYPE, Body, Rendered, render
 from exporter.expose.snapshot import Snapshot
 from exporter.model import CycleSettings
-from exporter.net.kubeclient import install_patches, remove_temp_files
+from exporter.net import install_patches, remove_temp_files
 from exporter.settings import Settings
 
 log = logging.getLogger(__name__)

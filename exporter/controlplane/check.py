@@ -43,8 +43,8 @@ from exporter.controlplane.report import (
     encode_report,
     report_from_kube_system,
 )
-from exporter.model import ApiError, MetricFamily, ProbeResult, Reason
-from exporter.net.probe import ApiClient
+from exporter.model import ApiError, MetricFamily, ProbeResult, Reason, ok_body
+from exporter.net import ApiClient
 from exporter.textformat import EncodedChecks
 
 log = logging.getLogger(__name__)
@@ -82,10 +82,10 @@ async def read_kube_system(
 ) -> KubeSystemRead | None:
     """The static pods, the CoreDNS pods and, when needed, the control-plane nodes.
 
-    The pods are required (an ``ApiError`` propagates). The reads go one after another on
-    purpose: together they would open three TLS connections per cluster, and at 10,000
-    clusters the exporter ran out of descriptors (bench/RESULTS.md); one after another
-    they share the probe's kept-alive connection.
+    The pods are required (a ``ApiError`` propagates). The reads go one after
+    another on purpose: together they would open three TLS connections per cluster, and
+    at 10,000 clusters the exporter ran out of descriptors (bench/RESULTS.md); one after
+    another they share the probe's kept-alive connection.
 
     ``unchanged``: the digest of the last read. When the pod answers hash to it, nothing
     is parsed and None is returned: the caller's last result stands. Parsing and
@@ -122,13 +122,8 @@ async def read_kube_system(
 
 
 async def _get_body(api: KubeGet, path: str, timeout_seconds: float) -> bytes:
-    """The body of a 200 answer; any other status raises :class:`ApiError` (as get_json)."""
-    status, body = await api.get(path, timeout_seconds)
-    if status in (401, 403):
-        raise ApiError(Reason.UNAUTHORIZED, f"HTTP {status} on {path}", status)
-    if status != 200:
-        raise ApiError(Reason.HTTP_ERROR, f"HTTP {status} on {path}", status)
-    return body
+    """The body of a 200 answer; any other status raises :class:`ApiError`."""
+    return ok_body(*await api.get(path, timeout_seconds), path)
 
 
 def _json(body: bytes, what: str) -> Any:

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-from exporter.model import ApiError, ProbeResult, Reason, verdict
+from exporter.model import ApiError, ProbeResult, Reason, ok_body, verdict
 from exporter.net.credentials import Credentials
 from exporter.net.http1 import Failure, HttpError
 from exporter.net.pool import HttpPool, Progress
@@ -61,7 +61,7 @@ class ApiClient:
         max_bytes: int = JSON_MAX_BYTES,
         gate: Gate | None = None,
     ) -> tuple[int, bytes]:
-        """``(status, body)`` of ``GET endpoint+path``; :class:`ApiError` when no answer.
+        """``(status, body)`` of ``GET endpoint+path``; no answer: :class:`ApiError`.
 
         ``gate`` (the cycle's concurrency slot) is held while connecting and sending only.
         """
@@ -92,16 +92,12 @@ class ApiClient:
             raise ApiError(reason, detail) from None
 
     async def get_json(self, path: str, timeout: float) -> Any:  # noqa: ASYNC109 - as get()
-        """Decoded JSON of a 200 answer; any other status or bad JSON raises :class:`ApiError`."""
-        status, body = await self.get(path, timeout)
-        if status in (401, 403):
-            raise ApiError(Reason.UNAUTHORIZED, f"HTTP {status} on {path}", status)
-        if status != 200:
-            raise ApiError(Reason.HTTP_ERROR, f"HTTP {status} on {path}", status)
+        """Decoded JSON of a 200 answer; other answers raise :class:`ApiError`."""
+        body = ok_body(*await self.get(path, timeout), path)
         try:
             return json.loads(body)
         except ValueError:
-            raise ApiError(Reason.HTTP_ERROR, f"invalid JSON on {path}", status) from None
+            raise ApiError(Reason.HTTP_ERROR, f"invalid JSON on {path}", 200) from None
 
 
 _FAILURE_REASONS = {

@@ -21,7 +21,7 @@ from discovery import Cluster
 from exporter.expose.render import render_metrics
 from exporter.expose.snapshot import Snapshot
 from exporter.model import CheckResult, MetricFamily, ProbeResult, Sample, TargetGroup
-from exporter.net.probe import ApiClient
+from exporter.net import ApiClient
 from exporter.server import MONITOR, create_app
 from exporter.settings import Settings
 from fleetwatch.standin import StandinFleet
