@@ -46,7 +46,7 @@ class ClusterCheck(Protocol):
 
         ``probe`` is this cycle's probe; a check decides itself whether a failed probe
         means skipping (the API is unreachable) or not (etcd may be asked directly).
-        Use ``api.get_json(path, timeout)`` for API calls; it raises ``ApiError``.
+        Use ``api.get_json(path, timeout)`` for API calls; it raises ``ClusterRequestError``.
         """
         ...
 

@@ -37,7 +37,7 @@ from exporter.server import create_app
 from exporter.settings import (
     DEFAULT_CONCURRENCY,
     DEFAULT_LISTEN,
-    Settings,
+    ExporterSettings,
     SettingsError,
     resolve,
 )
@@ -270,7 +270,7 @@ def run_exporter(args: argparse.Namespace) -> int:
 
 
 def serve(
-    settings: Settings, checks: Sequence[ClusterCheck], web_config: WebConfig | None = None
+    settings: ExporterSettings, checks: Sequence[ClusterCheck], web_config: WebConfig | None = None
 ) -> int:
     tls = web_config.tls if web_config is not None else None
     ssl_context = server_tls(tls) if tls is not None else None

@@ -43,7 +43,7 @@ from exporter.controlplane.report import (
     encode_report,
     report_from_kube_system,
 )
-from exporter.model import ApiError, MetricFamily, ProbeResult, Reason, ok_body
+from exporter.model import ClusterRequestError, MetricFamily, ProbeResult, Reason, ok_body
 from exporter.net import ApiClient
 from exporter.textformat import EncodedChecks
 
@@ -82,7 +82,7 @@ async def read_kube_system(
 ) -> KubeSystemRead | None:
     """The static pods, the CoreDNS pods and, when needed, the control-plane nodes.
 
-    The pods are required (a ``ApiError`` propagates). The reads go one after
+    The pods are required (a ``ClusterRequestError`` propagates). The reads go one after
     another on purpose: together they would open three TLS connections per cluster, and
     at 10,000 clusters the exporter ran out of descriptors (bench/RESULTS.md); one after
     another they share the probe's kept-alive connection.
@@ -116,13 +116,13 @@ async def read_kube_system(
         try:
             body = await _get_body(api, CONTROL_PLANE_NODES, timeout_seconds)
             nodes = parse_nodes(_json(body, NODES_PATH))
-        except ApiError:
+        except ClusterRequestError:
             nodes = ()
     return KubeSystemRead(KubeSystem(pods=parsed, nodes=nodes), key, need_nodes)
 
 
 async def _get_body(api: KubeGet, path: str, timeout_seconds: float) -> bytes:
-    """The body of a 200 answer; any other status raises :class:`ApiError`."""
+    """The body of a 200 answer; any other status raises :class:`ClusterRequestError`."""
     return ok_body(*await api.get(path, timeout_seconds), path)
 
 
@@ -130,7 +130,7 @@ def _json(body: bytes, what: str) -> Any:
     try:
         return json.loads(body)
     except ValueError:
-        raise ApiError(Reason.HTTP_ERROR, f"invalid JSON on {what}", 200) from None
+        raise ClusterRequestError(Reason.HTTP_ERROR, f"invalid JSON on {what}", 200) from None
 
 
 def _items_part(body: bytes) -> memoryview:
@@ -237,7 +237,7 @@ class ControlPlaneCheck:
         self._skip[name] = turn
         try:
             read = await read_kube_system(api, self.request_timeout, digest)
-        except ApiError as exc:
+        except ClusterRequestError as exc:
             self._digest.pop(name, None)
             log.info("cluster %s: kube-system not readable: %s", name, exc.reason)
             return None

@@ -7,7 +7,7 @@ keeps the modules of this package to the package):
   :class:`Slot`, giving :class:`Probed`), reconnect what timed out, forget the clusters
   gone, close everything.
 - :class:`ApiClient`: one cluster's authenticated GETs (``get_json``), what a check is
-  handed; it raises ``exporter.model.ApiError``.
+  handed; it raises ``exporter.model.ClusterRequestError``.
 - ``install_patches`` and ``remove_temp_files``: the kubernetes client's patches, installed
   once at start, and its temporary files, removed at shutdown.
 - ``parse_proxy`` and ``ProxyError``: a ``proxy-url`` read as the probes read it (shown

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-from exporter.model import ApiError, ProbeResult, Reason, ok_body, verdict
+from exporter.model import ClusterRequestError, ProbeResult, Reason, ok_body, verdict
 from exporter.net.credentials import Credentials
 from exporter.net.http1 import Failure, HttpError
 from exporter.net.pool import HttpPool, Progress
@@ -61,7 +61,7 @@ class ApiClient:
         max_bytes: int = JSON_MAX_BYTES,
         gate: Gate | None = None,
     ) -> tuple[int, bytes]:
-        """``(status, body)`` of ``GET endpoint+path``; no answer: :class:`ApiError`.
+        """``(status, body)`` of ``GET endpoint+path``; none: :class:`ClusterRequestError`.
 
         ``gate`` (the cycle's concurrency slot) is held while connecting and sending only.
         """
@@ -85,19 +85,19 @@ class ApiClient:
         except TimeoutError:
             if self.proxy is not None and progress.stage == "proxy":
                 detail = f"proxy {self.proxy.label} did not answer CONNECT in time"
-                raise ApiError(Reason.PROXY, detail) from None
-            raise ApiError(Reason.TIMEOUT, "no answer in time") from None
+                raise ClusterRequestError(Reason.PROXY, detail) from None
+            raise ClusterRequestError(Reason.TIMEOUT, "no answer in time") from None
         except Exception as exc:  # every failure becomes a reason; nothing escapes as a crash
             reason, detail = classify_error(exc)
-            raise ApiError(reason, detail) from None
+            raise ClusterRequestError(reason, detail) from None
 
     async def get_json(self, path: str, timeout: float) -> Any:  # noqa: ASYNC109 - as get()
-        """Decoded JSON of a 200 answer; other answers raise :class:`ApiError`."""
+        """Decoded JSON of a 200 answer; other answers raise :class:`ClusterRequestError`."""
         body = ok_body(*await self.get(path, timeout), path)
         try:
             return json.loads(body)
         except ValueError:
-            raise ApiError(Reason.HTTP_ERROR, f"invalid JSON on {path}", 200) from None
+            raise ClusterRequestError(Reason.HTTP_ERROR, f"invalid JSON on {path}", 200) from None
 
 
 _FAILURE_REASONS = {
@@ -131,6 +131,6 @@ async def probe(
     start = time.perf_counter()
     try:
         status, body = await api.get("/readyz?verbose", timeout, READYZ_MAX_BYTES, gate)
-    except ApiError as exc:
+    except ClusterRequestError as exc:
         return ProbeResult(False, exc.reason, time.perf_counter() - start, None, exc.detail)
     return verdict(status, body, time.perf_counter() - start)
