@@ -245,11 +245,6 @@ def _client() -> _Client:
         return _CLIENT[0]
 
 
-def client_loaded() -> bool:
-    """Whether the kubernetes client was imported (by an auth provider's context)."""
-    return bool(_CLIENT)
-
-
 class _NoKubeClientRecords(logging.Filter):
     """Drops what the kubernetes client logs on the root logger (see the module docstring)."""
 

@@ -88,7 +88,7 @@ class ApiClient:
                 raise ClusterRequestError(Reason.PROXY, detail) from None
             raise ClusterRequestError(Reason.TIMEOUT, "no answer in time") from None
         except Exception as exc:  # every failure becomes a reason; nothing escapes as a crash
-            reason, detail = classify_error(exc)
+            reason, detail = _classify(exc)
             raise ClusterRequestError(reason, detail) from None
 
     async def get_json(self, path: str, timeout: float) -> Any:  # noqa: ASYNC109 - as get()
@@ -109,16 +109,14 @@ _FAILURE_REASONS = {
 }
 
 
-def classify_error(exc: BaseException) -> tuple[Reason, str]:
-    """Map what the pool raised to a reason and a short detail without secrets.
+def _classify(exc: Exception) -> tuple[Reason, str]:
+    """Map what the pool raised (not a timeout) to a reason and a detail without secrets.
 
     The pool turns every connection, TLS and protocol failure into :class:`HttpError`;
-    the timeout is the caller's. Anything else is a bug of ours, named by its type.
+    anything else is a bug of ours, named by its type.
     """
     if isinstance(exc, HttpError):
         return _FAILURE_REASONS[exc.failure], exc.detail
-    if isinstance(exc, TimeoutError):
-        return Reason.TIMEOUT, "no answer in time"
     return Reason.HTTP_ERROR, f"unexpected {type(exc).__name__}"
 
 
