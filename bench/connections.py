@@ -212,7 +212,7 @@ async def _timer_costs(pending: int = 10_000, n: int = 30_000) -> dict[str, floa
     """Microseconds to bound one request, with ``pending`` timers on the loop (a cycle's).
 
     ``loop.call_at`` + ``cancel``, ``asyncio.timeout`` entered and left, and the pool's
-    own deadline (``_Deadlines.start``/``end``, when the tree has it); each on the loop
+    own deadline (``Deadlines.start``/``end``, when the tree has it); each on the loop
     with ``pending`` far timers and yielding to it every tenth time, as requests do.
     """
     from exporter.net import pool as httppool
@@ -247,7 +247,10 @@ async def _timer_costs(pending: int = 10_000, n: int = 30_000) -> dict[str, floa
     await timed("none", bare)
     await timed("call_at", call_at)
     await timed("asyncio_timeout", with_timeout)
-    deadlines = getattr(httppool, "_Deadlines", None)
+    try:
+        from exporter.net.deadlines import Deadlines as deadlines
+    except ImportError:  # a tree whose pool keeps them itself
+        deadlines = getattr(httppool, "_Deadlines", None)
     if deadlines is not None:
         heap = deadlines()
 
@@ -271,9 +274,9 @@ def worker_main(args: argparse.Namespace) -> None:
     )
     if not args.cycle_order:
         result.update(asyncio.run(_timer_costs()))
-    import exporter.net.connection
+    import exporter
 
-    result["exporter"] = str(Path(exporter.net.connection.__file__).parent)
+    result["exporter"] = str(Path(exporter.__file__).parent)  # which tree was measured
     print(json.dumps(result))
 
 
