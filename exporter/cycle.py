@@ -114,7 +114,7 @@ class Monitor:
             if isinstance(check, ClosingCheck):
                 await check.aclose()
 
-    # What tests and benchmarks look at, where it lives now.
+    # What tests and benchmarks read.
     @property
     def states(self) -> dict[str, ClusterState]:
         return self.table.states
@@ -161,8 +161,7 @@ class Monitor:
         And not before the reconnections the last cycle started have ended, for at most a
         timeout: a cycle that outlasted the interval (the first one, at fleet scale) would
         otherwise carry its timed-out clusters' handshakes into the next cycle, whose hung
-        clusters then end it late (at 10,000 clusters, 1,000 of them hung, on a loaded
-        machine: 6.7-8.0 s for a 5 s timeout). Scheduling, not synchronisation.
+        clusters then end it late. Scheduling, not synchronisation.
         """
         await asyncio.sleep(max(0.0, self.settings.interval - elapsed))
         await self.client.settle()
@@ -179,8 +178,8 @@ class Monitor:
         async with asyncio.TaskGroup() as group:
             # Clusters that timed out last time are probed first, before the scan: their
             # timeouts then start with the cycle, so a cycle with hung API servers ends
-            # about one timeout after it starts, not one timeout after the scan (0.1 s at
-            # 10,000 clusters) and the other clusters' tasks. They are probed as the last
+            # about one timeout after it starts, not one timeout after the scan and the
+            # other clusters' tasks. They are probed as the last
             # scan knew them, as if this scan had come a moment later; a cluster this
             # scan removes has its result dropped (ClusterTable.record).
             early = [
@@ -198,8 +197,7 @@ class Monitor:
             if discovery.new_problems or seen != self._last_seen:
                 # New or removed clusters show on /metrics now, not a timeout later. When
                 # the scan found what it found last time, the last publication still says
-                # it all: one rendering per cycle instead of two (at 10,000 clusters, 0.3
-                # CPU-s).
+                # it all: one rendering per cycle instead of two.
                 await self.publish()
             self._last_seen = seen
             probed = {s.cluster.name: s.cluster for s, _ in early}
@@ -233,9 +231,9 @@ class Monitor:
         stats.last_cycle_end = time.time()
         await self.publish()
         # What the cycle leaves to do comes after its results are out, off its clock: at
-        # 10,000 clusters the housekeeping is 0.1-0.3 s that would delay the start of the
-        # first probes (the hung clusters' timeouts start with them), and the
-        # reconnections are a TLS handshake per timed-out cluster.
+        # the start of a cycle, the housekeeping of a large fleet would delay its first
+        # probes (the hung clusters' timeouts start with them), and the reconnections are
+        # a TLS handshake per timed-out cluster.
         self._forget_what_left(targets, self._probes_started_at)
         for name, api in round_.timed_out:
             state = states.get(name)

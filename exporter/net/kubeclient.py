@@ -8,7 +8,7 @@ then the CA, client certificate and key (``*-data`` decoded at discovery, files 
 now), ``insecure-skip-tls-verify`` and ``tls-server-name``, then the exec plugin; the
 same values win and the same inputs fail, in the same order, with the same reasons
 (``tests/exporter/test_exporter_kubeauth.py`` holds the client to it, kubeconfig shape by
-shape). It differs from the client where the exporter always did:
+shape). It differs from the client on purpose in two ways:
 
 - **Embedded credentials stay in memory.** The client writes every ``*-data`` value (a
   client key among them) to a temporary file that outlives a killed process; here they
