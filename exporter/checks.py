@@ -1,8 +1,8 @@
 """The extension seam: per-cluster checks that run after each probe.
 
 A :class:`ClusterCheck` (etcd membership, control-plane targets, ...) is given the cluster,
-an authenticated :class:`~exporter.net.probe.ApiClient` (the probe's connection pool, TLS
-context and headers) and the probe's result. It returns a
+an authenticated :class:`~exporter.net.ApiClient` (the probe's connection pool, TLS context
+and headers) and the probe's result. It returns a
 :class:`~exporter.model.CheckResult`: samples of the metric families it declared up front
 (the exposition renders them with HELP/TYPE, adding the ``cluster`` label) and Prometheus
 HTTP SD target groups (served on ``/sd/control-plane``). The exposition encodes a result
@@ -27,7 +27,7 @@ from typing import Protocol, runtime_checkable
 
 from discovery.clusters import Cluster
 from exporter.model import CheckResult, MetricFamily, ProbeResult
-from exporter.net.probe import ApiClient
+from exporter.net import ApiClient
 
 
 class ClusterCheck(Protocol):
@@ -43,7 +43,7 @@ class ClusterCheck(Protocol):
 
         ``probe`` is this cycle's probe; a check decides itself whether a failed probe
         means skipping (the API is unreachable) or not (etcd may be asked directly).
-        Use ``api.get_json(path, timeout)`` for API calls; it raises ``ApiError``.
+        Use ``api.get_json(path, timeout)`` for API calls; it raises ``ClusterRequestError``.
         """
         ...
 

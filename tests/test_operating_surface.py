@@ -36,7 +36,7 @@ from common.version import __version__
 from common.webconfig import parse_web_config
 from exporter.server import MONITOR
 from exporter.server import create_app as create_exporter
-from exporter.settings import Settings as ExporterSettings
+from exporter.settings import ExporterSettings
 from fleetwatch.cli import build_parser, main
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
 from fleetwatch.standin import StandinFleet

@@ -44,8 +44,15 @@ from exporter.controlplane.report import (
     report_from_kube_system,
     report_result,
 )
-from exporter.model import ApiError, CheckResult, MetricFamily, ProbeResult, Reason
-from exporter.net.probe import ApiClient
+from exporter.model import (
+    CheckResult,
+    ClusterRequestError,
+    MetricFamily,
+    ProbeResult,
+    Reason,
+    ok_body,
+)
+from exporter.net import ApiClient
 
 log = logging.getLogger(__name__)
 
@@ -82,10 +89,10 @@ async def read_kube_system(
 ) -> KubeSystemRead | None:
     """The static pods, the CoreDNS pods and, when needed, the control-plane nodes.
 
-    The pods are required (an ``ApiError`` propagates). The reads go one after another on
-    purpose: together they would open three TLS connections per cluster, and at 10,000
-    clusters the exporter ran out of descriptors (bench/RESULTS.md); one after another
-    they share the probe's kept-alive connection.
+    The pods are required (a ``ClusterRequestError`` propagates). The reads go one after
+    another on purpose: together they would open three TLS connections per cluster, and
+    at 10,000 clusters the exporter ran out of descriptors (bench/RESULTS.md); one after
+    another they share the probe's kept-alive connection.
 
     ``unchanged``: the digest of the last read. When the pod answers hash to it, nothing
     is parsed and None is returned: the caller's last result stands. Parsing and
@@ -116,26 +123,21 @@ async def read_kube_system(
         try:
             body = await _get_body(api, CONTROL_PLANE_NODES, timeout_seconds)
             nodes = parse_nodes(_json(body, NODES_PATH))
-        except ApiError:
+        except ClusterRequestError:
             nodes = ()
     return KubeSystemRead(KubeSystem(pods=parsed, nodes=nodes), key, need_nodes)
 
 
 async def _get_body(api: KubeGet, path: str, timeout_seconds: float) -> bytes:
-    """The body of a 200 answer; any other status raises :class:`ApiError` (as get_json)."""
-    status, body = await api.get(path, timeout_seconds)
-    if status in (401, 403):
-        raise ApiError(Reason.UNAUTHORIZED, f"HTTP {status} on {path}", status)
-    if status != 200:
-        raise ApiError(Reason.HTTP_ERROR, f"HTTP {status} on {path}", status)
-    return body
+    """The body of a 200 answer; any other status raises :class:`ClusterRequestError`."""
+    return ok_body(*await api.get(path, timeout_seconds), path)
 
 
 def _json(body: bytes, what: str) -> Any:
     try:
         return json.loads(body)
     except ValueError:
-        raise ApiError(Reason.HTTP_ERROR, f"invalid JSON on {what}", 200) from None
+        raise ClusterRequestError(Reason.HTTP_ERROR, f"invalid JSON on {what}", 200) from None
 
 
 def _items_part(body: bytes) -> memoryview:
@@ -240,7 +242,7 @@ class ControlPlaneCheck:
         self._skip[name] = turn
         try:
             read = await read_kube_system(api, self.request_timeout, digest)
-        except ApiError as exc:
+        except ClusterRequestError as exc:
             self._digest.pop(name, None)
             log.info("cluster %s: kube-system not readable: %s", name, exc.reason)
             return None
