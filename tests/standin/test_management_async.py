@@ -14,14 +14,16 @@ import aiohttp
 import pytest
 from standin_management import capi_secret
 
-from fleetwatch.standin.management import ManagementCluster, Settings
+from fleetwatch.standin.management import ManagementCluster, ManagementSettings
 
 pytestmark = pytest.mark.live
 
 
 @pytest.fixture
 async def mgmt(tmp_path: Path) -> AsyncIterator[ManagementCluster]:
-    async with ManagementCluster(tmp_path / "mgmt", Settings(bookmark_seconds=0.2)) as started:
+    async with ManagementCluster(
+        tmp_path / "mgmt", ManagementSettings(bookmark_seconds=0.2)
+    ) as started:
         yield started
 
 

@@ -29,7 +29,7 @@ from standin_management import (
 )
 
 from fleetwatch.procs import wait_until
-from fleetwatch.standin.management import Settings, ThreadedManagementCluster
+from fleetwatch.standin.management import ManagementSettings, ThreadedManagementCluster
 
 pytestmark = pytest.mark.live
 
@@ -42,7 +42,9 @@ CRS = [
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[ThreadedManagementCluster]:
-    with ThreadedManagementCluster(tmp_path / "mgmt", Settings(bookmark_seconds=0.3)) as started:
+    with ThreadedManagementCluster(
+        tmp_path / "mgmt", ManagementSettings(bookmark_seconds=0.3)
+    ) as started:
         started.seed(
             [
                 argocd_cluster_secret("prod-eu", "https://10.0.0.1:6443"),

@@ -22,14 +22,20 @@ import yaml
 from standin_management import NS, Kubectl, application, kustomization, secret
 
 from fleetwatch.procs import wait_until
-from fleetwatch.standin.management import ManagementProcess, Settings, ThreadedManagementCluster
+from fleetwatch.standin.management import (
+    ManagementProcess,
+    ManagementSettings,
+    ThreadedManagementCluster,
+)
 
 pytestmark = pytest.mark.live
 
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[ThreadedManagementCluster]:
-    with ThreadedManagementCluster(tmp_path / "mgmt", Settings(bookmark_seconds=0.3)) as started:
+    with ThreadedManagementCluster(
+        tmp_path / "mgmt", ManagementSettings(bookmark_seconds=0.3)
+    ) as started:
         started.seed([secret("a", "capi-edge"), kustomization("apps")])
         yield started
 

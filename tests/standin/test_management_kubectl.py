@@ -27,14 +27,16 @@ from standin_management import (
     secret,
 )
 
-from fleetwatch.standin.management import Settings, ThreadedManagementCluster
+from fleetwatch.standin.management import ManagementSettings, ThreadedManagementCluster
 
 pytestmark = pytest.mark.live
 
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[ThreadedManagementCluster]:
-    with ThreadedManagementCluster(tmp_path / "mgmt", Settings(bookmark_seconds=0.5)) as started:
+    with ThreadedManagementCluster(
+        tmp_path / "mgmt", ManagementSettings(bookmark_seconds=0.5)
+    ) as started:
         yield started
 
 

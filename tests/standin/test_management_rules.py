@@ -15,7 +15,7 @@ from fleetwatch.standin.management.kinds import BY_PATH, SECRETS
 from fleetwatch.standin.management.patches import PatchFailed, json_patch, merge_patch
 from fleetwatch.standin.management.selectors import field_selector, label_selector
 from fleetwatch.standin.management.status import ApiError
-from fleetwatch.standin.management.store import Store
+from fleetwatch.standin.management.store import ObjectStore
 
 KUSTOMIZATIONS = BY_PATH[("kustomize.toolkit.fluxcd.io", "v1", "kustomizations")]
 
@@ -154,7 +154,7 @@ def test_an_apply_conflicts_with_an_update_unless_forced() -> None:
 
 
 def test_writes_take_the_next_global_revision_and_no_ops_take_none() -> None:
-    store = Store()
+    store = ObjectStore()
     start = store.revision
     store.create(SECRETS, "default", secret("a", "default"), "test")
     created = store.create(KUSTOMIZATIONS, "default", kustomization("k", "default"), "test")
@@ -175,7 +175,7 @@ def test_writes_take_the_next_global_revision_and_no_ops_take_none() -> None:
 
 
 def test_a_list_at_an_older_revision_is_rebuilt_from_the_history() -> None:
-    store = Store()
+    store = ObjectStore()
     store.create(SECRETS, "default", secret("a", "default"), "test")
     before = store.revision
     store.create(SECRETS, "default", secret("b", "default"), "test")
@@ -202,7 +202,7 @@ def test_a_list_at_an_older_revision_is_rebuilt_from_the_history() -> None:
 def test_invalid_kustomizations_are_422_with_the_field(
     change: dict[str, Any], message: str
 ) -> None:
-    store = Store()
+    store = ObjectStore()
     obj = kustomization("k", "default")
     for part, values in change.items():
         obj[part] = {**obj[part], **values}
@@ -213,7 +213,7 @@ def test_invalid_kustomizations_are_422_with_the_field(
 
 
 def test_string_data_is_folded_into_base64_data_and_type_is_immutable() -> None:
-    store = Store()
+    store = ObjectStore()
     created = store.create(
         SECRETS, "default", {**secret("s", "default"), "data": {"k": "YQ=="}}, "t"
     )
@@ -225,7 +225,7 @@ def test_string_data_is_folded_into_base64_data_and_type_is_immutable() -> None:
 
 
 def test_an_object_with_finalizers_is_only_marked_until_they_are_gone() -> None:
-    store = Store()
+    store = ObjectStore()
     obj = kustomization("k", "default")
     obj["metadata"]["finalizers"] = ["finalizers.fluxcd.io"]
     store.create(KUSTOMIZATIONS, "default", obj, "t")
@@ -237,7 +237,7 @@ def test_an_object_with_finalizers_is_only_marked_until_they_are_gone() -> None:
 
 
 def test_objects_need_their_namespace_and_a_namespace_takes_its_objects_along() -> None:
-    store = Store()
+    store = ObjectStore()
     with pytest.raises(ApiError, match='namespaces "flux-system" not found'):
         store.create(KUSTOMIZATIONS, NS, kustomization("k"), "t")
     store.create(BY_PATH[("", "v1", "namespaces")], "", {"metadata": {"name": NS}}, "t")
@@ -247,7 +247,7 @@ def test_objects_need_their_namespace_and_a_namespace_takes_its_objects_along() 
 
 
 def test_a_status_subresource_kind_drops_status_written_to_the_object() -> None:
-    store = Store()
+    store = ObjectStore()
     obj = {**kustomization("k", "default"), "status": {"observedGeneration": 7}}
     created = store.create(KUSTOMIZATIONS, "default", obj, "t")
     assert "status" not in created

@@ -27,12 +27,17 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from fleetwatch.standin.management.cluster import (
         ManagementCluster,
-        Settings,
+        ManagementSettings,
         ThreadedManagementCluster,
     )
     from fleetwatch.standin.management.process import ManagementProcess
 
-__all__ = ["ManagementCluster", "ManagementProcess", "Settings", "ThreadedManagementCluster"]
+__all__ = [
+    "ManagementCluster",
+    "ManagementProcess",
+    "ManagementSettings",
+    "ThreadedManagementCluster",
+]
 
 
 def __getattr__(name: str) -> Any:

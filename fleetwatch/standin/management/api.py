@@ -39,7 +39,7 @@ from fleetwatch.standin.management.status import (
     unprocessable,
     unsupported_media_type,
 )
-from fleetwatch.standin.management.store import Store
+from fleetwatch.standin.management.store import ObjectStore
 from fleetwatch.standin.management.tables import TABLE_CONTENT_TYPE, table, wants_table
 from fleetwatch.standin.management.watch import serve_watch
 from fleetwatch.standin.responses import VERSION
@@ -54,7 +54,7 @@ APPLY = "application/apply-patch+yaml"
 class Management:
     """The state one server answers from (``app[MANAGEMENT]``)."""
 
-    store: Store
+    store: ObjectStore
     tokens: Tokens = field(default_factory=Tokens)
     faults: Faults = field(default_factory=Faults)
     #: Seconds between a watch's bookmarks (kube-apiserver: about 60).
@@ -180,7 +180,7 @@ async def _dispatch(
 
 async def _write(
     request: web.Request,
-    store: Store,
+    store: ObjectStore,
     target: Target,
     query: dict[str, str],
     check: objects.FieldCheck,
@@ -232,7 +232,7 @@ async def _dry_run_value(request: web.Request, query: dict[str, str]) -> str | N
 
 async def _dry_run(
     request: web.Request,
-    store: Store,
+    store: ObjectStore,
     target: Target,
     query: dict[str, str],
     value: str,
@@ -299,7 +299,7 @@ def _non_resource(request: web.Request, state: Management) -> web.Response:
 
 def _patch(
     content_type: str,
-    store: Store,
+    store: ObjectStore,
     target: Target,
     query: dict[str, str],
     body: bytes,
@@ -353,7 +353,7 @@ def _patch(
     return result, 200
 
 
-def _delete(store: Store, target: Target, body: bytes) -> dict[str, Any]:
+def _delete(store: ObjectStore, target: Target, body: bytes) -> dict[str, Any]:
     preconditions: dict[str, str] = {}
     if body.strip():
         options = parse_json(body, "DeleteOptions")

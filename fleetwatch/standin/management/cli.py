@@ -40,14 +40,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 async def serve(args: argparse.Namespace) -> int:
-    from fleetwatch.standin.management.cluster import ManagementCluster, Settings
+    from fleetwatch.standin.management.cluster import ManagementCluster, ManagementSettings
     from fleetwatch.standin.management.seed import load_folder
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    settings = Settings(
+    settings = ManagementSettings(
         port=args.port, control_port=args.control_port, bookmark_seconds=args.bookmark_seconds
     )
     docs = await asyncio.to_thread(load_folder, Path(args.seed)) if args.seed else []

@@ -27,7 +27,7 @@ from fleetwatch.standin.management.api import Management, create_app
 from fleetwatch.standin.management.control import create_control_app
 from fleetwatch.standin.management.faults import parse_fault
 from fleetwatch.standin.management.seed import seed_objects
-from fleetwatch.standin.management.store import Store
+from fleetwatch.standin.management.store import ObjectStore
 
 T = TypeVar("T")
 
@@ -36,7 +36,7 @@ CONTEXT = "management"
 
 
 @dataclass(frozen=True)
-class Settings:
+class ManagementSettings:
     """How a management cluster is started."""
 
     #: Port of the HTTPS API on 127.0.0.1 (0: any free).
@@ -54,10 +54,13 @@ class ManagementCluster:
     """The stand-in management cluster on the running event loop."""
 
     def __init__(
-        self, directory: Path, settings: Settings | None = None, certs: FleetCerts | None = None
+        self,
+        directory: Path,
+        settings: ManagementSettings | None = None,
+        certs: FleetCerts | None = None,
     ) -> None:
         self.directory = directory
-        self.settings = settings or Settings()
+        self.settings = settings or ManagementSettings()
         self._certs = certs
         self._state: Management | None = None
         self._runners: list[web.AppRunner] = []
@@ -101,7 +104,7 @@ class ManagementCluster:
         self.directory.mkdir(parents=True, exist_ok=True)
         if self._certs is None:
             self._certs = await asyncio.to_thread(FleetCerts.create, self.directory / "pki")
-        store = Store(window=self.settings.window)
+        store = ObjectStore(window=self.settings.window)
         self._state = Management(store, bookmark_seconds=self.settings.bookmark_seconds)
         try:
             api = web.AppRunner(create_app(self._state), handle_signals=False, shutdown_timeout=2.0)
@@ -208,7 +211,7 @@ class ThreadedManagementCluster:
     def __init__(
         self,
         directory: Path,
-        settings: Settings | None = None,
+        settings: ManagementSettings | None = None,
         *,
         call_timeout: float = 30.0,
     ) -> None:

@@ -26,7 +26,7 @@ WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollectio
 
 
 @dataclass
-class Fault:
+class ArmedFault:
     kind: str
     verb: str | None = None
     resource: str | None = None
@@ -53,7 +53,7 @@ class Fault:
         return out
 
 
-def parse_fault(body: Any) -> Fault:
+def parse_fault(body: Any) -> ArmedFault:
     """A fault from the control API's JSON; ``ValueError`` with the reason when it is wrong."""
     if not isinstance(body, dict):
         raise ValueError('body must be a JSON object like {"kind": "error", "count": 2}')
@@ -87,7 +87,7 @@ def parse_fault(body: Any) -> Fault:
     delay = body.get("delay_seconds", 0.0)
     if kind == "delay" and (not isinstance(delay, int | float) or delay <= 0):
         raise ValueError("a delay fault needs delay_seconds > 0")
-    return Fault(
+    return ArmedFault(
         kind,
         body.get("verb"),
         body.get("resource"),
@@ -103,7 +103,7 @@ def parse_fault(body: Any) -> Fault:
 class Faults:
     """The armed faults and the request counts of one server."""
 
-    faults: list[Fault] = field(default_factory=list)
+    faults: list[ArmedFault] = field(default_factory=list)
     counts: Counter[str] = field(default_factory=Counter)
     #: Set when hung requests must give up (faults cleared, server stopping).
     release: asyncio.Event = field(default_factory=asyncio.Event)
@@ -111,7 +111,7 @@ class Faults:
     def count(self, verb: str, resource: str) -> None:
         self.counts[f"{verb} {resource}"] += 1
 
-    def take(self, verb: str, resource: str) -> Fault | None:
+    def take(self, verb: str, resource: str) -> ArmedFault | None:
         """The first active fault matching this request (its count used up by one)."""
         self.faults = [f for f in self.faults if f.active()]
         for fault in self.faults:
@@ -121,7 +121,7 @@ class Faults:
                 return fault
         return None
 
-    def arm(self, fault: Fault) -> None:
+    def arm(self, fault: ArmedFault) -> None:
         if self.release.is_set():
             self.release = asyncio.Event()
         self.faults.append(fault)

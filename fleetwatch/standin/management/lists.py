@@ -21,7 +21,7 @@ from fleetwatch.standin.management.status import (
     expired,
     too_large_resource_version,
 )
-from fleetwatch.standin.management.store import Store
+from fleetwatch.standin.management.store import ObjectStore
 from fleetwatch.standin.management.watch import FRESHNESS_WAIT
 
 _CONTINUE_TOO_OLD = (
@@ -58,7 +58,7 @@ def _name_key(obj: dict[str, Any]) -> str:
     return f"{meta.get('namespace', '')}/{meta['name']}"
 
 
-async def list_objects(store: Store, target: Target, query: dict[str, str]) -> dict[str, Any]:
+async def list_objects(store: ObjectStore, target: Target, query: dict[str, str]) -> dict[str, Any]:
     """A list with the real resourceVersion semantics (unset, "0", NotOlderThan, Exact)."""
     kind = target.kind
     predicate = selectors(query, extra_fields(kind))

@@ -15,12 +15,12 @@ from typing import Any
 import yaml
 
 from fleetwatch.standin.management.kinds import BY_API_KIND, NAMESPACES
-from fleetwatch.standin.management.store import Store
+from fleetwatch.standin.management.store import ObjectStore
 
 SEED_MANAGER = "standin-seed"
 
 
-def seed_objects(store: Store, docs: Iterable[Any]) -> list[dict[str, Any]]:
+def seed_objects(store: ObjectStore, docs: Iterable[Any]) -> list[dict[str, Any]]:
     """Apply each object; ``ValueError`` names the first one of a kind not served."""
     stored: list[dict[str, Any]] = []
     for doc in docs:

@@ -4,7 +4,7 @@ As in etcd, every write anywhere takes the next revision, which becomes the writ
 object's ``metadata.resourceVersion``, and a list's ``resourceVersion`` is the revision it
 was read at. The history keeps the last ``window`` events (as the watch cache does); a
 watch starts from any revision still in it, and one older gets ``410 Expired``. A test
-compacts the history at will (:meth:`Store.compact`) to reach that case without writing
+compacts the history at will (:meth:`ObjectStore.compact`) to reach that case without writing
 thousands of objects. Writes that change nothing take no revision and send no event, as
 kube-apiserver skips a write whose bytes are unchanged.
 
@@ -52,7 +52,7 @@ class Event:
 
 
 @dataclass(eq=False)
-class Watcher:
+class WatchStream:
     """One open watch: its filter, and the queue the store feeds (``None``: closed)."""
 
     kind: Kind
@@ -80,7 +80,7 @@ class Watcher:
         return None
 
 
-class Store:
+class ObjectStore:
     """Objects by kind, the revision counter, the history window and the open watches."""
 
     def __init__(self, window: int = 10_000) -> None:
@@ -90,15 +90,15 @@ class Store:
         self._objects: dict[str, dict[Key, Obj]] = {k.key: {} for k in KINDS}
         self._owners: dict[tuple[str, Key], Ownership] = {}
         self._history: deque[Event] = deque()
-        self.watchers: set[Watcher] = set()
+        self.watchers: set[WatchStream] = set()
         self._advanced = asyncio.Event()
         for name in INITIAL_NAMESPACES:
             self.create(NAMESPACES, "", {"metadata": {"name": name}}, "kube-apiserver")
 
-    def scratch(self) -> Store:
+    def scratch(self) -> ObjectStore:
         """A copy for a dry-run write (``?dryRun=All``): the same objects, owners and revision,
         no history and no watchers, so nothing done to it is seen or kept."""
-        copied = Store.__new__(Store)
+        copied = ObjectStore.__new__(ObjectStore)
         copied.revision, copied.compacted, copied.window = self.revision, self.compacted, 0
         # Stored objects are never changed in place (writes store new dicts): shallow is enough.
         copied._objects = {key: dict(table) for key, table in self._objects.items()}
@@ -326,4 +326,4 @@ def _key(obj: Obj) -> Key:
     return (meta.get("namespace", ""), meta["name"])
 
 
-__all__ = ["ApiError", "Event", "Store", "Watcher"]
+__all__ = ["ApiError", "Event", "ObjectStore", "WatchStream"]

@@ -40,7 +40,7 @@ from fleetwatch.standin.management.status import (
     expired,
     too_large_resource_version,
 )
-from fleetwatch.standin.management.store import Store, Watcher
+from fleetwatch.standin.management.store import ObjectStore, WatchStream
 from fleetwatch.standin.management.tables import TABLE_CONTENT_TYPE, table
 
 #: kube-apiserver's ``--min-request-timeout`` default: watches last 1-2 times this.
@@ -98,7 +98,7 @@ def _revision(value: str) -> int:
 
 async def serve_watch(
     request: web.Request,
-    store: Store,
+    store: ObjectStore,
     target: Target,
     predicate: Predicate,
     bookmark_seconds: float,
@@ -130,7 +130,7 @@ async def serve_watch(
 
     # The events up to now are taken without an await, and the watcher is registered before
     # the next one: no write falls between the two.
-    watcher = Watcher(kind, target.namespace, predicate)
+    watcher = WatchStream(kind, target.namespace, predicate)
     first: list[bytes] = []
     too_old: bytes | None = None
     if initial_events or not start:
@@ -172,8 +172,8 @@ async def serve_watch(
 async def _pump(
     request: web.Request,
     response: web.StreamResponse,
-    store: Store,
-    watcher: Watcher,
+    store: ObjectStore,
+    watcher: WatchStream,
     lifetime: float,
     with_bookmarks: bool,
     bookmark_seconds: float,
