@@ -22,7 +22,8 @@ labelled by the user          ``--discovery.kubernetes.label-selector``  every c
 ============================  =========================================  ======================
 
 Anything else is ignored (None): Cluster API's other Secrets of a cluster (``C-ca``,
-``C-etcd``, ``C-sa``, ``C-proxy``, ``C-user-kubeconfig``) carry the same type and label.
+``C-etcd``, ``C-sa``, ``C-proxy``, ``C-user-kubeconfig``) carry the same type and label,
+and are read only if the user labels them.
 
 **References.** Every cluster's ``kubeconfig_secret_ref`` and its config's ``source`` is
 ``secret://NAMESPACE/NAME`` (:func:`secret_ref`); a labelled Secret's always end in
@@ -125,8 +126,12 @@ def kind_of(secret: Mapping[str, Any], selector: LabelSelector = DEFAULT_SELECTO
     if labels.get(ARGOCD_LABEL) == ARGOCD_CLUSTER:
         return "argocd"
     cluster = labels.get(CAPI_LABEL)
-    if secret.get("type") == CAPI_TYPE and cluster:
-        return "cluster-api" if metadata.get("name") == f"{cluster}-kubeconfig" else None
+    if (
+        secret.get("type") == CAPI_TYPE
+        and cluster
+        and metadata.get("name") == f"{cluster}-kubeconfig"
+    ):
+        return "cluster-api"
     return "labelled" if selector.matches(labels) else None
 
 

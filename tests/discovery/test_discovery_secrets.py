@@ -447,6 +447,17 @@ def test_secret_of_none_of_the_kinds_is_ignored(obj: dict[str, Any]) -> None:
     assert read_secret(obj) is None
 
 
+def test_other_cluster_api_secret_counts_when_the_user_labels_it() -> None:
+    kc = kubeconfig({"wl-1-user": ({"server": SERVER}, {"token": TOKEN})}, "wl-1-user")
+    obj = capi("wl-1", kc)
+    obj["metadata"]["name"] = "wl-1-user-kubeconfig"
+    assert read_secret(obj) is None
+    obj["metadata"]["labels"]["fleetwatch.io/kubeconfig"] = "true"
+    found = read(obj)
+    assert found.kind == "labelled"
+    assert [c.cluster.name for c in found.clusters] == ["wl-1-user"]
+
+
 def test_argocd_label_wins_over_the_users_label() -> None:
     obj = argo({"bearerToken": TOKEN})
     obj["metadata"]["labels"]["fleetwatch.io/kubeconfig"] = "true"
