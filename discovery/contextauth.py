@@ -103,9 +103,10 @@ class ContextAuth:
     token_file: str | Fault | None = None
     #: ``(username, password)`` when both are given, or the fault of a ``null`` one
     basic: object = field(default=None, repr=False, hash=False)
-    #: TLS material (https only): decoded data, an absolute path, a fault or none
-    ca: Material = None
-    cert: Material = None
+    #: TLS material (https only): decoded data, an absolute path, a fault or none; out of
+    #: ``repr`` all three (a certificate is no secret, but its PEM is a Secret's value)
+    ca: Material = field(default=None, repr=False)
+    cert: Material = field(default=None, repr=False)
     key: Material = field(default=None, repr=False)
     #: raised after the TLS files are checked (``insecure-skip-tls-verify``,
     #: ``tls-server-name`` or ``proxy-url`` given as ``null``)

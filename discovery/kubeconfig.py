@@ -55,6 +55,8 @@ class Document:
     problems: list[str]
     #: contexts whose entry is over ``MAX_ENTRY_NODES``
     big_contexts: set[str] = field(default_factory=set)
+    #: the ``current-context`` value, as found (Cluster API Secrets name their cluster by it)
+    current_context: object = None
 
 
 class _Entries:
@@ -90,7 +92,9 @@ class _Entries:
             if self._too_big(item):
                 self.big_contexts.add(name)
 
-    def document(self, version: FileVersion, problems: list[str]) -> Document:
+    def document(
+        self, version: FileVersion, problems: list[str], current: object = None
+    ) -> Document:
         """The entries, their decoded values as bytes, now that the parse is over."""
         self.arena.finish()
         for cluster in self.clusters.values():
@@ -98,7 +102,13 @@ class _Entries:
         for user in self.users.values():
             with_bytes(user, self.arena)
         return Document(
-            version, self.clusters, self.users, self.contexts, problems, self.big_contexts
+            version,
+            self.clusters,
+            self.users,
+            self.contexts,
+            problems,
+            self.big_contexts,
+            current,
         )
 
     def not_a_list(self, doc: Mapping[Any, Any]) -> None:
@@ -145,7 +155,17 @@ def parse_document(data: bytes | str, version: FileVersion) -> Document:
     problems = [e for kind in _LISTS for e in entries.errors[kind]]
     if not entries.contexts and not entries.errors["contexts"]:
         problems.append("no contexts")
-    return entries.document(version, problems)
+    return entries.document(version, problems, doc.get("current-context"))
+
+
+def document_of(doc: Mapping[str, Any], version: FileVersion) -> Document:
+    """The entries of a kubeconfig already made as a dict (one built in memory from an
+    Argo CD cluster Secret, a tool's or a test's): what :func:`parse_document` makes of
+    the same document as text."""
+    entries = _Entries()
+    for kind in _LISTS:
+        boundedyaml.hand_items(kind, doc.get(kind), entries.add)
+    return entries.document(version, [], doc.get("current-context"))
 
 
 def _reader_reason(exc: yaml.reader.ReaderError) -> str:
@@ -286,11 +306,7 @@ def context_config(
     What discovery makes of that context in a file at ``source`` (tools and tests build
     contexts without a file). Raises ``KeyError`` for a context that is not usable.
     """
-    entries = _Entries()
-    for kind in _LISTS:
-        boundedyaml.hand_items(kind, doc.get(kind), entries.add)
-    parsed = entries.document(version, [])
-    resolved, problems = resolve_contexts([(source, parsed)])
+    resolved, problems = resolve_contexts([(source, document_of(doc, version))])
     if context not in resolved:
         raise KeyError(f"context {context!r}: {[p.reason for p in problems]}")
     return resolved[context].config
