@@ -7,7 +7,6 @@ Secret's bearer token and CA data, a Cluster API Secret's embedded client certif
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 from pathlib import Path
@@ -16,9 +15,7 @@ import pytest
 import yaml
 
 from discovery import Discovery, merge, probeable, read_secret
-from exporter.net.connections import Connections
-from exporter.net.credentials import build_credentials
-from exporter.net.probe import probe
+from exporter.net import FleetClient, Slot
 from fleetwatch.standin import StandinFleet
 
 
@@ -52,7 +49,7 @@ async def test_secret_clusters_probe_a_standin_with_the_exporters_credentials(
                 "config": b64(json.dumps(config)),
             },
         }
-        client = certs.default_client
+        admin = certs.default_client
         kubeconfig = {
             "apiVersion": "v1",
             "kind": "Config",
@@ -70,8 +67,8 @@ async def test_secret_clusters_probe_a_standin_with_the_exporters_credentials(
                 {
                     "name": "admin",
                     "user": {
-                        "client-certificate-data": b64(client.cert_pem),
-                        "client-key-data": b64(client.key_pem),
+                        "client-certificate-data": b64(admin.cert_pem),
+                        "client-key-data": b64(admin.key_pem),
                     },
                 }
             ],
@@ -92,15 +89,14 @@ async def test_secret_clusters_probe_a_standin_with_the_exporters_credentials(
         merged = merge(Discovery((), ()), [f for f in found if f is not None])
         assert merged.discovery.problems == ()
         assert [c.name for c in merged.discovery.clusters] == ["argo-prod", "capi-wl"]
-        connections = Connections(None)
+        client = FleetClient(timeout=5.0, interval=60.0, environ={})
         try:
             for cluster in merged.discovery.clusters:
                 assert probeable(cluster.kubeconfig_secret_ref, merged.held)
                 ctx = merged.context_config(cluster)
                 assert ctx is not None
-                creds = await asyncio.to_thread(build_credentials, ctx)
-                result = await probe(connections.api(cluster.endpoint, creds), 5.0)
-                assert result.success, result
+                probed = await client.probe(cluster, ctx, Slot(None))
+                assert probed.result.success, probed.result
         finally:
-            await connections.aclose()
+            await client.aclose()
         assert fleet.requests("argo-prod") == 1 and fleet.requests("capi-wl") == 1
