@@ -61,9 +61,6 @@ SOURCE_ALERTS = "alerts"
 #: Outages shown with a cluster (``GET /clusters/{name}``).
 RECENT_OUTAGES = 10
 
-#: The statuses the gate refuses, for the store to check under the cluster's lock.
-REFUSED = frozenset(s for s in Status if gate.check("", s) is not None)
-
 
 class NotFound(LookupError):
     """An unknown cluster or app name (HTTP 404)."""
@@ -344,7 +341,7 @@ class Service:
 
     def deploy(self, app: str, cluster: str) -> AppRecord:
         """The app is DEPLOYED on ``cluster`` (moved there if needed), unless the gate says no."""
-        place = self.store.deploy(app, cluster, REFUSED)  # one transaction, gate included
+        place = self.store.deploy(app, cluster, gate.REFUSED)  # one transaction, gate included
         if place is None:  # say which name is unknown
             with self.store.read() as tx:
                 _need_app(tx, app)

@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry
 from reactor_helpers import open_store
 from reactor_payloads import OFFLINE, ONLINE, alert, webhook
 
+from reactor import gate
 from reactor.metrics import ReactorMetrics
 from reactor.service import Gated, Service
 from reactor.signals import parse_webhook, status_signals
@@ -487,3 +488,22 @@ def test_online_then_offline_is_one_outage_however_batched() -> None:
     assert one.effects == two.effects == reversed_two.effects
     assert one.effects == (OpenOutage(started_at=5), DegradeApps())
     assert one.state == two.state == reversed_two.state
+
+
+#: docs/reactor.md's gate: may a deployment go to a cluster in this status?
+GATE = {Status.ONLINE: True, Status.UNKNOWN: True, Status.OFFLINE: False}
+
+
+@pytest.mark.parametrize(("status", "allowed"), GATE.items())
+def test_the_gate_refuses_exactly_the_statuses_it_exports(status: Status, allowed: bool) -> None:
+    """``check`` and ``REFUSED`` (which a store tests under the cluster's lock) agree."""
+    refusal = gate.check("c1", status)
+    assert (refusal is None) is allowed
+    assert (status not in gate.REFUSED) is allowed
+    if refusal is not None:
+        assert (refusal.cluster, refusal.status) == ("c1", status)
+        assert refusal.message.startswith(f"cluster 'c1' is {status.value}")
+
+
+def test_the_gate_table_names_every_status() -> None:
+    assert set(GATE) == set(Status)
