@@ -56,7 +56,7 @@ BASIC_AUTH = web.AppKey("basic_auth", bool)
 ENCODE_OFF_LOOP_ITEMS = 2000
 
 
-class BadRequest(ValueError):
+class InvalidInput(ValueError):
     """Input the API cannot use; the message goes back with the 400."""
 
 
@@ -64,7 +64,7 @@ def error(
     code: int, message: str, headers: dict[str, str] | None = None, **extra: Any
 ) -> web.Response:
     """``{"error": ...}`` (models.Error), or with the gate's ``cluster`` and ``status``
-    (models.Refusal)."""
+    (models.RefusalBody)."""
     return answer("Refusal" if extra else "Error", {"error": message, **extra}, code, headers)
 
 
@@ -76,7 +76,7 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
     """Every error as JSON with the right status; 5xx only when a retry can help."""
     try:
         return await handler(request)
-    except BadRequest as exc:
+    except InvalidInput as exc:
         return error(400, str(exc))
     except NotFound as exc:
         return error(404, str(exc))
@@ -163,7 +163,7 @@ async def read_object(request: web.Request) -> dict[str, Any]:
     try:
         return load_json_object(await read_body(request))
     except PayloadError as exc:
-        raise BadRequest(str(exc)) from None
+        raise InvalidInput(str(exc)) from None
 
 
 def check(model: Any, doc: dict[str, Any]) -> Any:
@@ -171,7 +171,7 @@ def check(model: Any, doc: dict[str, Any]) -> Any:
     try:
         return models.validate(model, doc)
     except models.Problem as exc:
-        raise BadRequest(str(exc)) from None
+        raise InvalidInput(str(exc)) from None
 
 
 async def read_body(request: web.Request) -> bytes:
@@ -360,7 +360,7 @@ async def delete_cluster(request: web.Request) -> web.Response:
     name = path_name(request, "cluster")
     force = request.query.get("force", "false")
     if force not in ("true", "false"):
-        raise BadRequest('"force" must be "true" or "false"')
+        raise InvalidInput('"force" must be "true" or "false"')
     apps = await request.app[BACKEND].run(lambda s: s.delete_cluster(name, force == "true"))
     return answer("DeletedCluster", {"deleted": name, "apps_deleted": apps})
 
@@ -404,12 +404,12 @@ async def patch_app(request: web.Request) -> web.Response:
     backend = request.app[BACKEND]
     if "cluster" in doc:
         if "status" in doc or "reason" in doc:
-            raise BadRequest('give either "cluster" (a reassignment) or "status", not both')
+            raise InvalidInput('give either "cluster" (a reassignment) or "status", not both')
         target = check(models.Reassignment, doc).cluster
         app = await backend.run(lambda s: s.reassign(name, target))
         return answer("App", app_json(app))
     if "status" not in doc:
-        raise BadRequest('give "cluster" (a reassignment) or "status" (a health report)')
+        raise InvalidInput('give "cluster" (a reassignment) or "status" (a health report)')
     if doc["status"] == AppStatus.DEGRADED.value:
         reason = check(models.DegradedReport, doc).reason
         app = await backend.run(lambda s: s.report(name, AppStatus.DEGRADED, reason))
@@ -417,7 +417,7 @@ async def patch_app(request: web.Request) -> web.Response:
         check(models.DeployedReport, doc)
         app = await backend.run(lambda s: s.report(name, AppStatus.DEPLOYED, None))
     else:
-        raise BadRequest('"status" must be "DEGRADED" (with a "reason") or "DEPLOYED"')
+        raise InvalidInput('"status" must be "DEGRADED" (with a "reason") or "DEPLOYED"')
     return answer("App", app_json(app))
 
 

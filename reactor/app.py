@@ -30,7 +30,7 @@ from reactor.api import (
     errors_middleware,
 )
 from reactor.auth import TOKEN, TokenSource
-from reactor.context import BACKEND, METRICS, SETTINGS, Backend, Settings, StoreThread
+from reactor.context import BACKEND, METRICS, SETTINGS, Backend, ReactorSettings, StoreThread
 from reactor.database import parse_db_url, sqlite_url
 from reactor.health import add_health_routes
 from reactor.metrics import ReactorMetrics
@@ -55,7 +55,7 @@ class Scanner(Protocol):
 
 
 def create_app(
-    settings: Settings,
+    settings: ReactorSettings,
     *,
     registry: CollectorRegistry | None = None,
     store_factory: Callable[[], Store] | None = None,

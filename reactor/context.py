@@ -33,7 +33,7 @@ DEFAULT_DB_RETENTION_S = 30 * 86400.0
 
 
 @dataclass(frozen=True, slots=True)
-class Settings:
+class ReactorSettings:
     db_path: Path = DEFAULT_DB_PATH
     """SQLite file (created if missing; WAL mode adds ``-wal`` and ``-shm`` next to it)."""
     token: str | None = None
@@ -246,6 +246,6 @@ class Backend:
         return await self.reads.call(lambda: operation(reader))
 
 
-SETTINGS = web.AppKey("settings", Settings)
+SETTINGS = web.AppKey("settings", ReactorSettings)
 METRICS = web.AppKey("metrics", ReactorMetrics)
 BACKEND = web.AppKey("backend", Backend)

@@ -312,7 +312,7 @@ class WebhookAlert(BaseModel):
     fingerprint: str | None = None
 
 
-class Webhook(BaseModel):
+class WebhookBody(BaseModel):
     """Alertmanager's webhook payload, version 4. Only ``alerts`` is used; the other fields
     are checked when present and otherwise ignored, and so is any field not named here."""
 
@@ -337,7 +337,7 @@ Source = Literal["discovery", "api", "alerts"]
 Time = Annotated[str | None, Field(json_schema_extra={"format": "date-time"})]
 
 
-class Cluster(TypedDict):
+class ClusterBody(TypedDict):
     name: str
     endpoint: str | None
     kubeconfig_secret_ref: str | None
@@ -356,7 +356,7 @@ class Outage(TypedDict):
     apps_restored: int
 
 
-class ClusterWithOutages(Cluster):
+class ClusterWithOutages(ClusterBody):
     """One cluster, with its latest outages, newest first (at most 10; closed ones are
     kept for --db.retention)."""
 
@@ -376,7 +376,7 @@ class Error(TypedDict):
     error: str
 
 
-class Refusal(TypedDict):
+class RefusalBody(TypedDict):
     """409 of the deployment gate: the cluster and its status beside the message."""
 
     error: str
@@ -384,7 +384,7 @@ class Refusal(TypedDict):
     status: ClusterStatus
 
 
-class NotificationResult(TypedDict):
+class NotificationResultBody(TypedDict):
     applied: int
     skipped: int
     clusters_changed: int
@@ -400,7 +400,7 @@ class DeletedCluster(TypedDict):
 
 
 class ClusterReset(TypedDict):
-    cluster: Cluster
+    cluster: ClusterBody
     outages_closed: int
     apps_restored: int
 
@@ -412,8 +412,8 @@ class Liveness(TypedDict):
 #: Every named type of the document, and the adapter that writes it.
 SCHEMAS: dict[str, Any] = {
     "Error": Error,
-    "Refusal": Refusal,
-    "Cluster": Cluster,
+    "Refusal": RefusalBody,
+    "Cluster": ClusterBody,
     "ClusterWithOutages": ClusterWithOutages,
     "Outage": Outage,
     "App": App,
@@ -421,8 +421,8 @@ SCHEMAS: dict[str, Any] = {
     "NewApp": NewApp,
     "AppPatch": AppPatch,
     "Deployment": Deployment,
-    "Webhook": Webhook,
-    "NotificationResult": NotificationResult,
+    "Webhook": WebhookBody,
+    "NotificationResult": NotificationResultBody,
     "DeletedCluster": DeletedCluster,
     "ClusterReset": ClusterReset,
     "Liveness": Liveness,
@@ -480,7 +480,7 @@ def problem(exc: ValidationError, model: Any) -> str:
         *parent, key = loc
         if not parent:
             return f'missing "{key}"' + (
-                ": not an Alertmanager webhook" if model is Webhook else ""
+                ": not an Alertmanager webhook" if model is WebhookBody else ""
             )
         return f'{where(tuple(parent))} has no "{key}"'
     if kind_ == "extra_forbidden":

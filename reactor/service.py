@@ -30,7 +30,7 @@ from reactor.statemachine import (
     AlertState,
     AppStatus,
     CloseOutage,
-    ClusterState,
+    ClusterAlertState,
     DegradeApps,
     OpenOutage,
     RestoreApps,
@@ -273,7 +273,7 @@ class Service:
                 restored = tx.restore_apps(cluster.id, cluster.outage_id)
                 tx.close_outage(cluster.id, cluster.outage_id, now)
             state = cluster.state
-            fresh = ClusterState(was_online=state.was_online or state.outage_since is not None)
+            fresh = ClusterAlertState(was_online=state.was_online or state.outage_since is not None)
             tx.save_states([(cluster.id, fresh)])
         closed = int(cluster.outage_id is not None)
         log.info(

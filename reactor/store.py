@@ -26,7 +26,7 @@ from typing import Any, Protocol, TypeVar
 from reactor.statemachine import (
     AlertState,
     AppStatus,
-    ClusterState,
+    ClusterAlertState,
     Status,
 )
 
@@ -72,7 +72,7 @@ class ClusterRecord:
     endpoint: str | None
     kubeconfig_secret_ref: str | None
     source: str  #: "discovery", "api" or "alerts": who created it
-    state: ClusterState
+    state: ClusterAlertState
     outage_id: int | None  #: the open outage, if any
 
 
@@ -144,7 +144,7 @@ class Transaction(Protocol):
         """:meth:`close_outage` for each (cluster id, outage id, closed at)."""
         ...
 
-    def save_states(self, states: Sequence[tuple[int, ClusterState]]) -> None: ...
+    def save_states(self, states: Sequence[tuple[int, ClusterAlertState]]) -> None: ...
     def open_outage(self, cluster_id: int, started_at: int, opened_at: int) -> int: ...
     def degrade_apps(self, cluster_id: int, outage_id: int) -> int: ...
     def restore_apps(self, cluster_id: int, outage_id: int) -> int: ...
@@ -227,7 +227,7 @@ OUTAGE_SELECT = (
 
 
 def cluster_record(row: tuple[Any, ...]) -> ClusterRecord:
-    state = ClusterState(
+    state = ClusterAlertState(
         online=_alert(row[5], row[6], row[7]),
         offline=_alert(row[8], row[9], row[10]),
         was_online=bool(row[11]),
@@ -236,7 +236,7 @@ def cluster_record(row: tuple[Any, ...]) -> ClusterRecord:
     return ClusterRecord(row[0], row[1], row[2], row[3], row[4], state, row[12])
 
 
-def state_row(cluster_id: int, state: ClusterState) -> tuple[Any, ...]:
+def state_row(cluster_id: int, state: ClusterAlertState) -> tuple[Any, ...]:
     on, off = state.online, state.offline
     return (
         state.status.value,

@@ -41,7 +41,7 @@ import psycopg
 from psycopg import errors
 
 from reactor import schema
-from reactor.statemachine import CLUSTER_OFFLINE, AppStatus, ClusterState, Status
+from reactor.statemachine import CLUSTER_OFFLINE, AppStatus, ClusterAlertState, Status
 from reactor.store import (
     OUTAGE_SELECT,
     AppRecord,
@@ -131,7 +131,7 @@ class PostgresTransaction:
             (name, endpoint, ref, source),
         ).fetchone()
         assert row is not None
-        return ClusterRecord(row[0], name, endpoint, ref, source, ClusterState(), None)
+        return ClusterRecord(row[0], name, endpoint, ref, source, ClusterAlertState(), None)
 
     def insert_clusters(self, names: Sequence[str], source: str) -> dict[str, ClusterRecord]:
         # Another replica inserting one of these names meanwhile: a unique violation, so a
@@ -142,7 +142,7 @@ class PostgresTransaction:
             (source, list(names)),
         ).fetchall()
         return {
-            name: ClusterRecord(cid, name, None, None, source, ClusterState(), None)
+            name: ClusterRecord(cid, name, None, None, source, ClusterAlertState(), None)
             for cid, name in rows
         }
 
@@ -230,7 +230,7 @@ class PostgresTransaction:
             (endpoint, ref, cluster_id),
         )
 
-    def save_states(self, states: Sequence[tuple[int, ClusterState]]) -> None:
+    def save_states(self, states: Sequence[tuple[int, ClusterAlertState]]) -> None:
         if not states:
             return
         self.cur.executemany(

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from reactor import schema
-from reactor.statemachine import CLUSTER_OFFLINE, AppStatus, ClusterState, Status
+from reactor.statemachine import CLUSTER_OFFLINE, AppStatus, ClusterAlertState, Status
 from reactor.store import (
     OUTAGE_SELECT,
     AppRecord,
@@ -91,7 +91,7 @@ class SQLiteTransaction:
             (name, endpoint, ref, source),
         )
         assert cur.lastrowid is not None
-        return ClusterRecord(cur.lastrowid, name, endpoint, ref, source, ClusterState(), None)
+        return ClusterRecord(cur.lastrowid, name, endpoint, ref, source, ClusterAlertState(), None)
 
     def insert_clusters(self, names: Sequence[str], source: str) -> dict[str, ClusterRecord]:
         return {name: self.insert_cluster(name, None, None, source) for name in names}
@@ -116,7 +116,7 @@ class SQLiteTransaction:
             (endpoint, ref, cluster_id),
         )
 
-    def save_states(self, states: Sequence[tuple[int, ClusterState]]) -> None:
+    def save_states(self, states: Sequence[tuple[int, ClusterAlertState]]) -> None:
         self.db.executemany(
             "UPDATE clusters SET status = ?, status_since = ?, "
             "online_firing = ?, online_starts_at = ?, online_ends_at = ?, "

@@ -16,7 +16,7 @@ from pydantic import TypeAdapter
 from common.webconfig import WebConfig
 from reactor import models
 from reactor.app import create_app
-from reactor.context import Settings
+from reactor.context import ReactorSettings
 from reactor.openapi import OPERATIONS, openapi_document
 
 MUTATING = {"post", "patch", "put", "delete"}
@@ -28,7 +28,7 @@ def test_the_document_is_valid_openapi(basic: bool) -> None:
 
 
 def test_every_route_is_documented_and_nothing_else(tmp_path: Any) -> None:
-    app = create_app(Settings(db_path=tmp_path / "x.db"))
+    app = create_app(ReactorSettings(db_path=tmp_path / "x.db"))
     routes = set()
     for route in app.router.routes():
         if route.method == "HEAD":
@@ -130,14 +130,14 @@ def test_the_endpoint_rule_is_the_pattern(value: str, ok: bool) -> None:
 def test_the_webhook_shape_is_checked_where_documented(alert: dict[str, Any], message: str) -> None:
     base = {"status": "firing", "labels": {}, "startsAt": "2026-01-01T00:00:00Z"}
     with pytest.raises(models.Problem, match=re.escape(message)):
-        models.validate(models.Webhook, {"alerts": [{**base, **alert}]})
+        models.validate(models.WebhookBody, {"alerts": [{**base, **alert}]})
 
 
 def test_unknown_webhook_fields_are_ignored_and_documented_ones_typed() -> None:
     alert = {"status": "firing", "labels": {}, "startsAt": "2026-01-01T00:00:00Z", "x": [1]}
-    models.validate(models.Webhook, {"alerts": [alert], "someNewField": {"y": 1}})
+    models.validate(models.WebhookBody, {"alerts": [alert], "someNewField": {"y": 1}})
     with pytest.raises(models.Problem, match='"truncatedAlerts" must be an integer'):
-        models.validate(models.Webhook, {"alerts": [], "truncatedAlerts": True})
+        models.validate(models.WebhookBody, {"alerts": [], "truncatedAlerts": True})
     webhook = openapi_document()["components"]["schemas"]["Webhook"]
     assert webhook["required"] == ["alerts"]
     assert set(webhook["properties"]) >= {"version", "alerts", "truncatedAlerts", "groupKey"}
@@ -156,7 +156,7 @@ async def test_the_served_document_declares_basic_auth_when_the_web_config_has_u
 ) -> None:
     users = {"ops": bcrypt.hashpw(b"pw", bcrypt.gensalt(rounds=4))}
     for config, basic in ((None, False), (WebConfig(users=users), True)):
-        app = create_app(Settings(db_path=tmp_path / f"{basic}.db"), web_config=config)
+        app = create_app(ReactorSettings(db_path=tmp_path / f"{basic}.db"), web_config=config)
         client = await aiohttp_client(app)
         auth = {"Authorization": "Basic " + base64.b64encode(b"ops:pw").decode()}
         resp = await client.get("/openapi.json", headers=auth if basic else {})
