@@ -26,10 +26,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from reactor import models
-from reactor.models import Problem, validate
-from reactor.models import clip as clip  # re-exported: the rules live in models
-from reactor.models import is_name as is_name
-from reactor.models import kind as _kind
+from reactor.fields import Problem
+from reactor.fields import clip as clip  # re-exported: the rules live in fields
+from reactor.fields import is_name as is_name
+from reactor.fields import kind as _kind
+from reactor.models import validate
 from reactor.statemachine import AlertState, StatusAlert
 
 
