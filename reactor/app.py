@@ -79,7 +79,7 @@ def create_app(
     app = web.Application(
         client_max_size=settings.max_body_bytes,
         middlewares=[*guard, errors_middleware, auth_middleware],
-        # Bodies are decoded by reactor.api.read_body: aiohttp's own decoding answered a
+        # Bodies are decoded by reactor.api.read_body: aiohttp's own decoding answers a
         # body declared gzip that is not gzip with a traceback and a dropped connection.
         handler_args={"auto_decompress": False},
     )

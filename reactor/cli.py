@@ -397,8 +397,9 @@ def run_reactor(args: argparse.Namespace) -> int:
 async def _freeze_startup_objects(app: object) -> None:
     """Keep the garbage collector off what start-up built (modules, the app, the store).
 
-    Without it every full collection walks all of them: pauses of 20-80 ms under load,
-    which is the p99 of a deployment call. Process-wide, so it lives here, not in the app.
+    Without it every full collection walks all of them, a pause as long as a deployment
+    call's p99 under load (docs/reactor.md, "Durability and numbers"). Process-wide, so it
+    lives here, not in the app.
     """
     gc.collect()
     gc.freeze()

@@ -176,9 +176,10 @@ def _resolve(items: list[tuple[_Call, Any, BaseException | None]]) -> None:
 class UnavailableLog:
     """The "database unavailable" warning once per outage of the database, not per call.
 
-    While the database is down every call answers 503; under load that was thousands of
-    identical warnings a second. The first refused call warns, the others are DEBUG, and
-    the first store operation that succeeds again says how many calls were refused.
+    While the database is down every call answers 503; under load, a warning per call
+    would be thousands of identical lines a second. The first refused call warns, the
+    others are DEBUG, and the first store operation that succeeds again says how many
+    calls were refused.
     """
 
     def __init__(self) -> None:
