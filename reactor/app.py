@@ -31,7 +31,7 @@ from reactor.api import (
     errors_middleware,
 )
 from reactor.auth import TOKEN, TokenSource
-from reactor.context import BACKEND, METRICS, SETTINGS, Backend, Settings, StoreThread
+from reactor.context import BACKEND, METRICS, SETTINGS, Backend, ReactorSettings, StoreThread
 from reactor.database import parse_db_url, sqlite_url
 from reactor.health import add_health_routes
 from reactor.metrics import ReactorMetrics
@@ -56,7 +56,7 @@ class Scanner(Protocol):
 
 
 def create_app(
-    settings: Settings,
+    settings: ReactorSettings,
     *,
     registry: CollectorRegistry | None = None,
     store_factory: Callable[[], Store] | None = None,
@@ -80,7 +80,7 @@ def create_app(
     app = web.Application(
         client_max_size=settings.max_body_bytes,
         middlewares=[*guard, errors_middleware, auth_middleware],
-        # Bodies are decoded by reactor.api.read_body: aiohttp's own decoding answered a
+        # Bodies are decoded by reactor.api.read_body: aiohttp's own decoding answers a
         # body declared gzip that is not gzip with a traceback and a dropped connection.
         handler_args={"auto_decompress": False},
     )
