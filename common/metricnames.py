@@ -80,6 +80,13 @@ REACTOR_DEPLOYMENTS_REFUSED: Final = "fleetwatch_reactor_deployments_refused"
 #: label ``outcome``
 REACTOR_NOTIFICATIONS: Final = "fleetwatch_reactor_notifications"
 REACTOR_LAST_NOTIFICATION: Final = "fleetwatch_reactor_last_notification_timestamp_seconds"
+#: counters of the reconciliation with Alertmanager; failures have label ``alertmanager``
+REACTOR_RECONCILE_RUNS: Final = "fleetwatch_reactor_reconcile_runs"
+REACTOR_RECONCILE_FAILURES: Final = "fleetwatch_reactor_reconcile_failures"
+REACTOR_RECONCILE_CHANGES: Final = "fleetwatch_reactor_reconcile_changes"
+REACTOR_RECONCILE_LAST_SUCCESS: Final = (
+    "fleetwatch_reactor_reconcile_last_success_timestamp_seconds"
+)
 
 
 def total(counter: str) -> str:

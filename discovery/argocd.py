@@ -25,7 +25,7 @@ How each key maps, as ``RawRestConfig`` builds its ``rest.Config``:
 
 JSON ``null`` and empty values are absent (Go's zero values); a value of the wrong type, or
 ``*Data`` that is not base64, makes Argo CD refuse the whole Secret, and so does this
-(:class:`ConfigError`, naming the key, never its value). What fleetwatch cannot honour
+(:class:`ArgoConfigError`, naming the key, never its value). What fleetwatch cannot honour
 lists the cluster as not probeable (:class:`NotProbeable`): ``awsAuthConfig`` (Argo CD
 runs ``argocd-k8s-auth aws`` with its pod's AWS identity), the in-cluster server
 ``https://kubernetes.default.svc`` (Argo CD reaches it with its own pod's service account,
@@ -56,7 +56,7 @@ _TLS_DATA = (
 )
 
 
-class ConfigError(ValueError):
+class ArgoConfigError(ValueError):
     """A ``config`` Argo CD itself would refuse; the message names the key, not the value."""
 
 
@@ -71,18 +71,18 @@ def parse_config(text: bytes) -> Mapping[str, Any]:
     try:
         value = json.loads(text)
     except UnicodeDecodeError:
-        raise ConfigError("'config' is not UTF-8 text") from None
+        raise ArgoConfigError("'config' is not UTF-8 text") from None
     except json.JSONDecodeError as exc:
         # The position and the parser's words, never the text around it.
-        raise ConfigError(
+        raise ArgoConfigError(
             f"'config' is not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
         ) from None
     except RecursionError:
-        raise ConfigError("'config' is nested too deeply") from None
+        raise ArgoConfigError("'config' is nested too deeply") from None
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise ConfigError(f"'config' is {_kind(value)}, not a JSON object")
+        raise ArgoConfigError(f"'config' is {_kind(value)}, not a JSON object")
     return value
 
 
@@ -91,7 +91,7 @@ def kubeconfig(
 ) -> dict[str, Any]:
     """The kubeconfig of one context ``name`` that reaches ``server`` as ``config`` says.
 
-    Raises :class:`ConfigError` for a config Argo CD would refuse, :class:`NotProbeable`
+    Raises :class:`ArgoConfigError` for a config Argo CD would refuse, :class:`NotProbeable`
     for one fleetwatch cannot honour (the former first: a broken Secret is a problem
     even when its auth form is one we would not run).
     """
@@ -159,12 +159,12 @@ def _exec(config: Mapping[str, Any], cluster: dict[str, Any]) -> dict[str, Any]:
     args = config.get("args")
     if args is not None:
         if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
-            raise ConfigError(f"'{where}.args' is not a list of strings")
+            raise ArgoConfigError(f"'{where}.args' is not a list of strings")
         exec_["args"] = list(args)
     env = config.get("env")
     if env is not None:
         if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
-            raise ConfigError(f"'{where}.env' is not an object of strings")
+            raise ArgoConfigError(f"'{where}.env' is not an object of strings")
         exec_["env"] = [{"name": k, "value": env[k]} for k in sorted(env)]
     if _boolean(config, "provideClusterInfo", where):
         exec_["provideClusterInfo"] = True
@@ -177,21 +177,21 @@ def _exec(config: Mapping[str, Any], cluster: dict[str, Any]) -> dict[str, Any]:
 def _object(config: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
     value = config.get(key)
     if value is not None and not isinstance(value, dict):
-        raise ConfigError(f"'{key}' is {_kind(value)}, not an object")
+        raise ArgoConfigError(f"'{key}' is {_kind(value)}, not an object")
     return value
 
 
 def _string(config: Mapping[str, Any] | None, key: str, where: str = "") -> str | None:
     value = None if config is None else config.get(key)
     if value is not None and not isinstance(value, str):
-        raise ConfigError(f"'{_path(where, key)}' is {_kind(value)}, not a string")
+        raise ArgoConfigError(f"'{_path(where, key)}' is {_kind(value)}, not a string")
     return value
 
 
 def _boolean(config: Mapping[str, Any] | None, key: str, where: str = "") -> bool:
     value = None if config is None else config.get(key)
     if value is not None and not isinstance(value, bool):
-        raise ConfigError(f"'{_path(where, key)}' is {_kind(value)}, not a boolean")
+        raise ArgoConfigError(f"'{_path(where, key)}' is {_kind(value)}, not a boolean")
     return bool(value)
 
 
@@ -204,7 +204,7 @@ def _base64(tls: Mapping[str, Any] | None, key: str) -> str | None:
     try:
         base64.b64decode(compact, validate=True)
     except (binascii.Error, ValueError):
-        raise ConfigError(f"'tlsClientConfig.{key}' is not base64") from None
+        raise ArgoConfigError(f"'tlsClientConfig.{key}' is not base64") from None
     return compact
 
 

@@ -251,7 +251,7 @@ class _Reader:
         try:
             config = argocd.parse_config(config_bytes)
             doc = argocd.kubeconfig(name, server, config, exec_plugins=self.exec_plugins)
-        except argocd.ConfigError as exc:
+        except argocd.ArgoConfigError as exc:
             self.problem(f"Argo CD cluster config: {exc}", name)
             return
         except argocd.NotProbeable as exc:

@@ -298,7 +298,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "get",
         "/metrics",
         "metrics",
-        "Prometheus metrics (fleetwatch_reactor_...)",
+        "Prometheus metrics of the reactor",
         answers={200: Reply("Text exposition format.", media=METRICS)},
     ),
     Operation(

@@ -42,6 +42,7 @@ import aiohttp
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from common import metricnames
 from reactor.alertmanager import AlertmanagerClient, AlertmanagerError, Listing
 from reactor.context import BACKEND, METRICS, SETTINGS, Backend
 from reactor.signals import (
@@ -67,23 +68,23 @@ class ReconcileMetrics:
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.runs = Counter(
-            "fleetwatch_reactor_reconcile_runs",
+            metricnames.REACTOR_RECONCILE_RUNS,
             "Reconciliations with Alertmanager started.",
             registry=registry,
         )
         self.failures = Counter(
-            "fleetwatch_reactor_reconcile_failures",
+            metricnames.REACTOR_RECONCILE_FAILURES,
             "Reconciliations in which this Alertmanager (host:port) could not be read.",
             ["alertmanager"],
             registry=registry,
         )
         self.changes = Counter(
-            "fleetwatch_reactor_reconcile_changes",
+            metricnames.REACTOR_RECONCILE_CHANGES,
             "Clusters whose alert state a reconciliation changed (news no webhook brought).",
             registry=registry,
         )
         self.last_success = Gauge(
-            "fleetwatch_reactor_reconcile_last_success_timestamp_seconds",
+            metricnames.REACTOR_RECONCILE_LAST_SUCCESS,
             "When the last reconciliation that read at least one Alertmanager and applied "
             "what it learnt ended (Unix time); 0 before the first one.",
             registry=registry,

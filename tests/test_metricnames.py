@@ -27,15 +27,6 @@ NAME = re.compile(r"\bfleetwatch_[a-z_]+")
 NOT_METRICS = {
     ("reactor/store_postgres.py", "fleetwatch_schema"): "the PostgreSQL table of the version",
 }
-#: Metric names still spelled where they are written, read by no rule nor dashboard: to
-#: move into common.metricnames with the next change of their module.
-PENDING = {
-    ("reactor/reconcile.py", "fleetwatch_reactor_reconcile_runs"),
-    ("reactor/reconcile.py", "fleetwatch_reactor_reconcile_failures"),
-    ("reactor/reconcile.py", "fleetwatch_reactor_reconcile_changes"),
-    ("reactor/reconcile.py", "fleetwatch_reactor_reconcile_last_success_timestamp_seconds"),
-    ("reactor/openapi.py", "fleetwatch_reactor_"),  # the prefix, in a description
-}
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
@@ -72,7 +63,7 @@ def test_no_metric_name_is_spelled_outside_the_contract() -> None:
         if path not in CONTRACT
         for name in spelled(path)
     }
-    allowed = PENDING | NOT_METRICS.keys()
+    allowed = NOT_METRICS.keys()
     assert sorted(found - allowed) == []
     assert sorted(allowed - found) == []  # an exception no longer needed goes
 

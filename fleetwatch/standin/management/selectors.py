@@ -27,7 +27,7 @@ _EXISTS = re.compile(rf"\s*(?P<neg>!?)\s*(?P<key>{_KEY})\s*")
 
 
 @dataclass(frozen=True)
-class Requirement:
+class SelectorTerm:
     key: str
     op: str  # "=", "!=", "in", "notin", "exists", "!", ">", "<"
     values: tuple[str, ...] = ()
@@ -68,13 +68,13 @@ def _split(selector: str) -> list[str]:
     return parts
 
 
-def _parse_requirement(text: str) -> Requirement:
+def _parse_requirement(text: str) -> SelectorTerm:
     if match := _SET.fullmatch(text):
         values = tuple(v.strip() for v in match["values"].split(","))
         for value in values:
             if not re.fullmatch(_VALUE, value) or len(value) > 63:
                 raise bad_request(f"unable to parse requirement: invalid label value: {value!r}")
-        return Requirement(match["key"], match["op"], values)
+        return SelectorTerm(match["key"], match["op"], values)
     if match := _CMP.fullmatch(text):
         op = "=" if match["op"] == "==" else match["op"]
         value = match["value"]
@@ -86,9 +86,9 @@ def _parse_requirement(text: str) -> Requirement:
                 )
         elif not re.fullmatch(_VALUE, value) or len(value) > 63:
             raise bad_request(f"unable to parse requirement: invalid label value: {value!r}")
-        return Requirement(match["key"], op, (value,))
+        return SelectorTerm(match["key"], op, (value,))
     if match := _EXISTS.fullmatch(text):
-        return Requirement(match["key"], "!" if match["neg"] else "exists")
+        return SelectorTerm(match["key"], "!" if match["neg"] else "exists")
     raise bad_request(
         f"unable to parse requirement: found '{text.strip()}', expected: a requirement"
     )
