@@ -38,6 +38,7 @@ import argparse
 import asyncio
 import ctypes
 import gc
+import importlib
 import inspect
 import io
 import json
@@ -102,7 +103,7 @@ async def _measure(
     ports: list[int], ca: str, cert: str, key: str, rounds: int, cycle_order: bool
 ) -> dict[str, Any]:
     # The tree under test comes first on sys.path (see _run_worker): import it only now.
-    from exporter.net.pool import HttpPool
+    HttpPool = _pool_module().HttpPool
 
     loop = asyncio.get_running_loop()
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # as exporter.net.credentials builds one
@@ -212,10 +213,10 @@ async def _timer_costs(pending: int = 10_000, n: int = 30_000) -> dict[str, floa
     """Microseconds to bound one request, with ``pending`` timers on the loop (a cycle's).
 
     ``loop.call_at`` + ``cancel``, ``asyncio.timeout`` entered and left, and the pool's
-    own deadline (``_Deadlines.start``/``end``, when the tree has it); each on the loop
+    own deadline (``Deadlines.start``/``end``, when the tree has it); each on the loop
     with ``pending`` far timers and yielding to it every tenth time, as requests do.
     """
-    from exporter.net import pool as httppool
+    httppool = _pool_module()
 
     loop = asyncio.get_running_loop()
     far = [loop.call_at(loop.time() + 3600 + i * 1e-3, lambda: None) for i in range(pending)]
@@ -247,7 +248,10 @@ async def _timer_costs(pending: int = 10_000, n: int = 30_000) -> dict[str, floa
     await timed("none", bare)
     await timed("call_at", call_at)
     await timed("asyncio_timeout", with_timeout)
-    deadlines = getattr(httppool, "_Deadlines", None)
+    try:
+        from exporter.net.deadlines import Deadlines as deadlines
+    except ImportError:  # a tree whose pool keeps them itself
+        deadlines = getattr(httppool, "_Deadlines", None)
     if deadlines is not None:
         heap = deadlines()
 
@@ -271,19 +275,32 @@ def worker_main(args: argparse.Namespace) -> None:
     )
     if not args.cycle_order:
         result.update(asyncio.run(_timer_costs()))
-    import exporter.net.connection
+    import exporter
 
-    result["exporter"] = str(Path(exporter.net.connection.__file__).parent)
+    result["exporter"] = str(Path(exporter.__file__).parent)  # which tree was measured
     print(json.dumps(result))
 
 
 # --- the driver -----------------------------------------------------------------------------
 
 
+def _pool_module() -> Any:
+    """The connection pool's module of the tree under test, wherever that tree keeps it."""
+    try:
+        return importlib.import_module("exporter.net.pool")
+    except ModuleNotFoundError:  # a tree from before the exporter's sub-packages
+        return importlib.import_module("exporter.httppool")
+
+
 def export_tree(commit: str, directory: Path) -> Path:
-    """``exporter/`` of ``commit``, unpacked in ``directory`` (``git archive``: read-only)."""
+    """The packages of ``commit`` the pool needs, unpacked in ``directory`` (``git archive``)."""
+    listed = subprocess.run(
+        ["git", "ls-tree", "--name-only", commit],
+        cwd=REPO, capture_output=True, text=True, check=True, timeout=60,
+    ).stdout.split()  # fmt: skip
+    packages = [name for name in ("exporter", "discovery", "common") if name in listed]
     archive = subprocess.run(
-        ["git", "archive", "--format=tar", commit, "exporter"],
+        ["git", "archive", "--format=tar", commit, *packages],
         cwd=REPO, capture_output=True, check=True, timeout=60,
     )  # fmt: skip
     with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:

@@ -68,7 +68,7 @@ def filled_table(clusters: int) -> tuple[Any, Any, tuple[Any, ...]]:
             probe = ProbeResult(True, None, 0.0008 + i * 1e-7, 200)
             table.record(cluster.name, probe, now)
             result = await check.run(cluster, _KubeSystem(i), probe)  # type: ignore[arg-type]
-            table.set_checks(cluster.name, [result] if result is not None else [], families)
+            table.set_checks(cluster.name, [result] if result is not None else [])
 
     asyncio.run(run_checks())
     return table, check, families

@@ -9,5 +9,7 @@ as ``prometheus/common`` does for Prometheus' components):
 - ``common.web``: ``--web.listen-address`` parsing, one meaning for both servers;
 - ``common.logs``: logging set-up (``--log.level``, ``--log.format``);
 - ``common.version``: the version, build information and the process collectors;
-- ``common.webconfig``: ``--web.config.file`` (TLS, basic auth), one module for both servers.
+- ``common.webconfig``: ``--web.config.file`` (its strict parse, TLS followed as renewed),
+  one module for both servers;
+- ``common.basicauth``: the file's ``basic_auth_users`` checked, with a cache of answers.
 """

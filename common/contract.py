@@ -56,7 +56,12 @@ STORM_FRACTION: Final = 0.5
 #: Smallest probeable fleet where a storm is recognised: 1 failing of 2 is no storm.
 STORM_MIN_CLUSTERS: Final = 3
 
-# Recording rules the dashboards read: the rules write them, nothing else computes them.
+# Recording rules: the rules write them, nothing else computes them; the dashboards read
+# all but the first.
+
+#: Per replica of the exporter (labels ``cluster``, ``job``, ``instance``): the status
+#: that replica alone sees, before the replicas are combined by cluster.
+REPLICA_STATUS_RECORD: Final = "cluster_instance:fleetwatch_status:code"
 
 #: Per cluster: its status as a number of ``STATUS_CODES``.
 STATUS_CODE_RECORD: Final = "cluster:fleetwatch_status:code"

@@ -27,6 +27,8 @@ from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector,
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from common.metricnames import BUILD_INFO
+
 __version__: Final = "0.1.0"
 
 #: Environment variable that names the revision (a commit) the running code was built from.
@@ -84,7 +86,7 @@ class BuildInfoCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         family = GaugeMetricFamily(
-            "fleetwatch_build_info",
+            BUILD_INFO,
             "A metric with a constant '1' value labeled by the version and revision "
             "fleetwatch was built from, and the Python version it runs on.",
             labels=list(self._labels),

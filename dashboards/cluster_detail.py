@@ -1,24 +1,32 @@
 """The cluster detail: one cluster's probes, etcd quorum and leader, control plane, CoreDNS.
 
 Three Grafana rows, one function each (``y`` is the row's top on Grafana's grid; each
-returns where the next row starts). The module is longer than most because the etcd and
-control-plane panels explain in their descriptions what the user sees and how to fix it,
-and those texts belong next to their queries.
+returns where the next row starts): the status and probes row here, the etcd row in
+``dashboards.cluster_etcd``, the control-plane row in ``dashboards.cluster_controlplane``.
 """
 
 from __future__ import annotations
 
 from common.contract import STATUS_CODE_RECORD
+from common.metricnames import (
+    CLUSTER_INFO,
+    CLUSTER_PROBE_CONSECUTIVE_FAILURES,
+    CLUSTER_PROBE_DURATION,
+    CLUSTER_PROBE_FAILURES,
+    CLUSTER_PROBE_LAST_SUCCESS,
+    CLUSTER_PROBE_SUCCESS,
+    CLUSTER_PROBEABLE,
+)
+from dashboards.cluster_controlplane import control_plane
+from dashboards.cluster_etcd import etcd
 from dashboards.frame import ONE_CLUSTER, UID_CLUSTER, annotation, cluster_variable, dashboard
 from dashboards.panels import (
     Board,
     Json,
     bool_mappings,
-    color_override,
     column,
     stat,
     state_timeline,
-    table,
     target,
     targets,
     thresholds,
@@ -26,7 +34,6 @@ from dashboards.panels import (
 )
 from dashboards.status import (
     COLOR_FAILING,
-    COLOR_OFFLINE,
     COLOR_ONLINE,
     COLOR_UNKNOWN,
     STATUS_MAPPINGS,
@@ -34,8 +41,6 @@ from dashboards.status import (
 from exporter.model import Reason
 
 C = ONE_CLUSTER
-#: What an etcd panel says when only the API server source is there (no leader, term, db).
-NEEDS_DIRECT = "needs direct etcd (--config.file)"
 
 
 def status_and_probes(b: Board, y: int) -> int:
@@ -56,8 +61,7 @@ def status_and_probes(b: Board, y: int) -> int:
             "Empty ('never') when the cluster was never probed successfully.",
             [
                 target(
-                    "time() - max(fleetwatch_cluster_probe_last_success_timestamp_seconds"
-                    f"{{{C}}} > 0)",
+                    f"time() - max({CLUSTER_PROBE_LAST_SUCCESS}{{{C}}} > 0)",
                     "since",
                     instant=True,
                 )
@@ -75,7 +79,7 @@ def status_and_probes(b: Board, y: int) -> int:
             "Failed probes in a row; OFFLINE from the failure threshold N on.",
             [
                 target(
-                    f"max(fleetwatch_cluster_probe_consecutive_failures{{{C}}})",
+                    f"max({CLUSTER_PROBE_CONSECUTIVE_FAILURES}{{{C}}})",
                     "failures",
                     instant=True,
                 )
@@ -90,7 +94,7 @@ def status_and_probes(b: Board, y: int) -> int:
             "Duration of the last probe.",
             [
                 target(
-                    f"max(fleetwatch_cluster_probe_duration_seconds{{{C}}})",
+                    f"max({CLUSTER_PROBE_DURATION}{{{C}}})",
                     "latency",
                     instant=True,
                 )
@@ -106,7 +110,7 @@ def status_and_probes(b: Board, y: int) -> int:
             "Probeable",
             "0 when the cluster's kubeconfig reference is not a readable file (for example a "
             "Secret name given to the reactor): it is never probed and stays UNKNOWN.",
-            [target(f"max(fleetwatch_cluster_probeable{{{C}}})", "probeable", instant=True)],
+            [target(f"max({CLUSTER_PROBEABLE}{{{C}}})", "probeable", instant=True)],
             mappings=bool_mappings("yes", "no: not a readable kubeconfig", "green", COLOR_UNKNOWN),
         ),
         at=(16, y + 1, 4, 4),
@@ -117,7 +121,7 @@ def status_and_probes(b: Board, y: int) -> int:
             "API server endpoint and the kubeconfig file the cluster was found in.",
             [
                 target(
-                    f"max by (endpoint, source) (fleetwatch_cluster_info{{{C}}})",
+                    f"max by (endpoint, source) ({CLUSTER_INFO}{{{C}}})",
                     "{{endpoint}} ({{source}})",
                     instant=True,
                 )
@@ -133,7 +137,7 @@ def status_and_probes(b: Board, y: int) -> int:
             "Top: the status from the rules. Bottom: the result of each probe.",
             [
                 target(f"max({STATUS_CODE_RECORD}{{{C}}})", "status", "A"),
-                target(f"max(fleetwatch_cluster_probe_success{{{C}}})", "last probe", "B"),
+                target(f"max({CLUSTER_PROBE_SUCCESS}{{{C}}})", "last probe", "B"),
             ],
             STATUS_MAPPINGS,
             overrides=[
@@ -147,9 +151,9 @@ def status_and_probes(b: Board, y: int) -> int:
             "Probe latency and consecutive failures",
             "Duration of the last probe (left axis) and failed probes in a row (right axis).",
             targets(
-                (f"max(fleetwatch_cluster_probe_duration_seconds{{{C}}})", "probe latency"),
+                (f"max({CLUSTER_PROBE_DURATION}{{{C}}})", "probe latency"),
                 (
-                    f"max(fleetwatch_cluster_probe_consecutive_failures{{{C}}})",
+                    f"max({CLUSTER_PROBE_CONSECUTIVE_FAILURES}{{{C}}})",
                     "consecutive failures",
                 ),
             ),
@@ -174,7 +178,7 @@ def status_and_probes(b: Board, y: int) -> int:
             "proxy that its proxy refused or hung.",
             [
                 target(
-                    "sum by (reason) (increase(fleetwatch_cluster_probe_failures_total"
+                    f"sum by (reason) (increase({CLUSTER_PROBE_FAILURES}"
                     f"{{{C}}}[$__rate_interval]))",
                     "{{reason}}",
                 )
@@ -187,282 +191,6 @@ def status_and_probes(b: Board, y: int) -> int:
     )
 
     return y + 19
-
-
-def etcd(b: Board, y: int) -> int:
-    """Quorum, members and leader; leader, raft term and db size need direct etcd."""
-    b.row("etcd", y)
-    b.add(
-        stat(
-            "Quorum",
-            "healthy: one member can be lost; no_fault_tolerance: losing one more member "
-            "loses quorum; lost: etcd cannot commit, the API server cannot write.",
-            [
-                target(
-                    f"max by (state) (fleetwatch_etcd_quorum_state{{{C}}}) == 1",
-                    "{{state}}",
-                    instant=True,
-                )
-            ],
-            color_mode="background",
-            text_mode="name",
-            no_value="no etcd data",
-            steps=thresholds((None, COLOR_UNKNOWN)),
-            overrides=[
-                color_override("healthy", COLOR_ONLINE),
-                color_override("no_fault_tolerance", COLOR_FAILING),
-                color_override("lost", COLOR_OFFLINE),
-            ],
-        ),
-        at=(0, y + 1, 4, 4),
-    )
-    b.add(
-        stat(
-            "Members healthy / quorum / members",
-            "Healthy members, members needed for quorum (floor(n/2)+1), and members. An even "
-            "member count adds no fault tolerance.",
-            [
-                target(
-                    f"max(fleetwatch_etcd_members_healthy{{{C}}})", "healthy", "A", instant=True
-                ),
-                target(f"max(fleetwatch_etcd_quorum_size{{{C}}})", "quorum", "B", instant=True),
-                target(f"max(fleetwatch_etcd_members{{{C}}})", "members", "C", instant=True),
-            ],
-            color_mode="value",
-            text_mode="value_and_name",
-        ),
-        at=(4, y + 1, 5, 4),
-    )
-    b.add(
-        stat(
-            "Leader",
-            "Whether etcd reports a leader. Without one nothing is committed.",
-            [target(f"max(fleetwatch_etcd_has_leader{{{C}}})", "leader", instant=True)],
-            mappings=bool_mappings("leader", "NO LEADER"),
-            no_value=NEEDS_DIRECT,
-        ),
-        at=(9, y + 1, 3, 4),
-    )
-    b.add(
-        stat(
-            "etcd data from",
-            "apiserver: members are the etcd static pods of kube-system, healthy when Ready "
-            "(every cluster). direct: etcd itself answered (/health, status), when the "
-            "exporter's --config.file gives the cluster's etcd endpoints; only then are "
-            "leader, raft term and db size known.",
-            [
-                target(
-                    f"max by (source) (fleetwatch_etcd_source_info{{{C}}})",
-                    "{{source}}",
-                    instant=True,
-                )
-            ],
-            color_mode="none",
-            text_mode="name",
-            no_value="no etcd data",
-        ),
-        at=(12, y + 1, 3, 4),
-    )
-    b.add(
-        stat(
-            "Leader changes (time range)",
-            "Raft term changes over the selected range: each one is at least one election. "
-            "Frequent elections point at slow disks or a flaky network between members.",
-            [
-                target(
-                    f"max(changes(fleetwatch_etcd_raft_term{{{C}}}[$__range]))",
-                    "changes",
-                    instant=True,
-                )
-            ],
-            steps=thresholds((None, COLOR_ONLINE), (3, COLOR_FAILING), (10, COLOR_OFFLINE)),
-            color_mode="value",
-            no_value=NEEDS_DIRECT,
-        ),
-        at=(15, y + 1, 4, 4),
-    )
-    b.add(
-        stat(
-            "Largest member db",
-            "Largest etcd database of the members (the default quota is 2 GiB; writes stop "
-            "when it is reached).",
-            [target(f"max(fleetwatch_etcd_db_size_bytes{{{C}}})", "db size", instant=True)],
-            unit="bytes",
-            color_mode="value",
-            steps=thresholds(
-                (None, COLOR_ONLINE), (1.5 * 2**30, COLOR_FAILING), (1.9 * 2**30, COLOR_OFFLINE)
-            ),
-            no_value=NEEDS_DIRECT,
-        ),
-        at=(19, y + 1, 5, 4),
-    )
-    b.add(
-        timeseries(
-            "Members healthy vs quorum",
-            "When 'healthy' touches 'quorum' there is no fault tolerance left; below it, "
-            "quorum is lost.",
-            targets(
-                (f"max(fleetwatch_etcd_members_healthy{{{C}}})", "healthy"),
-                (f"max(fleetwatch_etcd_quorum_size{{{C}}})", "quorum"),
-                (f"max(fleetwatch_etcd_members{{{C}}})", "members"),
-            ),
-            unit="none",
-            interpolation="stepAfter",
-            overrides=[
-                color_override("healthy", COLOR_ONLINE),
-                color_override("quorum", COLOR_OFFLINE),
-                color_override("members", "blue"),
-            ],
-        ),
-        at=(0, y + 5, 8, 8),
-    )
-    b.add(
-        state_timeline(
-            "Member health",
-            "Health of each etcd member over time.",
-            [target(f"max by (member) (fleetwatch_etcd_member_healthy{{{C}}})", "{{member}}")],
-            bool_mappings("healthy", "unhealthy"),
-        ),
-        at=(8, y + 5, 8, 8),
-    )
-    b.add(
-        timeseries(
-            "DB size per member and leader changes",
-            "etcd database size of each member (left) and raft term changes per rate "
-            "interval (right).",
-            [
-                target(
-                    f"max by (member) (fleetwatch_etcd_db_size_bytes{{{C}}})", "{{member}}", "A"
-                ),
-                target(
-                    f"max(changes(fleetwatch_etcd_raft_term{{{C}}}[$__rate_interval]))",
-                    "leader changes",
-                    "B",
-                ),
-            ],
-            unit="bytes",
-            overrides=[
-                column(
-                    "leader changes",
-                    ("unit", "none"),
-                    ("custom.axisPlacement", "right"),
-                    ("custom.drawStyle", "bars"),
-                    ("color", {"mode": "fixed", "fixedColor": COLOR_FAILING}),
-                )
-            ],
-        ),
-        at=(16, y + 5, 8, 8),
-    )
-
-    return y + 13
-
-
-def control_plane(b: Board, y: int) -> int:
-    """Control-plane scrape targets, the 127.0.0.1 trap, and how CoreDNS is spread."""
-    b.row("Control plane and CoreDNS", y)
-    cp = f'{C}, component!=""'
-    b.add(
-        stat(
-            "Control-plane targets up",
-            "Scrape targets from the exporter's /sd/control-plane (scheduler, "
-            "controller-manager, etcd metrics, API server) that Prometheus reaches, out of "
-            "those that are not bound to 127.0.0.1.",
-            [
-                target(f'sum(up{{{cp}, localhost_only!="true"}})', "up", "A", instant=True),
-                target(f'count(up{{{cp}, localhost_only!="true"}})', "targets", "B", instant=True),
-            ],
-            color_mode="value",
-            text_mode="value_and_name",
-            no_value="no control-plane targets scraped",
-        ),
-        at=(0, y + 1, 6, 4),
-    )
-    b.add(
-        stat(
-            "Bound to 127.0.0.1",
-            "Components whose metrics listen on the node's loopback only (kubeadm's default "
-            "for scheduler, controller-manager and etcd metrics): Prometheus cannot scrape "
-            "them, which is not an outage. Fix: kubeadm extraArgs bind-address: 0.0.0.0 "
-            "(etcd: listen-metrics-urls: http://0.0.0.0:2381).",
-            [
-                target(
-                    f"sum(fleetwatch_controlplane_localhost_only{{{C}}}) or vector(0)",
-                    "localhost only",
-                    instant=True,
-                )
-            ],
-            steps=thresholds((None, COLOR_ONLINE), (1, COLOR_FAILING)),
-        ),
-        at=(6, y + 1, 4, 4),
-    )
-    b.add(
-        stat(
-            "CoreDNS replicas / nodes",
-            "CoreDNS replicas and the distinct nodes they run on. All replicas on one node "
-            "make DNS a single point of failure.",
-            [
-                target(f"max(fleetwatch_coredns_replicas{{{C}}})", "replicas", "A", instant=True),
-                target(f"max(fleetwatch_coredns_nodes{{{C}}})", "nodes", "B", instant=True),
-            ],
-            steps=thresholds((None, COLOR_OFFLINE), (2, COLOR_ONLINE)),
-            color_mode="value",
-            text_mode="value_and_name",
-            no_value="no CoreDNS data",
-        ),
-        at=(10, y + 1, 6, 4),
-    )
-    b.add(
-        timeseries(
-            "CoreDNS spread",
-            "Replicas and distinct nodes over time; 'nodes' at 1 with more than one replica "
-            "means one node failure takes DNS down.",
-            targets(
-                (f"max(fleetwatch_coredns_replicas{{{C}}})", "replicas"),
-                (f"max(fleetwatch_coredns_nodes{{{C}}})", "nodes"),
-            ),
-            unit="none",
-            interpolation="stepAfter",
-        ),
-        at=(16, y + 1, 8, 8),
-    )
-    b.add(
-        state_timeline(
-            "Control-plane targets",
-            "Each scrape target over time (up or down). Targets bound to 127.0.0.1 are left "
-            "out: see the table beside.",
-            [
-                target(
-                    f'max by (component, node) (up{{{cp}, localhost_only!="true"}})',
-                    "{{component}} on {{node}}",
-                )
-            ],
-            bool_mappings("up", "down"),
-        ),
-        at=(0, y + 5, 10, 8),
-    )
-    b.add(
-        table(
-            "Components bound to 127.0.0.1",
-            "Control-plane components reachable only on their own node. Prometheus reports "
-            "them down although they run; the fix is in the Bound to 127.0.0.1 panel's "
-            "description and in the alert.",
-            [
-                target(
-                    "max by (component, node) "
-                    f"(fleetwatch_controlplane_localhost_only{{{C}}}) == 1",
-                    ref="A",
-                    instant=True,
-                    table=True,
-                )
-            ],
-            rename={"component": "Component", "node": "Node"},
-            hide=["Value"],
-            overrides=[],
-            sort_by="Component",
-        ),
-        at=(10, y + 5, 6, 8),
-    )
-    return y + 13
 
 
 def cluster_detail() -> Json:

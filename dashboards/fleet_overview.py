@@ -21,6 +21,18 @@ from common.contract import (
     STORM_MIN_CLUSTERS,
     Status,
 )
+from common.metricnames import (
+    CLUSTER_INFO,
+    CLUSTER_PROBE_CONSECUTIVE_FAILURES,
+    CLUSTER_PROBE_DURATION,
+    CLUSTER_PROBE_FAILURES,
+    CLUSTER_PROBE_LAST_SUCCESS,
+    EXPORTER_CLUSTERS_DISCOVERED,
+    EXPORTER_CYCLE_DURATION,
+    EXPORTER_DISCOVERY_ERRORS,
+    EXPORTER_LAST_CYCLE,
+    EXPORTER_PROBE_INTERVAL,
+)
 from dashboards.frame import (
     ANY_CLUSTER,
     CLUSTER_LINK,
@@ -63,9 +75,9 @@ STATUS = f"max by (cluster) ({STATUS_CODE_RECORD}{{{F}}})"
 WATCHER = (
     'max(ALERTS{alertname=~"FleetwatchExporterDown|FleetwatchExporterAbsent", '
     'alertstate="firing"})'
-    " or absent(fleetwatch_exporter_last_cycle_timestamp_seconds)"
-    " or 2 * (max(time() - (fleetwatch_exporter_last_cycle_timestamp_seconds > 0))"
-    " > bool 3 * max(fleetwatch_exporter_probe_interval_seconds))"
+    f" or absent({EXPORTER_LAST_CYCLE})"
+    f" or 2 * (max(time() - ({EXPORTER_LAST_CYCLE} > 0))"
+    f" > bool 3 * max({EXPORTER_PROBE_INTERVAL}))"
     " or vector(0)"
 )
 
@@ -220,20 +232,15 @@ def clusters_table(b: Board, y: int) -> int:
             [
                 _table_query(STATUS, "A"),
                 _table_query(
-                    f"time() - max by (cluster) "
-                    f"(fleetwatch_cluster_probe_last_success_timestamp_seconds{{{F}}} > 0)",
+                    f"time() - max by (cluster) ({CLUSTER_PROBE_LAST_SUCCESS}{{{F}}} > 0)",
                     "B",
                 ),
                 _table_query(
-                    f"max by (cluster) (fleetwatch_cluster_probe_consecutive_failures{{{F}}})",
+                    f"max by (cluster) ({CLUSTER_PROBE_CONSECUTIVE_FAILURES}{{{F}}})",
                     "C",
                 ),
-                _table_query(
-                    f"max by (cluster) (fleetwatch_cluster_probe_duration_seconds{{{F}}})", "D"
-                ),
-                _table_query(
-                    f"max by (cluster, endpoint, source) (fleetwatch_cluster_info{{{F}}})", "E"
-                ),
+                _table_query(f"max by (cluster) ({CLUSTER_PROBE_DURATION}{{{F}}})", "D"),
+                _table_query(f"max by (cluster, endpoint, source) ({CLUSTER_INFO}{{{F}}})", "E"),
             ],
             rename={
                 "cluster": "Cluster",
@@ -276,8 +283,7 @@ def clusters_table(b: Board, y: int) -> int:
             "context gave none; proxy: its proxy refused or hung).",
             [
                 target(
-                    f"sum by (reason) "
-                    f"(increase(fleetwatch_cluster_probe_failures_total{{{F}}}[$__range]))",
+                    f"sum by (reason) (increase({CLUSTER_PROBE_FAILURES}{{{F}}}[$__range]))",
                     "{{reason}}",
                     instant=True,
                 )
@@ -299,7 +305,7 @@ def probe_timing(b: Board, y: int) -> int:
             [
                 target(
                     f"topk(10, time() - max by (cluster) "
-                    f"(fleetwatch_cluster_probe_last_success_timestamp_seconds{{{F}}} > 0))",
+                    f"({CLUSTER_PROBE_LAST_SUCCESS}{{{F}}} > 0))",
                     "{{cluster}}",
                 )
             ],
@@ -314,8 +320,7 @@ def probe_timing(b: Board, y: int) -> int:
             "the probe timeout).",
             [
                 target(
-                    f"topk(10, max by (cluster) "
-                    f"(fleetwatch_cluster_probe_duration_seconds{{{F}}}))",
+                    f"topk(10, max by (cluster) ({CLUSTER_PROBE_DURATION}{{{F}}}))",
                     "{{cluster}}",
                 )
             ],
@@ -335,7 +340,7 @@ def probe_failures(b: Board, y: int) -> int:
             "from the failure threshold N on. Only clusters with failures are drawn.",
             [
                 target(
-                    f"max by (cluster) (fleetwatch_cluster_probe_consecutive_failures{{{F}}}) > 0",
+                    f"max by (cluster) ({CLUSTER_PROBE_CONSECUTIVE_FAILURES}{{{F}}}) > 0",
                     "{{cluster}}",
                 )
             ],
@@ -351,7 +356,7 @@ def probe_failures(b: Board, y: int) -> int:
             [
                 target(
                     f"sum by (reason) "
-                    f"(increase(fleetwatch_cluster_probe_failures_total{{{F}}}[$__rate_interval]))",
+                    f"(increase({CLUSTER_PROBE_FAILURES}{{{F}}}[$__rate_interval]))",
                     "{{reason}}",
                 )
             ],
@@ -386,8 +391,8 @@ def watcher_health(b: Board, y: int) -> int:
             "Exporter: probe cycle duration and clusters",
             "Duration of the last probe cycle and the number of clusters found in the kubeconfigs.",
             targets(
-                ("max(fleetwatch_exporter_cycle_duration_seconds)", "cycle duration"),
-                ("max(fleetwatch_exporter_clusters_discovered)", "clusters discovered"),
+                (f"max({EXPORTER_CYCLE_DURATION})", "cycle duration"),
+                (f"max({EXPORTER_CLUSTERS_DISCOVERED})", "clusters discovered"),
             ),
             unit="s",
             overrides=[
@@ -404,7 +409,7 @@ def watcher_health(b: Board, y: int) -> int:
             "file and the reason.",
             [
                 target(
-                    "sum(increase(fleetwatch_exporter_discovery_errors_total[$__rate_interval]))",
+                    f"sum(increase({EXPORTER_DISCOVERY_ERRORS}[$__rate_interval]))",
                     "discovery errors",
                 )
             ],

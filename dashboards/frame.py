@@ -9,6 +9,7 @@ Grafana 10 or later (schemaVersion 38); Prometheus as the only datasource.
 from __future__ import annotations
 
 from common.contract import PROBE_FAILING_ALERT, STORM_ALERT, Status, StatusAlert
+from common.metricnames import CLUSTER_INFO
 from dashboards.panels import DS, Board, Json
 from dashboards.status import COLOR_FAILING, COLOR_OFFLINE, firing
 
@@ -30,7 +31,7 @@ CLUSTER_LINK_FROM_LABEL = f"/d/{UID_CLUSTER}?var-cluster=${{__field.labels.clust
 ANY_CLUSTER = 'cluster=~"$cluster"'
 ONE_CLUSTER = 'cluster="$cluster"'
 
-CLUSTER_VALUES = "label_values(fleetwatch_cluster_info, cluster)"
+CLUSTER_VALUES = f"label_values({CLUSTER_INFO}, cluster)"
 
 
 def datasource_variable() -> Json:

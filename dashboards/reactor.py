@@ -13,6 +13,19 @@ from pathlib import Path
 import yaml
 
 from common.contract import CLUSTERS_COUNT_RECORD, StatusAlert
+from common.metricnames import (
+    REACTOR_APPS,
+    REACTOR_APPS_DEGRADED,
+    REACTOR_APPS_RESTORED,
+    REACTOR_CLUSTERS,
+    REACTOR_DEPLOYMENTS,
+    REACTOR_DEPLOYMENTS_REFUSED,
+    REACTOR_LAST_NOTIFICATION,
+    REACTOR_NOTIFICATIONS,
+    REACTOR_OUTAGES_CLOSED,
+    REACTOR_OUTAGES_OPENED,
+    total,
+)
 from dashboards.frame import ANY_CLUSTER, UID_REACTOR, cluster_variable, dashboard
 from dashboards.panels import (
     Board,
@@ -42,7 +55,7 @@ APP_DESCRIPTIONS: dict[AppStatus, str] = {
 }
 
 #: Since the reactor's last notification: the expression of the stat and of the graph.
-SINCE_LAST_NOTIFICATION = "time() - max(fleetwatch_reactor_last_notification_timestamp_seconds > 0)"
+SINCE_LAST_NOTIFICATION = f"time() - max({REACTOR_LAST_NOTIFICATION} > 0)"
 
 
 def reactor_repeat_seconds(path: Path = ALERTMANAGER_YML) -> int:
@@ -69,7 +82,7 @@ def headline(b: Board, y: int, repeat_s: int) -> int:
                 APP_DESCRIPTIONS[status],
                 [
                     target(
-                        f'sum(fleetwatch_reactor_apps{{status="{status}"}})',
+                        f'sum({REACTOR_APPS}{{status="{status}"}})',
                         status,
                         instant=True,
                     )
@@ -89,7 +102,7 @@ def headline(b: Board, y: int, repeat_s: int) -> int:
             "cluster is OFFLINE.",
             [
                 target(
-                    _inc("fleetwatch_reactor_deployments_refused_total", "$__range"),
+                    _inc(total(REACTOR_DEPLOYMENTS_REFUSED), "$__range"),
                     "refused",
                     instant=True,
                 )
@@ -127,7 +140,7 @@ def apps_and_clusters(b: Board, y: int) -> int:
         timeseries(
             "Apps by status",
             "Apps the reactor tracks, by status.",
-            [target("sum by (status) (fleetwatch_reactor_apps)", "{{status}}")],
+            [target(f"sum by (status) ({REACTOR_APPS})", "{{status}}")],
             unit="none",
             stack=True,
             interpolation="stepAfter",
@@ -142,7 +155,7 @@ def apps_and_clusters(b: Board, y: int) -> int:
             "view in Prometheus. A lasting gap means notifications are not arriving (clusters "
             "added by hand with POST /clusters show only on the reactor's side).",
             [
-                target("sum by (status) (fleetwatch_reactor_clusters)", "reactor {{status}}", "A"),
+                target(f"sum by (status) ({REACTOR_CLUSTERS})", "reactor {{status}}", "A"),
                 target(f"sum by (status) ({CLUSTERS_COUNT_RECORD})", "rules {{status}}", "B"),
             ],
             unit="none",
@@ -174,8 +187,8 @@ def cascades_and_restores(b: Board, y: int) -> int:
             "Outages opened (a cluster that had been ONLINE went OFFLINE) and closed (it "
             "came back ONLINE).",
             targets(
-                (_inc("fleetwatch_reactor_outages_opened_total"), "outages opened"),
-                (_inc("fleetwatch_reactor_outages_closed_total"), "outages closed"),
+                (_inc(total(REACTOR_OUTAGES_OPENED)), "outages opened"),
+                (_inc(total(REACTOR_OUTAGES_CLOSED)), "outages closed"),
             ),
             unit="none",
             bars=True,
@@ -192,8 +205,8 @@ def cascades_and_restores(b: Board, y: int) -> int:
             "Apps degraded by a cascade and apps restored when their cluster came back. Only "
             "the apps an outage degraded are restored.",
             targets(
-                (_inc("fleetwatch_reactor_apps_degraded_total"), "apps degraded"),
-                (_inc("fleetwatch_reactor_apps_restored_total"), "apps restored"),
+                (_inc(total(REACTOR_APPS_DEGRADED)), "apps degraded"),
+                (_inc(total(REACTOR_APPS_RESTORED)), "apps restored"),
             ),
             unit="none",
             bars=True,
@@ -214,8 +227,8 @@ def gate_and_notifications(b: Board, y: int) -> int:
             "Deployments and gate refusals",
             "Deployments accepted and refused by the gate (HTTP 409: target cluster OFFLINE).",
             targets(
-                (_inc("fleetwatch_reactor_deployments_total"), "deployments"),
-                (_inc("fleetwatch_reactor_deployments_refused_total"), "refused (409)"),
+                (_inc(total(REACTOR_DEPLOYMENTS)), "deployments"),
+                (_inc(total(REACTOR_DEPLOYMENTS_REFUSED)), "refused (409)"),
             ),
             unit="none",
             bars=True,
@@ -234,7 +247,7 @@ def gate_and_notifications(b: Board, y: int) -> int:
             [
                 target(
                     "sum by (outcome) "
-                    "(increase(fleetwatch_reactor_notifications_total[$__rate_interval]))",
+                    f"(increase({total(REACTOR_NOTIFICATIONS)}[$__rate_interval]))",
                     "{{outcome}}",
                 )
             ],

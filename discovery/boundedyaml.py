@@ -13,24 +13,23 @@ Dense documents cost memory too without any alias: libyaml's node objects take a
 bytes each (a 2 MB list of a million one-letter items needs 350 MB and 9 s), so the same
 node bound applies to every document, whatever its size in bytes.
 
-The check is a first pass over libyaml's events (C parsing, Python counting: about 55 ms
-for a 1,000-context, 5.7 MB kubeconfig, a quarter of the load itself), which counts every
-node, and every alias as the size of the node it names; it stops at the first node over
-the bound, so a bomb costs microseconds. Only a document that passed is loaded.
+The check is a first pass over libyaml's events (C parsing, Python counting: a fraction
+of the load itself), which counts every node, and every alias as the size of the node it
+names; it stops at the first node over the bound, so a bomb costs microseconds. Only a
+document that passed is loaded.
 
 Loading streams the long lists (:func:`load_streaming`): a kubeconfig of thousands of
 contexts is three long lists (``clusters``, ``users``, ``contexts``), and building the
-whole document at once (``yaml.load`` with ``yaml.CSafeLoader``) holds every node of the
-file and then every object, embedded certificates included, at the same time: 94 MiB
-above the process for a 5,000-context kubeconfig of 27 MB, in 1.75 s. Each item of those
-lists is instead composed and constructed on its own (libyaml's events, PyYAML's own
-composer, resolver and safe constructor, so every value is what ``yaml.safe_load`` makes
-of it) and handed to the caller, which keeps what it needs and drops the rest: no peak
-above the caller's own data, in 0.86 s for the same file (the whole-document build spends
-the difference on the node graph and the garbage collector walking it). A document of any
-other shape (a merge key or an anchor on a list at the top, a list named twice, several
-documents, anything libyaml or the constructor refuses) is loaded whole instead, so that
-its result or its error is exactly ``yaml.load``'s.
+whole document at once (``yaml.load`` with ``yaml.CSafeLoader``) would hold every node of
+the file and then every object, embedded certificates included, at the same time, and
+spend the time of building the node graph and of the garbage collector walking it. Each
+item of those lists is composed and constructed on its own (libyaml's events, PyYAML's
+own composer, resolver and safe constructor, so every value is what ``yaml.safe_load``
+makes of it) and handed to the caller, which keeps what it needs and drops the rest: no
+peak above the caller's own data (figures: docs/exporter.md, "Kubeconfig sources"). A
+document of any other shape (a merge key or an anchor on a list at the top, a list named
+twice, several documents, anything libyaml or the constructor refuses) is loaded whole
+instead, so that its result or its error is exactly ``yaml.load``'s.
 """
 
 from __future__ import annotations

@@ -1,14 +1,15 @@
 """What discovery finds: the clusters of the fleet, their minimal kubeconfigs, problems.
 
-Plain data, shared by the scan (``discovery.scan``), the parse of one kubeconfig
-(``discovery.kubeconfig``), the credentials, the probe cycle, the state and the
-reactor (which reads them through ``discovery.scan``, its one door into the
-exporter). No I/O but :func:`probeable`'s look at one path.
+Plain data, made by the scan (``discovery.scan``), the parse of one kubeconfig
+(``discovery.kubeconfig``) and the read of one Secret (``discovery.secrets``), and read by
+the exporter (its credentials, probe cycle and state) and the reactor, both through the
+package's face (``discovery``). No I/O but :func:`probeable`'s look at one path.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Container
 from dataclasses import dataclass, field
 
 from discovery.contextauth import ContextAuth
@@ -21,11 +22,17 @@ class Cluster:
 
     name: str  #: the kubeconfig context name
     endpoint: str  #: that context's ``cluster.server``
-    kubeconfig_secret_ref: str  #: path of the kubeconfig file that names the context
-    context: str  #: context name inside that file (== name)
+    #: path of the kubeconfig file that names the context, or the Secret read through the
+    #: API that does (``secret://NAMESPACE/NAME`` and ``#KEY``: ``discovery.secrets``)
+    kubeconfig_secret_ref: str
+    context: str  #: context name inside that file (== name, but for Cluster API Secrets)
     #: that context's ``cluster.proxy-url``, if any; it may hold the proxy's password, so
     #: it stays out of ``repr`` (logs say ``exporter.net.proxy.Proxy.label``)
     proxy_url: str | None = field(default=None, repr=False)
+    #: why it cannot be probed though listed, when discovery knows (a Secret's auth form
+    #: fleetwatch does not run: ``awsAuthConfig``); never a value. Files: always None,
+    #: their probeability is :func:`probeable`'s look at the file.
+    not_probeable: str | None = None
 
 
 @dataclass(frozen=True)
@@ -61,7 +68,7 @@ class ContextConfig:
     ``auth`` is what resolving the context's credentials needs, made once per file change
     (``discovery.contextauth``: decoded data, absolute paths, a few values); it may
     hold credentials, so it is kept out of ``repr``. Hundreds of bytes, not a copy of the
-    context's kubeconfig entries: 10,000 of them are kept for an exporter's life.
+    context's kubeconfig entries: an exporter keeps one per context for as long as it runs.
     """
 
     source: str  #: kubeconfig file path
@@ -72,8 +79,23 @@ class ContextConfig:
     base_path: str = ""  #: folder relative credential paths are resolved against
 
 
-def probeable(ref: str) -> bool:
-    """Whether a ``kubeconfig_secret_ref`` is a readable file (a Secret name is not)."""
+#: How a ``kubeconfig_secret_ref`` names a Secret read through the API (``discovery.secrets``).
+SECRET_SCHEME = "secret://"
+
+
+def probeable(ref: str, held: Container[str] = frozenset()) -> bool:
+    """Whether a ``kubeconfig_secret_ref`` can be probed: a readable file, or a Secret the
+    API source holds.
+
+    ``held``: the ``secret://`` refs whose clusters discovery read through the management
+    cluster's API and can probe (``discovery.merge.Merged.held``); empty without that
+    source. A ``secret://`` ref is never looked up as a file, and a bare Secret name given
+    to the reactor is neither. A Secret ref shared by several contexts (a labelled
+    Secret's key) is held when one of them can be probed: a cluster whose
+    :attr:`Cluster.not_probeable` says why is not, whatever its ref.
+    """
+    if ref.startswith(SECRET_SCHEME):
+        return ref in held
     try:
         return os.path.isfile(ref) and os.access(ref, os.R_OK)
     except (OSError, ValueError):

@@ -11,9 +11,9 @@ reason, never a credential). ``discovery.scan`` decides when to call them (once 
 file change).
 
 The entries are reduced as they are parsed: each item of the ``clusters`` and ``users``
-lists, built on its own (``kubeconfig_yaml.load_streaming``), becomes a small
-:class:`~discovery.contextauth.ClusterEntry` or
-:class:`~discovery.contextauth.UserEntry` (its ``*-data`` decoded) before the next is
+lists, built on its own (``boundedyaml.load_streaming``), becomes a small
+:class:`~discovery.entries.ClusterEntry` or
+:class:`~discovery.entries.UserEntry` (its ``*-data`` decoded) before the next is
 built, so a file of thousands of contexts never exists as a whole tree of Python objects.
 """
 
@@ -26,9 +26,9 @@ from typing import Any
 
 import yaml
 
-from discovery import boundedyaml as kubeconfig_yaml
+from discovery import boundedyaml
 from discovery.clusters import ContextConfig, DiscoveryProblem
-from discovery.contextauth import (
+from discovery.entries import (
     ClusterEntry,
     DataArena,
     UserEntry,
@@ -55,6 +55,8 @@ class Document:
     problems: list[str]
     #: contexts whose entry is over ``MAX_ENTRY_NODES``
     big_contexts: set[str] = field(default_factory=set)
+    #: the ``current-context`` value, as found (Cluster API Secrets name their cluster by it)
+    current_context: object = None
 
 
 class _Entries:
@@ -90,7 +92,9 @@ class _Entries:
             if self._too_big(item):
                 self.big_contexts.add(name)
 
-    def document(self, version: FileVersion, problems: list[str]) -> Document:
+    def document(
+        self, version: FileVersion, problems: list[str], current: object = None
+    ) -> Document:
         """The entries, their decoded values as bytes, now that the parse is over."""
         self.arena.finish()
         for cluster in self.clusters.values():
@@ -98,7 +102,13 @@ class _Entries:
         for user in self.users.values():
             with_bytes(user, self.arena)
         return Document(
-            version, self.clusters, self.users, self.contexts, problems, self.big_contexts
+            version,
+            self.clusters,
+            self.users,
+            self.contexts,
+            problems,
+            self.big_contexts,
+            current,
         )
 
     def not_a_list(self, doc: Mapping[Any, Any]) -> None:
@@ -112,16 +122,16 @@ def parse_document(data: bytes | str, version: FileVersion) -> Document:
     entries = _Entries()
     try:
         try:
-            doc = kubeconfig_yaml.load_streaming(data, _LISTS, entries.add)
-        except kubeconfig_yaml.NotStreamable:
-            doc, nodes = kubeconfig_yaml.load_counted(data)
+            doc = boundedyaml.load_streaming(data, _LISTS, entries.add)
+        except boundedyaml.NotStreamable:
+            doc, nodes = boundedyaml.load_counted(data)
             entries = _Entries(nodes)  # start again from the whole document, as yaml.load has it
             if isinstance(doc, dict):
                 doc = {
-                    k: kubeconfig_yaml.hand_items(k, v, entries.add) if k in _LISTS else v
+                    k: boundedyaml.hand_items(k, v, entries.add) if k in _LISTS else v
                     for k, v in doc.items()
                 }
-    except kubeconfig_yaml.YamlLimitError as exc:
+    except boundedyaml.YamlLimitError as exc:
         raise ReadError(f"refused: {exc}") from None
     except yaml.reader.ReaderError as exc:
         raise ReadError(f"not YAML text ({_reader_reason(exc)})") from None
@@ -145,7 +155,17 @@ def parse_document(data: bytes | str, version: FileVersion) -> Document:
     problems = [e for kind in _LISTS for e in entries.errors[kind]]
     if not entries.contexts and not entries.errors["contexts"]:
         problems.append("no contexts")
-    return entries.document(version, problems)
+    return entries.document(version, problems, doc.get("current-context"))
+
+
+def document_of(doc: Mapping[str, Any], version: FileVersion) -> Document:
+    """The entries of a kubeconfig already made as a dict (one built in memory from an
+    Argo CD cluster Secret, a tool's or a test's): what :func:`parse_document` makes of
+    the same document as text."""
+    entries = _Entries()
+    for kind in _LISTS:
+        boundedyaml.hand_items(kind, doc.get(kind), entries.add)
+    return entries.document(version, [], doc.get("current-context"))
 
 
 def _reader_reason(exc: yaml.reader.ReaderError) -> str:
@@ -286,11 +306,7 @@ def context_config(
     What discovery makes of that context in a file at ``source`` (tools and tests build
     contexts without a file). Raises ``KeyError`` for a context that is not usable.
     """
-    entries = _Entries()
-    for kind in _LISTS:
-        kubeconfig_yaml.hand_items(kind, doc.get(kind), entries.add)
-    parsed = entries.document(version, [])
-    resolved, problems = resolve_contexts([(source, parsed)])
+    resolved, problems = resolve_contexts([(source, document_of(doc, version))])
     if context not in resolved:
         raise KeyError(f"context {context!r}: {[p.reason for p in problems]}")
     return resolved[context].config

@@ -11,11 +11,10 @@ hangs.
   and ``--probe.timeout``; concurrency helps only when probes waited for a slot.
 - An open-files limit below what the fleet needs: every probed cluster keeps a connection
   open between cycles (up to ``--probe.max-idle-connections``); past the limit every
-  accept and connect fails with EMFILE, the ``/metrics`` listener's included (at 10,000
-  clusters under a 20,000 limit the exporter stopped answering scrapes; bench/RESULTS.md).
-  The need is the larger of the sockets the probes hold now and the connections this
-  cycle's probes will keep: counting only the clusters probed understated it while
-  connections of removed clusters were still open.
+  accept and connect fails with EMFILE, the ``/metrics`` listener's included, so the
+  exporter stops answering scrapes. The need is the larger of the sockets the probes hold
+  now and the connections this cycle's probes will keep: the connections of removed
+  clusters stay open for a while and count too.
 """
 
 from __future__ import annotations

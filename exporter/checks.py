@@ -1,14 +1,14 @@
 """The extension seam: per-cluster checks that run after each probe.
 
 A :class:`ClusterCheck` (etcd membership, control-plane targets, ...) is given the cluster,
-an authenticated :class:`~exporter.net.probe.ApiClient` (the probe's connection pool, TLS
-context and headers) and the probe's result. It returns a
+an authenticated :class:`~exporter.net.ApiClient` (the probe's connection pool, TLS context
+and headers) and the probe's result. It returns a
 :class:`~exporter.model.CheckResult`: samples of the metric families it declared up front
 (the exposition renders them with HELP/TYPE, adding the ``cluster`` label) and Prometheus
-HTTP SD target groups (served on ``/sd/control-plane``). The cluster table keeps it encoded
-(``exporter.textformat``); a check that publishes the same result for many cycles may
-encode it itself (``Families(self.families).encode(cluster.name, result)``) and hand the
-same :class:`~exporter.textformat.EncodedChecks` again, as the control-plane check does.
+HTTP SD target groups (served on ``/sd/control-plane``). The exposition encodes a result
+once and keeps the encoding while the check hands the same result (the same object, or
+an equal one) again: a check that publishes the same result for many cycles hands it
+again rather than building it anew, as the control-plane check does.
 
 The cycle runs every check of a cluster concurrently, each within ``--probe.timeout``; a
 check that raises or times out yields no samples for that cluster this cycle and counts in
@@ -27,8 +27,7 @@ from typing import Protocol, runtime_checkable
 
 from discovery.clusters import Cluster
 from exporter.model import CheckResult, MetricFamily, ProbeResult
-from exporter.net.probe import ApiClient
-from exporter.textformat import EncodedChecks
+from exporter.net import ApiClient
 
 
 class ClusterCheck(Protocol):
@@ -39,14 +38,12 @@ class ClusterCheck(Protocol):
     #: every family this check may publish (samples of other names are dropped)
     families: Sequence[MetricFamily]
 
-    async def run(
-        self, cluster: Cluster, api: ApiClient, probe: ProbeResult
-    ) -> CheckResult | EncodedChecks | None:
+    async def run(self, cluster: Cluster, api: ApiClient, probe: ProbeResult) -> CheckResult | None:
         """Results for ``cluster`` this cycle, or None for "nothing to publish".
 
         ``probe`` is this cycle's probe; a check decides itself whether a failed probe
         means skipping (the API is unreachable) or not (etcd may be asked directly).
-        Use ``api.get_json(path, timeout)`` for API calls; it raises ``ApiError``.
+        Use ``api.get_json(path, timeout)`` for API calls; it raises ``ClusterRequestError``.
         """
         ...
 

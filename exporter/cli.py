@@ -32,12 +32,12 @@ from exporter.checks import ClusterCheck
 from exporter.configfile import load_config
 from exporter.controlplane.check import build_checks, reads_every
 from exporter.gcpolicy import CollectorPolicy
-from exporter.net.proxy import ProxyError, parse_proxy
+from exporter.net import ProxyError, parse_proxy
 from exporter.server import create_app
 from exporter.settings import (
     DEFAULT_CONCURRENCY,
     DEFAULT_LISTEN,
-    Settings,
+    ExporterSettings,
     SettingsError,
     resolve,
 )
@@ -270,7 +270,7 @@ def run_exporter(args: argparse.Namespace) -> int:
 
 
 def serve(
-    settings: Settings, checks: Sequence[ClusterCheck], web_config: WebConfig | None = None
+    settings: ExporterSettings, checks: Sequence[ClusterCheck], web_config: WebConfig | None = None
 ) -> int:
     tls = web_config.tls if web_config is not None else None
     ssl_context = server_tls(tls) if tls is not None else None

@@ -3,29 +3,24 @@
 Every ``interval`` seconds: discovery re-scans (cheap when nothing changed), every
 probeable cluster is probed under a semaphore of ``concurrency``, each probe (credentials
 included) bounded by ``timeout``, then the per-cluster checks of the extension seam run.
-A probe holds its slot while it works (credentials, connecting, the TLS handshake, sending)
-and gives it back while it waits for the answer, or once its connection's set-up has waited
-a second for the server (``exporter.net.pool.SETUP_STALL_SECONDS``: a stopped API server
-accepts TCP and never answers the handshake): waiting costs nothing, so a thousand hung
-API servers never hold up the others, while the CPU-heavy part stays bounded. Each phase
-ends with :meth:`Monitor.publish` handing an immutable snapshot to the exposition.
-Clusters whose last probe timed out are probed first, before the scan, so the timeouts of
-hung API servers start with the cycle and the cycle ends about one timeout after it starts.
+A probe holds its slot while it works and gives it back while it waits
+(``exporter.net.Slot``), so hung API servers never hold up the others while the CPU-heavy
+part stays bounded. Each phase ends with :meth:`Monitor.publish` handing an immutable
+snapshot to the exposition. Clusters whose last probe timed out are probed first, before
+the scan, and without a slot, so the timeouts of hung API servers start with the cycle
+and the cycle ends about one timeout after it starts; their connections are opened again
+once the cycle is over, before the next one starts.
 
 :class:`Monitor` runs cycles and nothing else. What it remembers per cluster is
-``exporter.state`` (pure rules), what it warns about is ``exporter.advice``, the
-connections and credentials are ``exporter.net.connections``, the snapshot
-``exporter.expose.snapshot``. The module is a little over 300 lines because the probe of one
-cluster (credentials, waiting for a reconnection without a slot, one retry after a 401,
-the slot given back while the answer is awaited) is one sequence of awaits that reads best
-whole, next to the slot it juggles.
+``exporter.state`` (pure rules), what it warns about is ``exporter.advice``, the network
+(connections, credentials, proxies) is ``exporter.net.FleetClient``, the snapshot
+``exporter.expose.snapshot``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import resource
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -37,14 +32,8 @@ from exporter.advice import CycleWarnings
 from exporter.checks import ClosingCheck, ClusterCheck, RetainingCheck
 from exporter.expose.snapshot import CycleStats, Snapshot, build_snapshot, declared_families
 from exporter.model import CheckResult, CycleSettings, ProbeResult, Reason
-from exporter.net.connections import Connections
-from exporter.net.credentials import CredentialCache, CredentialsError
-from exporter.net.http1 import HttpError
-from exporter.net.pool import HttpPool, Route
-from exporter.net.probe import ApiClient, probe
-from exporter.net.proxy import EnvironmentProxies, Proxy, ProxyError, select
+from exporter.net import ApiClient, FleetClient, Probed, Slot
 from exporter.state import ClusterState, ClusterTable, Note
-from exporter.textformat import EncodedChecks
 
 log = logging.getLogger(__name__)
 
@@ -58,54 +47,6 @@ class DiscoverySource(Protocol):
 
 
 Publisher = Callable[[Snapshot], Awaitable[None]]
-
-#: How much later than the probe's own deadline the bound of a whole cluster ends: the
-#: probe must see its timeout first, to say what it waited for (the proxy or the server).
-_BOUND_GRACE = 0.05
-
-
-class _Slot:
-    """One probe's share of the cycle's concurrency: held for work, given back to wait.
-
-    Without a semaphore, a probe that takes no share: one of a cluster whose last probe
-    timed out. Setting up its connection may wait a whole timeout (an API server process
-    that is stopped accepts TCP and never answers the TLS handshake), which under a slot
-    would keep the others waiting (1,000 such clusters of 10,000, 64 slots, a 5 s timeout:
-    80 s cycles). How many go without is how many timed out, which bounds their CPU.
-    """
-
-    __slots__ = ("_held", "_semaphore", "waited")
-
-    def __init__(self, semaphore: asyncio.Semaphore | None) -> None:
-        self._semaphore = semaphore
-        self._held = False
-        self.waited = False  #: all slots were taken when it asked: concurrency was short
-
-    async def acquire(self) -> None:
-        if self._semaphore is None:
-            return
-        if not self._held:
-            if self._semaphore.locked():
-                self.waited = True
-            await self._semaphore.acquire()
-            self._held = True
-
-    def release(self) -> None:
-        if self._held:
-            self._held = False
-            assert self._semaphore is not None
-            self._semaphore.release()
-
-    # The pool's ``gate``: ``async with gate():``. A plain class rather than an
-    # ``asynccontextmanager``: a generator per request was 4 % of a steady cycle's CPU.
-    def __call__(self) -> _Slot:
-        return self
-
-    async def __aenter__(self) -> None:
-        await self.acquire()
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.release()
 
 
 @dataclass
@@ -131,7 +72,7 @@ def _say(note: Note | None) -> None:
 
 
 class Monitor:
-    """Runs probe cycles over discovery, the cluster table and the connections."""
+    """Runs probe cycles over discovery, the cluster table and the fleet's client."""
 
     def __init__(
         self,
@@ -154,10 +95,11 @@ class Monitor:
         self.checks = tuple(checks)
         self._families = declared_families(c.families for c in self.checks)
         self.table = ClusterTable()
-        self.connections = Connections(settings.max_idle_connections, settings.timeout)
+        self.client = FleetClient(
+            settings.timeout, settings.interval, settings.max_idle_connections, environ
+        )
         self.warnings = CycleWarnings(settings)
         self.stats = CycleStats(check_errors={c.name: 0 for c in self.checks})
-        self.proxies = EnvironmentProxies(os.environ if environ is None else environ)
         self._probes_started_at: float | None = None  #: loop time of the last cycle's probes
         #: the last scan's clusters and readable refs: unchanged, nothing new to publish
         self._last_seen: tuple[tuple[Cluster, ...], dict[str, bool]] | None = None
@@ -166,23 +108,15 @@ class Monitor:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        await self.connections.aclose()
+        await self.client.aclose()
         for check in self.checks:
             if isinstance(check, ClosingCheck):
                 await check.aclose()
 
-    # What tests and benchmarks look at, where it lives now.
+    # What tests and benchmarks read.
     @property
     def states(self) -> dict[str, ClusterState]:
         return self.table.states
-
-    @property
-    def http(self) -> HttpPool:
-        return self.connections.http
-
-    @property
-    def credentials(self) -> CredentialCache:
-        return self.connections.credentials
 
     @property
     def discovery_errors_total(self) -> int:
@@ -226,11 +160,10 @@ class Monitor:
         And not before the reconnections the last cycle started have ended, for at most a
         timeout: a cycle that outlasted the interval (the first one, at fleet scale) would
         otherwise carry its timed-out clusters' handshakes into the next cycle, whose hung
-        clusters then end it late (at 10,000 clusters, 1,000 of them hung, on a loaded
-        machine: 6.7-8.0 s for a 5 s timeout). Scheduling, not synchronisation.
+        clusters then end it late. Scheduling, not synchronisation.
         """
         await asyncio.sleep(max(0.0, self.settings.interval - elapsed))
-        await self.connections.settle(self.settings.timeout)
+        await self.client.settle()
 
     def report_cycle_length(self, elapsed: float) -> None:
         """Warn when a cycle outlasts the interval, once per change of its causes."""
@@ -244,8 +177,8 @@ class Monitor:
         async with asyncio.TaskGroup() as group:
             # Clusters that timed out last time are probed first, before the scan: their
             # timeouts then start with the cycle, so a cycle with hung API servers ends
-            # about one timeout after it starts, not one timeout after the scan (0.1 s at
-            # 10,000 clusters) and the other clusters' tasks. They are probed as the last
+            # about one timeout after it starts, not one timeout after the scan and the
+            # other clusters' tasks. They are probed as the last
             # scan knew them, as if this scan had come a moment later; a cluster this
             # scan removes has its result dropped (ClusterTable.record).
             early = [
@@ -263,8 +196,7 @@ class Monitor:
             if discovery.new_problems or seen != self._last_seen:
                 # New or removed clusters show on /metrics now, not a timeout later. When
                 # the scan found what it found last time, the last publication still says
-                # it all: one rendering per cycle instead of two (at 10,000 clusters, 0.3
-                # CPU-s).
+                # it all: one rendering per cycle instead of two.
                 await self.publish()
             self._last_seen = seen
             probed = {s.cluster.name: s.cluster for s, _ in early}
@@ -279,7 +211,7 @@ class Monitor:
                 self.warnings.open_files(
                     None if unlimited else soft,
                     len(early) + len(rest),
-                    self.connections.http.held,
+                    self.client.held,
                 )
             )
             self._start_probes(group, round_, rest)
@@ -298,14 +230,14 @@ class Monitor:
         stats.last_cycle_end = time.time()
         await self.publish()
         # What the cycle leaves to do comes after its results are out, off its clock: at
-        # 10,000 clusters the housekeeping is 0.1-0.3 s that would delay the start of the
-        # first probes (the hung clusters' timeouts start with them), and the
-        # reconnections are a TLS handshake per timed-out cluster.
+        # the start of a cycle, the housekeeping of a large fleet would delay its first
+        # probes (the hung clusters' timeouts start with them), and the reconnections are
+        # a TLS handshake per timed-out cluster.
         self._forget_what_left(targets, self._probes_started_at)
         for name, api in round_.timed_out:
             state = states.get(name)
             if state is not None and state.cluster.endpoint.rstrip("/") == api.endpoint:
-                self.connections.reconnect_later(name, api, self.settings.timeout)
+                self.client.reconnect_later(name, api)
         ok = sum(1 for s in after if s.last is not None and s.last.success)
         log.info(
             "cycle %d: %d clusters, %d probed, %d ok, %d failing, %.2fs",
@@ -325,7 +257,7 @@ class Monitor:
         *,
         suspect: bool = False,
     ) -> None:
-        """``suspect``: they timed out last cycle, and take no slot (:class:`_Slot`)."""
+        """``suspect``: they timed out last cycle, and take no slot (:class:`Slot`)."""
         for state, ctx in targets:
             group.create_task(
                 self._probe_cluster(round_, state.cluster, ctx, suspect),
@@ -341,28 +273,14 @@ class Monitor:
 
         Their connections and credentials, the checks' memory of them; and connections
         made with superseded credentials: on an endpoint this cycle used, those not used
-        since ``used_since``, the start of this cycle's probes (:meth:`HttpPool.retain`).
+        since ``used_since``, the start of this cycle's probes (``FleetClient.forget``).
         """
-        live = [ctx for _, ctx in targets if ctx is not None]
-        discovered = {name: self._route(s.cluster) for name, s in self.table.states.items()}
-        self.connections.prune(live, self.settings.interval, discovered, used_since)
+        probed = [ctx for _, ctx in targets if ctx is not None]
+        discovered = {name: s.cluster for name, s in self.table.states.items()}
+        self.client.forget(probed, discovered, used_since)
         for check in self.checks:
             if isinstance(check, RetainingCheck):
                 check.retain(discovered.keys())
-
-    def _proxy(self, cluster: Cluster) -> Proxy | None:
-        """The proxy of ``cluster``'s requests (ProxyError: a setting that cannot be used)."""
-        try:
-            ep = self.connections.http.endpoint(cluster.endpoint)
-        except HttpError:
-            return None  # not a URL: the probe says so
-        return select(cluster.proxy_url, self.proxies, ep.tls, ep.host, ep.port)
-
-    def _route(self, cluster: Cluster) -> Route:
-        try:
-            return cluster.endpoint.rstrip("/"), self._proxy(cluster)
-        except ProxyError:
-            return cluster.endpoint.rstrip("/"), None
 
     def _scan(self) -> tuple[Discovery, dict[str, bool]]:
         """Discovery plus "is it a readable file" per distinct kubeconfig_secret_ref."""
@@ -375,122 +293,36 @@ class Monitor:
     async def _probe_cluster(
         self, round_: _Round, cluster: Cluster, ctx: ContextConfig | None, suspect: bool = False
     ) -> None:
-        slot = _Slot(None if suspect else round_.semaphore)
+        slot = Slot(None if suspect else round_.semaphore)
         await slot.acquire()  # the probe's timeout starts once it has a slot, not before
         try:
-            result, api = await self._probe_one(round_, cluster, ctx, slot)
+            if ctx is None:
+                failed = ProbeResult(False, Reason.CREDENTIALS, 0.0, None, "context not found")
+                probed = Probed(failed)
+            else:
+                self.stats.probes_started += 1
+                probed = await self.client.probe(cluster, ctx, slot)
         except Exception as exc:  # a bug must not cost the other clusters their cycle
             log.exception("probe of %s failed unexpectedly", cluster.name)
             detail = f"internal error {type(exc).__name__}"
-            result, api = ProbeResult(False, Reason.HTTP_ERROR, 0.0, None, detail), None
+            probed = Probed(ProbeResult(False, Reason.HTTP_ERROR, 0.0, None, detail))
         finally:
             slot.release()
             round_.slot_waits += slot.waited
         if not _current(self.table.states.get(cluster.name), cluster):
             return  # an early probe of a cluster the scan removed or changed meanwhile
+        result, api, lost = probed
         _say(self.table.record(cluster.name, result, time.time()))
-        if api is not None and result.reason is Reason.TIMEOUT:
-            round_.timed_out.append((cluster.name, api))
+        if lost is not None:
+            round_.timed_out.append((cluster.name, lost))
         if api is not None and self.checks:
             async with round_.semaphore:
                 await self._run_checks(cluster, api, result)
 
-    async def _probe_one(
-        self, round_: _Round, cluster: Cluster, ctx: ContextConfig | None, slot: _Slot
-    ) -> tuple[ProbeResult, ApiClient | None]:
-        timeout = self.settings.timeout
-        start = time.perf_counter()
-        if ctx is None:
-            return ProbeResult(False, Reason.CREDENTIALS, 0.0, None, "context not found"), None
-        self.stats.probes_started += 1
-        try:
-            proxy = self._proxy(cluster)
-        except ProxyError as exc:
-            return ProbeResult(False, Reason.PROXY, 0.0, None, str(exc)), None
-        credentials = self.connections.credentials
-        creds = credentials.cached(ctx)
-        if creds is not None and self.connections.reconnecting(cluster.name) is None:
-            # The steady cycle's fast path: credentials known, connection kept. The probe
-            # bounds itself; nothing else here can wait, so no bound of our own is needed.
-            api = self.connections.api(cluster.endpoint, creds, proxy)
-            if proxy is not None:  # the pool takes the slot back once the tunnel is open
-                slot.release()
-            result = await probe(api, timeout, slot)
-            if result.reason is not Reason.UNAUTHORIZED:
-                return result, api
-            # Cached credentials refused: resolved again below, within the probe's time.
-            await slot.acquire()
-            credentials.invalidate(ctx, creds)
-            return await self._probe_slow(round_, cluster, ctx, slot, proxy, start, retry=False)
-        return await self._probe_slow(round_, cluster, ctx, slot, proxy, start)
-
-    async def _probe_slow(
-        self,
-        round_: _Round,
-        cluster: Cluster,
-        ctx: ContextConfig,
-        slot: _Slot,
-        proxy: Proxy | None,
-        start: float,
-        *,
-        retry: bool = True,
-    ) -> tuple[ProbeResult, ApiClient | None]:
-        """A probe that must resolve credentials or wait for a reconnection first.
-
-        ``retry``: on a 401 with cached credentials, resolve them again and probe once
-        more (False when the fast path already did that retry's first half).
-        """
-        timeout = self.settings.timeout
-        credentials = self.connections.credentials
-        api: ApiClient | None = None
-        try:
-            # The probe bounds itself (``remaining`` below); this bound is for the rest
-            # (credentials, a reconnection) and ends just after the probe's own.
-            remaining = max(0.001, timeout - (time.perf_counter() - start))
-            async with asyncio.timeout(remaining + _BOUND_GRACE):
-                try:  # its own bound, inside the outer one: a hung plugin is a credential fault
-                    async with asyncio.timeout(remaining):
-                        creds, fresh = await credentials.resolve(ctx)
-                except TimeoutError:
-                    raise CredentialsError(
-                        f"resolving the credentials took longer than {timeout:g}s"
-                    ) from None
-                api = self.connections.api(cluster.endpoint, creds, proxy)
-                reconnecting = self.connections.reconnecting(cluster.name)
-                if reconnecting is not None:  # its connection is on the way: wait, slot-free
-                    slot.release()
-                    await asyncio.wait([reconnecting])  # its outcome: the probe will see
-                remaining = max(0.001, timeout - (time.perf_counter() - start))
-                if proxy is not None:  # the pool takes the slot back once the tunnel is open
-                    slot.release()
-                result = await probe(api, remaining, slot)
-                if result.reason is Reason.UNAUTHORIZED and not fresh and retry:
-                    # Cached credentials refused: an exec token expired or was revoked, a
-                    # tokenFile was rotated. Resolve them again and try once more.
-                    await slot.acquire()
-                    credentials.invalidate(ctx, creds)
-                    creds, _ = await credentials.resolve(ctx)
-                    api = self.connections.api(cluster.endpoint, creds, proxy)
-                    remaining = max(0.001, timeout - (time.perf_counter() - start))
-                    if proxy is not None:
-                        slot.release()
-                    result = await probe(api, remaining, slot)
-        except CredentialsError as exc:
-            return ProbeResult(
-                False, Reason.CREDENTIALS, time.perf_counter() - start, None, str(exc)
-            ), None
-        except TimeoutError:
-            if api is not None:  # it had a connection (or was getting one): reconnect later
-                round_.timed_out.append((cluster.name, api))
-            return ProbeResult(
-                False, Reason.TIMEOUT, time.perf_counter() - start, None, "no answer in time"
-            ), None
-        return result, api
-
     async def _run_checks(self, cluster: Cluster, api: ApiClient, result: ProbeResult) -> None:
         errors = self.stats.check_errors
 
-        async def one(check: ClusterCheck) -> CheckResult | EncodedChecks | None:
+        async def one(check: ClusterCheck) -> CheckResult | None:
             try:
                 async with asyncio.timeout(self.settings.timeout):
                     return await check.run(cluster, api, result)
@@ -505,11 +337,11 @@ class Monitor:
                 return None
 
         if len(self.checks) == 1:  # the usual case: no task of its own for one check
-            outcomes: Sequence[CheckResult | EncodedChecks | None] = (await one(self.checks[0]),)
+            outcomes: Sequence[CheckResult | None] = (await one(self.checks[0]),)
         else:
             outcomes = await asyncio.gather(*(one(c) for c in self.checks))
         results = (res for res in outcomes if res is not None)
-        _say(self.table.set_checks(cluster.name, results, self._families))
+        self.table.set_checks(cluster.name, results)
 
     # -- publishing -------------------------------------------------------------------
 

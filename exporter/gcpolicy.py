@@ -21,7 +21,7 @@ an exception and its traceback), but no *automatic* full collection runs
 (:meth:`CollectorPolicy.install`): with the heap frozen, CPython's rule for one ("the old
 generation grew by a quarter") holds almost at once, and at 10,000 clusters it ran three
 a cycle, each walking the cycle's tasks and states (0.24-0.30 s per cycle, against
-0.7-0.9 s without the policy; bench/RESULTS.md, round 3). Garbage cycles that reach the
+0.7-0.9 s without the policy; bench/RESULTS.md). Garbage cycles that reach the
 old generation wait for the policy's full collection, as frozen ones do.
 
 The process installs it (``exporter.cli``); a test or a library user of the Monitor

@@ -6,7 +6,8 @@ cycle, the probe, the checks) meet here without importing each other.
 
 - :class:`Reason` and :class:`ProbeResult`: one probe's outcome; :func:`verdict` turns an
   answer of ``/readyz?verbose`` into it. A failed probe is data, never an exception.
-- :class:`ApiError`: a request to an API server got no usable answer, with its reason.
+- :class:`ClusterRequestError`: a request to a cluster's API server got no usable answer,
+  with its reason; :func:`ok_body` says which answers are usable.
 - :class:`MetricFamily`, :class:`Sample`, :class:`TargetGroup`, :class:`CheckResult`: what
   a check of the extension seam (``exporter.checks``) hands to the exposition.
 """
@@ -46,14 +47,27 @@ class ProbeResult:
     failed_checks: tuple[str, ...] = ()
 
 
-class ApiError(Exception):
-    """A request to an API server failed; ``reason`` is one of :class:`Reason`."""
+class ClusterRequestError(Exception):
+    """A request to a cluster's API server failed; ``reason`` is one of :class:`Reason`."""
 
     def __init__(self, reason: Reason, detail: str, status: int | None = None) -> None:
         super().__init__(detail)
         self.reason = reason
         self.detail = detail
         self.status = status
+
+
+#: The statuses that say "these credentials are not accepted": the probe's and the
+#: checks' reason ``unauthorized``, and a probe's cue to resolve cached credentials again.
+REFUSED = frozenset({401, 403})
+
+
+def ok_body(status: int, body: bytes, path: str) -> bytes:
+    """The body of a 200 answer to ``GET path``; others raise :class:`ClusterRequestError`."""
+    if status == 200:
+        return body
+    reason = Reason.UNAUTHORIZED if status in REFUSED else Reason.HTTP_ERROR
+    raise ClusterRequestError(reason, f"HTTP {status} on {path}", status)
 
 
 def failed_checks(body: bytes) -> tuple[str, ...]:
@@ -71,7 +85,7 @@ def verdict(status: int, body: bytes, duration: float) -> ProbeResult:
     """The probe's result for an answer of ``/readyz?verbose``: 200 is success, the rest data."""
     if status == 200:
         return ProbeResult(True, None, duration, status)
-    if status in (401, 403):
+    if status in REFUSED:
         return ProbeResult(False, Reason.UNAUTHORIZED, duration, status, f"HTTP {status}")
     checks = failed_checks(body)
     if checks:
@@ -114,7 +128,7 @@ class CheckResult:
 
 @dataclass(frozen=True)
 class CycleSettings:
-    """What the probe cycle runs with (from ``exporter.settings.Settings``)."""
+    """What the probe cycle runs with (from ``exporter.settings.ExporterSettings``)."""
 
     interval: float  #: seconds between the starts of two cycles
     timeout: float  #: seconds one cluster may take (credentials + probe), and each check

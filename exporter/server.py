@@ -20,16 +20,17 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 
+from common.basicauth import BasicAuth, basic_auth_middleware
 from common.version import register_process_metrics
-from common.webconfig import BasicAuth, WebConfig, basic_auth_middleware
+from common.webconfig import WebConfig
 from discovery import Discoverer
 from exporter.checks import ClusterCheck
 from exporter.cycle import DiscoverySource, Monitor
 from exporter.expose.render import CONTENT_TYPE, Body, Rendered, render
 from exporter.expose.snapshot import Snapshot
 from exporter.model import CycleSettings
-from exporter.net.kubeclient import install_patches, remove_temp_files
-from exporter.settings import Settings
+from exporter.net import install_patches, remove_temp_files
+from exporter.settings import ExporterSettings
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +45,7 @@ _INDEX = b"""<html><head><title>fleetwatch exporter</title></head><body>
 
 
 def create_app(
-    settings: Settings,
+    settings: ExporterSettings,
     *,
     checks: Sequence[ClusterCheck] = (),
     routes: Sequence[web.AbstractRouteDef] = (),
@@ -132,7 +133,7 @@ def render_with(
     return render(snap, generate_latest(process), previous=previous)
 
 
-def _empty(settings: Settings) -> Snapshot:
+def _empty(settings: ExporterSettings) -> Snapshot:
     shard = (settings.shard.index, settings.shard.count) if settings.shard else (0, 1)
     return Snapshot((), (), (), 0, 0, 0.0, 0.0, settings.interval, settings.timeout, shard)
 

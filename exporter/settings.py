@@ -32,7 +32,9 @@ class SettingsError(ValueError):
 
 
 @dataclass(frozen=True)
-class Settings:
+class ExporterSettings:
+    """What ``fleetwatch exporter`` runs with, checked (:func:`resolve` builds it)."""
+
     #: host:port of /metrics (``:port``: every interface). Loopback by default: the
     #: exporter is scraped locally or through a proxy; exposing it is a decision to make.
     listen_address: str = DEFAULT_LISTEN
@@ -107,8 +109,8 @@ def resolve(
     shard_count: int | None = None,
     shard_index: int | None = None,
     shard_index_from_hostname: bool = False,
-) -> Settings:
-    """Settings from flag values (None when not given) and the environment."""
+) -> ExporterSettings:
+    """The settings from flag values (None when not given) and the environment."""
     env = os.environ if env is None else env
     path = main_kubeconfig(kubeconfig, env)
     dir_raw = kubeconfig_dir if kubeconfig_dir is not None else env.get("KUBECONFIG_DIR", "")
@@ -152,7 +154,7 @@ def resolve(
         raise SettingsError(f"--log.level {log_level!r}: expected one of {', '.join(LEVELS)}")
     if log_format not in FORMATS:
         raise SettingsError(f"--log.format {log_format!r}: expected one of {', '.join(FORMATS)}")
-    return Settings(
+    return ExporterSettings(
         listen_address=listen,
         kubeconfig_path=path,
         kubeconfig_dir=folder,

@@ -15,11 +15,10 @@ The rules:
   ``last_success``; a failure adds one to both ``consecutive_failures`` and the counter of
   its reason (``fleetwatch_cluster_probe_failures_total``). Every failure is logged; a
   success only when it ends a run of failures.
-- checks (:meth:`ClusterTable.set_checks`): a cluster keeps its checks' last results
-  encoded, as ``exporter.textformat.EncodedChecks`` (the lines and SD groups served, a few
-  bytes objects), never the results' objects; a result a check hands already encoded
-  (the control-plane check does, the same one while kube-system is unchanged) is kept
-  as it is.
+- checks (:meth:`ClusterTable.set_checks`): a cluster keeps its checks' last results as
+  they were handed; the same results handed again keep the state as it is, so the
+  exposition, which encodes results once (``exporter.expose.encodings``), sees them
+  unchanged.
 """
 
 from __future__ import annotations
@@ -29,8 +28,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from discovery.clusters import Cluster, Discovery
-from exporter.model import CheckResult, MetricFamily, ProbeResult, Reason
-from exporter.textformat import NO_CHECKS, EncodedChecks, Families
+from exporter.model import CheckResult, ProbeResult, Reason
 
 
 @dataclass(frozen=True)
@@ -52,7 +50,7 @@ class ClusterState:
     consecutive_failures: int = 0
     last_success: float = 0.0  #: epoch seconds, 0 if never
     failures: tuple[tuple[Reason, int], ...] = ()  #: failed probes by reason, sorted
-    checks: EncodedChecks = NO_CHECKS  #: the last cycle's results of the checks, encoded
+    checks: tuple[CheckResult, ...] = ()  #: the last cycle's results of the checks
 
     # What the exposition reads of a state (``exporter.expose.snapshot.ClusterView``).
     @property
@@ -115,8 +113,6 @@ class ClusterTable:
     #: clusters already warned about as not probeable (said once, until they change)
     warned_unprobeable: set[str] = field(default_factory=set)
     discovery_errors_total: int = 0
-    #: what check results are encoded against (the declared families of the last call)
-    _families: Families = field(default_factory=lambda: Families(()), repr=False)
 
     def apply_discovery(self, discovery: Discovery, readable: Mapping[str, bool]) -> list[Note]:
         """Follow a discovery scan; ``readable``: kubeconfig_secret_ref -> is a readable file."""
@@ -176,44 +172,16 @@ class ClusterTable:
         self.states[name] = state
         return note
 
-    def set_checks(
-        self,
-        name: str,
-        results: Iterable[CheckResult | EncodedChecks],
-        families: Iterable[MetricFamily],
-    ) -> Note | None:
-        """The results of the checks of ``name`` this cycle (``families``: as declared).
-
-        A result that cannot be encoded (a string that is not Unicode text), or an encoded
-        one not built by ``Families`` (not one line segment per family), is dropped, and
-        what to log about it returned.
-        """
+    def set_checks(self, name: str, results: Iterable[CheckResult]) -> None:
+        """The results of the checks of ``name`` this cycle."""
         state = self.states.get(name)
         if state is None:
-            return None
-        declared = tuple(families)
-        if declared != self._families.declared:
-            self._families = Families(declared)
-        index = self._families
-        parts: list[EncodedChecks] = []
-        note = None
-        for result in results:
-            if isinstance(result, EncodedChecks):
-                if result.well_formed:
-                    parts.append(result)
-                else:  # one family too many or too few would fail every rendering
-                    note = Note(
-                        "warning", "cluster %s: a malformed encoded result dropped", (name,)
-                    )
-                continue
-            try:
-                parts.append(index.encode(name, result))
-            except UnicodeEncodeError as exc:
-                note = Note("warning", "cluster %s: a check result was dropped: %s", (name, exc))
-        checks = index.merge(parts)
-        if checks is not state.checks:  # the usual cycle hands the same results again
-            self.states[name] = _with(state, checks=checks)
-        return note
+            return
+        checks = tuple(results)
+        kept = state.checks
+        if len(checks) == len(kept) and all(a is b for a, b in zip(checks, kept, strict=True)):
+            return  # the usual cycle hands the same results again
+        self.states[name] = _with(state, checks=checks)
 
 
 def _with(
@@ -221,7 +189,7 @@ def _with(
     *,
     cluster: Cluster | None = None,
     probeable: bool | None = None,
-    checks: EncodedChecks | None = None,
+    checks: tuple[CheckResult, ...] | None = None,
 ) -> ClusterState:
     return ClusterState(
         cluster if cluster is not None else state.cluster,

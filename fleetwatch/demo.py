@@ -3,31 +3,21 @@
 One command starts a stand-in fleet (TLS API servers on 127.0.0.1, kubeconfigs in a
 temporary folder), the exporter, the reactor with a few apps deployed and, when
 ``prometheus`` and ``prometheus-alertmanager`` are installed, both of them wired with the
-rules of ``fleetwatch rules`` and the route of ``alerts/alertmanager.yml``. It prints the
-URLs, then every status change the reactor makes. ``fleetwatch demo down NAME`` and
-``fleetwatch demo up NAME`` (another terminal) switch a stand-in cluster through the fleet's
-control API. Ctrl-C (or SIGTERM) stops every child by its pid and removes the folder.
-
-Longer than most modules because it is one story told top to bottom (start the parts,
-tell people where they are, print what changes, stop), which the wiring it calls keeps
-free of process and configuration details.
+rules of ``fleetwatch rules`` and the route of ``alerts/alertmanager.yml``
+(``fleetwatch.demo_stack``). It prints the URLs, then every status change the reactor
+makes and the alerts that explain them (:class:`Watcher`). ``fleetwatch demo down NAME``
+and ``fleetwatch demo up NAME`` (another terminal) switch a stand-in cluster through the
+fleet's control API. Ctrl-C (or SIGTERM) stops every child by its pid and removes the
+folder.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
-import secrets
-import shlex
-import shutil
 import signal
-import socket
 import sys
-import tempfile
 import threading
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -35,250 +25,11 @@ from typing import Any
 from common.contract import PROBE_FAILING_ALERT, STORM_ALERT
 from common.logs import add_log_flags, setup_logging
 from fleetwatch import wiring
-from fleetwatch.procs import ManagedProcess, NotReadyError, wait_until
-from fleetwatch.rules import RuleSettings
-from fleetwatch.wiring import ApiError, JsonClient
+from fleetwatch.demo_stack import Demo, default_state_file
+from fleetwatch.procs import NotReadyError
+from fleetwatch.wiring import HttpStatusError, JsonClient
 
-#: Usual ports of each part; taken when free (``--free-ports`` never takes them).
-USUAL_PORTS = {"exporter": 9713, "reactor": 9714, "prometheus": 9090, "alertmanager": 9093}
-PREFIX = "demo"
-#: Apps deployed by the demo: name -> index of its cluster (the first has two).
-APPS = (("shop-frontend", 0), ("shop-api", 0), ("payments", 1), ("search", 2), ("reports", 3))
 FAILURE_MODES = ("down", "hang", "frozen", "error", "not_ready", "unauthorized", "wrong_ca")
-
-
-def default_state_file() -> Path:
-    """Where a running demo tells ``demo down``/``up`` how to reach its fleet."""
-    return Path(tempfile.gettempdir()) / f"fleetwatch-demo-{os.getuid()}.json"
-
-
-def command_name() -> str:
-    """How to type ``fleetwatch`` in another terminal: the bare name only when it is ours."""
-    ours = Path(sys.executable).parent / "fleetwatch"
-    found = shutil.which("fleetwatch")
-    if found is not None and (not ours.exists() or Path(found).resolve() == ours.resolve()):
-        return "fleetwatch"
-    return str(ours) if ours.exists() else f"{sys.executable} -m fleetwatch.cli"
-
-
-def _port(name: str, free_only: bool) -> int | None:
-    """The usual port of a part when nobody listens there; None: any free one."""
-    if free_only:
-        return None
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind(("127.0.0.1", USUAL_PORTS[name]))
-        except OSError:
-            return None
-    return USUAL_PORTS[name]
-
-
-@dataclass
-class Demo:
-    """The demo's children and folder; ``stop()`` undoes ``start()`` whatever got started."""
-
-    clusters: int
-    interval: float
-    threshold: int
-    free_ports: bool
-    state_file: Path
-    with_prometheus: bool
-    root: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="fleetwatch-demo-")))
-    procs: dict[str, ManagedProcess] = field(default_factory=dict)
-    urls: dict[str, str] = field(default_factory=dict)
-    names: list[str] = field(default_factory=list)
-    token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
-
-    # -- start ------------------------------------------------------------------------
-
-    def start(self) -> None:
-        token_file = self.root / "token"
-        token_file.write_text(self.token + "\n")
-        token_file.chmod(0o600)
-        kube_dir = self.root / "kubeconfigs"
-        # An empty main kubeconfig: the demo must never read (and probe) the user's own.
-        empty = self.root / "empty-kubeconfig.yaml"
-        empty.write_text("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n")
-
-        def standin(port: int) -> ManagedProcess:
-            return ManagedProcess(
-                [
-                    sys.executable,
-                    "-m",
-                    "fleetwatch.standin",
-                    "serve",
-                    f"--clusters={self.clusters}",
-                    f"--prefix={PREFIX}",
-                    f"--dir={kube_dir}",
-                    f"--control-port={port}",
-                ],
-                self.root / "standin.log",
-                ready_url=f"http://127.0.0.1:{port}/healthz",
-            )
-
-        self.procs["standin"], control_port = wiring.start_on_port(standin, None)
-        self.urls["control"] = f"http://127.0.0.1:{control_port}"
-        control = JsonClient(self.urls["control"])
-        self.names = [c["name"] for c in control.get("/clusters")]
-
-        self.procs["reactor"], reactor_port = wiring.start_reactor(
-            self.root / "reactor",
-            port=_port("reactor", self.free_ports),
-            db_path=self.root / "reactor" / "fleetwatch.db",
-            token_file=token_file,
-            kubeconfig=empty,
-            kubeconfig_dir=kube_dir,
-        )
-        self.urls["reactor"] = f"http://127.0.0.1:{reactor_port}"
-        self.procs["exporter"], exporter_port = wiring.start_exporter(
-            self.root / "exporter",
-            port=_port("exporter", self.free_ports),
-            kubeconfig=empty,
-            kubeconfig_dir=kube_dir,
-            interval=self.interval,
-        )
-        self.urls["exporter"] = f"http://127.0.0.1:{exporter_port}"
-        if self.with_prometheus:
-            self._start_prometheus(token_file, exporter_port, reactor_port)
-        self._deploy_apps()
-        self._write_state()
-
-    def _start_prometheus(self, token_file: Path, exporter_port: int, reactor_port: int) -> None:
-        self.procs["alertmanager"], am_port = wiring.start_alertmanager(
-            self.root / "alertmanager",
-            wiring.alertmanager_config(
-                reactor_url=self.urls["reactor"],
-                token_file=token_file,
-                group_interval="1s",
-                repeat_interval="5m",
-            ),
-            _port("alertmanager", self.free_ports),
-        )
-        self.urls["alertmanager"] = f"http://127.0.0.1:{am_port}"
-        rules = wiring.render_rules_file(
-            self.root / "prometheus" / "fleetwatch.rules.yml",
-            RuleSettings(failure_threshold=self.threshold, probe_interval=self.interval),
-        )
-        self.procs["prometheus"], prom_port = wiring.start_prometheus(
-            self.root / "prometheus",
-            wiring.prometheus_config(
-                exporter=f"127.0.0.1:{exporter_port}",
-                alertmanager=f"127.0.0.1:{am_port}",
-                rule_file=rules,
-                interval=min(self.interval, 1.0),
-                reactor=f"127.0.0.1:{reactor_port}",
-            ),
-            _port("prometheus", self.free_ports),
-        )
-        self.urls["prometheus"] = f"http://127.0.0.1:{prom_port}"
-
-    def _deploy_apps(self) -> None:
-        reactor = JsonClient(self.urls["reactor"], self.token)
-        for app, index in APPS:
-            cluster = self.names[index % len(self.names)]
-            reactor.post("/apps", {"name": app, "cluster": cluster})
-            reactor.post("/deployments", {"app": app, "cluster": cluster})
-
-    def _write_state(self) -> None:
-        state = {
-            "pid": os.getpid(),
-            "control_url": self.urls["control"],
-            "reactor_url": self.urls["reactor"],
-            "clusters": self.names,
-            "children": {name: proc.pid for name, proc in self.procs.items()},
-            "folder": str(self.root),
-            "detection_seconds": self.threshold * self.interval,
-        }
-        tmp = self.state_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(state))
-        tmp.replace(self.state_file)
-
-    def wait_online(self, timeout: float) -> bool:
-        """Until the reactor has seen every cluster ONLINE (the cascade starts from there)."""
-        reactor = JsonClient(self.urls["reactor"])
-
-        def online() -> bool:
-            statuses = {c["name"]: c["status"] for c in reactor.get("/clusters")}
-            return all(statuses.get(n) == "ONLINE" for n in self.names)
-
-        try:
-            wait_until(online, timeout, interval=0.2, what="every cluster ONLINE")
-        except TimeoutError:
-            return False
-        return True
-
-    # -- stop -------------------------------------------------------------------------
-
-    def dead_child(self) -> str | None:
-        for name, proc in self.procs.items():
-            if proc.proc is not None and not proc.alive():
-                return f"{name} exited ({proc.proc.returncode}):\n{proc.log_tail(15)}"
-        return None
-
-    def stop(self) -> None:
-        for name in ("exporter", "prometheus", "alertmanager", "reactor", "standin"):
-            proc = self.procs.get(name)
-            if proc is not None:
-                with contextlib.suppress(Exception):
-                    proc.stop(stop_timeout=5)
-        with contextlib.suppress(FileNotFoundError):
-            state = json.loads(self.state_file.read_text())
-            if state.get("pid") == os.getpid():
-                self.state_file.unlink()
-        shutil.rmtree(self.root, ignore_errors=True)
-
-    # -- what people see ----------------------------------------------------------------
-
-    def banner(self, installed: bool) -> str:
-        first = self.names[0]
-        cmd = command_name()
-        lines = [
-            "",
-            f"fleetwatch demo is running. Ctrl-C stops everything and removes {self.root}",
-            "",
-            f"  stand-in clusters  {', '.join(self.names)} (TLS API servers on 127.0.0.1)",
-            f"  exporter           {self.urls['exporter']}/metrics",
-            f"  reactor            {self.urls['reactor']}/apps  and  /clusters",
-        ]
-        if "prometheus" in self.urls:
-            lines += [
-                f"  prometheus         {self.urls['prometheus']}/alerts",
-                f"  alertmanager       {self.urls['alertmanager']}",
-            ]
-        # A state file other than the default must be named, or `demo down` finds no demo.
-        state = (
-            ""
-            if self.state_file == default_state_file()
-            else f" --state-file {shlex.quote(str(self.state_file))}"
-        )
-        lines += [
-            "",
-            "In another terminal:",
-            f"  {cmd} demo down {first}{state}      # its API server stops answering",
-            f"  {cmd} status --reactor {self.urls['reactor']}",
-            f"  {cmd} demo up {first}{state}        # it answers again; its apps are restored",
-            "",
-        ]
-        if "prometheus" in self.urls:
-            lines.append(
-                f"A cluster is OFFLINE after {self.threshold} failed probes, one every "
-                f"{self.interval:g} s: expect its apps DEGRADED about "
-                f"{self.threshold * self.interval:g}-{self.threshold * self.interval + 3:g} s "
-                "after `down`."
-            )
-        elif installed:
-            lines.append(
-                "Without Prometheus and Alertmanager (--no-prometheus) nothing turns the "
-                "probes into statuses: the reactor will not react."
-            )
-        else:
-            lines.append(
-                "prometheus and prometheus-alertmanager are not installed, so nothing turns "
-                "the probes into statuses: the reactor will not react. Install them "
-                "(apt-get install prometheus prometheus-alertmanager) or run scripts/demo.sh."
-            )
-        lines.append("")
-        return "\n".join(lines)
 
 
 class Watcher:
@@ -310,7 +61,7 @@ class Watcher:
             clusters = self.client.get("/clusters")
             apps = self.client.get("/apps")
             alerts = self._alerts()
-        except (ApiError, OSError, ValueError, KeyError):
+        except (HttpStatusError, OSError, ValueError, KeyError):
             return []
         now: dict[str, str] = {}
         for c in clusters:
@@ -347,7 +98,7 @@ def run_demo(args: argparse.Namespace) -> int:
         print(f"starting the fleetwatch demo in {demo.root} ...", flush=True)
         try:
             demo.start()
-        except (NotReadyError, ApiError, OSError, TimeoutError) as exc:
+        except (NotReadyError, HttpStatusError, OSError, TimeoutError) as exc:
             print(f"fleetwatch demo: could not start: {exc}", file=sys.stderr)
             return 1
         if with_prometheus and not demo.wait_online(timeout=30):
@@ -384,7 +135,7 @@ def run_switch(args: argparse.Namespace) -> int:
     mode = "ok" if args.action == "up" else args.how
     try:
         JsonClient(state["control_url"]).put(f"/clusters/{args.name}/mode", {"mode": mode})
-    except ApiError as exc:
+    except HttpStatusError as exc:
         message = exc.body.get("error") if isinstance(exc.body, dict) else exc.body
         known = ", ".join(state.get("clusters", []))
         print(f"fleetwatch demo: {message} (clusters: {known})", file=sys.stderr)
@@ -428,7 +179,7 @@ def add_parsers(subparsers: Any) -> None:
         metavar="SECONDS",
         help="seconds between probes, as the exporter's flag (default 2)",
     )
-    # The spelling before flags were unified with the exporter's; kept so scripts work.
+    # A hidden alias of --probe.interval: scripts that spell it so keep working.
     p.add_argument("--interval", dest="interval", type=float, help=argparse.SUPPRESS)
     p.add_argument(
         "--failure-threshold", type=int, default=2, help="failed probes before OFFLINE (default 2)"

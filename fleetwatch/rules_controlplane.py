@@ -24,6 +24,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from common.metricnames import (
+    CONTROLPLANE_LOCALHOST_ONLY,
+    COREDNS_NODES,
+    COREDNS_REPLICAS,
+    ETCD_HAS_LEADER,
+    ETCD_MEMBER_HEALTHY,
+    ETCD_MEMBERS,
+    ETCD_MEMBERS_HEALTHY,
+    ETCD_QUORUM_SIZE,
+    ETCD_QUORUM_STATE,
+    ETCD_RAFT_TERM,
+)
+
 #: kubeadm ClusterConfiguration that fixes the localhost trap (kubeadm v1beta3/v1beta4).
 KUBEADM_FIX = (
     "In kubeadm's ClusterConfiguration set scheduler.extraArgs and controllerManager.extraArgs "
@@ -88,7 +101,7 @@ def _rule(
 
 
 def etcd_group() -> dict[str, Any]:
-    state = "fleetwatch_etcd_quorum_state"
+    state = ETCD_QUORUM_STATE
     return {
         "name": "fleetwatch-etcd",
         "rules": [
@@ -99,7 +112,7 @@ def etcd_group() -> dict[str, Any]:
                 "critical",
                 f"etcd of {CLUSTER} has lost its quorum",
                 f"Fewer etcd members of {CLUSTER} are healthy than the quorum needs "
-                "(fleetwatch_etcd_members_healthy < fleetwatch_etcd_quorum_size): etcd "
+                f"({ETCD_MEMBERS_HEALTHY} < {ETCD_QUORUM_SIZE}): etcd "
                 "refuses writes and the cluster is frozen. Bring members back one at a "
                 "time; if they cannot come back, restore from the latest etcd snapshot.",
                 "1m",
@@ -112,14 +125,14 @@ def etcd_group() -> dict[str, Any]:
                 f"etcd of {CLUSTER} has no fault tolerance left",
                 f"etcd of {CLUSTER} has exactly the quorum of healthy members: one more "
                 "member failure freezes the cluster. Repair the unhealthy member "
-                "(fleetwatch_etcd_member_healthy == 0) before any other control-plane "
+                f"({ETCD_MEMBER_HEALTHY} == 0) before any other control-plane "
                 "maintenance; a single-member etcd needs two more control-plane nodes.",
                 "15m",
             ),
             # critical, for 1m: see WHY["FleetEtcdNoLeader"].
             _rule(
                 "FleetEtcdNoLeader",
-                "max by (cluster) (fleetwatch_etcd_has_leader) == 0\n",
+                f"max by (cluster) ({ETCD_HAS_LEADER}) == 0\n",
                 "critical",
                 f"etcd of {CLUSTER} has no leader",
                 f"No member of the etcd of {CLUSTER} reports a leader ('etcdserver: no "
@@ -131,8 +144,8 @@ def etcd_group() -> dict[str, Any]:
             _rule(
                 "FleetEtcdEvenMemberCount",
                 # The value is the member count (for the summary), kept only when even.
-                "max by (cluster) (fleetwatch_etcd_members) > 0\n"
-                "unless on (cluster) max by (cluster) (fleetwatch_etcd_members) % 2 == 1\n",
+                f"max by (cluster) ({ETCD_MEMBERS}) > 0\n"
+                f"unless on (cluster) max by (cluster) ({ETCD_MEMBERS}) % 2 == 1\n",
                 "warning",
                 f"etcd of {CLUSTER} has an even number of members ({{{{ $value }}}})",
                 f"The etcd of {CLUSTER} has an even member count: it tolerates no more "
@@ -143,7 +156,7 @@ def etcd_group() -> dict[str, Any]:
             # warning, no for: see WHY["FleetEtcdFrequentLeaderChanges"].
             _rule(
                 "FleetEtcdFrequentLeaderChanges",
-                "max by (cluster) (changes(fleetwatch_etcd_raft_term[1h])) >= 3\n",
+                f"max by (cluster) (changes({ETCD_RAFT_TERM}[1h])) >= 3\n",
                 "warning",
                 f"etcd of {CLUSTER} changed leader in {{{{ $value }}}} probe cycles this hour",
                 f"The raft term of the etcd of {CLUSTER} keeps growing: leader elections "
@@ -163,7 +176,7 @@ def controlplane_group() -> dict[str, Any]:
             _rule(
                 "FleetControlPlaneLocalhostOnly",
                 "sum by (cluster, component) (\n"
-                "  max by (cluster, component, node) (fleetwatch_controlplane_localhost_only)\n"
+                f"  max by (cluster, component, node) ({CONTROLPLANE_LOCALHOST_ONLY})\n"
                 ") > 0\n",
                 "warning",
                 f"{{{{ $labels.component }}}} of {CLUSTER} serves metrics on 127.0.0.1 only "
@@ -176,8 +189,8 @@ def controlplane_group() -> dict[str, Any]:
             # warning, for 15m: see WHY["FleetCoreDNSSingleNode"].
             _rule(
                 "FleetCoreDNSSingleNode",
-                "max by (cluster) (fleetwatch_coredns_nodes) == 1\n"
-                "and on (cluster) max by (cluster) (fleetwatch_coredns_replicas) >= 2\n",
+                f"max by (cluster) ({COREDNS_NODES}) == 1\n"
+                f"and on (cluster) max by (cluster) ({COREDNS_REPLICAS}) >= 2\n",
                 "warning",
                 f"All CoreDNS replicas of {CLUSTER} run on one node",
                 f"Every CoreDNS replica of {CLUSTER} is on the same node: losing that node "

@@ -4,12 +4,12 @@ The example Alertmanager configuration, the rules rendered for the defaults and 
 Grafana dashboards live in the repository's ``alerts/`` and ``dashboards/``, where people
 look for them. ``fleetwatch/data/`` holds relative symlinks to them: the package sees them
 as its own data (``importlib.resources``), and building a wheel copies their contents into
-it, so an installed ``fleetwatch demo`` needs no checkout and no copy can drift.
+it, so an installed ``fleetwatch demo`` reads the shipped route without a checkout, and
+no copy can drift.
 """
 
 from __future__ import annotations
 
-import json
 from importlib.resources import files
 from importlib.resources.abc import Traversable
 from typing import Any
@@ -26,17 +26,3 @@ def alertmanager_config() -> dict[str, Any]:
     """``alerts/alertmanager.yml``: the route that sends the status alerts to the reactor."""
     loaded: dict[str, Any] = yaml.safe_load((data() / "alertmanager.yml").read_text("utf-8"))
     return loaded
-
-
-def rules_text() -> str:
-    """``alerts/fleetwatch.rules.yml``: the rules ``fleetwatch rules`` prints for the defaults."""
-    return (data() / "fleetwatch.rules.yml").read_text("utf-8")
-
-
-def dashboards() -> dict[str, dict[str, Any]]:
-    """``dashboards/*.json`` by file name without ``.json`` (``fleet-overview``, ...)."""
-    found: dict[str, dict[str, Any]] = {}
-    for entry in (data() / "dashboards").iterdir():
-        if entry.name.endswith(".json"):
-            found[entry.name.removesuffix(".json")] = json.loads(entry.read_text("utf-8"))
-    return dict(sorted(found.items()))

@@ -254,7 +254,9 @@ def start_reactor(
 # --- a small JSON client (stdlib: the demo and the tests need nothing more) -------------
 
 
-class ApiError(RuntimeError):
+class HttpStatusError(RuntimeError):
+    """An answer of :class:`JsonClient` with an HTTP error status; ``body`` parsed if JSON."""
+
     def __init__(self, status: int, body: Any) -> None:
         super().__init__(f"HTTP {status}: {body}")
         self.status = status
@@ -289,7 +291,7 @@ class JsonClient:
                 parsed = json.loads(raw)
             except ValueError:
                 parsed = raw.decode(errors="replace")
-            raise ApiError(exc.code, parsed) from None
+            raise HttpStatusError(exc.code, parsed) from None
         return json.loads(raw) if raw else None
 
     def get(self, path: str) -> Any:

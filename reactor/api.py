@@ -4,8 +4,9 @@ Handlers parse and check their input at the edge (precise 400 messages), then ru
 :class:`reactor.service.Service` operation on the store thread. The middleware turns the
 service's errors into statuses: NotFound 404, Conflict/Gated 409, StoreUnavailable 503
 (with ``Retry-After``: the only 5xx, because a retry can help); every error body is
-``{"error": "..."}``. Nothing that is refused has changed anything: validation happens
-before the transaction, and a refused transaction rolls back.
+``{"error": "..."}``, and every answer is written by ``reactor.responses``. Nothing that
+is refused has changed anything: validation happens before the transaction, and a refused
+transaction rolls back.
 """
 
 from __future__ import annotations
@@ -22,22 +23,22 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from discovery import probeable
-from reactor import models
+from reactor import fields, models
 from reactor.auth import TOKEN
 from reactor.context import BACKEND, METRICS, SETTINGS
 from reactor.openapi import openapi_document
+from reactor.responses import answer, app_json, cluster_json, error, list_response, outage_json
 from reactor.service import Conflict, Gated, NotFound
 from reactor.signals import (
     PayloadError,
     clip,
-    format_time,
     is_name,
     load_json_object,
     parse_webhook,
     status_signals,
 )
 from reactor.statemachine import AppStatus
-from reactor.store import AppRecord, ClusterRecord, OutageRecord, StoreUnavailable
+from reactor.store import StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -52,20 +53,9 @@ PARSE_OFF_LOOP_BYTES = 64 * 1024
 #: True when ``--web.config.file`` has basic-auth users (the document then says so).
 BASIC_AUTH = web.AppKey("basic_auth", bool)
 
-#: Lists longer than this are encoded to JSON off the event loop.
-ENCODE_OFF_LOOP_ITEMS = 2000
 
-
-class BadRequest(ValueError):
+class InvalidInput(ValueError):
     """Input the API cannot use; the message goes back with the 400."""
-
-
-def error(
-    code: int, message: str, headers: dict[str, str] | None = None, **extra: Any
-) -> web.Response:
-    """``{"error": ...}`` (models.Error), or with the gate's ``cluster`` and ``status``
-    (models.Refusal)."""
-    return answer("Refusal" if extra else "Error", {"error": message, **extra}, code, headers)
 
 
 # -- middlewares ----------------------------------------------------------------------
@@ -76,7 +66,7 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
     """Every error as JSON with the right status; 5xx only when a retry can help."""
     try:
         return await handler(request)
-    except BadRequest as exc:
+    except InvalidInput as exc:
         return error(400, str(exc))
     except NotFound as exc:
         return error(404, str(exc))
@@ -163,15 +153,15 @@ async def read_object(request: web.Request) -> dict[str, Any]:
     try:
         return load_json_object(await read_body(request))
     except PayloadError as exc:
-        raise BadRequest(str(exc)) from None
+        raise InvalidInput(str(exc)) from None
 
 
 def check(model: Any, doc: dict[str, Any]) -> Any:
     """``doc`` as one of reactor.models' request models, else a 400 saying why."""
     try:
         return models.validate(model, doc)
-    except models.Problem as exc:
-        raise BadRequest(str(exc)) from None
+    except fields.Problem as exc:
+        raise InvalidInput(str(exc)) from None
 
 
 async def read_body(request: web.Request) -> bytes:
@@ -219,57 +209,12 @@ def path_name(request: web.Request, what: str) -> str:
     """The ``{name}`` of the path; one that no cluster or app can have is a 404 at once.
 
     Checked here, not by the database: PostgreSQL refuses a NUL in a text parameter
-    (psycopg.DataError, which was a 500 for ``GET /clusters/%00``).
+    (psycopg.DataError), which would answer ``GET /clusters/%00`` with a 500.
     """
     name = request.match_info["name"]
     if not is_name(name):
         raise NotFound(f"{what} {clip(name)!r} not found")
     return name
-
-
-# -- output ---------------------------------------------------------------------------
-
-
-def cluster_json(cluster: ClusterRecord) -> dict[str, Any]:
-    state = cluster.state
-    return {
-        "name": cluster.name,
-        "endpoint": cluster.endpoint,
-        "kubeconfig_secret_ref": cluster.kubeconfig_secret_ref,
-        "status": state.status.value,
-        "status_since": format_time(state.status_since),
-        "source": cluster.source,
-        "outage_since": format_time(state.outage_since),
-    }
-
-
-def app_json(app: AppRecord) -> dict[str, Any]:
-    return {
-        "name": app.name,
-        "cluster": app.cluster,
-        "status": app.status.value,
-        "reason": app.reason,
-    }
-
-
-def answer(
-    schema: str, value: Any, status: int = 200, headers: dict[str, str] | None = None
-) -> web.Response:
-    """``value`` written by the model ``schema`` of reactor.models (the document's)."""
-    return web.Response(
-        body=models.encode(schema, value),
-        status=status,
-        headers=headers,
-        content_type="application/json",
-    )
-
-
-async def list_response(schema: str, items: list[Any]) -> web.Response:
-    """A JSON array; a long one is encoded off the loop (100,000 apps take ~0.1 s)."""
-    if len(items) <= ENCODE_OFF_LOOP_ITEMS:
-        return answer(schema, items)
-    body = await asyncio.to_thread(models.encode, schema, items)
-    return web.Response(body=body, content_type="application/json")
 
 
 # -- handlers -------------------------------------------------------------------------
@@ -332,15 +277,6 @@ async def get_cluster(request: web.Request) -> web.Response:
     )
 
 
-def outage_json(outage: OutageRecord) -> dict[str, Any]:
-    return {
-        "started_at": format_time(outage.started_at),
-        "closed_at": format_time(outage.closed_at),
-        "apps_degraded": outage.apps_degraded,
-        "apps_restored": outage.apps_restored,
-    }
-
-
 async def post_clusters(request: web.Request) -> web.Response:
     new = check(models.NewCluster, await read_object(request))
     name, endpoint, ref = new.name, new.endpoint, new.kubeconfig_secret_ref
@@ -360,7 +296,7 @@ async def delete_cluster(request: web.Request) -> web.Response:
     name = path_name(request, "cluster")
     force = request.query.get("force", "false")
     if force not in ("true", "false"):
-        raise BadRequest('"force" must be "true" or "false"')
+        raise InvalidInput('"force" must be "true" or "false"')
     apps = await request.app[BACKEND].run(lambda s: s.delete_cluster(name, force == "true"))
     return answer("DeletedCluster", {"deleted": name, "apps_deleted": apps})
 
@@ -404,12 +340,12 @@ async def patch_app(request: web.Request) -> web.Response:
     backend = request.app[BACKEND]
     if "cluster" in doc:
         if "status" in doc or "reason" in doc:
-            raise BadRequest('give either "cluster" (a reassignment) or "status", not both')
+            raise InvalidInput('give either "cluster" (a reassignment) or "status", not both')
         target = check(models.Reassignment, doc).cluster
         app = await backend.run(lambda s: s.reassign(name, target))
         return answer("App", app_json(app))
     if "status" not in doc:
-        raise BadRequest('give "cluster" (a reassignment) or "status" (a health report)')
+        raise InvalidInput('give "cluster" (a reassignment) or "status" (a health report)')
     if doc["status"] == AppStatus.DEGRADED.value:
         reason = check(models.DegradedReport, doc).reason
         app = await backend.run(lambda s: s.report(name, AppStatus.DEGRADED, reason))
@@ -417,7 +353,7 @@ async def patch_app(request: web.Request) -> web.Response:
         check(models.DeployedReport, doc)
         app = await backend.run(lambda s: s.report(name, AppStatus.DEPLOYED, None))
     else:
-        raise BadRequest('"status" must be "DEGRADED" (with a "reason") or "DEPLOYED"')
+        raise InvalidInput('"status" must be "DEGRADED" (with a "reason") or "DEPLOYED"')
     return answer("App", app_json(app))
 
 

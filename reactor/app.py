@@ -18,8 +18,9 @@ from typing import Protocol
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
+from common.basicauth import BasicAuth, basic_auth_middleware
 from common.version import register_process_metrics
-from common.webconfig import BasicAuth, WebConfig, basic_auth_middleware
+from common.webconfig import WebConfig
 from discovery import Discoverer, Discovery
 from reactor import database
 from reactor.api import (
@@ -30,7 +31,7 @@ from reactor.api import (
     errors_middleware,
 )
 from reactor.auth import TOKEN, TokenSource
-from reactor.context import BACKEND, METRICS, SETTINGS, Backend, Settings, StoreThread
+from reactor.context import BACKEND, METRICS, SETTINGS, Backend, ReactorSettings, StoreThread
 from reactor.database import parse_db_url, sqlite_url
 from reactor.health import add_health_routes
 from reactor.metrics import ReactorMetrics
@@ -55,7 +56,7 @@ class Scanner(Protocol):
 
 
 def create_app(
-    settings: Settings,
+    settings: ReactorSettings,
     *,
     registry: CollectorRegistry | None = None,
     store_factory: Callable[[], Store] | None = None,
@@ -79,7 +80,7 @@ def create_app(
     app = web.Application(
         client_max_size=settings.max_body_bytes,
         middlewares=[*guard, errors_middleware, auth_middleware],
-        # Bodies are decoded by reactor.api.read_body: aiohttp's own decoding answered a
+        # Bodies are decoded by reactor.api.read_body: aiohttp's own decoding answers a
         # body declared gzip that is not gzip with a traceback and a dropped connection.
         handler_args={"auto_decompress": False},
     )

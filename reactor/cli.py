@@ -5,8 +5,8 @@ Every setting has a flag; flags win over the environment (``FLEETWATCH_TOKEN``,
 HTTP (``fleetwatch status``, ``fleetwatch cluster``) are ``reactor.client_cli``.
 
 Longer than most modules (about 400 lines) because half of it is the fifteen flags with
-their help text; the checks that turn them into :class:`Settings` sit next to them, so a
-flag and the rule that refuses its bad values are read together.
+their help text; the checks that turn them into :class:`ReactorSettings` sit next to them,
+so a flag and the rule that refuses its bad values are read together.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from reactor.context import (
     DEFAULT_DB_WRITERS,
     DEFAULT_LISTEN_ADDRESS,
     DEFAULT_MAX_BODY_BYTES,
-    Settings,
+    ReactorSettings,
 )
 from reactor.database import POSTGRESQL, open_store, parse_db_url, sqlite_url
 from reactor.signals import DEFAULT_MAX_FUTURE_SKEW_S
@@ -230,8 +230,8 @@ def retention_s(text: str) -> float:
     return duration_s(text)
 
 
-def settings_from(args: argparse.Namespace, env: dict[str, str]) -> Settings:
-    """Flags and environment -> :class:`Settings` (raises ValueError with a clear message)."""
+def settings_from(args: argparse.Namespace, env: dict[str, str]) -> ReactorSettings:
+    """Flags and environment -> :class:`ReactorSettings` (ValueError with a clear message)."""
     token: str | None = None
     if args.token_file is not None:
         try:
@@ -256,7 +256,7 @@ def settings_from(args: argparse.Namespace, env: dict[str, str]) -> Settings:
         raise ValueError("--alertmanager.reconcile-interval must be 0 (off) or more seconds")
     if args.min_uptime < 0:
         raise ValueError("--alertmanager.min-uptime must be 0 or more seconds")
-    return Settings(
+    return ReactorSettings(
         db_path=args.db_path or DEFAULT_DB_PATH,
         db_url=db_url,
         db_password=db_password,
@@ -308,14 +308,14 @@ def database_from(args: argparse.Namespace, env: dict[str, str]) -> tuple[str | 
     return args.db_url, env.get("PGPASSWORD") or None
 
 
-def shown_database(settings: Settings) -> str:
+def shown_database(settings: ReactorSettings) -> str:
     """The database for a log line: its URL, any password replaced by xxxxx."""
     if settings.db_url is None:
         return sqlite_url(settings.db_path).shown()
     return parse_db_url(settings.db_url).shown()
 
 
-def migrate_only(settings: Settings) -> int:
+def migrate_only(settings: ReactorSettings) -> int:
     """``--db.migrate-only``: open the database (which migrates it) and close it."""
     from reactor.store import StoreUnavailable
 
@@ -397,8 +397,9 @@ def run_reactor(args: argparse.Namespace) -> int:
 async def _freeze_startup_objects(app: object) -> None:
     """Keep the garbage collector off what start-up built (modules, the app, the store).
 
-    Without it every full collection walks all of them: pauses of 20-80 ms under load,
-    which is the p99 of a deployment call. Process-wide, so it lives here, not in the app.
+    Without it every full collection walks all of them, a pause as long as a deployment
+    call's p99 under load (docs/reactor.md, "Durability and numbers"). Process-wide, so it
+    lives here, not in the app.
     """
     gc.collect()
     gc.freeze()

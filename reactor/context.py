@@ -33,7 +33,7 @@ DEFAULT_DB_RETENTION_S = 30 * 86400.0
 
 
 @dataclass(frozen=True, slots=True)
-class Settings:
+class ReactorSettings:
     db_path: Path = DEFAULT_DB_PATH
     """SQLite file (created if missing; WAL mode adds ``-wal`` and ``-shm`` next to it)."""
     token: str | None = None
@@ -176,9 +176,10 @@ def _resolve(items: list[tuple[_Call, Any, BaseException | None]]) -> None:
 class UnavailableLog:
     """The "database unavailable" warning once per outage of the database, not per call.
 
-    While the database is down every call answers 503; under load that was thousands of
-    identical warnings a second. The first refused call warns, the others are DEBUG, and
-    the first store operation that succeeds again says how many calls were refused.
+    While the database is down every call answers 503; under load, a warning per call
+    would be thousands of identical lines a second. The first refused call warns, the
+    others are DEBUG, and the first store operation that succeeds again says how many
+    calls were refused.
     """
 
     def __init__(self) -> None:
@@ -246,6 +247,6 @@ class Backend:
         return await self.reads.call(lambda: operation(reader))
 
 
-SETTINGS = web.AppKey("settings", Settings)
+SETTINGS = web.AppKey("settings", ReactorSettings)
 METRICS = web.AppKey("metrics", ReactorMetrics)
 BACKEND = web.AppKey("backend", Backend)

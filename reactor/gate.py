@@ -3,7 +3,8 @@
 docs/reactor.md, "The deployment gate": ONLINE and UNKNOWN allow it (an outage that
 cannot be proven does not block anyone); OFFLINE refuses it with HTTP 409. The store asks
 this inside the same transaction that writes the app, so a cascade can never slip in
-between.
+between: :data:`REFUSED` is what a store checks under the cluster's lock when it decides
+in one statement, :func:`check` what the service asks with the status it read.
 """
 
 from __future__ import annotations
@@ -11,6 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from reactor.statemachine import Status
+
+#: The statuses whose clusters take no deployment.
+REFUSED = frozenset({Status.OFFLINE})
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +34,6 @@ class Refusal:
 
 def check(cluster: str, status: Status) -> Refusal | None:
     """None when a deployment to ``cluster`` is allowed, else the :class:`Refusal`."""
-    if status is Status.OFFLINE:
+    if status in REFUSED:
         return Refusal(cluster=cluster, status=status)
     return None

@@ -24,6 +24,18 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from common.metricnames import (
+    REACTOR_APPS,
+    REACTOR_APPS_DEGRADED,
+    REACTOR_APPS_RESTORED,
+    REACTOR_CLUSTERS,
+    REACTOR_DEPLOYMENTS,
+    REACTOR_DEPLOYMENTS_REFUSED,
+    REACTOR_LAST_NOTIFICATION,
+    REACTOR_NOTIFICATIONS,
+    REACTOR_OUTAGES_CLOSED,
+    REACTOR_OUTAGES_OPENED,
+)
 from reactor.statemachine import AppStatus, Status
 
 #: Outcomes of ``POST /alerts``: applied (200), rejected (400/413), unauthorized (401),
@@ -40,13 +52,13 @@ class StatusCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         apps = GaugeMetricFamily(
-            "fleetwatch_reactor_apps", "Apps known to the reactor, by status.", labels=["status"]
+            REACTOR_APPS, "Apps known to the reactor, by status.", labels=["status"]
         )
         for app_status, count in self.apps.items():
             apps.add_metric([app_status.value], count)
         yield apps
         clusters = GaugeMetricFamily(
-            "fleetwatch_reactor_clusters",
+            REACTOR_CLUSTERS,
             "Clusters known to the reactor, by status.",
             labels=["status"],
         )
@@ -63,37 +75,37 @@ class ReactorMetrics:
         self.status = StatusCollector()
         registry.register(self.status)
         self.outages_opened = Counter(
-            "fleetwatch_reactor_outages_opened",
+            REACTOR_OUTAGES_OPENED,
             "Outages opened: a cluster seen ONLINE became OFFLINE (each one ran a cascade).",
             registry=registry,
         )
         self.outages_closed = Counter(
-            "fleetwatch_reactor_outages_closed",
+            REACTOR_OUTAGES_CLOSED,
             "Outages closed: the cluster was seen ONLINE again (each one ran a restore).",
             registry=registry,
         )
         self.apps_degraded = Counter(
-            "fleetwatch_reactor_apps_degraded",
+            REACTOR_APPS_DEGRADED,
             "Apps set DEGRADED (cluster_offline) by a cascade.",
             registry=registry,
         )
         self.apps_restored = Counter(
-            "fleetwatch_reactor_apps_restored",
+            REACTOR_APPS_RESTORED,
             "Apps set DEPLOYED again when the outage that degraded them closed.",
             registry=registry,
         )
         self.deployments = Counter(
-            "fleetwatch_reactor_deployments",
+            REACTOR_DEPLOYMENTS,
             "Deployments accepted (POST /deployments answered 201).",
             registry=registry,
         )
         self.deployments_refused = Counter(
-            "fleetwatch_reactor_deployments_refused",
+            REACTOR_DEPLOYMENTS_REFUSED,
             "Deployments and reassignments refused by the gate (target cluster OFFLINE).",
             registry=registry,
         )
         self.notifications = Counter(
-            "fleetwatch_reactor_notifications",
+            REACTOR_NOTIFICATIONS,
             "Alertmanager notifications received on POST /alerts, by outcome.",
             ["outcome"],
             registry=registry,
@@ -101,7 +113,7 @@ class ReactorMetrics:
         for outcome in OUTCOMES:
             self.notifications.labels(outcome)
         self.last_notification = Gauge(
-            "fleetwatch_reactor_last_notification_timestamp_seconds",
+            REACTOR_LAST_NOTIFICATION,
             "When the last notification was applied (Unix time); 0 before the first one.",
             registry=registry,
         )

@@ -21,17 +21,17 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from common.version import __version__
-from reactor import models
+from reactor import fields, models
 
 REF = "#/components/schemas/{model}"
 
 #: Schemas named once in the document and referred to wherever a field has them.
 SHARED = {
-    models.NAME_PATTERN: "Name",
-    models.TEXT_PATTERN: "Text",
-    models.ENDPOINT_PATTERN: "Endpoint",
-    models.TIMESTAMP_PATTERN: "Timestamp",
-    models.START_PATTERN: "Start",
+    fields.NAME_PATTERN: "Name",
+    fields.TEXT_PATTERN: "Text",
+    fields.ENDPOINT_PATTERN: "Endpoint",
+    fields.TIMESTAMP_PATTERN: "Timestamp",
+    fields.START_PATTERN: "Start",
 }
 
 JSON = "application/json"
@@ -40,7 +40,7 @@ METRICS = "text/plain; version=0.0.4; charset=utf-8"
 
 
 @dataclass(frozen=True)
-class Answer:
+class Reply:
     """One status code of an operation: what it means and its body's schema (or media)."""
 
     description: str
@@ -56,7 +56,7 @@ class Operation:
     path: str
     operation_id: str
     summary: str
-    answers: dict[int, Answer]
+    answers: dict[int, Reply]
     description: str = ""
     body: str | None = None
     mutating: bool = False
@@ -65,20 +65,20 @@ class Operation:
 
 
 # -- the error answers, said once -----------------------------------------------------
-E400 = Answer("Bad input (not JSON, a missing or invalid field); nothing changed.", "Error")
-E401 = Answer(
+E400 = Reply("Bad input (not JSON, a missing or invalid field); nothing changed.", "Error")
+E401 = Reply(
     "Missing or wrong bearer token (only when the reactor has one).",
     "Error",
     headers=("WWW-Authenticate",),
 )
-E404 = Answer("No cluster or app of that name.", "Error")
-E413 = Answer("Body larger than --web.max-body-bytes (after decoding gzip or deflate).", "Error")
-E503 = Answer(
+E404 = Reply("No cluster or app of that name.", "Error")
+E413 = Reply("Body larger than --web.max-body-bytes (after decoding gzip or deflate).", "Error")
+E503 = Reply(
     "The database is busy or unavailable; retry (Retry-After is set).",
     "Error",
     headers=("Retry-After",),
 )
-GATED = Answer("Gated: the target cluster is OFFLINE; nothing changed.", "Refusal")
+GATED = Reply("Gated: the target cluster is OFFLINE; nothing changed.", "Refusal")
 WRITE = {400: E400, 401: E401, 413: E413, 503: E503}
 
 NAME_IN_PATH: dict[str, Any] = {
@@ -114,14 +114,14 @@ OPERATIONS: tuple[Operation, ...] = (
         ),
         body="Webhook",
         mutating=True,
-        answers={200: Answer("Applied, in one transaction.", "NotificationResult"), **WRITE},
+        answers={200: Reply("Applied, in one transaction.", "NotificationResult"), **WRITE},
     ),
     Operation(
         "get",
         "/clusters",
         "listClusters",
         "All clusters with their status",
-        answers={200: Answer("Clusters by name.", "Cluster", array=True)},
+        answers={200: Reply("Clusters by name.", "Cluster", array=True)},
     ),
     Operation(
         "post",
@@ -131,9 +131,9 @@ OPERATIONS: tuple[Operation, ...] = (
         body="NewCluster",
         mutating=True,
         answers={
-            201: Answer("Created.", "Cluster"),
+            201: Reply("Created.", "Cluster"),
             **WRITE,
-            409: Answer("A cluster of that name exists.", "Error"),
+            409: Reply("A cluster of that name exists.", "Error"),
         },
         links={
             "GetCluster": _link("getCluster", name="$response.body#/name"),
@@ -149,7 +149,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "/clusters/{name}",
         "getCluster",
         "One cluster, with its latest outages",
-        answers={200: Answer("The cluster.", "ClusterWithOutages"), 404: E404},
+        answers={200: Reply("The cluster.", "ClusterWithOutages"), 404: E404},
     ),
     Operation(
         "delete",
@@ -173,11 +173,11 @@ OPERATIONS: tuple[Operation, ...] = (
             },
         ),
         answers={
-            200: Answer("Deleted.", "DeletedCluster"),
+            200: Reply("Deleted.", "DeletedCluster"),
             400: E400,
             401: E401,
             404: E404,
-            409: Answer("Apps are on the cluster (and force is not true).", "Error"),
+            409: Reply("Apps are on the cluster (and force is not true).", "Error"),
             503: E503,
         },
     ),
@@ -193,14 +193,14 @@ OPERATIONS: tuple[Operation, ...] = (
             "or reconciliation) cascades again."
         ),
         mutating=True,
-        answers={200: Answer("Cleared.", "ClusterReset"), 401: E401, 404: E404, 503: E503},
+        answers={200: Reply("Cleared.", "ClusterReset"), 401: E401, 404: E404, 503: E503},
     ),
     Operation(
         "get",
         "/apps",
         "listApps",
         "All apps",
-        answers={200: Answer("Apps by name.", "App", array=True)},
+        answers={200: Reply("Apps by name.", "App", array=True)},
     ),
     Operation(
         "post",
@@ -210,10 +210,10 @@ OPERATIONS: tuple[Operation, ...] = (
         body="NewApp",
         mutating=True,
         answers={
-            201: Answer("Created, PENDING.", "App"),
+            201: Reply("Created, PENDING.", "App"),
             **WRITE,
-            404: Answer("No cluster of that name.", "Error"),
-            409: Answer("An app of that name exists.", "Error"),
+            404: Reply("No cluster of that name.", "Error"),
+            409: Reply("An app of that name exists.", "Error"),
         },
         links={
             "GetApp": _link("getApp", name="$response.body#/name"),
@@ -234,7 +234,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "/apps/{name}",
         "getApp",
         "One app",
-        answers={200: Answer("The app.", "App"), 404: E404},
+        answers={200: Reply("The app.", "App"), 404: E404},
     ),
     Operation(
         "patch",
@@ -248,7 +248,12 @@ OPERATIONS: tuple[Operation, ...] = (
         ),
         body="AppPatch",
         mutating=True,
-        answers={200: Answer("The app after the change.", "App"), **WRITE, 404: E404, 409: GATED},
+        answers={
+            200: Reply("The app after the change.", "App"),
+            **WRITE,
+            404: E404,
+            409: GATED,
+        },
     ),
     Operation(
         "post",
@@ -258,7 +263,7 @@ OPERATIONS: tuple[Operation, ...] = (
         body="Deployment",
         mutating=True,
         answers={
-            201: Answer("The app, DEPLOYED on the cluster.", "App"),
+            201: Reply("The app, DEPLOYED on the cluster.", "App"),
             **WRITE,
             404: E404,
             409: GATED,
@@ -270,14 +275,14 @@ OPERATIONS: tuple[Operation, ...] = (
         "/healthz",
         "healthz",
         "Liveness (JSON)",
-        answers={200: Answer("Alive.", "Liveness")},
+        answers={200: Reply("Alive.", "Liveness")},
     ),
     Operation(
         "get",
         "/-/healthy",
         "healthy",
         "Liveness, as Prometheus' own servers answer it",
-        answers={200: Answer("The process serves.", media=TEXT)},
+        answers={200: Reply("The process serves.", media=TEXT)},
     ),
     Operation(
         "get",
@@ -285,23 +290,23 @@ OPERATIONS: tuple[Operation, ...] = (
         "ready",
         "Readiness: can the database answer a query?",
         answers={
-            200: Answer("Ready.", media=TEXT),
-            503: Answer("The database is unreachable.", media=TEXT, headers=("Retry-After",)),
+            200: Reply("Ready.", media=TEXT),
+            503: Reply("The database is unreachable.", media=TEXT, headers=("Retry-After",)),
         },
     ),
     Operation(
         "get",
         "/metrics",
         "metrics",
-        "Prometheus metrics (fleetwatch_reactor_...)",
-        answers={200: Answer("Text exposition format.", media=METRICS)},
+        "Prometheus metrics of the reactor",
+        answers={200: Reply("Text exposition format.", media=METRICS)},
     ),
     Operation(
         "get",
         "/openapi.json",
         "openapi",
         "This document",
-        answers={200: Answer("OpenAPI 3.1 document.", media=JSON)},
+        answers={200: Reply("OpenAPI 3.1 document.", media=JSON)},
     ),
 )
 
@@ -314,7 +319,7 @@ HEADERS: dict[str, dict[str, Any]] = {
 }
 
 
-def _content(answer: Answer) -> dict[str, Any]:
+def _content(answer: Reply) -> dict[str, Any]:
     if answer.schema is None:
         return {answer.media: {"schema": {"type": "string"}}}
     schema: dict[str, Any] = {"$ref": REF.format(model=answer.schema)}
@@ -323,7 +328,7 @@ def _content(answer: Answer) -> dict[str, Any]:
     return {answer.media: {"schema": schema}}
 
 
-def _answer(answer: Answer, basic: bool, code: int) -> dict[str, Any]:
+def _answer(answer: Reply, basic: bool, code: int) -> dict[str, Any]:
     out: dict[str, Any] = {"description": answer.description, "content": _content(answer)}
     if answer.headers:
         out["headers"] = {h: HEADERS[h] for h in answer.headers}
@@ -335,7 +340,7 @@ def _answer(answer: Answer, basic: bool, code: int) -> dict[str, Any]:
 def _operation(op: Operation, basic: bool) -> dict[str, Any]:
     answers = dict(op.answers)
     if basic and 401 not in answers:
-        answers[401] = Answer("Missing or wrong basic auth (or bearer token).", "Error")
+        answers[401] = Reply("Missing or wrong basic auth (or bearer token).", "Error")
     out: dict[str, Any] = {"operationId": op.operation_id, "summary": op.summary}
     if op.description:
         out["description"] = op.description
@@ -372,16 +377,38 @@ def _share(node: Any, shared: dict[str, Any]) -> Any:
     return node
 
 
+def _named(node: Any, names: dict[str, str]) -> Any:
+    """Each class name of ``names`` replaced by its schema's name, as a title and in $refs."""
+    if isinstance(node, list):
+        return [_named(v, names) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _named(v, names) for k, v in node.items()}
+    if isinstance(out.get("title"), str):
+        out["title"] = names.get(out["title"], out["title"])
+    if isinstance(out.get("$ref"), str):
+        prefix, _, model = out["$ref"].rpartition("/")
+        out["$ref"] = f"{prefix}/{names.get(model, model)}"
+    return out
+
+
 def components() -> dict[str, Any]:
-    """Every schema of reactor.models, named, with the shared ones once."""
+    """Every schema of reactor.models, named by its key in SCHEMAS (``ClusterBody`` is
+    ``Cluster``, in the document and every generated client), the shared ones once."""
+    names = {
+        kind.__name__: name
+        for name, kind in models.SCHEMAS.items()
+        if isinstance(kind, type) and kind.__name__ != name
+    }
     schemas: dict[str, Any] = {}
     for name, kind in models.SCHEMAS.items():
         schema = TypeAdapter(kind).json_schema(ref_template=REF)
-        schemas.update(schema.pop("$defs", {}))
+        for model, nested in schema.pop("$defs", {}).items():
+            schemas[names.get(model, model)] = nested
         schema.setdefault("title", name)
         schemas[name] = schema
     shared: dict[str, Any] = {}
-    schemas = _share(schemas, shared)
+    schemas = _share(_named(schemas, names), shared)
     return {**schemas, **shared}
 
 

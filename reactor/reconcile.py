@@ -42,6 +42,7 @@ import aiohttp
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from common import metricnames
 from reactor.alertmanager import AlertmanagerClient, AlertmanagerError, Listing
 from reactor.context import BACKEND, METRICS, SETTINGS, Backend
 from reactor.signals import (
@@ -52,7 +53,7 @@ from reactor.signals import (
     is_name,
     status_signals,
 )
-from reactor.statemachine import ClusterState, StatusAlert, is_newer
+from reactor.statemachine import ClusterAlertState, StatusAlert, is_newer
 from reactor.store import ClusterRecord, StoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -67,23 +68,23 @@ class ReconcileMetrics:
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.runs = Counter(
-            "fleetwatch_reactor_reconcile_runs",
+            metricnames.REACTOR_RECONCILE_RUNS,
             "Reconciliations with Alertmanager started.",
             registry=registry,
         )
         self.failures = Counter(
-            "fleetwatch_reactor_reconcile_failures",
+            metricnames.REACTOR_RECONCILE_FAILURES,
             "Reconciliations in which this Alertmanager (host:port) could not be read.",
             ["alertmanager"],
             registry=registry,
         )
         self.changes = Counter(
-            "fleetwatch_reactor_reconcile_changes",
+            metricnames.REACTOR_RECONCILE_CHANGES,
             "Clusters whose alert state a reconciliation changed (news no webhook brought).",
             registry=registry,
         )
         self.last_success = Gauge(
-            "fleetwatch_reactor_reconcile_last_success_timestamp_seconds",
+            metricnames.REACTOR_RECONCILE_LAST_SUCCESS,
             "When the last reconciliation that read at least one Alertmanager and applied "
             "what it learnt ended (Unix time); 0 before the first one.",
             registry=registry,
@@ -94,7 +95,7 @@ RECONCILE_METRICS = web.AppKey("reconcile_metrics", ReconcileMetrics)
 
 
 @dataclass(frozen=True, slots=True)
-class Answer:
+class PeerListing:
     """One Alertmanager's listing, and whether it has been up long enough to be believed."""
 
     name: str
@@ -115,7 +116,7 @@ class Plan:
 
 def plan(
     held: Iterable[ClusterRecord],
-    answers: Sequence[Answer],
+    peers: Sequence[PeerListing],
     now_us: int,
     max_future_skew_s: float = DEFAULT_MAX_FUTURE_SKEW_S,
 ) -> Plan:
@@ -130,15 +131,15 @@ def plan(
     """
     alerts: list[Alert] = []
     listed: set[tuple[str, str, int]] = set()
-    for answer in answers:
-        for item in answer.listing.alerts:
+    for peer in peers:
+        for item in peer.listing.alerts:
             name, where = item.labels.get("alertname", ""), item.labels.get("cluster", "")
             if name not in _STATUS_ALERTS or not is_name(where):
                 continue
             listed.add((name, where, item.starts_at))
             if not item.suppressed:
                 alerts.append(Alert("firing", item.labels, item.starts_at, None))
-    may_resolve = any(answer.old_enough for answer in answers)
+    may_resolve = any(peer.old_enough for peer in peers)
     missing: list[Alert] = []
     if may_resolve:
         for cluster in held:
@@ -165,7 +166,7 @@ def plan(
 _STATUS_ALERTS = frozenset(kind.value for kind in StatusAlert)
 
 
-def _is_news(signal: Signal, known: dict[str, ClusterState]) -> bool:
+def _is_news(signal: Signal, known: dict[str, ClusterAlertState]) -> bool:
     state = known.get(signal.cluster)
     if state is None:
         return True
@@ -207,7 +208,7 @@ class Reconciler:
             *(client.listing() for client in self.clients), return_exceptions=True
         )
         now = self.clock()
-        answers: list[Answer] = []
+        peers: list[PeerListing] = []
         for client, result in zip(self.clients, results, strict=True):
             if isinstance(result, AlertmanagerError):
                 self._failed(client.name, str(result))
@@ -216,10 +217,10 @@ class Reconciler:
             else:
                 self._answered(client.name)
                 uptime_s = now - result.started_at / 1_000_000
-                answers.append(Answer(client.name, result, uptime_s >= self.min_uptime_s))
-        if not answers:
+                peers.append(PeerListing(client.name, result, uptime_s >= self.min_uptime_s))
+        if not peers:
             return 0
-        news = plan(held, answers, int(now * 1_000_000), self.max_future_skew_s)
+        news = plan(held, peers, int(now * 1_000_000), self.max_future_skew_s)
         for line in news.skipped[:3]:
             log.debug("reconciliation skipped: %s", line)
         changed = 0
@@ -241,9 +242,9 @@ class Reconciler:
             log.debug(
                 "reconciliation: nothing new (%d status alert(s) listed by %d Alertmanager(s))",
                 news.listed,
-                len(answers),
+                len(peers),
             )
-        if not any(answer.old_enough for answer in answers):
+        if not any(peer.old_enough for peer in peers):
             log.debug(
                 "reconciliation: no Alertmanager up for %gs yet: alerts no longer listed are "
                 "not resolved",

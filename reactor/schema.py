@@ -71,7 +71,7 @@ POSTGRES: tuple[tuple[str, ...], ...] = (
     # 1: the same tables as SQLite's first release, shaped for the cascade. No column a
     # cascade or a deployment writes (status, reason, outage_id) is indexed, and pages are
     # left half empty: the update of an app is then a heap-only tuple, with no new entry
-    # in any index (100,000 apps degraded: 3.2-3.8 s with the SQLite indexes, under load).
+    # in any index (measured in docs/reactor.md, "Running several replicas on PostgreSQL").
     # The apps of a cluster are found by cluster_id, and filtered on the rest. No foreign
     # key on apps.outage_id either: checked row by row it cost a third of a cascade, and
     # the store only ever sets it to the outage it opened in the same transaction.

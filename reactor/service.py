@@ -30,7 +30,7 @@ from reactor.statemachine import (
     AlertState,
     AppStatus,
     CloseOutage,
-    ClusterState,
+    ClusterAlertState,
     DegradeApps,
     OpenOutage,
     RestoreApps,
@@ -60,9 +60,6 @@ SOURCE_ALERTS = "alerts"
 
 #: Outages shown with a cluster (``GET /clusters/{name}``).
 RECENT_OUTAGES = 10
-
-#: The statuses the gate refuses, for the store to check under the cluster's lock.
-REFUSED = frozenset(s for s in Status if gate.check("", s) is not None)
 
 
 class NotFound(LookupError):
@@ -276,7 +273,7 @@ class Service:
                 restored = tx.restore_apps(cluster.id, cluster.outage_id)
                 tx.close_outage(cluster.id, cluster.outage_id, now)
             state = cluster.state
-            fresh = ClusterState(was_online=state.was_online or state.outage_since is not None)
+            fresh = ClusterAlertState(was_online=state.was_online or state.outage_since is not None)
             tx.save_states([(cluster.id, fresh)])
         closed = int(cluster.outage_id is not None)
         log.info(
@@ -344,7 +341,7 @@ class Service:
 
     def deploy(self, app: str, cluster: str) -> AppRecord:
         """The app is DEPLOYED on ``cluster`` (moved there if needed), unless the gate says no."""
-        place = self.store.deploy(app, cluster, REFUSED)  # one transaction, gate included
+        place = self.store.deploy(app, cluster, gate.REFUSED)  # one transaction, gate included
         if place is None:  # say which name is unknown
             with self.store.read() as tx:
                 _need_app(tx, app)

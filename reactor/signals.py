@@ -1,7 +1,7 @@
 """Alertmanager webhook (version 4) -> status signals for the state machine.
 
 The body is parsed once, here, into dataclasses; its accepted shape (what is required,
-checked when present, or ignored) is ``reactor.models.Webhook``, the model the OpenAPI
+checked when present, or ignored) is ``reactor.models.WebhookBody``, the model the OpenAPI
 document shows. A body that is not a v4 webhook raises
 :class:`PayloadError` whose message says what is wrong and where (the API answers 400:
 Alertmanager does not retry 4xx). Inside a valid webhook, an alert that cannot be used
@@ -26,10 +26,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from reactor import models
-from reactor.models import Problem, validate
-from reactor.models import clip as clip  # re-exported: the rules live in models
-from reactor.models import is_name as is_name
-from reactor.models import kind as _kind
+from reactor.fields import Problem
+from reactor.fields import clip as clip  # re-exported: the rules live in fields
+from reactor.fields import is_name as is_name
+from reactor.fields import kind as _kind
+from reactor.models import validate
 from reactor.statemachine import AlertState, StatusAlert
 
 
@@ -146,11 +147,11 @@ def load_json_object(body: bytes, what: str = "") -> dict[str, Any]:
 def parse_webhook(body: bytes) -> Webhook:
     """Bytes of a POST /alerts -> :class:`Webhook`, or :class:`PayloadError` saying why not.
 
-    The accepted shape is :class:`reactor.models.Webhook` (the document's ``Webhook``).
+    The accepted shape is :class:`reactor.models.WebhookBody` (the document's ``Webhook``).
     """
     doc = load_json_object(body, " (a webhook)")
     try:
-        model = validate(models.Webhook, doc)
+        model = validate(models.WebhookBody, doc)
     except Problem as exc:
         raise PayloadError(str(exc)) from None
     return Webhook(tuple(_alert(raw, f"alerts[{i}]") for i, raw in enumerate(model.alerts)))

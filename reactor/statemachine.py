@@ -100,7 +100,7 @@ def is_newer(candidate: AlertState, known: AlertState | None) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class ClusterState:
+class ClusterAlertState:
     """Everything the rules need to know about one cluster between two notifications."""
 
     online: AlertState | None = None
@@ -176,13 +176,15 @@ Effect = OpenOutage | DegradeApps | RestoreApps | CloseOutage
 
 @dataclass(frozen=True, slots=True)
 class Transition:
-    state: ClusterState
+    state: ClusterAlertState
     effects: tuple[Effect, ...]
     #: False when nothing in the updates was newer than what we knew (duplicates, stale)
     changed: bool
 
 
-def apply(state: ClusterState, updates: Iterable[tuple[StatusAlert, AlertState]]) -> Transition:
+def apply(
+    state: ClusterAlertState, updates: Iterable[tuple[StatusAlert, AlertState]]
+) -> Transition:
     """Fold one notification's updates for one cluster into its state; say what to do.
 
     All the updates of one notification are folded first and the status is evaluated once,

@@ -9,24 +9,23 @@ outage at a time (the one of its own cluster).
 
 Two classes implement the protocol: ``reactor.store_sqlite`` (one file, one process) and
 ``reactor.store_postgres`` (several replicas on one database); ``reactor.database`` opens
-the one a URL names. This module holds what they share: the records, the errors, the
-retry of a lost race, and the mapping between a cluster's row and its state. The schema
-and its migrations are in ``reactor.schema``.
+the one a URL names. This module holds what a caller sees of them: the records, the
+errors and the retry of a lost race. The SQL they share is ``reactor.store_sql``; the
+schema and its migrations are in ``reactor.schema``.
 """
 
 from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from reactor.statemachine import (
-    AlertState,
     AppStatus,
-    ClusterState,
+    ClusterAlertState,
     Status,
 )
 
@@ -72,7 +71,7 @@ class ClusterRecord:
     endpoint: str | None
     kubeconfig_secret_ref: str | None
     source: str  #: "discovery", "api" or "alerts": who created it
-    state: ClusterState
+    state: ClusterAlertState
     outage_id: int | None  #: the open outage, if any
 
 
@@ -144,7 +143,7 @@ class Transaction(Protocol):
         """:meth:`close_outage` for each (cluster id, outage id, closed at)."""
         ...
 
-    def save_states(self, states: Sequence[tuple[int, ClusterState]]) -> None: ...
+    def save_states(self, states: Sequence[tuple[int, ClusterAlertState]]) -> None: ...
     def open_outage(self, cluster_id: int, started_at: int, opened_at: int) -> int: ...
     def degrade_apps(self, cluster_id: int, outage_id: int) -> int: ...
     def restore_apps(self, cluster_id: int, outage_id: int) -> int: ...
@@ -210,61 +209,3 @@ class Store(Protocol):
         ...
 
     def close(self) -> None: ...
-
-
-# -- A cluster's row, as both stores read and write it --------------------------------
-
-
-def _alert(firing: int | None, starts_at: int | None, ends_at: int | None) -> AlertState | None:
-    if firing is None or starts_at is None:
-        return None
-    return AlertState(firing=bool(firing), starts_at=starts_at, ends_at=ends_at)
-
-
-OUTAGE_SELECT = (
-    "SELECT id, started_at, opened_at, closed_at, apps_degraded, apps_restored FROM outages"
-)
-
-
-def cluster_record(row: tuple[Any, ...]) -> ClusterRecord:
-    state = ClusterState(
-        online=_alert(row[5], row[6], row[7]),
-        offline=_alert(row[8], row[9], row[10]),
-        was_online=bool(row[11]),
-        outage_since=row[13],
-    )
-    return ClusterRecord(row[0], row[1], row[2], row[3], row[4], state, row[12])
-
-
-def state_row(cluster_id: int, state: ClusterState) -> tuple[Any, ...]:
-    on, off = state.online, state.offline
-    return (
-        state.status.value,
-        state.status_since,
-        None if on is None else int(on.firing),
-        None if on is None else on.starts_at,
-        None if on is None else on.ends_at,
-        None if off is None else int(off.firing),
-        None if off is None else off.starts_at,
-        None if off is None else off.ends_at,
-        int(state.was_online),
-        cluster_id,
-    )
-
-
-#: The two queries of :func:`count_statuses`, the same SQL on both stores.
-APP_STATUS_COUNTS = "SELECT status, count(*) FROM apps GROUP BY status"
-CLUSTER_STATUS_COUNTS = "SELECT status, count(*) FROM clusters GROUP BY status"
-
-
-def count_statuses(query: Callable[[str], Iterable[tuple[str, int]]]) -> StatusCounts:
-    """Apps and clusters per status, every status present (0 when none), from ``query``
-    (a store's cursor ``execute``) run on :data:`APP_STATUS_COUNTS` and
-    :data:`CLUSTER_STATUS_COUNTS`."""
-    apps = dict.fromkeys(AppStatus, 0)
-    for status, count in query(APP_STATUS_COUNTS):
-        apps[AppStatus(status)] = count
-    clusters = dict.fromkeys(Status, 0)
-    for status, count in query(CLUSTER_STATUS_COUNTS):
-        clusters[Status(status)] = count
-    return StatusCounts(apps=apps, clusters=clusters)

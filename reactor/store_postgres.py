@@ -24,9 +24,8 @@ opens a new one; while the database cannot be reached, calls fail at once for
 timeout, so a queue of calls drains as 503s and the first call after the database is back
 reconnects. Nothing is cached between transactions: every gate decision reads the row.
 
-Longer than most modules: it is a whole store (the SQL of every Transaction method, the
-connection handling, the retries and the error mapping), kept in one file as
-``reactor/store_sqlite.py`` is, so the two read side by side.
+The statements PostgreSQL runs as SQLite does are ``reactor.store_sql``'s; here are the
+set-based statements over many clusters, the connections and the error mapping.
 """
 
 from __future__ import annotations
@@ -41,39 +40,22 @@ import psycopg
 from psycopg import errors
 
 from reactor import schema
-from reactor.statemachine import CLUSTER_OFFLINE, AppStatus, ClusterState, Status
+from reactor.statemachine import CLUSTER_OFFLINE, AppStatus, ClusterAlertState, Status
 from reactor.store import (
-    OUTAGE_SELECT,
     AppRecord,
     ClusterRecord,
-    OutageRecord,
     Placement,
-    StatusCounts,
     StoreConflict,
     StoreUnavailable,
     Transaction,
-    cluster_record,
-    count_statuses,
-    state_row,
 )
+from reactor.store_sql import CLUSTER_SELECT, SQLTransaction, cluster_record
 
 #: After a failed connection attempt, calls fail at once for this long.
 RECONNECT_PAUSE_S = 0.5
 #: A transaction left idle this long (its replica frozen or cut off) is ended by the
 #: server, which releases its cluster locks; ours never wait between statements.
 IDLE_IN_TRANSACTION_TIMEOUT_S = 30
-
-_CLUSTER_SELECT = (
-    "SELECT c.id, c.name, c.endpoint, c.kubeconfig_secret_ref, c.source, "
-    "c.online_firing, c.online_starts_at, c.online_ends_at, "
-    "c.offline_firing, c.offline_starts_at, c.offline_ends_at, "
-    "c.was_online, c.outage_id, o.started_at "
-    "FROM clusters c LEFT JOIN outages o ON o.id = c.outage_id"
-)
-_APP_SELECT = (
-    "SELECT a.id, a.name, a.cluster_id, c.name, a.status, a.reason, a.outage_id "
-    "FROM apps a JOIN clusters c ON c.id = a.cluster_id"
-)
 
 _DEPLOY = (
     "WITH c AS (SELECT id, status FROM clusters WHERE name = %s FOR SHARE), "
@@ -90,48 +72,34 @@ _CONFLICTS = (errors.SerializationFailure, errors.DeadlockDetected, errors.Uniqu
 _BUSY = (errors.LockNotAvailable, errors.QueryCanceled, errors.AdminShutdown)
 
 
-def _app(row: tuple[Any, ...]) -> AppRecord:
-    return AppRecord(row[0], row[1], row[2], row[3], AppStatus(row[4]), row[5], row[6])
-
-
-class PostgresTransaction:
+class PostgresTransaction(SQLTransaction):
     """:class:`reactor.store.Transaction` over one psycopg connection in a transaction.
 
     ``locking``: a write transaction, whose cluster reads lock the rows they return.
     """
 
+    MARK = "%s"
+
     def __init__(self, cur: psycopg.Cursor[tuple[Any, ...]], *, locking: bool) -> None:
+        super().__init__(
+            cur,
+            lock=" FOR UPDATE OF c" if locking else "",
+            share=" FOR SHARE OF c" if locking else "",
+        )
         self.cur = cur
-        self._update = " FOR UPDATE OF c" if locking else ""
-        self._share = " FOR SHARE OF c" if locking else ""
 
-    def cluster(self, name: str) -> ClusterRecord | None:
-        row = self.cur.execute(
-            f"{_CLUSTER_SELECT} WHERE c.name = %s{self._update}", (name,)
-        ).fetchone()
-        return None if row is None else cluster_record(row)
-
-    def clusters(self) -> list[ClusterRecord]:
-        return [cluster_record(r) for r in self.cur.execute(f"{_CLUSTER_SELECT} ORDER BY c.name")]
+    def _insert(self, sql: str, params: Sequence[Any]) -> int:
+        row = self.cur.execute(f"{sql} RETURNING id", params).fetchone()
+        assert row is not None
+        return int(row[0])
 
     def clusters_named(self, names: Sequence[str]) -> dict[str, ClusterRecord]:
         # In id order: two transactions locking overlapping sets take them in one order.
         rows = self.cur.execute(
-            f"{_CLUSTER_SELECT} WHERE c.name = ANY(%s) ORDER BY c.id{self._update}",
+            f"{CLUSTER_SELECT} WHERE c.name = ANY(%s) ORDER BY c.id{self._lock}",
             (list(names),),
         )
         return {row[1]: cluster_record(row) for row in rows}
-
-    def insert_cluster(
-        self, name: str, endpoint: str | None, ref: str | None, source: str
-    ) -> ClusterRecord:
-        row = self.cur.execute(
-            "INSERT INTO clusters (name, endpoint, kubeconfig_secret_ref, source) "
-            "VALUES (%s, %s, %s, %s) RETURNING id",
-            (name, endpoint, ref, source),
-        ).fetchone()
-        assert row is not None
-        return ClusterRecord(row[0], name, endpoint, ref, source, ClusterState(), None)
 
     def insert_clusters(self, names: Sequence[str], source: str) -> dict[str, ClusterRecord]:
         # Another replica inserting one of these names meanwhile: a unique violation, so a
@@ -142,7 +110,7 @@ class PostgresTransaction:
             (source, list(names)),
         ).fetchall()
         return {
-            name: ClusterRecord(cid, name, None, None, source, ClusterState(), None)
+            name: ClusterRecord(cid, name, None, None, source, ClusterAlertState(), None)
             for cid, name in rows
         }
 
@@ -190,8 +158,7 @@ class PostgresTransaction:
         The apps are found cluster by cluster (a lateral join on the cluster_id index;
         ``OFFSET 0`` keeps the planner from flattening it), not by a plan over the
         statuses: those statistics are stale right after a cascade (ANALYZE saw every app
-        DEPLOYED), and a plan built on them joined every DEGRADED app with every member,
-        4-5 s for 1,000 clusters.
+        DEPLOYED), and a plan built on them joins every DEGRADED app with every member.
         """
         rows = self.cur.execute(
             "WITH m AS (SELECT * FROM unnest(%s::bigint[], %s::bigint[]) v(c, o)), "
@@ -224,23 +191,6 @@ class PostgresTransaction:
             "UPDATE clusters SET outage_id = NULL WHERE id = ANY(%s::bigint[])", (params[0],)
         )
 
-    def set_cluster_location(self, cluster_id: int, endpoint: str, ref: str) -> None:
-        self.cur.execute(
-            "UPDATE clusters SET endpoint = %s, kubeconfig_secret_ref = %s WHERE id = %s",
-            (endpoint, ref, cluster_id),
-        )
-
-    def save_states(self, states: Sequence[tuple[int, ClusterState]]) -> None:
-        if not states:
-            return
-        self.cur.executemany(
-            "UPDATE clusters SET status = %s, status_since = %s, "
-            "online_firing = %s, online_starts_at = %s, online_ends_at = %s, "
-            "offline_firing = %s, offline_starts_at = %s, offline_ends_at = %s, "
-            "was_online = %s WHERE id = %s",
-            [state_row(cluster_id, state) for cluster_id, state in states],
-        )
-
     def open_outage(self, cluster_id: int, started_at: int, opened_at: int) -> int:
         row = self.cur.execute(
             "WITH o AS (INSERT INTO outages (cluster_id, started_at, opened_at) "
@@ -252,57 +202,6 @@ class PostgresTransaction:
         assert row is not None
         return int(row[0])
 
-    def degrade_apps(self, cluster_id: int, outage_id: int) -> int:
-        self.cur.execute(
-            "UPDATE apps SET status = 'DEGRADED', reason = %s, outage_id = %s "
-            "WHERE cluster_id = %s AND status = 'DEPLOYED'",
-            (CLUSTER_OFFLINE, outage_id, cluster_id),
-        )
-        count = self.cur.rowcount
-        self.cur.execute(
-            "UPDATE outages SET apps_degraded = apps_degraded + %s WHERE id = %s",
-            (count, outage_id),
-        )
-        return count
-
-    def restore_apps(self, cluster_id: int, outage_id: int) -> int:
-        self.cur.execute(
-            "UPDATE apps SET status = 'DEPLOYED', reason = NULL, outage_id = NULL "
-            "WHERE outage_id = %s AND cluster_id = %s AND status = 'DEGRADED' AND reason = %s",
-            (outage_id, cluster_id, CLUSTER_OFFLINE),
-        )
-        count = self.cur.rowcount
-        self.cur.execute(
-            "UPDATE outages SET apps_restored = apps_restored + %s WHERE id = %s",
-            (count, outage_id),
-        )
-        return count
-
-    def close_outage(self, cluster_id: int, outage_id: int, closed_at: int) -> None:
-        self.cur.execute(
-            "UPDATE apps SET outage_id = NULL WHERE cluster_id = %s AND outage_id = %s",
-            (cluster_id, outage_id),
-        )
-        self.cur.execute("UPDATE outages SET closed_at = %s WHERE id = %s", (closed_at, outage_id))
-        self.cur.execute("UPDATE clusters SET outage_id = NULL WHERE id = %s", (cluster_id,))
-
-    def app(self, name: str) -> AppRecord | None:
-        row = self.cur.execute(f"{_APP_SELECT} WHERE a.name = %s", (name,)).fetchone()
-        return None if row is None else _app(row)
-
-    def apps(self) -> list[AppRecord]:
-        return [_app(r) for r in self.cur.execute(f"{_APP_SELECT} ORDER BY a.name")]
-
-    def placement(self, app: str, cluster: str) -> Placement | None:
-        # FOR SHARE: deployments to one cluster do not wait for each other, but wait for
-        # (and then see) a notification that holds the cluster FOR UPDATE.
-        row = self.cur.execute(
-            "SELECT a.id, c.id, c.status FROM apps a, clusters c "
-            f"WHERE a.name = %s AND c.name = %s{self._share}",
-            (app, cluster),
-        ).fetchone()
-        return None if row is None else Placement(row[0], row[1], Status(row[2]))
-
     def insert_app(self, name: str, cluster_id: int) -> AppRecord:
         row = self.cur.execute(
             "INSERT INTO apps (name, cluster_id, status) VALUES (%s, %s, 'PENDING') "
@@ -311,56 +210,6 @@ class PostgresTransaction:
         ).fetchone()
         assert row is not None
         return AppRecord(row[0], name, cluster_id, row[1], AppStatus.PENDING, None, None)
-
-    def set_app(self, app_id: int, cluster_id: int, status: AppStatus, reason: str | None) -> None:
-        self.cur.execute(
-            "UPDATE apps SET cluster_id = %s, status = %s, reason = %s, outage_id = NULL "
-            "WHERE id = %s",
-            (cluster_id, status.value, reason, app_id),
-        )
-
-    def status_counts(self) -> StatusCounts:
-        return count_statuses(self.cur.execute)
-
-    def count_apps(self, cluster_id: int) -> int:
-        row = self.cur.execute(
-            "SELECT count(*) FROM apps WHERE cluster_id = %s", (cluster_id,)
-        ).fetchone()
-        return 0 if row is None else int(row[0])
-
-    def outages_of(self, cluster_id: int, limit: int) -> list[OutageRecord]:
-        rows = self.cur.execute(
-            f"{OUTAGE_SELECT} WHERE cluster_id = %s ORDER BY started_at DESC, id DESC LIMIT %s",
-            (cluster_id, limit),
-        )
-        return [OutageRecord(*row) for row in rows]
-
-    def delete_closed_outages(self, closed_before: int, limit: int) -> int:
-        # Replicas sweeping together: the second waits for the first's row locks, then
-        # skips the rows it deleted (READ COMMITTED). Apps are checked through their
-        # cluster (apps.outage_id has no index).
-        self.cur.execute(
-            "DELETE FROM outages WHERE id IN (SELECT o.id FROM outages o "
-            "WHERE o.closed_at IS NOT NULL AND o.closed_at < %s "
-            "AND NOT EXISTS (SELECT 1 FROM clusters c WHERE c.outage_id = o.id) "
-            "AND NOT EXISTS (SELECT 1 FROM apps a WHERE a.cluster_id = o.cluster_id "
-            "AND a.outage_id = o.id) "
-            "ORDER BY o.closed_at LIMIT %s)",
-            (closed_before, limit),
-        )
-        return self.cur.rowcount
-
-    def delete_cluster(self, cluster_id: int) -> None:
-        # The caller has locked the cluster row (FOR UPDATE): no deployment is in flight.
-        self.cur.execute("DELETE FROM apps WHERE cluster_id = %s", (cluster_id,))
-        self.cur.execute(
-            "UPDATE apps SET outage_id = NULL "
-            "WHERE outage_id IN (SELECT id FROM outages WHERE cluster_id = %s)",  # rare: a scan
-            (cluster_id,),
-        )
-        self.cur.execute("UPDATE clusters SET outage_id = NULL WHERE id = %s", (cluster_id,))
-        self.cur.execute("DELETE FROM outages WHERE cluster_id = %s", (cluster_id,))
-        self.cur.execute("DELETE FROM clusters WHERE id = %s", (cluster_id,))
 
 
 class PostgresStore:

@@ -2,12 +2,9 @@
 
 Every mutating transaction starts with ``BEGIN IMMEDIATE`` (the write lock is taken up
 front, so two writers never interleave a read and a write). The cascade and the restore
-are one set-based ``UPDATE`` each (no Python loop over apps), so an outage of a cluster
-carrying 100,000 apps commits in well under a second.
-
-Longer than most modules (about 400 lines) because it is one class per protocol of
-``reactor.store`` (a transaction, a store), each method one statement; its twin on
-PostgreSQL is ``reactor.store_postgres``.
+are one set-based ``UPDATE`` each (no Python loop over apps; their cost is measured in
+docs/reactor.md, "Durability and numbers"). The statements SQLite shares with PostgreSQL
+are ``reactor.store_sql``'s; here are SQLite's own, its connections and its errors.
 """
 
 from __future__ import annotations
@@ -20,20 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from reactor import schema
-from reactor.statemachine import CLUSTER_OFFLINE, AppStatus, ClusterState, Status
+from reactor.statemachine import AppStatus, Status
 from reactor.store import (
-    OUTAGE_SELECT,
     AppRecord,
     ClusterRecord,
-    OutageRecord,
     Placement,
-    StatusCounts,
     StoreUnavailable,
     Transaction,
-    cluster_record,
-    count_statuses,
-    state_row,
 )
+from reactor.store_sql import CLUSTER_SELECT, SQLTransaction, cluster_record
 
 SCHEMA_VERSION = schema.VERSION
 
@@ -41,63 +33,38 @@ SCHEMA_VERSION = schema.VERSION
 MEMORY = ":memory:"
 
 
-_CLUSTER_COLUMNS = (
-    "c.id, c.name, c.endpoint, c.kubeconfig_secret_ref, c.source, "
-    "c.online_firing, c.online_starts_at, c.online_ends_at, "
-    "c.offline_firing, c.offline_starts_at, c.offline_ends_at, "
-    "c.was_online, c.outage_id, o.started_at"
-)
-_CLUSTER_SELECT = (
-    f"SELECT {_CLUSTER_COLUMNS} FROM clusters c LEFT JOIN outages o ON o.id = c.outage_id"
-)
-_APP_SELECT = (
-    "SELECT a.id, a.name, a.cluster_id, c.name, a.status, a.reason, a.outage_id "
-    "FROM apps a JOIN clusters c ON c.id = a.cluster_id"
-)
+class SQLiteTransaction(SQLTransaction):
+    """:class:`Transaction` over one sqlite3 connection.
 
+    No row locks: the write transaction holds SQLite's one write lock from ``BEGIN
+    IMMEDIATE`` on. The operations over many clusters run one statement per cluster:
+    SQLite runs in this process, so a statement costs no round trip.
+    """
 
-def _app(row: tuple[Any, ...]) -> AppRecord:
-    return AppRecord(row[0], row[1], row[2], row[3], AppStatus(row[4]), row[5], row[6])
-
-
-class SQLiteTransaction:
-    """:class:`Transaction` over one sqlite3 connection."""
+    MARK = "?"
 
     def __init__(self, db: sqlite3.Connection) -> None:
+        super().__init__(db)
         self.db = db
 
-    def cluster(self, name: str) -> ClusterRecord | None:
-        row = self.db.execute(f"{_CLUSTER_SELECT} WHERE c.name = ?", (name,)).fetchone()
-        return None if row is None else cluster_record(row)
-
-    def clusters(self) -> list[ClusterRecord]:
-        return [cluster_record(r) for r in self.db.execute(f"{_CLUSTER_SELECT} ORDER BY c.name")]
+    def _insert(self, sql: str, params: Sequence[Any]) -> int:
+        row_id = self.db.execute(sql, params).lastrowid
+        assert row_id is not None
+        return row_id
 
     def clusters_named(self, names: Sequence[str]) -> dict[str, ClusterRecord]:
         found: dict[str, ClusterRecord] = {}
         for start in range(0, len(names), 500):  # stay far below SQLite's variable limit
             chunk = names[start : start + 500]
             marks = ", ".join("?" * len(chunk))
-            for row in self.db.execute(f"{_CLUSTER_SELECT} WHERE c.name IN ({marks})", chunk):
+            for row in self.db.execute(f"{CLUSTER_SELECT} WHERE c.name IN ({marks})", chunk):
                 found[row[1]] = cluster_record(row)
         return found
-
-    def insert_cluster(
-        self, name: str, endpoint: str | None, ref: str | None, source: str
-    ) -> ClusterRecord:
-        cur = self.db.execute(
-            "INSERT INTO clusters (name, endpoint, kubeconfig_secret_ref, source) "
-            "VALUES (?, ?, ?, ?)",
-            (name, endpoint, ref, source),
-        )
-        assert cur.lastrowid is not None
-        return ClusterRecord(cur.lastrowid, name, endpoint, ref, source, ClusterState(), None)
 
     def insert_clusters(self, names: Sequence[str], source: str) -> dict[str, ClusterRecord]:
         return {name: self.insert_cluster(name, None, None, source) for name in names}
 
     def open_outages(self, starts: Sequence[tuple[int, int]], opened_at: int) -> list[int]:
-        # SQLite runs in this process: a statement per cluster costs no round trip.
         return [self.open_outage(c, started_at, opened_at) for c, started_at in starts]
 
     def degrade_apps_of(self, members: Sequence[tuple[int, int]]) -> dict[int, int]:
@@ -110,130 +77,23 @@ class SQLiteTransaction:
         for c, outage_id, closed_at in ends:
             self.close_outage(c, outage_id, closed_at)
 
-    def set_cluster_location(self, cluster_id: int, endpoint: str, ref: str) -> None:
-        self.db.execute(
-            "UPDATE clusters SET endpoint = ?, kubeconfig_secret_ref = ? WHERE id = ?",
-            (endpoint, ref, cluster_id),
-        )
-
-    def save_states(self, states: Sequence[tuple[int, ClusterState]]) -> None:
-        self.db.executemany(
-            "UPDATE clusters SET status = ?, status_since = ?, "
-            "online_firing = ?, online_starts_at = ?, online_ends_at = ?, "
-            "offline_firing = ?, offline_starts_at = ?, offline_ends_at = ?, was_online = ? "
-            "WHERE id = ?",
-            [state_row(cluster_id, state) for cluster_id, state in states],
-        )
-
     def open_outage(self, cluster_id: int, started_at: int, opened_at: int) -> int:
-        cur = self.db.execute(
+        outage_id = self._insert(
             "INSERT INTO outages (cluster_id, started_at, opened_at) VALUES (?, ?, ?)",
             (cluster_id, started_at, opened_at),
         )
-        assert cur.lastrowid is not None
-        self.db.execute(
-            "UPDATE clusters SET outage_id = ? WHERE id = ?", (cur.lastrowid, cluster_id)
-        )
-        return cur.lastrowid
-
-    def degrade_apps(self, cluster_id: int, outage_id: int) -> int:
-        cur = self.db.execute(
-            "UPDATE apps SET status = 'DEGRADED', reason = ?, outage_id = ? "
-            "WHERE cluster_id = ? AND status = 'DEPLOYED'",
-            (CLUSTER_OFFLINE, outage_id, cluster_id),
-        )
-        self.db.execute(
-            "UPDATE outages SET apps_degraded = apps_degraded + ? WHERE id = ?",
-            (cur.rowcount, outage_id),
-        )
-        return cur.rowcount
-
-    def restore_apps(self, cluster_id: int, outage_id: int) -> int:
-        cur = self.db.execute(
-            "UPDATE apps SET status = 'DEPLOYED', reason = NULL, outage_id = NULL "
-            "WHERE outage_id = ? AND cluster_id = ? AND status = 'DEGRADED' AND reason = ?",
-            (outage_id, cluster_id, CLUSTER_OFFLINE),
-        )
-        self.db.execute(
-            "UPDATE outages SET apps_restored = apps_restored + ? WHERE id = ?",
-            (cur.rowcount, outage_id),
-        )
-        return cur.rowcount
-
-    def close_outage(self, cluster_id: int, outage_id: int, closed_at: int) -> None:
-        # Members that were not restored (none, as every other change of an app leaves its
-        # outage) must not point at a closed outage.
-        self.db.execute("UPDATE apps SET outage_id = NULL WHERE outage_id = ?", (outage_id,))
-        self.db.execute("UPDATE outages SET closed_at = ? WHERE id = ?", (closed_at, outage_id))
-        self.db.execute("UPDATE clusters SET outage_id = NULL WHERE id = ?", (cluster_id,))
-
-    def app(self, name: str) -> AppRecord | None:
-        row = self.db.execute(f"{_APP_SELECT} WHERE a.name = ?", (name,)).fetchone()
-        return None if row is None else _app(row)
-
-    def apps(self) -> list[AppRecord]:
-        return [_app(r) for r in self.db.execute(f"{_APP_SELECT} ORDER BY a.name")]
-
-    def placement(self, app: str, cluster: str) -> Placement | None:
-        row = self.db.execute(
-            "SELECT a.id, c.id, c.status FROM apps a, clusters c WHERE a.name = ? AND c.name = ?",
-            (app, cluster),
-        ).fetchone()
-        return None if row is None else Placement(row[0], row[1], Status(row[2]))
+        self.db.execute("UPDATE clusters SET outage_id = ? WHERE id = ?", (outage_id, cluster_id))
+        return outage_id
 
     def insert_app(self, name: str, cluster_id: int) -> AppRecord:
-        cur = self.db.execute(
+        app_id = self._insert(
             "INSERT INTO apps (name, cluster_id, status) VALUES (?, ?, 'PENDING')",
             (name, cluster_id),
         )
-        assert cur.lastrowid is not None
         cluster = self.db.execute(
             "SELECT name FROM clusters WHERE id = ?", (cluster_id,)
         ).fetchone()
-        return AppRecord(cur.lastrowid, name, cluster_id, cluster[0], AppStatus.PENDING, None, None)
-
-    def set_app(self, app_id: int, cluster_id: int, status: AppStatus, reason: str | None) -> None:
-        self.db.execute(
-            "UPDATE apps SET cluster_id = ?, status = ?, reason = ?, outage_id = NULL WHERE id = ?",
-            (cluster_id, status.value, reason, app_id),
-        )
-
-    def status_counts(self) -> StatusCounts:
-        return count_statuses(self.db.execute)
-
-    def count_apps(self, cluster_id: int) -> int:
-        row = self.db.execute("SELECT count(*) FROM apps WHERE cluster_id = ?", (cluster_id,))
-        return int(row.fetchone()[0])
-
-    def outages_of(self, cluster_id: int, limit: int) -> list[OutageRecord]:
-        rows = self.db.execute(
-            f"{OUTAGE_SELECT} WHERE cluster_id = ? ORDER BY started_at DESC, id DESC LIMIT ?",
-            (cluster_id, limit),
-        )
-        return [OutageRecord(*row) for row in rows]
-
-    def delete_closed_outages(self, closed_before: int, limit: int) -> int:
-        cur = self.db.execute(
-            "DELETE FROM outages WHERE id IN (SELECT o.id FROM outages o "
-            "WHERE o.closed_at IS NOT NULL AND o.closed_at < ? "
-            "AND NOT EXISTS (SELECT 1 FROM clusters c WHERE c.outage_id = o.id) "
-            "AND NOT EXISTS (SELECT 1 FROM apps a WHERE a.outage_id = o.id) "
-            "ORDER BY o.closed_at LIMIT ?)",
-            (closed_before, limit),
-        )
-        return cur.rowcount
-
-    def delete_cluster(self, cluster_id: int) -> None:
-        self.db.execute("DELETE FROM apps WHERE cluster_id = ?", (cluster_id,))
-        # No app of another cluster points at this one's outages (a move leaves the
-        # outage), but the foreign key must hold even if one did.
-        self.db.execute(
-            "UPDATE apps SET outage_id = NULL "
-            "WHERE outage_id IN (SELECT id FROM outages WHERE cluster_id = ?)",
-            (cluster_id,),
-        )
-        self.db.execute("DELETE FROM outages WHERE cluster_id = ?", (cluster_id,))
-        self.db.execute("DELETE FROM clusters WHERE id = ?", (cluster_id,))
+        return AppRecord(app_id, name, cluster_id, cluster[0], AppStatus.PENDING, None, None)
 
 
 class SQLiteStore:

@@ -36,13 +36,13 @@ from common.version import __version__
 from common.webconfig import parse_web_config
 from exporter.server import MONITOR
 from exporter.server import create_app as create_exporter
-from exporter.settings import Settings as ExporterSettings
+from exporter.settings import ExporterSettings
 from fleetwatch.cli import build_parser, main
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
 from fleetwatch.standin import StandinFleet
 from fleetwatch.standin.certs import FleetCerts
 from reactor.app import create_app
-from reactor.context import Settings
+from reactor.context import ReactorSettings
 
 PASSWORD = "scrape-s3cret"
 TOKEN = "mutate-s3cret"
@@ -66,7 +66,7 @@ async def test_reactor_metrics_carry_build_info_and_process_collectors(
     aiohttp_client: Any, tmp_path: Path
 ) -> None:
     registry = CollectorRegistry()
-    app = create_app(Settings(db_path=tmp_path / "state.db"), registry=registry)
+    app = create_app(ReactorSettings(db_path=tmp_path / "state.db"), registry=registry)
     client: TestClient[Any, Any] = await aiohttp_client(app)
     resp = await client.get("/metrics")
     assert resp.status == 200
@@ -85,7 +85,9 @@ async def test_reactor_basic_auth_guards_every_path_and_the_token_still_guards_m
     aiohttp_client: Any, tmp_path: Path
 ) -> None:
     web_config = parse_web_config(f"basic_auth_users:\n  prometheus: '{HASH}'\n", base=tmp_path)
-    app = create_app(Settings(db_path=tmp_path / "state.db", token=TOKEN), web_config=web_config)
+    app = create_app(
+        ReactorSettings(db_path=tmp_path / "state.db", token=TOKEN), web_config=web_config
+    )
     client: TestClient[Any, Any] = await aiohttp_client(app)
     for path in ("/-/healthy", "/-/ready", "/metrics", "/clusters", "/openapi.json"):
         resp = await client.get(path)

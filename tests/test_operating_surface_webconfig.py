@@ -1,4 +1,5 @@
-"""``--web.config.file`` parsing and basic auth (``common.webconfig``), without a server process.
+"""``--web.config.file`` parsing and basic auth (``common.webconfig``, ``common.basicauth``),
+without a server process.
 
 Each invalid file is paired with the message a user gets, as exporter-toolkit's own tests
 do; the TLS contexts are built from real certificates (``fleetwatch.standin.certs``).
@@ -15,13 +16,12 @@ from pathlib import Path
 import bcrypt
 import pytest
 
+from common.basicauth import BasicAuth, parse_basic
 from common.webconfig import (
-    BasicAuth,
     ReloadingTLS,
     TLSServerConfig,
     WebConfigError,
     load_web_config,
-    parse_basic,
     parse_web_config,
     server_ssl_context,
 )

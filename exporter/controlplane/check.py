@@ -36,16 +36,23 @@ from exporter.controlplane.kubesystem import (
 from exporter.controlplane.quorum import EtcdReport
 from exporter.controlplane.report import (
     APISERVER_FAMILIES,
-    ENCODING,
     FAMILIES,
     TARGET_FAMILIES,
     ControlPlaneReport,
-    encode_report,
+    merged,
+    only,
     report_from_kube_system,
+    report_result,
 )
-from exporter.model import ApiError, MetricFamily, ProbeResult, Reason
-from exporter.net.probe import ApiClient
-from exporter.textformat import EncodedChecks
+from exporter.model import (
+    CheckResult,
+    ClusterRequestError,
+    MetricFamily,
+    ProbeResult,
+    Reason,
+    ok_body,
+)
+from exporter.net import ApiClient
 
 log = logging.getLogger(__name__)
 
@@ -82,10 +89,10 @@ async def read_kube_system(
 ) -> KubeSystemRead | None:
     """The static pods, the CoreDNS pods and, when needed, the control-plane nodes.
 
-    The pods are required (an ``ApiError`` propagates). The reads go one after another on
-    purpose: together they would open three TLS connections per cluster, and at 10,000
-    clusters the exporter ran out of descriptors (bench/RESULTS.md); one after another
-    they share the probe's kept-alive connection.
+    The pods are required (a ``ClusterRequestError`` propagates). The reads go one after
+    another on purpose: together they would open three TLS connections per cluster, and
+    at 10,000 clusters the exporter ran out of descriptors (bench/RESULTS.md); one after
+    another they share the probe's kept-alive connection.
 
     ``unchanged``: the digest of the last read. When the pod answers hash to it, nothing
     is parsed and None is returned: the caller's last result stands. Parsing and
@@ -116,26 +123,21 @@ async def read_kube_system(
         try:
             body = await _get_body(api, CONTROL_PLANE_NODES, timeout_seconds)
             nodes = parse_nodes(_json(body, NODES_PATH))
-        except ApiError:
+        except ClusterRequestError:
             nodes = ()
     return KubeSystemRead(KubeSystem(pods=parsed, nodes=nodes), key, need_nodes)
 
 
 async def _get_body(api: KubeGet, path: str, timeout_seconds: float) -> bytes:
-    """The body of a 200 answer; any other status raises :class:`ApiError` (as get_json)."""
-    status, body = await api.get(path, timeout_seconds)
-    if status in (401, 403):
-        raise ApiError(Reason.UNAUTHORIZED, f"HTTP {status} on {path}", status)
-    if status != 200:
-        raise ApiError(Reason.HTTP_ERROR, f"HTTP {status} on {path}", status)
-    return body
+    """The body of a 200 answer; any other status raises :class:`ClusterRequestError`."""
+    return ok_body(*await api.get(path, timeout_seconds), path)
 
 
 def _json(body: bytes, what: str) -> Any:
     try:
         return json.loads(body)
     except ValueError:
-        raise ApiError(Reason.HTTP_ERROR, f"invalid JSON on {what}", 200) from None
+        raise ClusterRequestError(Reason.HTTP_ERROR, f"invalid JSON on {what}", 200) from None
 
 
 def _items_part(body: bytes) -> memoryview:
@@ -154,8 +156,8 @@ class ControlPlaneCheck:
     still asked directly if the config file says how.
 
     Per cluster it keeps only the digest of the last pod answers (to tell "unchanged") and
-    the result of that read, encoded (``exporter.textformat``): an unchanged read hands the
-    very same object again, and no pod, report or sample outlives a read.
+    the result of that read: an unchanged read hands the very same object again (the
+    exposition encodes it once), and no pod or report outlives a read.
     """
 
     name = "controlplane"
@@ -178,7 +180,7 @@ class ControlPlaneCheck:
         self._skip: dict[str, int] = {}
         #: per cluster: the result of the last read of kube-system (its targets are
         #: still served while the API server does not answer)
-        self._view: dict[str, EncodedChecks] = {}
+        self._view: dict[str, CheckResult] = {}
         #: per cluster: the digest of the pod answers ``_view`` was built from, while it
         #: stands for them (not after a failed probe or read, nor when the nodes were read)
         self._digest: dict[str, bytes] = {}
@@ -194,9 +196,7 @@ class ControlPlaneCheck:
             for name in memory.keys() - names:
                 del memory[name]
 
-    async def run(
-        self, cluster: Cluster, api: ApiClient, probe: ProbeResult
-    ) -> EncodedChecks | None:
+    async def run(self, cluster: Cluster, api: ApiClient, probe: ProbeResult) -> CheckResult | None:
         name = cluster.name
         etcd_config = self.config.etcd_for(name)
         if etcd_config is None:  # the usual case: no task of its own, the API server's view
@@ -211,23 +211,23 @@ class ControlPlaneCheck:
             return view if view is not None else self._targets(name)
         # etcd as it says itself; targets and CoreDNS as kube-system showed them (this
         # cycle's read, else the last targets and no CoreDNS)
-        etcd = encode_report(name, ControlPlaneReport(etcd=direct, targets=(), coredns=None))
+        etcd = report_result(ControlPlaneReport(etcd=direct, targets=(), coredns=None))
         if view is not None:
-            return ENCODING.merge([etcd, view.only(APISERVER_FAMILIES)])
+            return merged(etcd, only(view, APISERVER_FAMILIES))
         last = self._view.get(name)
         if last is None:
             return etcd
-        return ENCODING.merge([etcd, last.only(TARGET_FAMILIES)])
+        return merged(etcd, only(last, TARGET_FAMILIES))
 
-    def _targets(self, name: str) -> EncodedChecks | None:
+    def _targets(self, name: str) -> CheckResult | None:
         """The last targets seen (samples and SD groups), without kube-system's view."""
         last = self._view.get(name)
         if last is None:
             return None
-        targets = last.only(TARGET_FAMILIES)
-        return None if targets.empty else targets
+        targets = only(last, TARGET_FAMILIES)
+        return None if not targets.samples and not targets.targets else targets
 
-    async def _kube(self, cluster: Cluster, api: ApiClient) -> EncodedChecks | None:
+    async def _kube(self, cluster: Cluster, api: ApiClient) -> CheckResult | None:
         name = cluster.name
         digest = self._digest.get(name)
         if digest is not None:
@@ -242,13 +242,13 @@ class ControlPlaneCheck:
         self._skip[name] = turn
         try:
             read = await read_kube_system(api, self.request_timeout, digest)
-        except ApiError as exc:
+        except ClusterRequestError as exc:
             self._digest.pop(name, None)
             log.info("cluster %s: kube-system not readable: %s", name, exc.reason)
             return None
         if read is None:  # the pods are what they were: so is the result
             return self._view[name]
-        view = encode_report(name, report_from_kube_system(read.kube))
+        view = report_result(report_from_kube_system(read.kube))
         self._view[name] = view
         if read.nodes_read:  # the nodes were not in the digest: parse again next time
             self._digest.pop(name, None)

@@ -21,7 +21,9 @@ from exporter.controlplane.quorum import EtcdMember, EtcdReport, has_leader
 
 
 @dataclass(frozen=True)
-class Status:
+class MemberStatus:
+    """One member's answer to `POST /v3/maintenance/status` (absent values: None)."""
+
     member_id: int | None
     leader_id: int | None
     raft_term: int | None
@@ -42,7 +44,7 @@ class EndpointAnswer:
 
     url: str
     healthy: bool
-    status: Status | None
+    status: MemberStatus | None
     listing: tuple[ListedMember, ...] | None
 
 
@@ -62,14 +64,14 @@ def _uint(raw: Any) -> int | None:
     return value if value >= 0 else None
 
 
-def parse_status(body: Any) -> Status | None:
+def parse_status(body: Any) -> MemberStatus | None:
     if not isinstance(body, dict):
         return None
     raw_header = body.get("header")
     header: dict[str, Any] = raw_header if isinstance(raw_header, dict) else {}
     errors = body.get("errors")
     leader = _uint(body.get("leader"))
-    return Status(
+    return MemberStatus(
         member_id=_uint(header.get("member_id")),
         leader_id=leader if leader else None,  # zero (omitted) means "no leader known"
         raft_term=_uint(body.get("raftTerm")) or 0,

@@ -1,9 +1,8 @@
 """The control-plane check's report and its exposition: samples and HTTP SD target groups.
 
 Pure: a :class:`ControlPlaneReport` (etcd, targets, CoreDNS) in, the samples of one
-cluster and its ``/sd/control-plane`` groups out (the exposition adds ``cluster``), and
-:func:`encode_report`, the same encoded once (``exporter.textformat``), which is all the
-check keeps of a report::
+cluster and its ``/sd/control-plane`` groups out (the exposition adds ``cluster``), as
+one :class:`~exporter.model.CheckResult` (:func:`report_result`)::
 
     fleetwatch_etcd_members{cluster="prod"} 3
     fleetwatch_etcd_members_healthy{cluster="prod"} 2
@@ -17,9 +16,24 @@ check keeps of a report::
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
+from common.metricnames import (
+    CONTROLPLANE_LOCALHOST_ONLY,
+    COREDNS_NODES,
+    COREDNS_REPLICAS,
+    ETCD_DB_SIZE,
+    ETCD_HAS_LEADER,
+    ETCD_MEMBER_HEALTHY,
+    ETCD_MEMBERS,
+    ETCD_MEMBERS_HEALTHY,
+    ETCD_QUORUM_SIZE,
+    ETCD_QUORUM_STATE,
+    ETCD_RAFT_TERM,
+    ETCD_SOURCE_INFO,
+)
 from exporter.controlplane.components import COMPONENTS, ComponentTarget, control_plane_targets
 from exporter.controlplane.kubesystem import (
     CoreDNSSpread,
@@ -29,7 +43,6 @@ from exporter.controlplane.kubesystem import (
 )
 from exporter.controlplane.quorum import EtcdReport, QuorumState
 from exporter.model import CheckResult, MetricFamily, Sample, TargetGroup
-from exporter.textformat import EncodedChecks, Families
 
 
 @dataclass(frozen=True)
@@ -44,37 +57,55 @@ def _family(name: str, help_text: str) -> MetricFamily:
 
 
 FAMILIES: tuple[MetricFamily, ...] = (
-    _family("fleetwatch_etcd_members", "etcd members of the cluster."),
-    _family("fleetwatch_etcd_members_healthy", "etcd members that answer healthy (or are Ready)."),
-    _family("fleetwatch_etcd_quorum_size", "Members needed for quorum: floor(members/2)+1."),
-    _family("fleetwatch_etcd_has_leader", "1 if an etcd member reports a leader (direct source)."),
-    _family("fleetwatch_etcd_member_healthy", "1 if this etcd member is healthy."),
-    _family("fleetwatch_etcd_db_size_bytes", "Size of this etcd member's database in bytes."),
-    _family("fleetwatch_etcd_raft_term", "Highest raft term the members report; +1 per election."),
+    _family(ETCD_MEMBERS, "etcd members of the cluster."),
+    _family(ETCD_MEMBERS_HEALTHY, "etcd members that answer healthy (or are Ready)."),
+    _family(ETCD_QUORUM_SIZE, "Members needed for quorum: floor(members/2)+1."),
+    _family(ETCD_HAS_LEADER, "1 if an etcd member reports a leader (direct source)."),
+    _family(ETCD_MEMBER_HEALTHY, "1 if this etcd member is healthy."),
+    _family(ETCD_DB_SIZE, "Size of this etcd member's database in bytes."),
+    _family(ETCD_RAFT_TERM, "Highest raft term the members report; +1 per election."),
     _family(
-        "fleetwatch_etcd_quorum_state",
+        ETCD_QUORUM_STATE,
         "1 on the current quorum state: healthy, no_fault_tolerance or lost.",
     ),
     _family(
-        "fleetwatch_etcd_source_info",
+        ETCD_SOURCE_INFO,
         "Where the etcd series come from: apiserver (static pods) or direct (etcd itself).",
     ),
     _family(
-        "fleetwatch_controlplane_localhost_only",
+        CONTROLPLANE_LOCALHOST_ONLY,
         "1 when the component serves its metrics on 127.0.0.1 only (kubeadm's default).",
     ),
-    _family("fleetwatch_coredns_replicas", "Running CoreDNS pods."),
-    _family("fleetwatch_coredns_nodes", "Distinct nodes the running CoreDNS pods are on."),
+    _family(COREDNS_REPLICAS, "Running CoreDNS pods."),
+    _family(COREDNS_NODES, "Distinct nodes the running CoreDNS pods are on."),
 )
 
-#: What the check's results are encoded against.
-ENCODING = Families(FAMILIES)
 #: The families of the targets (with the SD groups, what is still served while the API
 #: server does not answer); those a direct etcd source gives instead of the API server;
 #: those only the API server gives.
-TARGET_FAMILIES = frozenset({"fleetwatch_controlplane_localhost_only"})
-ETCD_FAMILIES = frozenset(f.name for f in FAMILIES if f.name.startswith("fleetwatch_etcd_"))
-APISERVER_FAMILIES = frozenset(ENCODING.names) - ETCD_FAMILIES
+TARGET_FAMILIES = frozenset({CONTROLPLANE_LOCALHOST_ONLY})
+ETCD_FAMILIES = frozenset(
+    {
+        ETCD_MEMBERS,
+        ETCD_MEMBERS_HEALTHY,
+        ETCD_QUORUM_SIZE,
+        ETCD_HAS_LEADER,
+        ETCD_MEMBER_HEALTHY,
+        ETCD_DB_SIZE,
+        ETCD_RAFT_TERM,
+        ETCD_QUORUM_STATE,
+        ETCD_SOURCE_INFO,
+    }
+)
+APISERVER_FAMILIES = frozenset(f.name for f in FAMILIES) - ETCD_FAMILIES
+
+
+#: The label sets every cluster's samples share: the check keeps each cluster's result
+#: for as long as its kube-system is unchanged, and a small dict per sample would be
+#: most of what it keeps (never mutated: a sample's labels are read-only).
+_NO_LABELS: Mapping[str, str] = MappingProxyType({})
+_SOURCE = {source: MappingProxyType({"source": source}) for source in ("apiserver", "direct")}
+_STATE = tuple((s, MappingProxyType({"state": s.value})) for s in QuorumState)
 
 
 def report_samples(report: ControlPlaneReport) -> tuple[Sample, ...]:
@@ -84,39 +115,33 @@ def report_samples(report: ControlPlaneReport) -> tuple[Sample, ...]:
     if etcd is not None:
         q = etcd.quorum
         out += [
-            Sample("fleetwatch_etcd_members", q.members),
-            Sample("fleetwatch_etcd_members_healthy", q.healthy),
-            Sample("fleetwatch_etcd_quorum_size", q.size),
-            Sample("fleetwatch_etcd_source_info", 1, {"source": etcd.source}),
+            Sample(ETCD_MEMBERS, q.members, _NO_LABELS),
+            Sample(ETCD_MEMBERS_HEALTHY, q.healthy, _NO_LABELS),
+            Sample(ETCD_QUORUM_SIZE, q.size, _NO_LABELS),
+            Sample(ETCD_SOURCE_INFO, 1, _SOURCE[etcd.source]),
         ]
-        out += [
-            Sample("fleetwatch_etcd_quorum_state", 1 if q.state is s else 0, {"state": s.value})
-            for s in QuorumState
-        ]
+        out += [Sample(ETCD_QUORUM_STATE, 1 if q.state is s else 0, labels) for s, labels in _STATE]
         if etcd.has_leader is not None:
-            out.append(Sample("fleetwatch_etcd_has_leader", 1 if etcd.has_leader else 0))
+            out.append(Sample(ETCD_HAS_LEADER, 1 if etcd.has_leader else 0, _NO_LABELS))
         if etcd.raft_term is not None:
-            out.append(Sample("fleetwatch_etcd_raft_term", etcd.raft_term))
+            out.append(Sample(ETCD_RAFT_TERM, etcd.raft_term, _NO_LABELS))
         for m in etcd.members:
-            out.append(
-                Sample("fleetwatch_etcd_member_healthy", 1 if m.healthy else 0, {"member": m.name})
-            )
+            member = {"member": m.name}
+            out.append(Sample(ETCD_MEMBER_HEALTHY, 1 if m.healthy else 0, member))
             if m.db_size_bytes is not None:
-                out.append(
-                    Sample("fleetwatch_etcd_db_size_bytes", m.db_size_bytes, {"member": m.name})
-                )
+                out.append(Sample(ETCD_DB_SIZE, m.db_size_bytes, member))
     for t in report.targets:
         out.append(
             Sample(
-                "fleetwatch_controlplane_localhost_only",
+                CONTROLPLANE_LOCALHOST_ONLY,
                 1 if t.localhost_only else 0,
                 {"component": t.component, "node": t.node},
             )
         )
     if report.coredns is not None:
         out += [
-            Sample("fleetwatch_coredns_replicas", report.coredns.replicas),
-            Sample("fleetwatch_coredns_nodes", report.coredns.nodes),
+            Sample(COREDNS_REPLICAS, report.coredns.replicas, _NO_LABELS),
+            Sample(COREDNS_NODES, report.coredns.nodes, _NO_LABELS),
         ]
     return tuple(out)
 
@@ -145,8 +170,18 @@ def report_from_kube_system(kube: KubeSystem) -> ControlPlaneReport:
     )
 
 
-def encode_report(cluster: str, report: ControlPlaneReport) -> EncodedChecks:
-    """The samples and SD groups of ``report``, encoded as ``/metrics`` serves them."""
-    return ENCODING.encode(
-        cluster, CheckResult(samples=report_samples(report), targets=target_groups(report.targets))
+def report_result(report: ControlPlaneReport) -> CheckResult:
+    """The samples and SD groups of ``report``: what the check hands the exposition."""
+    return CheckResult(samples=report_samples(report), targets=target_groups(report.targets))
+
+
+def merged(*parts: CheckResult) -> CheckResult:
+    """Several results of one cluster as one, in ``parts`` order."""
+    return CheckResult(
+        tuple(s for p in parts for s in p.samples), tuple(t for p in parts for t in p.targets)
     )
+
+
+def only(result: CheckResult, families: frozenset[str]) -> CheckResult:
+    """The samples of the named families only, and the same SD groups."""
+    return CheckResult(tuple(s for s in result.samples if s.name in families), result.targets)

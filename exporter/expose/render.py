@@ -9,20 +9,20 @@ family with HELP and TYPE, label values escaped (``\\``, ``"``, newline). Sample
     fleetwatch_cluster_probe_success{cluster="prod-eu"} 1
     fleetwatch_cluster_probe_failures_total{cluster="prod-us",reason="timeout"} 3
 
-Only the gzipped bodies are kept (``exporter.expose.gzipped.Body``): for 10,000 clusters the
-text is 25.7 MB and its gzip about 1.2 MB. The text is streamed into the compressors a
-batch of clusters at a time and never exists whole; a client that does not accept gzip
-gets it decompressed as it is sent. The check families are most of the page: their
-lines are bytes encoded once per new result (``exporter.textformat``); a batch of
-clusters is split into its families at once, and each family streams into a compressor
-of its own, one piece per family (``exporter.expose.gzipped.Piece``). While no
-cluster's check results changed (the usual cycle: the control-plane check hands the same
-results while kube-system is unchanged), the next rendering sends those compressed pieces
-and ``/sd/control-plane`` again, and only formats and compresses the cluster and exporter
-families.
+Only the gzipped bodies are kept (``exporter.expose.gzipped.Body``): the text of a large
+fleet is about twenty times its gzip. The text is streamed into the compressors a batch
+of clusters at a time and never exists whole; a client that does not accept gzip gets it
+decompressed as it is sent. The check families are most of the page: their lines are
+bytes encoded once per new result (``exporter.expose.encodings``); a batch of clusters is
+split into its families at once, and each family streams into a compressor of its own,
+one piece per family (``exporter.expose.gzipped.Piece``). While no cluster's check
+results changed (the usual cycle: the control-plane check hands the same results while
+kube-system is unchanged), the next rendering sends those compressed pieces and
+``/sd/control-plane`` again, and only formats and compresses the cluster and exporter
+families. Figures: bench/RESULTS.md.
 
-The module is over 300 lines because the HELP texts of the exporter's own families (a
-third of it) sit next to the code that writes their lines.
+The HELP texts of the exporter's own families sit next to the code that writes their
+lines.
 """
 
 from __future__ import annotations
@@ -32,10 +32,36 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from common.metricnames import (
+    CLUSTER_INFO,
+    CLUSTER_PROBE_CONSECUTIVE_FAILURES,
+    CLUSTER_PROBE_DURATION,
+    CLUSTER_PROBE_FAILURES,
+    CLUSTER_PROBE_LAST_SUCCESS,
+    CLUSTER_PROBE_SUCCESS,
+    CLUSTER_PROBEABLE,
+    EXPORTER_CHECK_ERRORS,
+    EXPORTER_CLUSTERS_DISCOVERED,
+    EXPORTER_CYCLE_DURATION,
+    EXPORTER_CYCLES,
+    EXPORTER_DISCOVERY_ERRORS,
+    EXPORTER_LAST_CYCLE,
+    EXPORTER_PROBE_INTERVAL,
+    EXPORTER_PROBE_TIMEOUT,
+    EXPORTER_SHARD,
+)
+from exporter.expose.encodings import NO_ENCODINGS, Encodings, encode_all
 from exporter.expose.gzipped import Body, Deflater, Piece, deflated, joined
 from exporter.expose.snapshot import ClusterView, Snapshot
-from exporter.model import MetricFamily
-from exporter.textformat import NO_CHECKS, SEP, EncodedChecks, escape_help, escape_label, fmt
+from exporter.expose.textformat import (
+    NO_CHECKS,
+    SEP,
+    EncodedChecks,
+    escape_help,
+    escape_label,
+    fmt,
+)
+from exporter.model import CheckResult, MetricFamily
 
 __all__ = [
     "CLUSTER_FAMILIES",
@@ -55,52 +81,51 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 T = TypeVar("T")
 
-#: zlib's level for the kept bodies. Measured at 2,000 clusters (bench/render.py): levels
-#: 1 to 3 cost the same CPU (zlib's fast strategy), 3 gives the smallest of them (216 KB
-#: of /metrics, 169 KB of /sd/control-plane, from 4.9 and 3.6 MB); level 6 saves 11 % and
-#: 10 % more for 2.6x the CPU of a rendering afresh.
+#: zlib's level for the kept bodies: levels 1 to 3 cost the same CPU (zlib's fast
+#: strategy) and 3 gives the smallest bodies of them; 6 saves a tenth more for over twice
+#: the CPU (``bench/render.py --levels``).
 GZIP_LEVEL = 3
 
 #: Clusters per batch: what is joined and handed to the compressor at once, so a body is
-#: never held whole (a batch of the largest family is about 400 KB).
+#: never held whole.
 _BATCH = 256
 
 #: The exporter's own families, in output order: (name, type, help).
 CLUSTER_FAMILIES: tuple[tuple[str, str, str], ...] = (
     (
-        "fleetwatch_cluster_info",
+        CLUSTER_INFO,
         "gauge",
         "Always 1: one series per discovered cluster, with its API endpoint and kubeconfig file.",
     ),
     (
-        "fleetwatch_cluster_probeable",
+        CLUSTER_PROBEABLE,
         "gauge",
         "1 if the cluster's kubeconfig is a readable file, so it is probed; "
         "0: never probed, never failing.",
     ),
     (
-        "fleetwatch_cluster_probe_success",
+        CLUSTER_PROBE_SUCCESS,
         "gauge",
         "1 if the last probe of the API server (GET /readyz?verbose) answered 200, else 0; "
         "absent before the first probe.",
     ),
     (
-        "fleetwatch_cluster_probe_duration_seconds",
+        CLUSTER_PROBE_DURATION,
         "gauge",
         "Duration of the last probe in seconds.",
     ),
     (
-        "fleetwatch_cluster_probe_consecutive_failures",
+        CLUSTER_PROBE_CONSECUTIVE_FAILURES,
         "gauge",
         "Probes failed in a row since the last success; reset to 0 by a success.",
     ),
     (
-        "fleetwatch_cluster_probe_last_success_timestamp_seconds",
+        CLUSTER_PROBE_LAST_SUCCESS,
         "gauge",
         "Unix time of the last successful probe; 0 if never since the exporter started.",
     ),
     (
-        "fleetwatch_cluster_probe_failures_total",
+        CLUSTER_PROBE_FAILURES,
         "counter",
         "Failed probes by reason (timeout, connect, tls, unauthorized, not_ready, http_error, "
         "credentials, proxy) since the exporter started.",
@@ -115,9 +140,11 @@ class Rendered:
     metrics: Body
     sd_control_plane: Body
     #: the families and every cluster's check results these bodies were rendered from
-    checks: tuple[tuple[MetricFamily, ...], tuple[EncodedChecks, ...]] = ((), ())
+    checks: tuple[tuple[MetricFamily, ...], tuple[tuple[CheckResult, ...], ...]] = ((), ())
     #: the check families of ``metrics``, compressed (see the module docstring)
     check_families: Piece | None = None
+    #: every cluster's check results, encoded
+    encodings: Encodings = NO_ENCODINGS
 
 
 def render(
@@ -135,9 +162,15 @@ def render(
     checks = (snap.check_families, tuple(v.checks for v in snap.clusters))
     if previous is not None and previous.check_families is not None and previous.checks == checks:
         families, sd = previous.check_families, previous.sd_control_plane
+        encodings = previous.encodings
     else:
-        families = _check_families(*checks, level)
-        sd = Body.of([deflated(_sd_text(checks[1]), level)])
+        encodings = encode_all(
+            snap.check_families,
+            snap.clusters,
+            previous.encodings if previous is not None else NO_ENCODINGS,
+        )
+        families = _check_families(snap.check_families, encodings.in_order, level)
+        sd = Body.of([deflated(_sd_text(encodings.in_order), level)])
     metrics = Body.of(
         [
             deflated(_cluster_text(snap.clusters), level),
@@ -145,12 +178,12 @@ def render(
             deflated(itertools.chain(_exporter_text(snap), (process_metrics,)), level),
         ]
     )
-    return Rendered(metrics, sd, checks, families)
+    return Rendered(metrics, sd, checks, families, encodings)
 
 
 def render_metrics(snap: Snapshot) -> bytes:
     """The whole ``/metrics`` text of one snapshot (without the process collectors)."""
-    checks = tuple(v.checks for v in snap.clusters)
+    checks = encode_all(snap.check_families, snap.clusters).in_order
     return b"".join(
         itertools.chain(
             _cluster_text(snap.clusters),
@@ -162,7 +195,7 @@ def render_metrics(snap: Snapshot) -> bytes:
 
 def render_sd(snap: Snapshot) -> bytes:
     """``/sd/control-plane``: the target groups of every cluster's checks, as HTTP SD JSON."""
-    return b"".join(_sd_text(tuple(v.checks for v in snap.clusters)))
+    return b"".join(_sd_text(encode_all(snap.check_families, snap.clusters).in_order))
 
 
 def _head(name: str, kind: str, help_text: str) -> str:
@@ -193,41 +226,37 @@ def _cluster_text(clusters: Sequence[ClusterView]) -> Iterator[bytes]:
 
     yield _header(*info)
     yield from _joined(
-        f'fleetwatch_cluster_info{{{k},endpoint="{escape_label(v.cluster.endpoint)}",'
+        f'{CLUSTER_INFO}{{{k},endpoint="{escape_label(v.cluster.endpoint)}",'
         f'source="{escape_label(v.cluster.kubeconfig_secret_ref)}"}} 1\n'
         for k, v in pairs
     )
     yield _header(*probeable_)
-    yield from _joined(
-        f"fleetwatch_cluster_probeable{{{k}}} {1 if v.probeable else 0}\n" for k, v in pairs
-    )
+    yield from _joined(f"{CLUSTER_PROBEABLE}{{{k}}} {1 if v.probeable else 0}\n" for k, v in pairs)
     # The last probe of each probed cluster, looked up once for the two families it feeds.
     probed = [(k, v.last) for k, v in pairs if v.last is not None]
     yield _header(*success)
     yield from _joined(
-        f"fleetwatch_cluster_probe_success{{{k}}} {1 if last.success else 0}\n"
-        for k, last in probed
+        f"{CLUSTER_PROBE_SUCCESS}{{{k}}} {1 if last.success else 0}\n" for k, last in probed
     )
     yield _header(*duration)
     yield from _joined(
-        f"fleetwatch_cluster_probe_duration_seconds{{{k}}} {fmt(last.duration)}\n"
-        for k, last in probed
+        f"{CLUSTER_PROBE_DURATION}{{{k}}} {fmt(last.duration)}\n" for k, last in probed
     )
     yield _header(*consecutive)
     yield from _joined(
-        f"fleetwatch_cluster_probe_consecutive_failures{{{k}}} {v.consecutive_failures}\n"
+        f"{CLUSTER_PROBE_CONSECUTIVE_FAILURES}{{{k}}} {v.consecutive_failures}\n"
         for k, v in pairs
         if v.probeable
     )
     yield _header(*last_success)
     yield from _joined(
-        f"fleetwatch_cluster_probe_last_success_timestamp_seconds{{{k}}} {fmt(v.last_success)}\n"
+        f"{CLUSTER_PROBE_LAST_SUCCESS}{{{k}}} {fmt(v.last_success)}\n"
         for k, v in pairs
         if v.probeable
     )
     yield _header(*failures)
     yield from _joined(
-        f'fleetwatch_cluster_probe_failures_total{{{k},reason="{reason.value}"}} {count}\n'
+        f'{CLUSTER_PROBE_FAILURES}{{{k},reason="{reason.value}"}} {count}\n'
         for k, v in pairs
         for reason, count in v.failures
     )
@@ -265,7 +294,7 @@ def _columns(
     """Per batch of clusters, each family's lines of that batch, in ``families`` order.
 
     ``bytes.split`` and ``zip`` split and regroup a batch, not a Python loop per cluster
-    and family (120,000 of those per rendering at 10,000 clusters).
+    and family.
     """
     names = tuple(f.name for f in families)
     if not names:
@@ -296,43 +325,43 @@ def _exporter_text(snap: Snapshot) -> Iterator[bytes]:
     out: list[str] = []
     for name, kind, help_text, value in (
         (
-            "fleetwatch_exporter_clusters_discovered",
+            EXPORTER_CLUSTERS_DISCOVERED,
             "gauge",
             "Clusters found in the kubeconfig files by the last discovery scan.",
             len(snap.clusters),
         ),
         (
-            "fleetwatch_exporter_discovery_errors_total",
+            EXPORTER_DISCOVERY_ERRORS,
             "counter",
             "Bad kubeconfig files or contexts, each counted once when it appears.",
             snap.discovery_errors_total,
         ),
         (
-            "fleetwatch_exporter_cycle_duration_seconds",
+            EXPORTER_CYCLE_DURATION,
             "gauge",
             "Duration of the last complete probe cycle in seconds.",
             snap.cycle_duration,
         ),
         (
-            "fleetwatch_exporter_cycles_total",
+            EXPORTER_CYCLES,
             "counter",
             "Probe cycles completed since the exporter started.",
             snap.cycles_total,
         ),
         (
-            "fleetwatch_exporter_last_cycle_timestamp_seconds",
+            EXPORTER_LAST_CYCLE,
             "gauge",
             "Unix time the last probe cycle ended; 0 before the first.",
             snap.last_cycle_end,
         ),
         (
-            "fleetwatch_exporter_probe_interval_seconds",
+            EXPORTER_PROBE_INTERVAL,
             "gauge",
             "Configured seconds between two probe cycles (--probe.interval).",
             snap.interval,
         ),
         (
-            "fleetwatch_exporter_probe_timeout_seconds",
+            EXPORTER_PROBE_TIMEOUT,
             "gauge",
             "Configured timeout of one probe in seconds (--probe.timeout).",
             snap.timeout,
@@ -342,23 +371,23 @@ def _exporter_text(snap: Snapshot) -> Iterator[bytes]:
         out.append(f"{name} {fmt(value)}\n")
     out.append(
         _head(
-            "fleetwatch_exporter_shard",
+            EXPORTER_SHARD,
             "gauge",
             "This exporter's shard of the fleet (--shard.index of --shard.count); always 1.",
         )
     )
     index, count = snap.shard
-    out.append(f'fleetwatch_exporter_shard{{index="{index}",count="{count}"}} 1\n')
+    out.append(f'{EXPORTER_SHARD}{{index="{index}",count="{count}"}} 1\n')
     if snap.check_errors:
         out.append(
             _head(
-                "fleetwatch_exporter_check_errors_total",
+                EXPORTER_CHECK_ERRORS,
                 "counter",
                 "Per-cluster checks (etcd, control plane) that failed or timed out, by check.",
             )
         )
         out.extend(
-            f'fleetwatch_exporter_check_errors_total{{check="{escape_label(name)}"}} {count}\n'
+            f'{EXPORTER_CHECK_ERRORS}{{check="{escape_label(name)}"}} {count}\n'
             for name, count in snap.check_errors
         )
     yield "".join(out).encode()

@@ -15,8 +15,8 @@ from exporter.state import ClusterState, ClusterTable
 
 #: One cluster as the exposition shows it: its state as the cluster table holds it. A
 #: state is immutable (a probe or a check replaces it), so a snapshot shares the table's
-#: states instead of copying them: 0.1 ms instead of 70-90 ms per publication at 10,000
-#: clusters, on the critical path of a cycle with hung clusters (bench/RESULTS.md).
+#: states instead of copying them: a publication is on the critical path of a cycle with
+#: hung clusters, and copying every state would be most of it.
 ClusterView = ClusterState
 
 

@@ -1,1 +1,36 @@
-"""net"""
+"""The exporter's network: one client for the API servers of the whole fleet.
+
+What the rest of the exporter uses, and all it may import from here (``.importlinter``
+keeps the modules of this package to the package):
+
+- :class:`FleetClient`: probe a cluster (:meth:`~FleetClient.probe`, under the cycle's
+  :class:`Slot`, giving :class:`Probed`), reconnect what timed out, forget the clusters
+  gone, close everything.
+- :class:`ApiClient`: one cluster's authenticated GETs (``get_json``), what a check is
+  handed; it raises ``exporter.model.ClusterRequestError``.
+- ``install_patches`` and ``remove_temp_files``: the kubernetes client's patches, installed
+  once at start, and its temporary files, removed at shutdown.
+- ``parse_proxy`` and ``ProxyError``: a ``proxy-url`` read as the probes read it (shown
+  without its credentials by ``fleetwatch discover``).
+
+Inside: HTTP/1.1 (``http1``), TLS connections (``connection``, ``tcp``), the pool of
+kept-alive connections and its deadlines (``pool``, ``deadlines``), proxies (``proxy``),
+credentials and exec plugins (``credentials``, ``execplugin``, ``kubeclient``,
+``workers``), the probe's request (``probe``), and the client (``client``).
+"""
+
+from exporter.net.client import FleetClient, Probed, Slot
+from exporter.net.kubeclient import install_patches, remove_temp_files
+from exporter.net.probe import ApiClient
+from exporter.net.proxy import ProxyError, parse_proxy
+
+__all__ = [
+    "ApiClient",
+    "FleetClient",
+    "Probed",
+    "ProxyError",
+    "Slot",
+    "install_patches",
+    "parse_proxy",
+    "remove_temp_files",
+]

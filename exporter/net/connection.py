@@ -3,23 +3,19 @@ at a time.
 
 Why an ``ssl.SSLSocket`` on the socket itself, driven by the event loop's ``add_reader`` /
 ``add_writer``, rather than an asyncio transport or an ``ssl.SSLObject`` over two
-``ssl.MemoryBIO`` (this client until issue 13): the exporter keeps one connection per
-cluster, so at 10,000 clusters what each idle connection holds is most of the exporter's
-memory. A ``MemoryBIO`` keeps its high-water buffer for the connection's life: over
-memory BIOs a kept connection held 53.5 KiB of malloc after one 20 KB kube-system pod
-list. OpenSSL reading the socket itself frees its record buffers whenever the connection
-is idle (CPython sets ``SSL_MODE_RELEASE_BUFFERS``), and the write buffer its handshake
-leaves is freed by an empty write (:meth:`Connection._release_buffers`): 24.3 KiB after
-the handshake and after the same answers, 26 KiB of RSS with the Python objects
-(``bench/connections.py``, 1,500 connections; docs/exporter.md). Without the transport's
-layers a kept-alive GET costs less CPU too.
+``ssl.MemoryBIO``: the exporter keeps one connection per cluster, so at fleet scale what
+each idle connection holds is most of the exporter's memory. A ``MemoryBIO`` keeps its
+high-water buffer for the connection's life. OpenSSL reading the socket itself frees its
+record buffers whenever the connection is idle (CPython sets
+``SSL_MODE_RELEASE_BUFFERS``), and the write buffer its handshake leaves is freed by an
+empty write (:meth:`Connection._release_buffers`). Without the transport's layers a
+kept-alive GET costs less CPU too. The figures: docs/exporter.md, ``bench/connections.py``.
 
 What a connection does, as the pool (``exporter.net.pool``) drives it:
 
-- The socket is connected already (:func:`open_socket`: the loop's ``getaddrinfo`` only
-  for a name, then ``sock_connect`` to each address in turn). The reader stays registered
-  for the connection's life, so an idle connection notices at once when the server
-  closes it, and reads the TLS 1.3 messages that come after the handshake (session
+- The socket is connected already (``exporter.net.tcp.open_socket``). The reader stays
+  registered for the connection's life, so an idle connection notices at once when the
+  server closes it, and reads the TLS 1.3 messages that come after the handshake (session
   tickets, a key update, whose answer OpenSSL writes itself).
 - TLS: ``do_handshake`` again whenever the socket is ready, as ``SSLWantReadError`` or
   ``SSLWantWriteError`` asked. Reads go on until ``SSLWantReadError``, or until the
@@ -45,60 +41,11 @@ import asyncio
 import contextlib
 import socket
 import ssl
-from typing import Any
 
 from exporter.net.http1 import MAX_HEADER_BYTES, Failure, HttpError, ResponseParser, short
 
 #: Bytes asked of one read: more than a TLS record holds (16 KiB), so one call per record.
 READ_SIZE = 65536
-
-
-async def open_socket(host: str, port: int) -> socket.socket:
-    """A connected non-blocking TCP socket to ``host`` (an IP address or a name).
-
-    A name is resolved with the loop's ``getaddrinfo`` (in its executor, never blocking
-    the loop); each address is tried in turn, as ``loop.create_connection`` does. Raises
-    ``OSError`` (``socket.gaierror`` for a name that does not resolve).
-    """
-    loop = asyncio.get_running_loop()
-    literal = _ip_literal(host)
-    infos: list[tuple[socket.AddressFamily, Any]]
-    if literal is not None:
-        infos = [(literal, (host, port))]
-    else:
-        found = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        infos = [(family, address) for family, _, _, _, address in found]
-        if not infos:
-            raise OSError("getaddrinfo() returned empty list")
-    errors: list[OSError] = []
-    for family, address in infos:
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            sock.setblocking(False)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as asyncio's transports
-            await loop.sock_connect(sock, address)
-        except OSError as exc:
-            sock.close()
-            errors.append(exc)
-            continue
-        except BaseException:  # cancelled (a timeout): the socket is ours to close
-            sock.close()
-            raise
-        return sock
-    if len(errors) == 1 or len({str(e) for e in errors}) == 1:
-        raise errors[0]
-    raise OSError(f"Multiple exceptions: {', '.join(str(e) for e in errors)}")
-
-
-def _ip_literal(host: str) -> socket.AddressFamily | None:
-    """The family of an IP address literal, or None for a name."""
-    for family in (socket.AF_INET, socket.AF_INET6):
-        try:
-            socket.inet_pton(family, host)
-        except OSError:
-            continue
-        return family
-    return None
 
 
 class Connection:

@@ -22,13 +22,11 @@ client certificate, token file or exec plugin resolves it once, not once per clu
 certificate and verification: connections are pooled per SSL context, so a stable context
 is what makes keep-alive work across cycles.
 
-What a real fleet costs here: every kubeadm cluster has a CA and an admin certificate of
-its own (RSA 2048), so one ``SSLContext`` per cluster, about 22 KiB each (OpenSSL 3.0's
-``SSL_CTX`` alone is 12.3 KiB, the CA 3.6 KiB, the certificate and key 6 KiB) and 1.2 ms
-of CPU to build (``bench/discovery_credentials.py --cases sslcontexts``): 220 MiB and 12
-CPU-seconds at 10,000 clusters. A kept-alive connection holds its context anyway, and
-CPython's ``ssl`` sets a client certificate per context only, so this is the floor with
-one connection per cluster.
+A real fleet (every kubeadm cluster with a CA and an admin certificate of its own) needs
+one ``SSLContext`` per cluster: a kept-alive connection holds its context anyway, and
+CPython's ``ssl`` sets a client certificate per context only, so that is the floor with
+one connection per cluster (what it costs: docs/exporter.md,
+``bench/discovery_credentials.py --cases sslcontexts``).
 Tokens are stripped of surrounding whitespace (kubectl does; the client does not and then
 fails on the trailing newline of a ``tokenFile``).
 

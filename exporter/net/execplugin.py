@@ -3,7 +3,7 @@
 The kubernetes client runs a kubeconfig's ``exec`` plugin and waits for it without a
 timeout. A plugin that never answers (a login prompt nobody sees, a cloud API that does
 not answer, a child that keeps its stdout open) then holds a thread for ever, and a few of
-them used to stall the exporter. So the exporter speaks the plugin protocol itself
+them would stall the exporter. So the exporter speaks the plugin protocol itself
 (``client.authentication.k8s.io`` ``ExecCredential``, as the client and kubectl do):
 
 - the plugin runs in a session of its own (``start_new_session``): its process group holds

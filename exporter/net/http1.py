@@ -88,7 +88,7 @@ def request_bytes(ep: Endpoint, path: str, headers: Mapping[str, str]) -> bytes:
     """``GET ep.prefix + path`` with our headers and ``headers``, as bytes to send.
 
     Built for every request (three per cluster and cycle), so written for speed: four
-    ``in`` tests and one f-string (1.7 -> 0.9 us measured).
+    ``in`` tests and one f-string.
     """
     target = ep.prefix + path
     if " " in target or "\r" in target or "\n" in target or "\t" in target:

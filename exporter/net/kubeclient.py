@@ -8,7 +8,7 @@ then the CA, client certificate and key (``*-data`` decoded at discovery, files 
 now), ``insecure-skip-tls-verify`` and ``tls-server-name``, then the exec plugin; the
 same values win and the same inputs fail, in the same order, with the same reasons
 (``tests/exporter/test_exporter_kubeauth.py`` holds the client to it, kubeconfig shape by
-shape). It differs from the client where the exporter always did:
+shape). It differs from the client on purpose in two ways:
 
 - **Embedded credentials stay in memory.** The client writes every ``*-data`` value (a
   client key among them) to a temporary file that outlives a killed process; here they
@@ -243,11 +243,6 @@ def _client() -> _Client:
             _lock_temp_file_writer(loaded.kube_config)
             _CLIENT.append(loaded)
         return _CLIENT[0]
-
-
-def client_loaded() -> bool:
-    """Whether the kubernetes client was imported (by an auth provider's context)."""
-    return bool(_CLIENT)
 
 
 class _NoKubeClientRecords(logging.Filter):

@@ -1,17 +1,17 @@
 """Kept-alive connections to many API servers: the probes' one HTTP client.
 
-Why not aiohttp for the probes: at fleet scale the client is the exporter. aiohttp spends
-about 0.22 ms of CPU per kept-alive GET and about 8 KiB per idle connection on its request
-and connection machinery, and asyncio's ``SSLProtocol`` adds a read buffer per connection;
-this client runs TLS on the socket itself (``exporter.net.connection``) and parses the one
-answer it needs (``exporter.net.http1``). What OpenSSL keeps per idle TLS connection (about
-24 KiB, the session and its certificates) nothing in Python can lower: hence
+Why not aiohttp for the probes: at fleet scale the client is the exporter, and aiohttp's
+request and connection machinery, and asyncio's ``SSLProtocol`` with its read buffer per
+connection, cost several times the CPU and memory per kept-alive GET (the figures:
+docs/exporter.md). This client runs TLS on the socket itself (``exporter.net.connection``)
+and parses the one answer it needs (``exporter.net.http1``). What OpenSSL keeps per idle
+TLS connection (the session and its certificates) nothing in Python can lower: hence
 ``max_idle`` below.
 
-Semantics kept from the aiohttp version: one pool for the exporter's life, connections kept
-alive per (endpoint, TLS context, server name); a request that fails on a *reused*
-connection before any byte of the answer (the server closed it meanwhile) is retried once
-on a fresh connection, never after a timeout or on a fresh connection.
+One pool for the exporter's life, connections kept alive per (endpoint, TLS context,
+server name, proxy); a request that fails on a *reused* connection before any byte of
+the answer (the server closed it meanwhile) is retried once on a fresh connection, never
+after a timeout or on a fresh connection.
 
 Through a proxy (``exporter.net.proxy``) a connection goes to the proxy and opens a
 ``CONNECT`` tunnel first; the proxy is part of the pool key, so a cluster whose proxy
@@ -20,31 +20,27 @@ fires, whether the request was still waiting for the proxy: that is the proxy's 
 (reason ``proxy``), not the API server's.
 
 Deadlines: ``get(..., deadline=)`` bounds a request in loop time as an ``asyncio.timeout``
-around it would, for a fraction of its CPU (one heap of tuples under one loop timer for
-all the requests in flight, :class:`_Deadlines`).
+around it would, for a fraction of its CPU (``exporter.net.deadlines``); the pool sets
+which connection future a request awaits, which the deadline then fails.
 
-Connections live as long as a cluster needs them: :meth:`HttpPool.retain` closes, at
-once, the idle connections to every endpoint no discovered cluster uses any more (a
-kubeconfig removed, a server changed), and :meth:`HttpPool.prune_idle` the ones idle too
-long.
-
-About 500 lines: the pool, its idle bound and the per-cycle ``retain`` share one table of
-connections, and the deadlines are the pool's own because only the pool knows which
-connection future a request is waiting for.
+Connections live as long as a cluster needs them: :meth:`HttpPool.retain` closes at once
+the idle connections to endpoints no discovered cluster uses any more (a kubeconfig
+removed, a server changed), and :meth:`HttpPool.prune_idle` the ones idle too long.
 """
 
 from __future__ import annotations
 
 import asyncio
-import heapq
 import ssl
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import TypeVar
 
-from exporter.net.connection import Connection, open_socket
+from exporter.net.connection import Connection
+from exporter.net.deadlines import Deadlines, Request, wait
 from exporter.net.http1 import Endpoint, Failure, HttpError, request_bytes, short
 from exporter.net.proxy import Proxy
+from exporter.net.tcp import open_socket
 
 _PoolKey = tuple[Endpoint, ssl.SSLContext | None, str | None, Proxy | None]
 #: what :meth:`HttpPool.retain` keeps: (endpoint URL, its proxy)
@@ -65,8 +61,8 @@ class Progress:
 
 
 class _NoGate:
-    """``async with`` that does nothing, for requests without a gate (the checks' GETs):
-    about 0.5 us where an ``asynccontextmanager`` costs 2 (a generator per request)."""
+    """``async with`` doing nothing, for requests without a gate (the checks' GETs); a class
+    rather than an ``asynccontextmanager``: no generator per request."""
 
     __slots__ = ()
 
@@ -80,125 +76,14 @@ class _NoGate:
 _NO_GATE = _NoGate()
 
 
-class _Request:
-    """The deadline of one :meth:`HttpPool.get` (or ``preconnect``) under way.
-
-    When it passes, the connection future the request awaits fails with ``TimeoutError``
-    (no cancellation needed); any other wait (the gate, ``getaddrinfo``, the TCP connect)
-    is cancelled, and :meth:`HttpPool.get` turns that cancellation into ``TimeoutError``
-    unless the caller cancelled too, as ``asyncio.timeout`` does.
-    """
-
-    __slots__ = ("base", "cancelled", "done", "future", "task")
-
-    def __init__(self, task: asyncio.Task[object]) -> None:
-        self.task = task
-        self.future: asyncio.Future[None] | None = None  #: the connection future awaited
-        self.done = False  #: the request ended (its entry in the heap is dead)
-        self.cancelled = False  #: the deadline cancelled the task
-        #: the task's ``cancelling()`` when the request started: a cancellation by the
-        #: caller since then (its own timeout) is the caller's, deadline or not
-        self.base = task.cancelling()
-
-    def __lt__(self, other: _Request) -> bool:  # equal deadlines in the heap: any order
-        return id(self) < id(other)
-
-    def expire(self) -> None:
-        future = self.future
-        if future is not None and not future.done():
-            future.set_exception(TimeoutError())
-        else:
-            self.cancelled = True
-            self.task.cancel()
-
-    def timed_out(self) -> bool:
-        """After a ``CancelledError``: was it the deadline's, and the deadline's only?"""
-        return self.cancelled and self.task.uncancel() <= self.base
-
-
-class _Deadlines:
-    """Every request's deadline in one heap, under one loop timer for the earliest.
-
-    Cheaper than a ``loop.call_at`` per request: the loop's timers are a heap of
-    ``TimerHandle`` objects compared in Python (3-4 us to add and cancel one with 10,000
-    pending, 6-9 us for ``asyncio.timeout``), this one a heap of tuples compared in C
-    (about 1 us; ``bench/connections.py``). A request that ends leaves a dead entry;
-    entries are dropped from the top as requests end, and the heap is rebuilt when dead
-    ones outnumber the live (a hung request at the top would keep them all otherwise).
-    """
-
-    __slots__ = ("_at", "_heap", "_live", "_loop", "_timer")
-
-    def __init__(self) -> None:
-        self._heap: list[tuple[float, _Request]] = []
-        self._live = 0  #: requests started and not ended
-        self._timer: asyncio.TimerHandle | None = None
-        self._at = float("inf")  #: when the timer fires
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    def start(self, deadline: float) -> _Request:
-        task = asyncio.current_task()
-        assert task is not None, "a request runs in a task"
-        req = _Request(task)
-        heapq.heappush(self._heap, (deadline, req))
-        self._live += 1
-        if deadline < self._at:
-            if self._timer is not None:
-                self._timer.cancel()
-            loop = self._loop = asyncio.get_running_loop()
-            self._timer = loop.call_at(deadline, self._fire)
-            self._at = deadline
-        return req
-
-    def end(self, req: _Request) -> None:
-        req.done = True
-        self._live -= 1
-        heap = self._heap
-        while heap and heap[0][1].done:
-            heapq.heappop(heap)
-        if len(heap) > 2 * self._live + 64:
-            self._heap = [entry for entry in heap if not entry[1].done]
-            heapq.heapify(self._heap)
-
-    def _fire(self) -> None:
-        assert self._loop is not None
-        # The loop runs a timer up to its clock resolution early: expire up to the time
-        # it was set for, at least.
-        now = max(self._loop.time(), self._at)
-        self._timer = None
-        self._at = float("inf")
-        heap = self._heap
-        while heap and heap[0][0] <= now:
-            _, req = heapq.heappop(heap)
-            if not req.done:
-                req.expire()
-        while heap and heap[0][1].done:
-            heapq.heappop(heap)
-        if heap:
-            self._at = heap[0][0]
-            self._timer = self._loop.call_at(self._at, self._fire)
-
-
-async def _wait(future: asyncio.Future[None], req: _Request | None) -> None:
-    """Await a connection's future under the request's deadline."""
-    if req is None:
-        await future
-        return
-    req.future = future
-    try:
-        await future
-    finally:
-        req.future = None
-
-
 T = TypeVar("T")
 
 #: Seconds a new connection's set-up (TCP, TLS) may wait for the server before it gives the
 #: caller's gate back. A healthy set-up takes milliseconds of CPU and, with the exporter's
 #: 64 in flight on a loaded 2-core machine, well under a second; an API server process that
-#: is stopped accepts TCP (the kernel's backlog) and never answers the handshake, and held
-#: a slot for a whole timeout: 1,000 of them with 64 slots and a 5 s timeout made a first
-#: cycle of 86 s (bench/RESULTS.md, round 4).
+#: is stopped accepts TCP (the kernel's backlog) and never answers the handshake, and would
+#: hold a slot for a whole timeout: a thousand of them would make a first cycle of many
+#: timeouts (bench/RESULTS.md).
 SETUP_STALL_SECONDS = 1.0
 
 
@@ -223,7 +108,7 @@ class HttpPool:
         self._open: set[Connection] = set()
         self._endpoints: dict[str, Endpoint] = {}
         self.opened = 0  #: connections opened so far (tests check keep-alive)
-        self._deadlines = _Deadlines()
+        self._deadlines = Deadlines()
 
     @property
     def idle(self) -> int:
@@ -266,10 +151,9 @@ class HttpPool:
         ``deadline`` (event-loop time, ``loop.time()``) bounds the whole call, waiting for
         ``gate()`` included: when it passes, the call raises ``TimeoutError`` as an
         ``asyncio.timeout`` around it would, the connection is closed (its answer may still
-        come) and ``progress`` says how far it got. It costs a heap entry instead of a loop
-        timer per request. Without it the caller bounds the call itself; a cancellation
-        closes the connection either way. ``proxy``: tunnel through it; ``progress`` says
-        whether a new connection was still waiting for the proxy.
+        come) and ``progress`` says how far it got. Without it the caller bounds the call
+        itself; a cancellation closes the connection either way. ``proxy``: tunnel
+        through it; ``progress`` says whether a new connection was still waiting for it.
         """
         ep = self.endpoint(url)
         if ep.tls and context is None:
@@ -353,12 +237,10 @@ class HttpPool:
     ) -> None:
         """Open a connection to ``url`` and keep it idle for the next request.
 
-        After a timeout the connection is closed (its answer may still come); a hung API
-        server then costs a TLS handshake at every cycle. Doing that handshake right after
-        the timeout, between cycles, lets the next probe send at once, so a cycle with
-        hung clusters ends within the timeout. Raises :class:`HttpError`, and
-        ``TimeoutError`` once ``deadline`` (loop time, as for :meth:`get`) has passed;
-        without a deadline the caller bounds it.
+        A timed-out request's connection is closed (its answer may still come): connecting
+        again between cycles lets the next probe send at once (``FleetClient``). Raises
+        :class:`HttpError`, and ``TimeoutError`` once ``deadline`` (loop time, as for
+        :meth:`get`) has passed; without a deadline the caller bounds it.
         """
         ep = self.endpoint(url)
         key = _key(ep, context, server_hostname, proxy)
@@ -405,8 +287,7 @@ class HttpPool:
     def prune_idle(self, max_age: float) -> int:
         """Close connections idle for more than ``max_age`` seconds; return how many.
 
-        A cluster that left the kubeconfigs leaves its connection idle: this bounds how
-        long (aiohttp's ``keepalive_timeout`` did the same before).
+        What bounds how long a connection nothing uses any more is kept, whatever left it.
         """
         deadline = asyncio.get_running_loop().time() - max_age
         closed = 0
@@ -496,7 +377,7 @@ class HttpPool:
         ep: Endpoint,
         key: _PoolKey,
         progress: Progress | None,
-        req: _Request | None,
+        req: Request | None,
         *,
         secure: bool = True,
     ) -> Connection:
@@ -527,7 +408,7 @@ class HttpPool:
         setup = conn.ready()  # the TLS handshake, or the proxy's tunnel
         if setup is not None:
             try:
-                await _wait(setup, req)
+                await wait(setup, req)
             except HttpError as exc:
                 self._discard(conn)
                 if exc.failure is Failure.PROXY and proxy is not None:
@@ -542,12 +423,12 @@ class HttpPool:
             await self._secure(conn, req)
         return conn
 
-    async def _secure(self, conn: Connection, req: _Request | None) -> None:
+    async def _secure(self, conn: Connection, req: Request | None) -> None:
         """The TLS handshake with the API server inside an open tunnel (none for http)."""
         handshake = conn.start_tls()
         if handshake is not None:
             try:
-                await _wait(handshake, req)
+                await wait(handshake, req)
             except BaseException:
                 self._discard(conn)
                 raise

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-from exporter.model import ApiError, ProbeResult, Reason, verdict
+from exporter.model import ClusterRequestError, ProbeResult, Reason, ok_body, verdict
 from exporter.net.credentials import Credentials
 from exporter.net.http1 import Failure, HttpError
 from exporter.net.pool import HttpPool, Progress
@@ -61,7 +61,7 @@ class ApiClient:
         max_bytes: int = JSON_MAX_BYTES,
         gate: Gate | None = None,
     ) -> tuple[int, bytes]:
-        """``(status, body)`` of ``GET endpoint+path``; :class:`ApiError` when no answer.
+        """``(status, body)`` of ``GET endpoint+path``; none: :class:`ClusterRequestError`.
 
         ``gate`` (the cycle's concurrency slot) is held while connecting and sending only.
         """
@@ -85,23 +85,19 @@ class ApiClient:
         except TimeoutError:
             if self.proxy is not None and progress.stage == "proxy":
                 detail = f"proxy {self.proxy.label} did not answer CONNECT in time"
-                raise ApiError(Reason.PROXY, detail) from None
-            raise ApiError(Reason.TIMEOUT, "no answer in time") from None
+                raise ClusterRequestError(Reason.PROXY, detail) from None
+            raise ClusterRequestError(Reason.TIMEOUT, "no answer in time") from None
         except Exception as exc:  # every failure becomes a reason; nothing escapes as a crash
-            reason, detail = classify_error(exc)
-            raise ApiError(reason, detail) from None
+            reason, detail = _classify(exc)
+            raise ClusterRequestError(reason, detail) from None
 
     async def get_json(self, path: str, timeout: float) -> Any:  # noqa: ASYNC109 - as get()
-        """Decoded JSON of a 200 answer; any other status or bad JSON raises :class:`ApiError`."""
-        status, body = await self.get(path, timeout)
-        if status in (401, 403):
-            raise ApiError(Reason.UNAUTHORIZED, f"HTTP {status} on {path}", status)
-        if status != 200:
-            raise ApiError(Reason.HTTP_ERROR, f"HTTP {status} on {path}", status)
+        """Decoded JSON of a 200 answer; other answers raise :class:`ClusterRequestError`."""
+        body = ok_body(*await self.get(path, timeout), path)
         try:
             return json.loads(body)
         except ValueError:
-            raise ApiError(Reason.HTTP_ERROR, f"invalid JSON on {path}", status) from None
+            raise ClusterRequestError(Reason.HTTP_ERROR, f"invalid JSON on {path}", 200) from None
 
 
 _FAILURE_REASONS = {
@@ -113,16 +109,14 @@ _FAILURE_REASONS = {
 }
 
 
-def classify_error(exc: BaseException) -> tuple[Reason, str]:
-    """Map what the pool raised to a reason and a short detail without secrets.
+def _classify(exc: Exception) -> tuple[Reason, str]:
+    """Map what the pool raised (not a timeout) to a reason and a detail without secrets.
 
     The pool turns every connection, TLS and protocol failure into :class:`HttpError`;
-    the timeout is the caller's. Anything else is a bug of ours, named by its type.
+    anything else is a bug of ours, named by its type.
     """
     if isinstance(exc, HttpError):
         return _FAILURE_REASONS[exc.failure], exc.detail
-    if isinstance(exc, TimeoutError):
-        return Reason.TIMEOUT, "no answer in time"
     return Reason.HTTP_ERROR, f"unexpected {type(exc).__name__}"
 
 
@@ -135,6 +129,6 @@ async def probe(
     start = time.perf_counter()
     try:
         status, body = await api.get("/readyz?verbose", timeout, READYZ_MAX_BYTES, gate)
-    except ApiError as exc:
+    except ClusterRequestError as exc:
         return ProbeResult(False, exc.reason, time.perf_counter() - start, None, exc.detail)
     return verdict(status, body, time.perf_counter() - start)

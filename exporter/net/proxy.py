@@ -165,10 +165,6 @@ class EnvironmentProxies:
         no_proxy = first("NO_PROXY", "no_proxy")
         self._no_proxy, self._bypass_all = _no_proxy_entries(no_proxy[1] if no_proxy else "")
 
-    @property
-    def configured(self) -> bool:
-        return self._https is not None or self._http is not None
-
     def for_host(self, tls: bool, host: str, port: int) -> Proxy | None:
         """The proxy for a server at ``host:port`` (``tls``: an ``https://`` URL), or None.
 

@@ -88,7 +88,3 @@ class Workers(Executor):
         if wait:
             for thread in threads:
                 thread.join()
-
-    def busy(self) -> bool:
-        """Whether any thread is alive (started and not yet told to stop)."""
-        return any(t.is_alive() for t in self._threads)

@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from common.logs import setup_logging
+from fleetwatch.standin.management.cli import add_parser as add_management
+from fleetwatch.standin.management.cli import serve as serve_management
 
 EXEC_API_VERSION = "client.authentication.k8s.io/v1beta1"
 
@@ -113,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=0,
         help="index of the first cluster (node addresses derive from it; default 0)",
     )
+    add_management(sub)
     exe = sub.add_parser("exec-credential", help="client-go exec plugin (prints ExecCredential)")
     exe.add_argument("--token-file")
     exe.add_argument("--cert-file")
@@ -124,6 +127,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "exec-credential":
         return exec_credential(args)
+    if args.command == "management":
+        setup_logging("info")
+        return asyncio.run(serve_management(args))
     if args.clusters < 1:
         print("--clusters must be at least 1", file=sys.stderr)
         return 2

@@ -7,9 +7,10 @@ body), or :data:`HANG` for a request never to be answered. No I/O, so every answ
 tested without a socket, and the serving path stays a loop of reads and writes.
 
 Answers are the kube-apiserver ones ``fleetwatch.standin.responses`` describes, with the
-headers the stand-in has always sent (no ``Server`` header: Go's ``net/http`` sends
-none). Malformed requests get what Go's ``net/http`` server writes before any handler
-runs (``400 Bad Request``, ``505``, ``431``: plain text, ``Connection: close``).
+headers Go's ``net/http`` writes (``Content-Type``, ``Content-Length``, ``Date``,
+``Connection`` when not the default; no ``Server`` header: Go sends none). Malformed
+requests get what Go's ``net/http`` server writes before any handler runs (``400 Bad
+Request``, ``505``, ``431``: plain text, ``Connection: close``).
 Bodies and heads are built once and cached; a request costs a dictionary look-up and one
 join with the current ``Date``.
 
@@ -82,7 +83,7 @@ class Head:
     chunked: bool
 
 
-class BadRequest(Exception):
+class UnreadableRequest(Exception):
     """A request head Go's ``net/http`` refuses before any handler; ``wire`` is its answer."""
 
     def __init__(self, wire: bytes) -> None:
@@ -90,10 +91,10 @@ class BadRequest(Exception):
         self.wire = wire
 
 
-def _go_error(status: str) -> BadRequest:
+def _go_error(status: str) -> UnreadableRequest:
     """``net/http``'s answer to a request it cannot read: status, plain text, close."""
     text = status.encode()
-    return BadRequest(
+    return UnreadableRequest(
         b"HTTP/1.1 " + text + b"\r\nContent-Type: text/plain; charset=utf-8\r\n"
         b"Connection: close\r\n\r\n" + text
     )
@@ -103,7 +104,7 @@ TOO_LARGE: Final = _go_error("431 Request Header Fields Too Large")
 
 
 def parse_head(head: bytes) -> Head:
-    """Read a request head (without its final blank line); :class:`BadRequest` if unreadable."""
+    """Read a request head (without its final blank line), or raise :class:`UnreadableRequest`."""
     lines = head.split(b"\r\n")
     parts = lines[0].split(b" ")
     if len(parts) != 3 or not parts[0] or not parts[1]:
@@ -155,7 +156,7 @@ def parse_head(head: bytes) -> Head:
 
 
 @dataclass(frozen=True, slots=True)
-class Answer:
+class PreparedAnswer:
     """A status and body with their headers, but for ``Date`` and ``Connection``."""
 
     status: int
@@ -167,12 +168,12 @@ class Answer:
     index: int = 0
 
 
-def _answer(status: int, content_type: bytes, body: bytes, extra: bytes = b"") -> Answer:
+def _answer(status: int, content_type: bytes, body: bytes, extra: bytes = b"") -> PreparedAnswer:
     head = (
         b"Content-Type: " + content_type + b"\r\n" + extra
         + b"Content-Length: " + str(len(body)).encode() + b"\r\nDate: "
     )  # fmt: skip
-    return Answer(status, head, body)
+    return PreparedAnswer(status, head, body)
 
 
 _UNAUTHORIZED = _answer(401, _JSON_UTF8, responses.UNAUTHORIZED.encode())
@@ -189,7 +190,7 @@ _VERSION = _answer(200, _JSON_UTF8, json.dumps(responses.VERSION).encode())
 
 
 @functools.lru_cache(maxsize=64)
-def _health(endpoint: str, verbose: bool, failing: frozenset[str]) -> Answer:
+def _health(endpoint: str, verbose: bool, failing: frozenset[str]) -> PreparedAnswer:
     status, body = responses.health_body(endpoint, verbose, failing)
     return _answer(status, _TEXT, body.encode(), _NOSNIFF)
 
@@ -208,13 +209,13 @@ def _split_target(target: bytes) -> tuple[str, dict[str, str]]:
     return unquote(raw_path), params
 
 
-def _list(kind: str, cluster: StandinCluster, selector: str) -> Answer:
+def _list(kind: str, cluster: StandinCluster, selector: str) -> PreparedAnswer:
     try:
         template = list_template(kind, cluster.control_plane, selector)
     except ValueError as exc:
         return _answer(400, _JSON_UTF8, responses.status_json(400, "BadRequest", str(exc)).encode())
     answer = _answer(200, _JSON, template.render(cluster.index))
-    return Answer(answer.status, answer.head, answer.body, template, cluster.index)
+    return PreparedAnswer(answer.status, answer.head, answer.body, template, cluster.index)
 
 
 def _authenticated(head: Head, token: str, has_client_cert: bool) -> bool:
@@ -233,7 +234,7 @@ def _authenticated(head: Head, token: str, has_client_cert: bool) -> bool:
 
 def respond(
     cluster: StandinCluster, head: Head, has_client_cert: bool, client_name: str | None
-) -> Answer | Hang | Drop:
+) -> PreparedAnswer | Hang | Drop:
     """What ``cluster`` answers to ``head`` in its current mode (its request count moves)."""
     cluster.requests += 1
     mode = cluster.mode
@@ -308,7 +309,7 @@ def _tail(head: Head, keep_alive: bool) -> bytes:
     return b"\r\nConnection: keep-alive\r\n\r\n" if keep_alive else b"\r\n\r\n"
 
 
-def wire(answer: Answer, head: Head, keep_alive: bool) -> bytes:
+def wire(answer: PreparedAnswer, head: Head, keep_alive: bool) -> bytes:
     """The bytes of ``answer`` to ``head``: ``keep_alive`` false adds ``Connection: close``."""
     body = b"" if head.method == b"HEAD" else answer.body
     line = _STATUS_LINES[(head.http11, answer.status)]
@@ -342,7 +343,7 @@ class Replay:
         return b"".join((self.prefix, _CLOCK.date(), self.tail, body))
 
 
-def replay_of(answer: Answer, head: Head, cluster: StandinCluster) -> Replay:
+def replay_of(answer: PreparedAnswer, head: Head, cluster: StandinCluster) -> Replay:
     """The :class:`Replay` of ``answer`` to ``head`` (kept-alive, without a request body)."""
     is_head = head.method == b"HEAD"
     return Replay(

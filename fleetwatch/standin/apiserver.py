@@ -1,17 +1,13 @@
 """The stand-in API servers' serving path: TLS sockets driven by the event loop's selector.
 
 The benchmark's fleet runs on the same cores as the exporter it measures, so what it
-spends per handshake and per request is taken from the side being measured. Served by
-aiohttp over asyncio's ``SSLProtocol``, the fleet spent about 3.15 ms of CPU per cluster
-on a first cycle (a handshake and three requests) and 0.4 ms per cluster on a steady one,
-and kept a 256 KiB read buffer per connection (725 MiB for 2,000 connected clusters).
-Here each connection is an ``ssl.SSLSocket`` in non-blocking mode on one epoll, read and
-written straight from its callback: OpenSSL decrypts into the bytes Python sees, one
-``recv`` and one ``send`` per request, and a request seen before on the connection is
-answered from a replay (``answers.Replay``). Measured with ``bench/standin_cost.py``
-(2,000 clusters, the exporter as the client, a quiet machine): 1.85 ms per cluster on a
-first cycle, most of it OpenSSL's own server handshake (``bench/standin_handshake.py``:
-1.3 of 1.7 ms), 0.155 ms on a steady cycle, 107 MiB.
+spends per handshake and per request is taken from the side being measured, and what it
+keeps per connection from the machine's memory. So each connection is an
+``ssl.SSLSocket`` in non-blocking mode on one epoll, read and written straight from its
+callback: OpenSSL decrypts into the bytes Python sees, one ``recv`` and one ``send`` per
+request, nothing kept from the stream but a partial request head, and a request seen
+before on the connection is answered from a replay (``answers.Replay``). What it costs:
+docs/STANDIN.md, "What the stand-in costs".
 
 What a client sees is kube-apiserver's behaviour (Go's ``net/http`` and ``crypto/tls``
 with the settings of ``k8s.io/apiserver``'s ``secure_serving.go``):
@@ -51,10 +47,10 @@ from fleetwatch.standin.answers import (
     HANG,
     MAX_HEAD_BYTES,
     TOO_LARGE,
-    Answer,
-    BadRequest,
     Head,
+    PreparedAnswer,
     Replay,
+    UnreadableRequest,
     parse_head,
     replay_of,
     respond,
@@ -181,7 +177,7 @@ class Listener:
             self.sock.close()
 
 
-class Connection:
+class AcceptedConnection:
     """One accepted TLS connection: its handshake, its requests in order, its deadline."""
 
     __slots__ = (
@@ -308,7 +304,7 @@ class Connection:
                 continue
             try:
                 head = parse_head(raw)
-            except BadRequest as bad:
+            except UnreadableRequest as bad:
                 self._finish(bad.wire)
                 return
             self._answer(head, raw)
@@ -324,7 +320,7 @@ class Connection:
             self._buffer = b""
         elif result is DROP:
             self.close(notify=False)
-        elif isinstance(result, Answer):
+        elif isinstance(result, PreparedAnswer):
             if head.keep_alive:
                 self._send(wire(result, head, keep_alive=True))
                 self.deadline = self.server.loop.time() + IDLE_TIMEOUT
@@ -417,7 +413,7 @@ class ApiServer:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.poller = _Poller(loop)
-        self._by_cluster: dict[StandinCluster, set[Connection]] = {}
+        self._by_cluster: dict[StandinCluster, set[AcceptedConnection]] = {}
         #: accepted sockets of ``frozen`` clusters, never read: their handshakes never start
         self._frozen: dict[StandinCluster, list[socket.socket]] = {}
         self._count = 0
@@ -441,7 +437,7 @@ class ApiServer:
         except OSError:  # the client left already
             raw.close()
             return
-        conn = Connection(self, tls, cluster)
+        conn = AcceptedConnection(self, tls, cluster)
         self._by_cluster.setdefault(cluster, set()).add(conn)
         self._count += 1
         self.poller.watch(conn.fd, conn.on_event)
@@ -449,7 +445,7 @@ class ApiServer:
             self._sweeper = self.loop.call_later(1.0, self._sweep)
         conn.on_event()  # the ClientHello is usually there already
 
-    def forget(self, conn: Connection) -> None:
+    def forget(self, conn: AcceptedConnection) -> None:
         owned = self._by_cluster.get(conn.cluster)
         if owned is not None and conn in owned:
             owned.discard(conn)

@@ -14,29 +14,13 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import yaml
 
 if TYPE_CHECKING:
     from fleetwatch.standin.certs import ClientCert, FleetCerts
-
-
-class StandinCluster(Protocol):
-    """What a kubeconfig needs of a stand-in cluster (``fleet.StandinCluster`` has it).
-
-    A protocol rather than an import of ``fleet``: ``fleet`` imports this module, and a
-    cycle between the two, even for types only, is one the import contracts refuse.
-    """
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def token(self) -> str: ...
-
-    @property
-    def url(self) -> str: ...
+    from fleetwatch.standin.cluster import StandinCluster
 
 
 Credential = Literal[

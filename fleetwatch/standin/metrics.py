@@ -29,7 +29,7 @@ _TEXT = "text/plain; version=0.0.4; charset=utf-8"
 
 
 @dataclass(frozen=True)
-class Endpoint:
+class ComponentEndpoint:
     """One component's metrics listener on one node."""
 
     cluster: str
@@ -43,7 +43,7 @@ def _gauge(name: str, help_text: str, value: float, labels: str = "") -> str:
     return f"# HELP {name} {help_text}\n# TYPE {name} gauge\n{name}{labels} {value}\n"
 
 
-def exposition(endpoint: Endpoint) -> str:
+def exposition(endpoint: ComponentEndpoint) -> str:
     """A few real series of the component, enough for ``up`` and a sanity query."""
     leader = 1 if endpoint.leader else 0
     text = _gauge(
@@ -91,7 +91,7 @@ def exposition(endpoint: Endpoint) -> str:
 
 def wanted_endpoints(
     cluster: str, plane: ControlPlane, cluster_index: int, apiserver_up: bool
-) -> dict[tuple[str, int], Endpoint]:
+) -> dict[tuple[str, int], ComponentEndpoint]:
     """The listeners that answer at node addresses for this topology.
 
     A component bound to 127.0.0.1 does not answer at the node IP; nor does anything on a
@@ -113,7 +113,7 @@ def wanted_endpoints(
             if component == "kube-apiserver" and not apiserver_up:
                 continue
             leader = node == (etcd_leader if component == "etcd" else alive[0])
-            wanted[(ips[node], port)] = Endpoint(cluster, node, component, leader)
+            wanted[(ips[node], port)] = ComponentEndpoint(cluster, node, component, leader)
     return wanted
 
 
@@ -124,7 +124,7 @@ class MetricsListeners:
         self._tls = tls
         self._runner: web.ServerRunner | None = None
         self._servers: dict[tuple[str, int], asyncio.Server] = {}
-        self._endpoints: dict[tuple[str, int], Endpoint] = {}
+        self._endpoints: dict[tuple[str, int], ComponentEndpoint] = {}
         self._by_cluster: dict[str, set[tuple[str, int]]] = {}
 
     async def _server(self) -> web.Server:
@@ -136,7 +136,9 @@ class MetricsListeners:
         assert self._runner.server is not None
         return self._runner.server
 
-    async def reconcile(self, cluster: str, wanted: dict[tuple[str, int], Endpoint]) -> None:
+    async def reconcile(
+        self, cluster: str, wanted: dict[tuple[str, int], ComponentEndpoint]
+    ) -> None:
         """Open and close listeners so that exactly ``wanted`` answer for ``cluster``."""
         if not wanted and cluster not in self._by_cluster:
             return  # the common case: nothing served, nothing to remember

@@ -1,4 +1,4 @@
-"""A stand-in fleet for synchronous code (sync tests, the demo): its own loop in a thread."""
+"""A stand-in fleet for synchronous code (sync tests, the benchmarks): its own loop in a thread."""
 
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ from etcd_poll import poll
 from exporter.configfile import ClusterConfig, EtcdConfig, ExporterConfig
 from exporter.controlplane.check import ControlPlaneCheck
 from exporter.server import MONITOR, create_app
-from exporter.settings import Settings
+from exporter.settings import ExporterSettings
 from fleetwatch.procs import ManagedProcess, free_port
 from fleetwatch.rules_controlplane import rule_groups
 from fleetwatch.standin import StandinFleet, node_ip
@@ -90,7 +90,7 @@ async def exporter(
             "fixed": ClusterConfig(etcd=EtcdConfig(endpoints=tuple(etcd_cluster.client_urls)))
         }
     )
-    settings = Settings(kubeconfig_path=kubeconfig, interval=60, timeout=8)
+    settings = ExporterSettings(kubeconfig_path=kubeconfig, interval=60, timeout=8)
     app = create_app(settings, checks=[ControlPlaneCheck(config)], run_loop=False)
     runner = web.AppRunner(app)
     await runner.setup()

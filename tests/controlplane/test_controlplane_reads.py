@@ -12,12 +12,10 @@ import json
 from urllib.parse import unquote
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from discovery import Cluster
 from exporter.controlplane.check import ControlPlaneCheck, reads_every
-from exporter.model import ProbeResult, Reason
-from exporter.textformat import EncodedChecks
+from exporter.model import CheckResult, ProbeResult, Reason
 from fleetwatch.standin.controlplane import ControlPlane, pod_list
 
 OK = ProbeResult(True, None, 0.01, 200)
@@ -44,14 +42,10 @@ def cluster(name: str = "prod") -> Cluster:
     return Cluster(name, "https://127.0.0.1:6443", "/kubeconfig", name)
 
 
-def samples(result: EncodedChecks | None) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """The samples of an encoded result, by name and labels but ``cluster``."""
+def samples(result: CheckResult | None) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """The samples of a result, by name and labels."""
     assert result is not None
-    return {
-        (s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k != "cluster"))): s.value
-        for family in text_string_to_metric_families(result.text.decode())
-        for s in family.samples
-    }
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value for s in result.samples}
 
 
 @pytest.mark.parametrize(
@@ -72,7 +66,7 @@ async def test_by_default_every_probe_reads_and_an_unchanged_answer_is_the_same_
     first = await check.run(cluster(), api, OK)  # type: ignore[arg-type]
     second = await check.run(cluster(), api, OK)  # type: ignore[arg-type]
     assert api.pod_reads == 4  # two lists, twice
-    assert first is second  # same pods: the same encoded result, not rebuilt
+    assert first is second  # same pods: the same result, not rebuilt
     api.plane = api.plane.with_etcd_ready("cp-2", False)
     third = await check.run(cluster(), api, OK)  # type: ignore[arg-type]
     assert samples(third)[("fleetwatch_etcd_members_healthy", ())] == 2
@@ -90,8 +84,8 @@ async def test_every_kth_probe_reads_and_publishes_the_same_in_between() -> None
     assert 1 + 12 // 4 - 1 <= reads <= 1 + 12 // 4
     expected = await fresh.run(cluster(), Api(ControlPlane()), OK)  # type: ignore[arg-type]
     assert all(samples(r) == samples(expected) for r in results)
-    assert expected is not None and expected.sd.startswith(b'{"targets":')
-    assert all(r is not None and r.sd == expected.sd for r in results)
+    assert expected is not None and expected.targets
+    assert all(r is not None and r.targets == expected.targets for r in results)
 
 
 async def test_a_failed_probe_or_read_makes_the_next_probe_read() -> None:
@@ -103,7 +97,7 @@ async def test_a_failed_probe_or_read_makes_the_next_probe_read() -> None:
     down = await check.run(cluster(), api, DOWN)  # type: ignore[arg-type]
     assert not any(name.startswith("fleetwatch_etcd") for name, _ in samples(down))
     assert down is not None and back_then is not None
-    assert down.sd == back_then.sd  # the targets are still served, and their samples
+    assert down.targets == back_then.targets  # the targets are still served, and their samples
     assert {k: v for k, v in samples(back_then).items() if "localhost_only" in k[0]} == samples(
         down
     )

@@ -24,7 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from exporter.controlplane.check import ControlPlaneCheck, read_kube_system
 from exporter.controlplane.report import FAMILIES, report_from_kube_system
 from exporter.server import MONITOR, create_app
-from exporter.settings import Settings
+from exporter.settings import ExporterSettings
 from fleetwatch.standin import StandinFleet
 from fleetwatch.standin.controlplane import ControlPlane
 
@@ -44,7 +44,7 @@ async def exporter(
     fleet: StandinFleet, tmp_path: Path, aiohttp_client: Any
 ) -> tuple[web.Application, TestClient[Any, Any]]:
     kubeconfig = fleet.write_kubeconfig(tmp_path / "kubeconfig")
-    settings = Settings(kubeconfig_path=kubeconfig, interval=60, timeout=5)
+    settings = ExporterSettings(kubeconfig_path=kubeconfig, interval=60, timeout=5)
     app = create_app(settings, checks=[ControlPlaneCheck()], run_loop=False)
     client = await aiohttp_client(app)
     return app, client

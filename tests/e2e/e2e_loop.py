@@ -25,7 +25,7 @@ from fleetwatch import wiring
 from fleetwatch.procs import ManagedProcess, wait_until
 from fleetwatch.rules import RuleSettings
 from fleetwatch.standin import ThreadedFleet
-from fleetwatch.wiring import ApiError, JsonClient
+from fleetwatch.wiring import HttpStatusError, JsonClient
 
 INTERVAL = 1.0
 
@@ -296,7 +296,7 @@ class Loop:
         return time.monotonic()
 
     def deploy(self, app: str, cluster: str) -> dict[str, Any]:
-        with contextlib.suppress(ApiError):
+        with contextlib.suppress(HttpStatusError):
             self.reactor.post("/apps", {"name": app, "cluster": cluster})
         result: dict[str, Any] = self.reactor.post("/deployments", {"app": app, "cluster": cluster})
         return result
@@ -305,7 +305,7 @@ class Loop:
         """HTTP status of ``POST /deployments`` (201 or the error's status)."""
         try:
             self.reactor.post("/deployments", {"app": app, "cluster": cluster})
-        except ApiError as exc:
+        except HttpStatusError as exc:
             return exc.status
         return 201
 

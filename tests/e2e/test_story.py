@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 from e2e_loop import INTERVAL, Loop
 
-from fleetwatch.wiring import ApiError
+from fleetwatch.wiring import HttpStatusError
 
 pytestmark = pytest.mark.live
 
@@ -56,7 +56,7 @@ def test_a_cluster_goes_down_and_comes_back(
     try:
         loop.reactor.post("/deployments", {"app": "report", "cluster": "st-east"})
         raise AssertionError("a deployment to an OFFLINE cluster was accepted")
-    except ApiError as exc:
+    except HttpStatusError as exc:
         assert exc.status == 409
         assert "st-east" in exc.body["error"]
     assert loop.app("report")["cluster"] == "st-west"

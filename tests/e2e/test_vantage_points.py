@@ -30,6 +30,7 @@ import pytest
 from common.contract import (
     CLUSTERS_COUNT_RECORD,
     FAILING_RATIO_RECORD,
+    REPLICA_STATUS_RECORD,
     STATUS_CODE_RECORD,
     STATUS_CODES,
     STORM_ALERT,
@@ -39,7 +40,7 @@ from common.contract import (
 from discovery.shard import shard_of
 from fleetwatch import wiring
 from fleetwatch.procs import ManagedProcess, wait_until
-from fleetwatch.rules import REPLICA_STATUS_RECORD, prom_duration
+from fleetwatch.rules import prom_duration
 from fleetwatch.standin import ThreadedFleet
 
 pytestmark = pytest.mark.live

@@ -14,7 +14,7 @@ from discovery import Discoverer
 from exporter.checks import ClusterCheck
 from exporter.cycle import DiscoverySource, Monitor
 from exporter.model import CycleSettings
-from exporter.net.kubeclient import install_patches
+from exporter.net import install_patches
 from fleetwatch.standin import StandinFleet
 
 

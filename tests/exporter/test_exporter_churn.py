@@ -60,14 +60,14 @@ async def test_a_removed_kubeconfig_has_no_open_connection_two_cycles_later(
         await monitor.run_cycle()
         before = {c.name: client_sockets(c.port) for c in clusters}
         assert before == {c.name: 1 for c in clusters}
-        assert monitor.http.held == 6
+        assert monitor.client.http.held == 6
         for path in files[:3]:  # three clusters leave the fleet
             path.unlink()
         await monitor.run_cycle()  # their connections go in this very cycle
         assert [client_sockets(c.port) for c in clusters[:3]] == [0, 0, 0]
         await monitor.run_cycle()
         assert [client_sockets(c.port) for c in clusters] == [0, 0, 0, 1, 1, 1]
-        assert monitor.http.held == 3
+        assert monitor.client.http.held == 3
         assert sorted(v.cluster.name for v in rec.last.clusters) == [c.name for c in clusters[3:]]
 
 
@@ -87,7 +87,7 @@ async def test_a_changed_server_never_keeps_the_old_connection(
         await monitor.run_cycle()
         assert rec.view(old.name).success is True
         assert (client_sockets(old.port), client_sockets(new.port)) == (0, 1)
-        assert monitor.http.held == 1
+        assert monitor.client.http.held == 1
 
 
 @pytest.mark.live
@@ -106,15 +106,15 @@ async def test_a_removed_context_loses_its_credentials_and_a_rewrite_its_superse
     async with make_monitor() as (monitor, _):
         await monitor.run_cycle()
         assert (client_sockets(keep.port), client_sockets(drop.port)) == (1, 1)
-        builds = monitor.credentials.builds
+        builds = monitor.client.credentials.builds
         fleet.write_kubeconfig(path, [keep], ca="file")  # "drop" leaves; "keep" changes
         await monitor.run_cycle()
         assert client_sockets(drop.port) == 0
-        assert monitor.credentials.builds == builds + 1  # "keep" resolved again
+        assert monitor.client.credentials.builds == builds + 1  # "keep" resolved again
         await monitor.run_cycle()
         await monitor.run_cycle()
         assert (client_sockets(keep.port), client_sockets(drop.port)) == (1, 0)
-        assert monitor.http.held == 1
+        assert monitor.client.http.held == 1
 
 
 def test_the_open_files_warning_counts_the_sockets_held() -> None:

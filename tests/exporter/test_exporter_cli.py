@@ -246,7 +246,7 @@ def test_max_idle_connections_reaches_the_connection_pool() -> None:
     """The memory/CPU trade-off of bench/RESULTS.md is the user's to choose, by flag."""
     assert resolve(env={}).max_idle_connections is None  # default: keep one per cluster
     app = create_app(resolve(env={}, max_idle_connections=7), run_loop=False)
-    assert app[MONITOR].http.max_idle == 7
+    assert app[MONITOR].client.http.max_idle == 7
 
 
 @pytest.mark.live

@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import yaml
 
-from discovery import Discoverer
-from discovery import boundedyaml as kubeconfig_yaml
+from discovery import Discoverer, boundedyaml
 from discovery.kubeconfig import parse_document
 
 if TYPE_CHECKING:
@@ -61,7 +60,7 @@ def both_loads(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
     """Run the test with small files loaded whole (as they are) and streamed (as big ones
     are): the bounds and the results must be the same."""
     if request.param == "streamed":
-        monkeypatch.setattr(kubeconfig_yaml, "STREAM_FROM", 0)
+        monkeypatch.setattr(boundedyaml, "STREAM_FROM", 0)
     return str(request.param)
 
 
@@ -129,7 +128,7 @@ def test_a_big_entry_shared_by_many_contexts_is_refused_for_each(
 def test_a_document_of_too_many_nodes_is_refused_before_it_is_loaded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, both_loads: str
 ) -> None:
-    monkeypatch.setattr(kubeconfig_yaml, "MAX_NODES", 500)
+    monkeypatch.setattr(boundedyaml, "MAX_NODES", 500)
     (tmp_path / "dense.yaml").write_text(
         "apiVersion: v1\nkind: Config\ncontexts: []\nx: [" + ",".join(["1"] * 600) + "]\n"
     )
@@ -258,13 +257,13 @@ STREAMED = [
 def test_streamed_entries_are_what_yaml_load_makes(
     text: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(kubeconfig_yaml, "STREAM_FROM", 0)
+    monkeypatch.setattr(boundedyaml, "STREAM_FROM", 0)
     handed: list[tuple[str, int, Any]] = []
     try:
-        top = kubeconfig_yaml.load_streaming(
+        top = boundedyaml.load_streaming(
             text, ("clusters", "users", "contexts"), lambda *a: handed.append(a)
         )
-    except kubeconfig_yaml.NotStreamable:
+    except boundedyaml.NotStreamable:
         return  # loaded whole by parse_document: yaml.load's own result
     whole = yaml.safe_load(text)
     for key in ("clusters", "users", "contexts"):
@@ -284,18 +283,18 @@ def test_streamed_entries_are_what_yaml_load_makes(
 def test_a_document_the_stream_refuses_fails_as_a_whole_load_fails(
     text: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(kubeconfig_yaml, "STREAM_FROM", 0)
+    monkeypatch.setattr(boundedyaml, "STREAM_FROM", 0)
     try:
         whole: Any = yaml.load(text, Loader=yaml.CSafeLoader)
     except (yaml.YAMLError, ValueError) as exc:
         whole = type(exc)
     try:
-        parsed: Any = kubeconfig_yaml.load(text)
+        parsed: Any = boundedyaml.load(text)
     except (yaml.YAMLError, ValueError) as exc:
         parsed = type(exc)
     assert parsed == whole
-    with pytest.raises(kubeconfig_yaml.NotStreamable):
-        kubeconfig_yaml.load_streaming(text, ("clusters",), lambda *a: None)
+    with pytest.raises(boundedyaml.NotStreamable):
+        boundedyaml.load_streaming(text, ("clusters",), lambda *a: None)
 
 
 # --- a file rewritten in place keeps its clusters -----------------------------------

@@ -480,7 +480,7 @@ async def test_contexts_sharing_a_hung_plugin_start_it_once_per_cycle(
     (kubeconfig_dir / "shared.yaml").write_text(yaml.safe_dump(doc))
     async with make_monitor(probe_timeout=0.5) as (monitor, rec):
         await monitor.run_cycle()
-        assert monitor.credentials.plugins.started == 1
+        assert monitor.client.credentials.plugins.started == 1
         assert {dict(rec.view(f"c{i}").failures).get(Reason.CREDENTIALS) for i in range(20)} == {1}
 
 

@@ -1,4 +1,4 @@
-"""The exposition renders byte for byte what it rendered before r3, from encoded results.
+"""The exposition renders byte for byte what the reference exposition renders.
 
 Each case is a cluster table (clusters, probes, check results) put through
 ``ClusterTable`` and ``build_snapshot`` as the cycle does, rendered by ``exporter.expose.render``
@@ -22,15 +22,11 @@ from discovery.clusters import Cluster, Discovery
 from exporter.controlplane.components import ComponentTarget
 from exporter.controlplane.kubesystem import CoreDNSSpread
 from exporter.controlplane.quorum import EtcdMember, EtcdReport
-from exporter.controlplane.report import (
-    FAMILIES,
-    ControlPlaneReport,
-    encode_report,
-    report_samples,
-    target_groups,
-)
+from exporter.controlplane.report import FAMILIES, ControlPlaneReport, only, report_result
+from exporter.expose.encodings import encode_all
 from exporter.expose.render import render, render_metrics, render_sd
 from exporter.expose.snapshot import CycleStats, Snapshot, build_snapshot, declared_families
+from exporter.expose.textformat import Families
 from exporter.model import (
     CheckResult,
     CycleSettings,
@@ -41,7 +37,6 @@ from exporter.model import (
     TargetGroup,
 )
 from exporter.state import ClusterTable
-from exporter.textformat import NO_CHECKS, EncodedChecks, Families
 
 ODD = 'we"ird\\name\nx'
 
@@ -54,9 +49,6 @@ class Spec:
     probeable: bool = True
     probes: Sequence[ProbeResult] = ()
     results: Sequence[CheckResult] = ()
-    #: results handed already encoded (the control-plane check does), rendered before
-    #: from their objects
-    encoded: Sequence[tuple[CheckResult, EncodedChecks]] = ()
 
 
 @dataclass
@@ -87,14 +79,13 @@ def tables(case: Case) -> tuple[Snapshot, before.Snapshot]:
     for i, spec in enumerate(case.specs):
         for probe in spec.probes:
             table.record(spec.cluster.name, probe, 1_700_000_000.5 + i)
-        if spec.results or spec.encoded:
-            handed = [*spec.results, *(enc for _, enc in spec.encoded)]
-            assert table.set_checks(spec.cluster.name, handed, case.families) is None
+        if spec.results:
+            table.set_checks(spec.cluster.name, spec.results)
     stats = case.stats
     stats.check_errors = dict(case.check_errors)
     settings = CycleSettings(interval=300, timeout=10, concurrency=8)
     snap = build_snapshot(table, case.families, stats, settings)
-    results = {s.cluster.name: (*s.results, *(res for res, _ in s.encoded)) for s in case.specs}
+    results = {s.cluster.name: tuple(s.results) for s in case.specs}
     old = before.Snapshot(
         clusters=tuple(
             before.ClusterView(
@@ -213,7 +204,7 @@ def two_checks() -> Case:
 
 
 def control_plane_reports() -> Case:
-    """The control-plane check's results, encoded by it and rendered before from objects."""
+    """The control-plane check's results."""
     members = (EtcdMember("cp-1", True, 1234, 7), EtcdMember('cp-"2"', False, None, None))
     targets = (
         ComponentTarget("kube-scheduler", "cp-1", "10.0.0.1:10259", "https", True),
@@ -228,10 +219,7 @@ def control_plane_reports() -> Case:
     specs = []
     for i, report in enumerate(reports * 3):
         name = f"cp-cluster-{i}" if i % 4 else f"{ODD}-{i}"
-        result = CheckResult(report_samples(report), target_groups(report.targets))
-        specs.append(
-            Spec(cluster(name), probes=[OK], encoded=[(result, encode_report(name, report))])
-        )
+        specs.append(Spec(cluster(name), probes=[OK], results=[report_result(report)]))
     return Case(specs, declared_families([FAMILIES]))
 
 
@@ -309,41 +297,52 @@ def test_a_rendering_reuses_the_check_families_while_no_result_changed() -> None
     assert third.sd_control_plane.plain() == before.render_sd(old)
 
 
-# --- the encoding itself (exporter.textformat) ---------------------------------------
+# --- the encoding itself (exporter.expose.encodings) -----------------------------------
 
 
-def test_a_result_handed_encoded_is_kept_as_it_is() -> None:
-    """The same object the check handed: nothing copied per cluster per cycle."""
+def test_the_same_results_handed_again_keep_the_state() -> None:
     table = ClusterTable()
     table.apply_discovery(Discovery((cluster("a"),), ()), {"/k/a.yaml": True})
-    encoded = encode_report("a", ControlPlaneReport(None, (), CoreDNSSpread(2, 2)))
-    table.set_checks("a", [encoded], declared_families([FAMILIES]))
-    assert table.states["a"].checks is encoded
-    table.set_checks("a", [], declared_families([FAMILIES]))
-    assert table.states["a"].checks is NO_CHECKS
+    result = report_result(ControlPlaneReport(None, (), CoreDNSSpread(2, 2)))
+    table.set_checks("a", [result])
+    state = table.states["a"]
+    table.set_checks("a", [result])
+    assert table.states["a"] is state
+    table.set_checks("a", [])
+    assert table.states["a"].checks == ()
 
 
-def test_a_result_that_is_not_unicode_is_dropped_and_said() -> None:
+def test_an_unchanged_result_is_encoded_once() -> None:
+    """The same result object, or an equal one: the encoding of the rendering before."""
+    case = control_plane_reports()
+    snap, _ = tables(case)
+    first = encode_all(snap.check_families, snap.clusters)
+    again = encode_all(snap.check_families, snap.clusters, first)
+    assert all(a is b for a, b in zip(first.in_order, again.in_order, strict=True))
+    equal, _ = tables(control_plane_reports())  # the same reports, new result objects
+    later = encode_all(equal.check_families, equal.clusters, again)
+    assert all(a is b for a, b in zip(first.in_order, later.in_order, strict=True))
+    case.specs[1].results = [CheckResult((), (TargetGroup(("moved:1",)),))]
+    changed, _ = tables(case)
+    third = encode_all(changed.check_families, changed.clusters, later)
+    assert third.in_order[1] is not later.in_order[1]
+    assert [a is b for a, b in zip(later.in_order, third.in_order, strict=True)].count(False) == 1
+
+
+def test_a_result_that_is_not_unicode_is_dropped_and_said(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     table = ClusterTable()
     table.apply_discovery(Discovery((cluster("a"),), ()), {"/k/a.yaml": True})
     good = CheckResult((Sample("fleetwatch_test_value", 1),))
     bad = CheckResult((Sample("fleetwatch_test_value", 2, {"node": "\ud800"}),))
-    note = table.set_checks("a", [bad, good], TEST_FAMILIES)
-    assert note is not None and note.level == "warning" and "a" in note.args
-    assert table.states["a"].checks.text == b'fleetwatch_test_value{cluster="a"} 1\n'
-
-
-def test_an_encoded_result_not_built_by_families_is_dropped_and_said() -> None:
-    """One family too few would fail every rendering of the fleet: it never gets there."""
-    table = ClusterTable()
-    table.apply_discovery(Discovery((cluster("a"),), ()), {"/k/a.yaml": True})
-    names = Families(TEST_FAMILIES).names
-    bad = EncodedChecks(names, b'fleetwatch_test_value{cluster="a"} 1\n', b"")
-    note = table.set_checks("a", [bad], TEST_FAMILIES)
-    assert note is not None and note.level == "warning" and not bad.well_formed
-    assert table.states["a"].checks is NO_CHECKS
+    table.set_checks("a", [bad, good])
     snap = build_snapshot(table, TEST_FAMILIES, CycleStats(), CycleSettings(300, 10, 8))
-    assert b"fleetwatch_test_value{" not in render(snap).metrics.plain()
+    with caplog.at_level("WARNING"):
+        text = render_metrics(snap)
+    assert "cluster a: a check result was dropped" in caplog.text
+    assert b'fleetwatch_test_value{cluster="a"} 1\n' in text
+    assert b'fleetwatch_test_value{cluster="a",node' not in text
 
 
 @pytest.mark.parametrize(
@@ -354,19 +353,13 @@ def test_an_encoded_result_not_built_by_families_is_dropped_and_said() -> None:
         (set(), b""),
     ],
 )
-def test_only_keeps_the_lines_of_the_families_named_and_the_sd_groups(
+def test_only_keeps_the_samples_of_the_families_named_and_the_sd_groups(
     keep: set[str], lines: bytes
 ) -> None:
     result = CheckResult(
         (Sample("fleetwatch_test_events_total", 2), Sample("fleetwatch_test_value", 1)),
         (TargetGroup(("t:1",)),),
     )
-    encoded = Families(TEST_FAMILIES).encode("a", result)
-    kept = encoded.only(keep)
+    kept = Families(TEST_FAMILIES).encode("a", only(result, frozenset(keep)))
     assert kept.text == lines
     assert kept.sd == b'{"targets":["t:1"],"labels":{"cluster":"a"}}'
-    assert kept.segments() == [
-        segment if name in keep else b""
-        for name, segment in zip(kept.names, encoded.segments(), strict=True)
-    ]
-    assert not kept.empty and Families(()).encode("a", CheckResult()).empty

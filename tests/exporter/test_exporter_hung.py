@@ -28,11 +28,11 @@ async def test_more_hung_clusters_than_slots_end_within_the_timeout(
             started = time.monotonic()
             await monitor.run_cycle()
             assert time.monotonic() - started < timeout + 1.0
-        opened = monitor.http.opened
+        opened = monitor.client.http.opened
         await monitor.run_cycle()
         # one new connection per hung cluster: the reconnection started after the previous
         # cycle, which this cycle's probe used (no second connection of its own)
-        assert monitor.http.opened == opened + 6
+        assert monitor.client.http.opened == opened + 6
     for i in range(1, 7):
         assert dict(rec.view(f"hung-00{i}").failures) == {Reason.TIMEOUT: 3}
     for i in range(1, 5):

@@ -99,7 +99,7 @@ async def test_early_probe_of_a_cluster_the_scan_removed_is_dropped(
         assert fleet.requests("hung") == before + 1  # it was probed early, as last seen
         assert "hung" not in monitor.states
         assert [v.cluster.name for v in rec.last.clusters] == ["ok"]
-        assert monitor.connections.reconnecting("hung") is None  # not reconnected
+        assert monitor.client.reconnecting("hung") is None  # not reconnected
         assert monitor.last_timed_out == ()
         assert rec.view("ok").success is True
 
@@ -111,10 +111,10 @@ async def test_next_cycle_waits_for_the_reconnections_of_the_last(
     fleet.write_kubeconfig(kubeconfig_dir / "k.yaml", credential="token")
     async with make_monitor(probe_timeout=0.5, interval=0.5) as (monitor, _):
         await monitor.run_cycle()
-        assert monitor.connections.reconnecting("hung") is not None
+        assert monitor.client.reconnecting("hung") is not None
         started = time.monotonic()
         await monitor.until_next_cycle(elapsed=10.0)  # the cycle outlasted the interval
-        assert monitor.connections.reconnecting("hung") is None
+        assert monitor.client.reconnecting("hung") is None
         assert time.monotonic() - started < 0.5 + 1.0  # the wait is bounded by the timeout
 
 
@@ -161,7 +161,7 @@ async def test_a_stalled_connection_set_up_gives_its_slot_back(
     await _six_stopped_and(fleet, kubeconfig_dir, "ok", "ok")
     timeout = 2.0
     async with make_monitor(probe_timeout=timeout, concurrency=1) as (monitor, rec):
-        monitor.http.setup_stall = 0.1
+        monitor.client.http.setup_stall = 0.1
         started = time.monotonic()
         await monitor.run_cycle()
         elapsed = time.monotonic() - started

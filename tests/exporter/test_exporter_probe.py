@@ -211,9 +211,9 @@ async def test_connections_are_kept_alive_between_cycles(
         await monitor.run_cycle()
         await monitor.run_cycle()
         await monitor.run_cycle()
-        assert monitor.credentials.builds == 1
+        assert monitor.client.credentials.builds == 1
         # one pooled connection serves all three probes
-        assert (monitor.http.opened, monitor.http.idle) == (1, 1)
+        assert (monitor.client.http.opened, monitor.client.http.idle) == (1, 1)
     assert rec.view("c1").success is True
 
 
@@ -266,7 +266,34 @@ async def test_rotated_token_is_fetched_again_after_a_401(
         await monitor.run_cycle()
     view = rec.view("c1")
     assert (view.success, view.consecutive_failures, view.failures) == (True, 0, ())
-    assert monitor.credentials.builds == 2
+    assert monitor.client.credentials.builds == 2
+
+
+async def test_cached_credentials_refused_on_a_context_new_to_the_exporter_are_fetched_again(
+    fleet: StandinFleet, kubeconfig_dir: Path, tmp_path: Path, make_monitor: MonitorFactory
+) -> None:
+    """A new context whose user another context resolved already: its first probe resolves
+    (and finds them cached), so a 401 is retried once there too, with credentials anew."""
+    first = await fleet.add_cluster("c1")
+    second = await fleet.add_cluster("c2")
+    second.token = first.token
+    old = fleet.write_kubeconfig(kubeconfig_dir / "k1.yaml", ["c1"], credential="token_file")
+    token_file = fleet.directory / "tokens" / "c1.token"
+    async with make_monitor() as (monitor, rec):
+        await monitor.run_cycle()
+        assert rec.view("c1").success is True
+        first.token = second.token = "rotated-token-0123456789"
+        token_file.write_text(first.token + "\n")
+        written = fleet.write_kubeconfig(tmp_path / "k2.yaml", ["c2"], credential="token_file")
+        doc = yaml.safe_load(written.read_text())
+        doc["users"][0]["user"]["tokenFile"] = str(token_file)  # c1's user, shared
+        (kubeconfig_dir / "k2.yaml").write_text(yaml.safe_dump(doc))
+        old.unlink()
+        await monitor.run_cycle()
+    view = rec.view("c2")
+    assert (view.success, view.consecutive_failures, view.failures) == (True, 0, ())
+    assert monitor.client.credentials.builds == 2  # the cached ones, then once more
+    assert fleet.requests("c2") == 2  # refused, then answered
 
 
 @pytest.mark.live
@@ -294,7 +321,7 @@ async def test_expired_exec_credential_is_fetched_again(
         for _ in range(2):
             await monitor.run_cycle()
             assert rec.view("c1").success is True
-    assert monitor.credentials.builds == 2  # expired at once: fetched every cycle
+    assert monitor.client.credentials.builds == 2  # expired at once: fetched every cycle
 
 
 @pytest.mark.live

@@ -37,7 +37,7 @@ from discovery import Cluster, Discoverer
 from exporter.cycle import Monitor
 from exporter.expose.render import render_metrics
 from exporter.model import CheckResult, CycleSettings, MetricFamily, ProbeResult, Reason, Sample
-from exporter.net.probe import ApiClient
+from exporter.net import ApiClient
 from exporter.net.proxy import EnvironmentProxies, Proxy, ProxyError, parse_proxy, select
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
 from fleetwatch.standin import StandinFleet
@@ -164,10 +164,10 @@ async def test_a_cluster_behind_tinyproxy_is_online_and_its_checks_go_through_it
         await monitor.run_cycle()
         view = rec.view("px-ok")
         assert view.success is True, view
-        name, value = view.checks.text.decode().split()  # the check got its pods
-        assert name == 'fleetwatch_test_pods{cluster="px-ok"}' and float(value) > 0
+        [[sample]] = [result.samples for result in view.checks]  # the check got its pods
+        assert sample.name == "fleetwatch_test_pods" and sample.value > 0
         # One tunnel, kept alive: two probes and two checks, one CONNECT.
-        assert monitor.http.opened == 1
+        assert monitor.client.http.opened == 1
     connects = proxy.connects()
     assert len(connects) == 1, proxy.log_text()
     assert f"CONNECT 127.0.0.1:{cluster.port} HTTP/1.1" in connects[0]
@@ -285,10 +285,10 @@ async def test_a_hung_server_behind_a_working_proxy_is_a_timeout_and_reconnects_
     async with monitor_of(kubeconfig_dir, probe_timeout=0.5) as (monitor, rec):
         await monitor.run_cycle()
         assert dict(rec.view("px-slow").failures) == {Reason.TIMEOUT: 1}
-        reconnect = monitor.connections.reconnecting("px-slow")
+        reconnect = monitor.client.reconnecting("px-slow")
         assert reconnect is not None
         await reconnect  # the connection for the next probe, opened after the cycle
-        assert monitor.http.idle == 1
+        assert monitor.client.http.idle == 1
     assert len(proxy.connects()) == 2, proxy.log_text()  # the probe's, the reconnection's
 
 
@@ -328,7 +328,7 @@ async def test_a_proxy_url_we_cannot_use_is_reason_proxy_and_nothing_is_tried(
     async with monitor_of(kubeconfig_dir) as (monitor, rec):
         await monitor.run_cycle()
         view, last = rec.view("px-bad"), monitor.states["px-bad"].last
-        assert monitor.http.opened == 0
+        assert monitor.client.http.opened == 0
     assert dict(view.failures) == {Reason.PROXY: 1}
     assert last is not None and last.detail == detail
     assert fleet.requests("px-bad") == 0
@@ -362,8 +362,8 @@ async def test_a_changed_proxy_gets_a_new_connection(
         await monitor.run_cycle()
         await monitor.run_cycle()
         assert rec.view("px-moved").success is True
-        assert monitor.http.opened == 2
-        assert monitor.http.held == 1  # the tunnel through the first proxy is closed
+        assert monitor.client.http.opened == 2
+        assert monitor.client.http.held == 1  # the tunnel through the first proxy is closed
     assert len(first.connects()) == 1
     assert len(second.connects()) == 1
 
@@ -379,7 +379,7 @@ async def test_cancelled_waits_leave_no_task(fleet: StandinFleet, kubeconfig_dir
         write_kubeconfig(fleet, kubeconfig_dir / "q.yaml", ["px-quiet"], url)
         async with monitor_of(kubeconfig_dir, probe_timeout=0.3) as (monitor, _):
             await monitor.run_cycle()
-            assert monitor.connections.reconnecting("px-quiet") is None
+            assert monitor.client.reconnecting("px-quiet") is None
 
 
 # -- which proxy: the kubeconfig's, else the environment's, as Go's httpproxy ----------

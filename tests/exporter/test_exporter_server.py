@@ -21,16 +21,18 @@ from discovery import Cluster
 from exporter.expose.render import render_metrics
 from exporter.expose.snapshot import Snapshot
 from exporter.model import CheckResult, MetricFamily, ProbeResult, Sample, TargetGroup
-from exporter.net.probe import ApiClient
+from exporter.net import ApiClient
 from exporter.server import MONITOR, create_app
-from exporter.settings import Settings
+from exporter.settings import ExporterSettings
 from fleetwatch.standin import StandinFleet
 
 ClientFactory = Callable[[web.Application], Any]
 
 
-def settings(kubeconfig_dir: Path) -> Settings:
-    return Settings(kubeconfig_path=None, kubeconfig_dir=kubeconfig_dir, interval=60, timeout=1)
+def settings(kubeconfig_dir: Path) -> ExporterSettings:
+    return ExporterSettings(
+        kubeconfig_path=None, kubeconfig_dir=kubeconfig_dir, interval=60, timeout=1
+    )
 
 
 async def scrape(client: TestClient[Any, Any], gzip_ok: bool = False) -> str:
@@ -324,7 +326,9 @@ def test_the_documented_metrics_table_is_the_scrape() -> None:
 async def test_background_loop_runs_cycles_and_stops_with_the_app(
     mixed_fleet: StandinFleet, kubeconfig_dir: Path, aiohttp_client: ClientFactory
 ) -> None:
-    fast = Settings(kubeconfig_path=None, kubeconfig_dir=kubeconfig_dir, interval=0.2, timeout=0.2)
+    fast = ExporterSettings(
+        kubeconfig_path=None, kubeconfig_dir=kubeconfig_dir, interval=0.2, timeout=0.2
+    )
     app = create_app(fast)
     client = await aiohttp_client(app)
 

@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from discovery import Cluster, ContextConfig, Discoverer, Discovery
 from exporter.server import STALL_INTERVALS, create_app, stalled_for
-from exporter.settings import Settings
+from exporter.settings import ExporterSettings
 from fleetwatch.standin import StandinFleet
 
 
@@ -83,7 +83,7 @@ async def test_ready_fails_while_no_cycle_completes_and_recovers(
         folder = tmp_path / "kubeconfigs"
         folder.mkdir()
         fleet.write_kubeconfig(folder / "fleet.yaml", ["good"])
-        settings = Settings(
+        settings = ExporterSettings(
             kubeconfig_path=None, kubeconfig_dir=folder, interval=interval, timeout=0.2
         )
         discovery = FreezableDiscovery(Discoverer(None, folder))

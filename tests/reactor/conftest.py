@@ -23,7 +23,7 @@ from reactor_helpers import POSTGRES_URL_SUFFIX, MakeClient, postgres_url
 from reactor_postgres import PostgresServer
 
 from reactor.app import Scanner, create_app
-from reactor.context import Settings
+from reactor.context import ReactorSettings
 from reactor.database import POSTGRESQL, SQLITE
 
 
@@ -54,7 +54,7 @@ def db_path(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
 
 @pytest.fixture
 def make_client(aiohttp_client: Any, db_path: Path) -> MakeClient:
-    """Start a reactor app on ``db_path``; keyword arguments go to :class:`Settings`."""
+    """Start a reactor app on ``db_path``; keyword arguments go to :class:`ReactorSettings`."""
 
     async def make(
         discoverer: Scanner | None = None,
@@ -65,7 +65,7 @@ def make_client(aiohttp_client: Any, db_path: Path) -> MakeClient:
         if url is not None and "db_path" not in settings:
             settings.setdefault("db_url", url)
         settings.setdefault("db_path", db_path)
-        app = create_app(Settings(**settings), registry=registry, discoverer=discoverer)
+        app = create_app(ReactorSettings(**settings), registry=registry, discoverer=discoverer)
         client: TestClient[Any, Any] = await aiohttp_client(app)
         return client
 

@@ -10,10 +10,10 @@ from common.web import parse_listen_address
 from fleetwatch.cli import build_parser
 from reactor.cli import settings_from
 from reactor.client_cli import render_status
-from reactor.context import Settings
+from reactor.context import ReactorSettings
 
 
-def settings(argv: list[str], env: dict[str, str]) -> Settings:
+def settings(argv: list[str], env: dict[str, str]) -> ReactorSettings:
     return settings_from(build_parser().parse_args(["reactor", *argv]), env)
 
 
@@ -120,7 +120,7 @@ def test_bad_alertmanager_flags(argv: list[str], message: str) -> None:
     with pytest.raises(ValueError, match=message) as raised:
         settings(argv, {})
     assert "secret" not in str(raised.value)
-    assert "secret" not in repr(Settings(alertmanager_urls=("http://u:secret@h:9093",)))
+    assert "secret" not in repr(ReactorSettings(alertmanager_urls=("http://u:secret@h:9093",)))
 
 
 def test_render_status_empty() -> None:

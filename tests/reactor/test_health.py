@@ -14,7 +14,7 @@ from reactor_helpers import TOKEN, MakeClient
 
 from fleetwatch.procs import ManagedProcess, free_port, http_ok, wait_until
 from reactor.app import create_app
-from reactor.context import Settings
+from reactor.context import ReactorSettings
 from reactor.store import StoreUnavailable
 from reactor.store_sqlite import SQLiteStore
 
@@ -45,7 +45,7 @@ async def test_ready_is_503_while_the_database_is_unreachable(
     aiohttp_client: Any, tmp_path: Path
 ) -> None:
     store = FlakyStore(tmp_path / "state.db")
-    app = create_app(Settings(db_path=tmp_path / "state.db"), store_factory=lambda: store)
+    app = create_app(ReactorSettings(db_path=tmp_path / "state.db"), store_factory=lambda: store)
     client: TestClient[Any, Any] = await aiohttp_client(app)
     assert (await client.get("/-/ready")).status == 200
     store.unreachable = True

@@ -14,9 +14,9 @@ from openapi_spec_validator import validate
 from pydantic import TypeAdapter
 
 from common.webconfig import WebConfig
-from reactor import models
+from reactor import fields, models
 from reactor.app import create_app
-from reactor.context import Settings
+from reactor.context import ReactorSettings
 from reactor.openapi import OPERATIONS, openapi_document
 
 MUTATING = {"post", "patch", "put", "delete"}
@@ -28,7 +28,7 @@ def test_the_document_is_valid_openapi(basic: bool) -> None:
 
 
 def test_every_route_is_documented_and_nothing_else(tmp_path: Any) -> None:
-    app = create_app(Settings(db_path=tmp_path / "x.db"))
+    app = create_app(ReactorSettings(db_path=tmp_path / "x.db"))
     routes = set()
     for route in app.router.routes():
         if route.method == "HEAD":
@@ -72,20 +72,20 @@ def test_the_name_pattern_is_exactly_the_server_rule() -> None:
     says yes exactly when ``is_name`` does (the same Unicode database as the server's)."""
     schema = openapi_document()["components"]["schemas"]["Name"]
     pattern = re.compile(schema["pattern"])
-    assert schema["maxLength"] == models.MAX_NAME and schema["minLength"] == 1
+    assert schema["maxLength"] == fields.MAX_NAME and schema["minLength"] == 1
     for code in range(sys.maxunicode + 1):
         c = chr(code)
         if 0xD800 <= code <= 0xDFFF:
             continue  # no JSON string holds a lone surrogate the server could receive
         for name in (f"a{c}b", f"{c}b", f"a{c}"):
-            assert (pattern.fullmatch(name) is not None) == models.is_name(name), hex(code)
-    assert models.is_name("prod east") and not models.is_name("x" * 254)
+            assert (pattern.fullmatch(name) is not None) == fields.is_name(name), hex(code)
+    assert fields.is_name("prod east") and not fields.is_name("x" * 254)
 
 
 def test_shared_rules_are_named_once() -> None:
     doc = openapi_document()
     text = str(doc)
-    assert text.count(models.NAME_PATTERN) == 1
+    assert text.count(fields.NAME_PATTERN) == 1
     new_cluster = doc["components"]["schemas"]["NewCluster"]["properties"]
     assert new_cluster["name"] == {"$ref": "#/components/schemas/Name"}
     assert new_cluster["endpoint"] == {"$ref": "#/components/schemas/Endpoint"}
@@ -113,7 +113,7 @@ def test_the_endpoint_rule_is_the_pattern(value: str, ok: bool) -> None:
     if ok:
         models.validate(models.NewCluster, doc)
     else:
-        with pytest.raises(models.Problem, match='"endpoint" must be an http'):
+        with pytest.raises(fields.Problem, match='"endpoint" must be an http'):
             models.validate(models.NewCluster, doc)
 
 
@@ -129,15 +129,15 @@ def test_the_endpoint_rule_is_the_pattern(value: str, ok: bool) -> None:
 )
 def test_the_webhook_shape_is_checked_where_documented(alert: dict[str, Any], message: str) -> None:
     base = {"status": "firing", "labels": {}, "startsAt": "2026-01-01T00:00:00Z"}
-    with pytest.raises(models.Problem, match=re.escape(message)):
-        models.validate(models.Webhook, {"alerts": [{**base, **alert}]})
+    with pytest.raises(fields.Problem, match=re.escape(message)):
+        models.validate(models.WebhookBody, {"alerts": [{**base, **alert}]})
 
 
 def test_unknown_webhook_fields_are_ignored_and_documented_ones_typed() -> None:
     alert = {"status": "firing", "labels": {}, "startsAt": "2026-01-01T00:00:00Z", "x": [1]}
-    models.validate(models.Webhook, {"alerts": [alert], "someNewField": {"y": 1}})
-    with pytest.raises(models.Problem, match='"truncatedAlerts" must be an integer'):
-        models.validate(models.Webhook, {"alerts": [], "truncatedAlerts": True})
+    models.validate(models.WebhookBody, {"alerts": [alert], "someNewField": {"y": 1}})
+    with pytest.raises(fields.Problem, match='"truncatedAlerts" must be an integer'):
+        models.validate(models.WebhookBody, {"alerts": [], "truncatedAlerts": True})
     webhook = openapi_document()["components"]["schemas"]["Webhook"]
     assert webhook["required"] == ["alerts"]
     assert set(webhook["properties"]) >= {"version", "alerts", "truncatedAlerts", "groupKey"}
@@ -156,7 +156,7 @@ async def test_the_served_document_declares_basic_auth_when_the_web_config_has_u
 ) -> None:
     users = {"ops": bcrypt.hashpw(b"pw", bcrypt.gensalt(rounds=4))}
     for config, basic in ((None, False), (WebConfig(users=users), True)):
-        app = create_app(Settings(db_path=tmp_path / f"{basic}.db"), web_config=config)
+        app = create_app(ReactorSettings(db_path=tmp_path / f"{basic}.db"), web_config=config)
         client = await aiohttp_client(app)
         auth = {"Authorization": "Basic " + base64.b64encode(b"ops:pw").decode()}
         resp = await client.get("/openapi.json", headers=auth if basic else {})

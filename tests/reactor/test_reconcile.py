@@ -32,9 +32,9 @@ from reactor.alertmanager import (
     read_alert,
 )
 from reactor.app import create_app
-from reactor.context import Settings
-from reactor.reconcile import Answer, plan, request_timeout
-from reactor.statemachine import AlertState, ClusterState, StatusAlert
+from reactor.context import ReactorSettings
+from reactor.reconcile import PeerListing, plan, request_timeout
+from reactor.statemachine import AlertState, ClusterAlertState, StatusAlert
 from reactor.store import ClusterRecord
 
 S = 1_000_000  #: one second in microseconds
@@ -46,14 +46,14 @@ def listed(name: str, cluster: str, starts: int, suppressed: bool = False) -> Li
     return ListedAlert({"alertname": name, "cluster": cluster}, starts * S, suppressed)
 
 
-def answer(*alerts: ListedAlert, old_enough: bool = True, name: str = "am") -> Answer:
-    return Answer(name, Listing(alerts, started_at=0), old_enough)
+def answer(*alerts: ListedAlert, old_enough: bool = True, name: str = "am") -> PeerListing:
+    return PeerListing(name, Listing(alerts, started_at=0), old_enough)
 
 
 def held(
     name: str, online: AlertState | None = None, offline: AlertState | None = None
 ) -> ClusterRecord:
-    return ClusterRecord(1, name, None, None, "alerts", ClusterState(online, offline), None)
+    return ClusterRecord(1, name, None, None, "alerts", ClusterAlertState(online, offline), None)
 
 
 def firing(starts: int) -> AlertState:
@@ -64,8 +64,8 @@ def resolved(starts: int, ends: int) -> AlertState:
     return AlertState(firing=False, starts_at=starts * S, ends_at=ends * S)
 
 
-def news(records: Sequence[ClusterRecord], *answers: Answer) -> set[tuple[str, str, AlertState]]:
-    return {(s.cluster, s.alert.value, s.state) for s in plan(records, answers, NOW).signals}
+def news(records: Sequence[ClusterRecord], *peers: PeerListing) -> set[tuple[str, str, AlertState]]:
+    return {(s.cluster, s.alert.value, s.state) for s in plan(records, peers, NOW).signals}
 
 
 def test_an_active_alert_is_firing_since_its_starts_at() -> None:
@@ -178,7 +178,7 @@ async def test_shutdown_cancels_a_reconciliation_in_flight(
         silent.listen()
         url = f"http://127.0.0.1:{silent.getsockname()[1]}"
         registry = CollectorRegistry()
-        settings = Settings(
+        settings = ReactorSettings(
             db_path=tmp_path / "state.db", alertmanager_urls=(url,), reconcile_interval_s=60
         )
         client: TestClient[Any, Any] = await aiohttp_client(create_app(settings, registry=registry))

@@ -28,7 +28,7 @@ from reactor_helpers import postgres_url
 
 from fleetwatch.procs import ManagedProcess, free_port
 from reactor.app import create_app
-from reactor.context import Settings
+from reactor.context import ReactorSettings
 
 ALERTMANAGER = shutil.which("prometheus-alertmanager")
 pytestmark = [
@@ -212,7 +212,7 @@ def start_reactor(aiohttp_client: Any, tmp_path: Path) -> StartReactor:
         settings.setdefault("db_path", tmp_path / "fleetwatch.db")
         settings.setdefault("reconcile_interval_s", INTERVAL_S)
         registry = CollectorRegistry()
-        client = await aiohttp_client(create_app(Settings(**settings), registry=registry))
+        client = await aiohttp_client(create_app(ReactorSettings(**settings), registry=registry))
         return Reactor(client, registry)
 
     return start

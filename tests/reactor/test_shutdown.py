@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry
 
 import reactor.app
 from reactor.app import create_app
-from reactor.context import Settings
+from reactor.context import ReactorSettings
 from reactor.store_sqlite import SQLiteStore
 
 
@@ -61,7 +61,7 @@ async def test_close_waits_for_a_running_checkpoint(
         return stores[0]
 
     app = create_app(
-        Settings(db_path=tmp_path / "state.db"),
+        ReactorSettings(db_path=tmp_path / "state.db"),
         registry=CollectorRegistry(),
         store_factory=factory,
     )

@@ -18,13 +18,14 @@ from prometheus_client import CollectorRegistry
 from reactor_helpers import open_store
 from reactor_payloads import OFFLINE, ONLINE, alert, webhook
 
+from reactor import gate
 from reactor.metrics import ReactorMetrics
 from reactor.service import Gated, Service
 from reactor.signals import parse_webhook, status_signals
 from reactor.statemachine import (
     AlertState,
     AppStatus,
-    ClusterState,
+    ClusterAlertState,
     DegradeApps,
     OpenOutage,
     Status,
@@ -430,13 +431,13 @@ def resolved(starts: int, ends: int) -> AlertState:
 
 
 def test_nothing_newer_is_no_change() -> None:
-    state = ClusterState(online=firing(10), was_online=True)
+    state = ClusterAlertState(online=firing(10), was_online=True)
     same = apply(state, [(StatusAlert.ONLINE, firing(10)), (StatusAlert.ONLINE, firing(5))])
     assert not same.changed and same.effects == () and same.state is state
 
 
 def test_resolved_is_newer_than_its_firing_and_older_than_a_later_instance() -> None:
-    state = ClusterState(online=firing(10))
+    state = ClusterAlertState(online=firing(10))
     after = apply(state, [(StatusAlert.ONLINE, resolved(10, 20))]).state
     assert after.status is Status.UNKNOWN and after.status_since == 20
     assert apply(after, [(StatusAlert.ONLINE, firing(30))]).state.status is Status.ONLINE
@@ -444,13 +445,13 @@ def test_resolved_is_newer_than_its_firing_and_older_than_a_later_instance() -> 
 
 def test_tie_of_both_firing_is_offline() -> None:
     state = apply(
-        ClusterState(), [(StatusAlert.ONLINE, firing(5)), (StatusAlert.OFFLINE, firing(5))]
+        ClusterAlertState(), [(StatusAlert.ONLINE, firing(5)), (StatusAlert.OFFLINE, firing(5))]
     ).state
     assert state.status is Status.OFFLINE
 
 
 def test_opening_an_outage_degrades() -> None:
-    state = ClusterState(online=firing(0), was_online=True)
+    state = ClusterAlertState(online=firing(0), was_online=True)
     t = apply(state, [(StatusAlert.OFFLINE, firing(5))])
     assert t.effects == (OpenOutage(started_at=5), DegradeApps())
     assert t.state.outage_since == 5 and t.state.status_since == 5
@@ -458,19 +459,19 @@ def test_opening_an_outage_degrades() -> None:
 
 def test_a_firing_alert_older_than_the_other_alert_has_ended() -> None:
     # The Online since 0 was never resolved, but an Offline began at 5 and resolved at 10.
-    state = ClusterState(online=firing(0), offline=resolved(5, 10))
+    state = ClusterAlertState(online=firing(0), offline=resolved(5, 10))
     assert (state.status, state.status_since) == (Status.UNKNOWN, 10)
     # The Offline since 5 is still firing: OFFLINE, not ONLINE from the older Online.
-    state = ClusterState(online=firing(0), offline=firing(5))
+    state = ClusterAlertState(online=firing(0), offline=firing(5))
     assert (state.status, state.status_since) == (Status.OFFLINE, 5)
     # And the other way round: an Offline older than a resolved Online has ended too.
-    state = ClusterState(online=resolved(8, 9), offline=firing(5))
+    state = ClusterAlertState(online=resolved(8, 9), offline=firing(5))
     assert (state.status, state.status_since) == (Status.UNKNOWN, 9)
 
 
 def test_a_second_resolution_of_one_instance_is_no_news() -> None:
     """Two reactors resolving the same instance at their own times change nothing twice."""
-    state = ClusterState(online=firing(10), was_online=True)
+    state = ClusterAlertState(online=firing(10), was_online=True)
     first = apply(state, [(StatusAlert.ONLINE, resolved(10, 20))])
     assert first.changed
     for ends in (19, 20, 25):
@@ -479,11 +480,32 @@ def test_a_second_resolution_of_one_instance_is_no_news() -> None:
 
 
 def test_online_then_offline_is_one_outage_however_batched() -> None:
-    one = apply(ClusterState(), [(StatusAlert.ONLINE, firing(0)), (StatusAlert.OFFLINE, firing(5))])
-    first = apply(ClusterState(), [(StatusAlert.ONLINE, firing(0))])
+    one = apply(
+        ClusterAlertState(), [(StatusAlert.ONLINE, firing(0)), (StatusAlert.OFFLINE, firing(5))]
+    )
+    first = apply(ClusterAlertState(), [(StatusAlert.ONLINE, firing(0))])
     two = apply(first.state, [(StatusAlert.OFFLINE, firing(5))])
-    reversed_first = apply(ClusterState(), [(StatusAlert.OFFLINE, firing(5))])
+    reversed_first = apply(ClusterAlertState(), [(StatusAlert.OFFLINE, firing(5))])
     reversed_two = apply(reversed_first.state, [(StatusAlert.ONLINE, firing(0))])
     assert one.effects == two.effects == reversed_two.effects
     assert one.effects == (OpenOutage(started_at=5), DegradeApps())
     assert one.state == two.state == reversed_two.state
+
+
+#: docs/reactor.md's gate: may a deployment go to a cluster in this status?
+GATE = {Status.ONLINE: True, Status.UNKNOWN: True, Status.OFFLINE: False}
+
+
+@pytest.mark.parametrize(("status", "allowed"), GATE.items())
+def test_the_gate_refuses_exactly_the_statuses_it_exports(status: Status, allowed: bool) -> None:
+    """``check`` and ``REFUSED`` (which a store tests under the cluster's lock) agree."""
+    refusal = gate.check("c1", status)
+    assert (refusal is None) is allowed
+    assert (status not in gate.REFUSED) is allowed
+    if refusal is not None:
+        assert (refusal.cluster, refusal.status) == ("c1", status)
+        assert refusal.message.startswith(f"cluster 'c1' is {status.value}")
+
+
+def test_the_gate_table_names_every_status() -> None:
+    assert set(GATE) == set(Status)

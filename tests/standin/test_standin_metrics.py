@@ -39,7 +39,7 @@ async def test_localhost_bound_components_refuse_and_fixed_ones_answer(tmp_path:
             with pytest.raises(aiohttp.ClientConnectorError):
                 await scrape(session, url)
 
-        # The fix (#490): bind etcd and the scheduler to 0.0.0.0.
+        # The fix: bind etcd and the scheduler to 0.0.0.0.
         fixed = plane.with_localhost_bound("etcd", False).with_localhost_bound(
             "kube-scheduler", False
         )

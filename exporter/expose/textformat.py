@@ -1,14 +1,10 @@
 """The text format's pieces, and one cluster's check results encoded in it once.
 
-A check's result is published every cycle and rarely changes (the control-plane check
-hands the same one while kube-system is unchanged). Kept as objects, 10,000 clusters'
-results were 240,000 ``Sample``, 360,000 label dicts and 120,000 ``TargetGroup``: most
-of the 2 M live objects each full garbage collection walked (bench/RESULTS.md).
-:class:`EncodedChecks` keeps what the exposition serves instead, in three objects per
-cluster of which one is tracked by the collector: the sample lines family after family
-(bytes, a separator between two families), and the ``/sd/control-plane`` groups (JSON
-bytes). :meth:`Families.encode` builds it once per new result; rendering copies
-bytes.
+:class:`EncodedChecks` is what the exposition serves of one cluster's check results, in
+three objects of which one is tracked by the garbage collector: the sample lines family
+after family (bytes, a separator between two families), and the ``/sd/control-plane``
+groups (JSON bytes). :meth:`Families.encode` builds it once per new result
+(``exporter.expose.encodings`` keeps it between renderings); rendering copies bytes.
 
 The lines are those ``/metrics`` always had: ``cluster`` first, the sample's other
 labels in their order (a ``cluster`` among them is dropped), values escaped (``\\``,
@@ -23,7 +19,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from exporter.model import CheckResult, MetricFamily
@@ -80,23 +76,6 @@ class EncodedChecks:
     def segments(self) -> list[bytes]:
         """The lines of each family of ``names``, in that order."""
         return self.lines.split(SEP) if self.names else []
-
-    def only(self, families: Collection[str]) -> EncodedChecks:
-        """The same lines of the named families only, and the same SD groups."""
-        kept = [
-            s if n in families else b"" for n, s in zip(self.names, self.segments(), strict=True)
-        ]
-        return EncodedChecks(self.names, SEP.join(kept), self.sd)
-
-    @property
-    def well_formed(self) -> bool:
-        """One segment of lines per family, as :class:`Families` builds it."""
-        return self.lines.count(SEP) == max(len(self.names) - 1, 0)
-
-    @property
-    def empty(self) -> bool:
-        """No sample and no SD group: nothing to publish."""
-        return not self.sd and len(self.lines) <= max(len(self.names) - 1, 0)  # separators only
 
 
 #: No check result at all (a cluster before its first check, or without checks).

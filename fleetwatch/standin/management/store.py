@@ -1,0 +1,329 @@
+"""The management cluster's objects, one global revision, and the event history watches read.
+
+As in etcd, every write anywhere takes the next revision, which becomes the written
+object's ``metadata.resourceVersion``, and a list's ``resourceVersion`` is the revision it
+was read at. The history keeps the last ``window`` events (as the watch cache does); a
+watch starts from any revision still in it, and one older gets ``410 Expired``. A test
+compacts the history at will (:meth:`ObjectStore.compact`) to reach that case without writing
+thousands of objects. Writes that change nothing take no revision and send no event, as
+kube-apiserver skips a write whose bytes are unchanged.
+
+Everything runs on the server's event loop, so the store takes no locks; watchers are fed
+through unbounded ``asyncio.Queue``\\ s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from fleetwatch.standin.management import objects
+from fleetwatch.standin.management.fields import Ownership
+from fleetwatch.standin.management.kinds import KINDS, NAMESPACES, Kind
+from fleetwatch.standin.management.status import (
+    MODIFIED,
+    ApiError,
+    FieldCause,
+    already_exists,
+    conflict,
+    invalid,
+    not_found,
+)
+
+Obj = dict[str, Any]
+Key = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped objects
+Predicate = Callable[[Obj], bool]
+
+#: Namespaces a new cluster has, as a kubeadm cluster has them.
+INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+@dataclass(frozen=True)
+class Event:
+    revision: int
+    type: str  # ADDED, MODIFIED, DELETED
+    kind: Kind
+    obj: Obj
+    old: Obj | None
+
+
+@dataclass(eq=False)
+class WatchStream:
+    """One open watch: its filter, and the queue the store feeds (``None``: closed)."""
+
+    kind: Kind
+    namespace: str
+    predicate: Predicate
+    queue: asyncio.Queue[tuple[str, Obj] | None] = field(default_factory=asyncio.Queue)
+
+    def translate(self, event: Event) -> tuple[str, Obj] | None:
+        """The event this watcher sees, as the watch cache filters: an object that starts
+        matching arrives as ADDED, one that stops matching leaves as DELETED."""
+        if event.kind is not self.kind:
+            return None
+        if self.namespace and event.obj["metadata"].get("namespace") != self.namespace:
+            return None
+        now = event.type != "DELETED" and self.predicate(event.obj)
+        before = event.old is not None and self.predicate(event.old)
+        if event.type == "DELETED":
+            return ("DELETED", event.obj) if before else None
+        if now and before:
+            return ("MODIFIED", event.obj)
+        if now:
+            return ("ADDED", event.obj)
+        if before:
+            return ("DELETED", event.obj)
+        return None
+
+
+class ObjectStore:
+    """Objects by kind, the revision counter, the history window and the open watches."""
+
+    def __init__(self, window: int = 10_000) -> None:
+        self.revision = 0
+        self.compacted = 0
+        self.window = window
+        self._objects: dict[str, dict[Key, Obj]] = {k.key: {} for k in KINDS}
+        self._owners: dict[tuple[str, Key], Ownership] = {}
+        self._history: deque[Event] = deque()
+        self.watchers: set[WatchStream] = set()
+        self._advanced = asyncio.Event()
+        for name in INITIAL_NAMESPACES:
+            self.create(NAMESPACES, "", {"metadata": {"name": name}}, "kube-apiserver")
+
+    def scratch(self) -> ObjectStore:
+        """A copy for a dry-run write (``?dryRun=All``): the same objects, owners and revision,
+        no history and no watchers, so nothing done to it is seen or kept."""
+        copied = ObjectStore.__new__(ObjectStore)
+        copied.revision, copied.compacted, copied.window = self.revision, self.compacted, 0
+        # Stored objects are never changed in place (writes store new dicts): shallow is enough.
+        copied._objects = {key: dict(table) for key, table in self._objects.items()}
+        copied._owners = copy.deepcopy(self._owners)
+        copied._history = deque()
+        copied.watchers = set()
+        copied._advanced = asyncio.Event()
+        return copied
+
+    # --- reads ------------------------------------------------------------------------
+
+    def get(self, kind: Kind, namespace: str, name: str) -> Obj:
+        obj = self._objects[kind.key].get((namespace, name))
+        if obj is None:
+            raise not_found(kind.resource, name)
+        return copy.deepcopy(obj)
+
+    def exists(self, kind: Kind, namespace: str, name: str) -> bool:
+        return (namespace, name) in self._objects[kind.key]
+
+    def items(self, kind: Kind, namespace: str, predicate: Predicate, at: int = 0) -> list[Obj]:
+        """Matching objects sorted by namespace and name (as etcd's keys sort), at revision
+        ``at`` (0: now; older ones rebuilt from the history, which must still hold them)."""
+        table = dict(self._objects[kind.key])
+        if at and at < self.revision:
+            for event in reversed(self._history):
+                if event.revision <= at:
+                    break
+                if event.kind is not kind:
+                    continue
+                key = _key(event.obj)
+                if event.old is None:
+                    table.pop(key, None)
+                else:
+                    table[key] = event.old
+        chosen = [
+            obj
+            for key, obj in sorted(table.items())
+            if (not namespace or key[0] == namespace) and predicate(obj)
+        ]
+        return copy.deepcopy(chosen)
+
+    # --- writes -----------------------------------------------------------------------
+
+    def create(self, kind: Kind, namespace: str, obj: Obj, manager: str) -> Obj:
+        obj = objects.check_identity(kind, namespace, None, obj)
+        name = obj["metadata"].get("name", "")
+        self._namespace_exists(kind, namespace)
+        if (namespace, name) in self._objects[kind.key]:
+            raise already_exists(kind.resource, name)
+        new = objects.prepare(kind, obj, None)
+        owners = Ownership()
+        owners.record_update(None, new, manager, kind.api_version)
+        return self._commit(kind, None, new, owners)
+
+    def update(
+        self,
+        kind: Kind,
+        namespace: str,
+        name: str,
+        obj: Obj,
+        manager: str,
+        *,
+        subresource: str = "",
+        require_version: bool | None = None,
+    ) -> Obj:
+        """PUT: the object replaced, if its ``resourceVersion`` (when given) is the current one.
+
+        Custom resources need the resourceVersion (``AllowUnconditionalUpdate`` is false for
+        them); ``require_version`` overrides that for patches, which carry none.
+        """
+        obj = objects.check_identity(kind, namespace, name, obj)
+        old = self.get(kind, namespace, name)
+        given = obj["metadata"].get("resourceVersion")
+        if given:
+            if given != old["metadata"]["resourceVersion"]:
+                raise conflict(kind.resource, name, MODIFIED)
+        elif require_version if require_version is not None else kind.custom:
+            raise invalid(
+                kind.resource,
+                name,
+                [
+                    FieldCause(
+                        "metadata.resourceVersion",
+                        "Invalid value: 0x0: must be specified for an update",
+                    )
+                ],
+            )
+        new = objects.prepare(kind, obj, old, subresource=subresource)
+        if objects.same(new, old):
+            return old
+        owners = self._owners.setdefault((kind.key, (namespace, name)), Ownership())
+        owners.record_update(old, new, manager, kind.api_version, subresource)
+        meta = new["metadata"]
+        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            return self._remove(kind, old, new)
+        return self._commit(kind, old, new, owners)
+
+    def apply(
+        self, kind: Kind, namespace: str, name: str, applied: Obj, manager: str, force: bool
+    ) -> Obj:
+        """Server-side apply: create the object, or merge the manager's configuration in."""
+        applied = objects.check_identity(kind, namespace, name, applied)
+        for server_owned in ("resourceVersion", "uid", "creationTimestamp", "managedFields"):
+            applied["metadata"].pop(server_owned, None)
+        current = self._objects[kind.key].get((namespace, name))
+        if current is None:
+            self._namespace_exists(kind, namespace)
+            owners = Ownership()
+            merged = owners.apply(None, applied, manager, force)
+            return self._commit(kind, None, objects.prepare(kind, merged, None), owners)
+        old = copy.deepcopy(current)
+        owners = self._owners.setdefault((kind.key, (namespace, name)), Ownership())
+        trial = copy.deepcopy(owners)
+        merged = trial.apply(old, applied, manager, force)
+        new = objects.prepare(kind, merged, old)
+        if objects.same(new, old):
+            return old
+        self._owners[(kind.key, (namespace, name))] = trial
+        return self._commit(kind, old, new, trial)
+
+    def delete(
+        self, kind: Kind, namespace: str, name: str, preconditions: dict[str, str] | None = None
+    ) -> tuple[Obj, bool]:
+        """The object deleted (True), or marked for deletion while finalizers remain (False)."""
+        old = self.get(kind, namespace, name)
+        meta = old["metadata"]
+        for field_name, value in (preconditions or {}).items():
+            if value and meta.get(field_name) != value:
+                label = "UID" if field_name == "uid" else "ResourceVersion"
+                why = (
+                    f"Precondition failed: {label} in precondition: {value}, "
+                    f"{label} in object meta: {meta.get(field_name)}"
+                )
+                raise conflict(kind.resource, name, why)
+        if meta.get("finalizers"):
+            if meta.get("deletionTimestamp"):
+                return old, False
+            new = copy.deepcopy(old)
+            new["metadata"]["deletionTimestamp"] = objects.now()
+            new["metadata"]["deletionGracePeriodSeconds"] = 0
+            owners = self._owners.setdefault((kind.key, (namespace, name)), Ownership())
+            return self._commit(kind, old, new, owners), False
+        if kind is NAMESPACES:
+            # The namespace controller empties a deleted namespace; here it happens at once.
+            for other in KINDS:
+                if other.namespaced:
+                    for key in [k for k in self._objects[other.key] if k[0] == name]:
+                        self._remove(other, self._objects[other.key][key], None)
+        return self._remove(kind, old, None), True
+
+    def _namespace_exists(self, kind: Kind, namespace: str) -> None:
+        if kind.namespaced and ("", namespace) not in self._objects[NAMESPACES.key]:
+            raise not_found(NAMESPACES.resource, namespace)
+
+    def _commit(self, kind: Kind, old: Obj | None, new: Obj, owners: Ownership) -> Obj:
+        self.revision += 1
+        new["metadata"]["resourceVersion"] = str(self.revision)
+        new["metadata"]["managedFields"] = owners.render()
+        key = _key(new)
+        self._objects[kind.key][key] = new
+        self._owners[(kind.key, key)] = owners
+        self._record(Event(self.revision, "MODIFIED" if old else "ADDED", kind, new, old))
+        return copy.deepcopy(new)
+
+    def _remove(self, kind: Kind, old: Obj, last: Obj | None) -> Obj:
+        self.revision += 1
+        key = _key(old)
+        del self._objects[kind.key][key]
+        self._owners.pop((kind.key, key), None)
+        gone = copy.deepcopy(last or old)
+        # A deleted object is delivered with the revision of its deletion.
+        gone["metadata"]["resourceVersion"] = str(self.revision)
+        self._record(Event(self.revision, "DELETED", kind, gone, old))
+        return copy.deepcopy(gone)
+
+    def _record(self, event: Event) -> None:
+        self._history.append(event)
+        while len(self._history) > self.window:
+            self.compacted = self._history.popleft().revision
+        for watcher in self.watchers:
+            seen = watcher.translate(event)
+            if seen is not None:
+                watcher.queue.put_nowait(seen)
+        self._advanced.set()
+        self._advanced = asyncio.Event()
+
+    # --- history and watches -----------------------------------------------------------
+
+    def compact(self) -> int:
+        """Forget the history up to now (as an etcd compaction): older watches get 410."""
+        self._history.clear()
+        self.compacted = self.revision
+        return self.compacted
+
+    def events_since(self, revision: int) -> Iterator[Event]:
+        """Events after ``revision``; the caller checked ``revision >= compacted``."""
+        return (e for e in list(self._history) if e.revision > revision)
+
+    async def wait_for(self, revision: int, seconds: float) -> bool:
+        """Wait until the store reached ``revision`` (a client ahead of this server)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        while self.revision < revision:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            try:
+                await asyncio.wait_for(self._advanced.wait(), remaining)
+            except TimeoutError:
+                return False
+        return True
+
+    def close_watches(self) -> int:
+        """End every open watch now (as an API server restart or a load balancer would)."""
+        count = len(self.watchers)
+        for watcher in self.watchers:
+            watcher.queue.put_nowait(None)
+        self.watchers.clear()
+        return count
+
+
+def _key(obj: Obj) -> Key:
+    meta = obj["metadata"]
+    return (meta.get("namespace", ""), meta["name"])
+
+
+__all__ = ["ApiError", "Event", "ObjectStore", "WatchStream"]
