@@ -269,6 +269,7 @@ async def test_rotated_token_is_fetched_again_after_a_401(
     assert monitor.client.credentials.builds == 2
 
 
+@pytest.mark.live
 async def test_cached_credentials_refused_on_a_context_new_to_the_exporter_are_fetched_again(
     fleet: StandinFleet, kubeconfig_dir: Path, tmp_path: Path, make_monitor: MonitorFactory
 ) -> None:
