@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from discovery.clusters import Cluster, Discovery
-from exporter.model import CheckResult, ProbeResult, Reason, Unchanged
+from exporter.model import UNCHANGED, CheckResult, ProbeResult, Reason, Unchanged
 
 #: What the exposition keeps of one check result (its :class:`Keeper`'s): stored, never
 #: looked into, by the table.
@@ -209,6 +209,8 @@ class ClusterTable:
         if state is None:
             return
         last = state.kept
+        if last is state.checks and outcomes.count(UNCHANGED) == len(outcomes) == len(last):
+            return  # the usual cycle: every check's whole result stands, and is shown
         shown: list[Kept | None] = []
         kept: list[Kept | None] = []
         for i, outcome in enumerate(outcomes):
@@ -226,7 +228,7 @@ class ClusterTable:
                 shown.append(new)
                 kept.append(new)
         if _same(shown, state.checks) and _same(kept, last):
-            return  # the usual cycle: every check's result unchanged
+            return
         checks = tuple(shown)
         # One tuple for both while every check shows its whole result (the usual case).
         self.states[name] = _with(
