@@ -55,6 +55,7 @@ def filled_table(clusters: int) -> tuple[Any, Any, tuple[Any, ...]]:
     check = ControlPlaneCheck()
     families = declared_families([check.families])
     table = ClusterTable()
+    keep = _keeper(families)
     fleet = tuple(
         Cluster(f"fleet-{i:05d}", f"https://127.0.{i // 250}.{i % 250 + 1}:6443",
                 f"/run/fleet/shard-{i // 5000}.yaml", f"fleet-{i:05d}")
@@ -68,10 +69,26 @@ def filled_table(clusters: int) -> tuple[Any, Any, tuple[Any, ...]]:
             probe = ProbeResult(True, None, 0.0008 + i * 1e-7, 200)
             table.record(cluster.name, probe, now)
             result = await check.run(cluster, _KubeSystem(i), probe)  # type: ignore[arg-type]
-            table.set_checks(cluster.name, [result] if result is not None else [])
+            _set_checks(table, cluster.name, result, keep)
 
     asyncio.run(run_checks())
     return table, check, families
+
+
+def _keeper(families: Any) -> Any:
+    """What the table keeps check results with, where the code measured takes one."""
+    try:
+        from exporter.expose.encodings import Encoder
+    except ImportError:
+        return None
+    return Encoder(families) if hasattr(Encoder, "keep") else None
+
+
+def _set_checks(table: Any, name: str, result: Any, keep: Any) -> None:
+    if keep is not None:  # one outcome per check, None included
+        table.set_checks(name, [result], keep)
+    else:
+        table.set_checks(name, [result] if result is not None else [])
 
 
 def held_objects(roots: Iterable[object]) -> dict[str, Any]:
@@ -106,6 +123,7 @@ def check_memory(states: Iterable[Any], checks: Iterable[Any]) -> list[object]:
     from exporter.expose import render as exposition
 
     roots: list[object] = [s.checks for s in states]
+    roots += [s.kept for s in states if hasattr(s, "kept")]
     for check in checks:
         for memory in vars(check).values():
             if isinstance(memory, dict):

@@ -5,10 +5,12 @@ an authenticated :class:`~exporter.net.ApiClient` (the probe's connection pool, 
 and headers) and the probe's result. It returns a
 :class:`~exporter.model.CheckResult`: samples of the metric families it declared up front
 (the exposition renders them with HELP/TYPE, adding the ``cluster`` label) and Prometheus
-HTTP SD target groups (served on ``/sd/control-plane``). The exposition encodes a result
-once and keeps the encoding while the check hands the same result (the same object, or
-an equal one) again: a check that publishes the same result for many cycles hands it
-again rather than building it anew, as the control-plane check does.
+HTTP SD target groups (served on ``/sd/control-plane``). The exporter keeps a result only
+encoded, as the exposition serves it (``exporter.expose.encodings``), never the result
+itself: a check whose result did not change since the last one it handed answers
+:data:`~exporter.model.UNCHANGED` (or :class:`~exporter.model.Unchanged` naming the
+families still true) and need not keep that result either, as the control-plane check
+does (it keeps a digest of what it read).
 
 The cycle runs every check of a cluster concurrently, each within ``--probe.timeout``; a
 check that raises or times out yields no samples for that cluster this cycle and counts in
@@ -26,7 +28,7 @@ from collections.abc import Sequence, Set
 from typing import Protocol, runtime_checkable
 
 from discovery.clusters import Cluster
-from exporter.model import CheckResult, MetricFamily, ProbeResult
+from exporter.model import CheckResult, MetricFamily, ProbeResult, Unchanged
 from exporter.net import ApiClient
 
 
@@ -38,8 +40,11 @@ class ClusterCheck(Protocol):
     #: every family this check may publish (samples of other names are dropped)
     families: Sequence[MetricFamily]
 
-    async def run(self, cluster: Cluster, api: ApiClient, probe: ProbeResult) -> CheckResult | None:
-        """Results for ``cluster`` this cycle, or None for "nothing to publish".
+    async def run(
+        self, cluster: Cluster, api: ApiClient, probe: ProbeResult
+    ) -> CheckResult | Unchanged | None:
+        """Results for ``cluster`` this cycle, :class:`Unchanged`, or None for "nothing to
+        publish" (the last result is still kept for an ``Unchanged`` to come).
 
         ``probe`` is this cycle's probe; a check decides itself whether a failed probe
         means skipping (the API is unreachable) or not (etcd may be asked directly).

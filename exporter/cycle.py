@@ -30,8 +30,9 @@ from typing import Protocol
 from discovery.clusters import Cluster, ContextConfig, Discovery, probeable
 from exporter.advice import CycleWarnings
 from exporter.checks import ClosingCheck, ClusterCheck, RetainingCheck
+from exporter.expose.encodings import Encoder
 from exporter.expose.snapshot import CycleStats, Snapshot, build_snapshot, declared_families
-from exporter.model import CheckResult, CycleSettings, ProbeResult, Reason
+from exporter.model import CheckResult, CycleSettings, ProbeResult, Reason, Unchanged
 from exporter.net import ApiClient, FleetClient, Probed, Slot
 from exporter.state import ClusterState, ClusterTable, Note
 
@@ -94,6 +95,8 @@ class Monitor:
         self._publish = publish
         self.checks = tuple(checks)
         self._families = declared_families(c.families for c in self.checks)
+        #: what the table keeps of the checks' results: their encoding, made once per result
+        self._keeper = Encoder(self._families)
         self.table = ClusterTable()
         self.client = FleetClient(
             settings.timeout, settings.interval, settings.max_idle_connections, environ
@@ -322,7 +325,7 @@ class Monitor:
     async def _run_checks(self, cluster: Cluster, api: ApiClient, result: ProbeResult) -> None:
         errors = self.stats.check_errors
 
-        async def one(check: ClusterCheck) -> CheckResult | None:
+        async def one(check: ClusterCheck) -> CheckResult | Unchanged | None:
             try:
                 async with asyncio.timeout(self.settings.timeout):
                     return await check.run(cluster, api, result)
@@ -337,11 +340,10 @@ class Monitor:
                 return None
 
         if len(self.checks) == 1:  # the usual case: no task of its own for one check
-            outcomes: Sequence[CheckResult | None] = (await one(self.checks[0]),)
+            outcomes: Sequence[CheckResult | Unchanged | None] = (await one(self.checks[0]),)
         else:
             outcomes = await asyncio.gather(*(one(c) for c in self.checks))
-        results = (res for res in outcomes if res is not None)
-        self.table.set_checks(cluster.name, results)
+        self.table.set_checks(cluster.name, outcomes, self._keeper)
 
     # -- publishing -------------------------------------------------------------------
 

@@ -9,7 +9,8 @@ cycle, the probe, the checks) meet here without importing each other.
 - :class:`ClusterRequestError`: a request to a cluster's API server got no usable answer,
   with its reason; :func:`ok_body` says which answers are usable.
 - :class:`MetricFamily`, :class:`Sample`, :class:`TargetGroup`, :class:`CheckResult`: what
-  a check of the extension seam (``exporter.checks``) hands to the exposition.
+  a check of the extension seam (``exporter.checks``) hands to the exposition, and
+  :class:`Unchanged`: its answer when that result has not changed.
 """
 
 from __future__ import annotations
@@ -124,6 +125,24 @@ class TargetGroup:
 class CheckResult:
     samples: tuple[Sample, ...] = ()
     targets: tuple[TargetGroup, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Unchanged:
+    """A check's answer "the last result I handed for this cluster still stands".
+
+    The exporter keeps each result only as the exposition serves it, so a check that
+    would hand the same result again says so instead of keeping the result to hand it:
+    per cluster it then needs to keep only what tells "unchanged" (a digest).
+    ``only``: of that result, only the samples of these families (and all its target
+    groups). With no result handed before, nothing is published.
+    """
+
+    only: frozenset[str] | None = None
+
+
+#: The last result stands, whole.
+UNCHANGED = Unchanged()
 
 
 @dataclass(frozen=True)

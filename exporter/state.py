@@ -15,20 +15,39 @@ The rules:
   ``last_success``; a failure adds one to both ``consecutive_failures`` and the counter of
   its reason (``fleetwatch_cluster_probe_failures_total``). Every failure is logged; a
   success only when it ends a run of failures.
-- checks (:meth:`ClusterTable.set_checks`): a cluster keeps its checks' last results as
-  they were handed; the same results handed again keep the state as it is, so the
-  exposition, which encodes results once (``exporter.expose.encodings``), sees them
-  unchanged.
+- checks (:meth:`ClusterTable.set_checks`): a cluster keeps, per check, what the
+  exposition keeps of the check's last result (a :class:`Keeper`: its encoding,
+  ``exporter.expose.encodings``; opaque here), never the result itself: at fleet scale
+  the plain results would be most of the objects the exporter holds. A check that
+  answers :class:`~exporter.model.Unchanged` shows that kept result again (or the part
+  of it it names); one that fails or has nothing to publish shows nothing this cycle,
+  its last result still kept for an ``Unchanged`` to come.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
 from discovery.clusters import Cluster, Discovery
-from exporter.model import CheckResult, ProbeResult, Reason
+from exporter.model import UNCHANGED, CheckResult, ProbeResult, Reason, Unchanged
+
+#: What the exposition keeps of one check result (its :class:`Keeper`'s): stored, never
+#: looked into, by the table.
+Kept = object
+
+
+class Keeper(Protocol):
+    """How check results are kept between cycles: the exposition's affair."""
+
+    def keep(self, cluster: str, result: CheckResult) -> Kept | None:
+        """What is kept of ``result`` of ``cluster``; None: nothing of it can be served."""
+        ...
+
+    def only(self, kept: Kept, families: frozenset[str]) -> Kept:
+        """Of ``kept``, the samples of ``families`` only, and all its target groups."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -50,7 +69,12 @@ class ClusterState:
     consecutive_failures: int = 0
     last_success: float = 0.0  #: epoch seconds, 0 if never
     failures: tuple[tuple[Reason, int], ...] = ()  #: failed probes by reason, sorted
-    checks: tuple[CheckResult, ...] = ()  #: the last cycle's results of the checks
+    #: per check (in the cycle's order): what this cycle shows of its result, kept
+    #: (:class:`Keeper`); None: nothing
+    checks: tuple[Kept | None, ...] = ()
+    #: per check: its last result, kept, also while it shows nothing (for an
+    #: ``Unchanged`` to come); usually the same tuple as ``checks``
+    kept: tuple[Kept | None, ...] = ()
 
     # What the exposition reads of a state (``exporter.expose.snapshot.ClusterView``).
     @property
@@ -78,7 +102,7 @@ def record_probe(
                 (name, state.consecutive_failures),
             )
         new = ClusterState(
-            state.cluster, state.probeable, result, 0, now, state.failures, state.checks
+            state.cluster, state.probeable, result, 0, now, state.failures, state.checks, state.kept
         )
         return new, note
     assert result.reason is not None
@@ -93,6 +117,7 @@ def record_probe(
         state.last_success,
         tuple(sorted(failures.items())),
         state.checks,
+        state.kept,
     )
     # A change of state (it starts failing, or fails for another reason) is said at INFO;
     # the same failure again at DEBUG: one summary line per cycle says how many fail.
@@ -172,16 +197,47 @@ class ClusterTable:
         self.states[name] = state
         return note
 
-    def set_checks(self, name: str, results: Iterable[CheckResult]) -> None:
-        """The results of the checks of ``name`` this cycle."""
+    def set_checks(
+        self,
+        name: str,
+        outcomes: Sequence[CheckResult | Unchanged | None],
+        keeper: Keeper,
+    ) -> None:
+        """What each check of ``name`` answered this cycle, in the checks' order (None:
+        it failed or has nothing to publish)."""
         state = self.states.get(name)
         if state is None:
             return
-        checks = tuple(results)
-        kept = state.checks
-        if len(checks) == len(kept) and all(a is b for a, b in zip(checks, kept, strict=True)):
-            return  # the usual cycle hands the same results again
-        self.states[name] = _with(state, checks=checks)
+        last = state.kept
+        if last is state.checks and outcomes.count(UNCHANGED) == len(outcomes) == len(last):
+            return  # the usual cycle: every check's whole result stands, and is shown
+        shown: list[Kept | None] = []
+        kept: list[Kept | None] = []
+        for i, outcome in enumerate(outcomes):
+            before = last[i] if i < len(last) else None
+            if outcome is None:
+                shown.append(None)
+                kept.append(before)
+            elif isinstance(outcome, Unchanged):
+                only = outcome.only
+                show = before if only is None or before is None else keeper.only(before, only)
+                shown.append(show)
+                kept.append(before)
+            else:
+                new = keeper.keep(name, outcome)
+                shown.append(new)
+                kept.append(new)
+        if _same(shown, state.checks) and _same(kept, last):
+            return
+        checks = tuple(shown)
+        # One tuple for both while every check shows its whole result (the usual case).
+        self.states[name] = _with(
+            state, checks=checks, kept=checks if _same(kept, checks) else tuple(kept)
+        )
+
+
+def _same(new: Sequence[Kept | None], old: tuple[Kept | None, ...]) -> bool:
+    return len(new) == len(old) and all(a is b for a, b in zip(new, old, strict=True))
 
 
 def _with(
@@ -189,7 +245,8 @@ def _with(
     *,
     cluster: Cluster | None = None,
     probeable: bool | None = None,
-    checks: tuple[CheckResult, ...] | None = None,
+    checks: tuple[Kept | None, ...] | None = None,
+    kept: tuple[Kept | None, ...] | None = None,
 ) -> ClusterState:
     return ClusterState(
         cluster if cluster is not None else state.cluster,
@@ -199,4 +256,5 @@ def _with(
         state.last_success,
         state.failures,
         checks if checks is not None else state.checks,
+        kept if kept is not None else state.kept,
     )

@@ -45,11 +45,13 @@ from exporter.controlplane.report import (
     report_result,
 )
 from exporter.model import (
+    UNCHANGED,
     CheckResult,
     ClusterRequestError,
     MetricFamily,
     ProbeResult,
     Reason,
+    Unchanged,
     ok_body,
 )
 from exporter.net import ApiClient
@@ -66,6 +68,9 @@ COREDNS_SELECTOR = "k8s-app=kube-dns"
 STATIC_PODS = f"{PODS_PATH}?labelSelector={quote(STATIC_POD_SELECTOR)}"
 COREDNS_PODS = f"{PODS_PATH}?labelSelector={quote(COREDNS_SELECTOR)}"
 CONTROL_PLANE_NODES = f"{NODES_PATH}?labelSelector={quote(CONTROL_PLANE_NODE_LABELS[0] + '=')}"
+#: The last read's targets (samples and SD groups), without the rest of kube-system's
+#: view: what is served while the API server does not answer.
+LAST_TARGETS = Unchanged(only=TARGET_FAMILIES)
 
 
 class KubeGet(Protocol):
@@ -155,9 +160,11 @@ class ControlPlaneCheck:
     served on ``/sd/control-plane`` (that is when scraping etcd matters most), and etcd is
     still asked directly if the config file says how.
 
-    Per cluster it keeps only the digest of the last pod answers (to tell "unchanged") and
-    the result of that read: an unchanged read hands the very same object again (the
-    exposition encodes it once), and no pod or report outlives a read.
+    Per cluster it keeps only the digest of the last pod answers, to tell "unchanged": an
+    unchanged read answers :data:`~exporter.model.UNCHANGED`, and no pod, report or
+    result outlives a read (the exporter keeps the result encoded). A cluster with a
+    direct etcd source is the exception: kube-system's view is merged with etcd's answer
+    every cycle, so its result is kept as it is.
     """
 
     name = "controlplane"
@@ -178,11 +185,12 @@ class ControlPlaneCheck:
         self.every = every
         #: per cluster: probes to let pass before kube-system is read again
         self._skip: dict[str, int] = {}
-        #: per cluster: the result of the last read of kube-system (its targets are
-        #: still served while the API server does not answer)
+        #: per cluster with a direct etcd source: the result of the last read of
+        #: kube-system (its targets are still served while the API server does not answer)
         self._view: dict[str, CheckResult] = {}
-        #: per cluster: the digest of the pod answers ``_view`` was built from, while it
-        #: stands for them (not after a failed probe or read, nor when the nodes were read)
+        #: per cluster: the digest of the pod answers the last result handed was built
+        #: from, while it stands for them (not after a failed probe or read, nor when the
+        #: nodes were read)
         self._digest: dict[str, bytes] = {}
         self._tls: dict[str, TlsState] = {}
         self._etcd = EtcdClient()
@@ -196,17 +204,20 @@ class ControlPlaneCheck:
             for name in memory.keys() - names:
                 del memory[name]
 
-    async def run(self, cluster: Cluster, api: ApiClient, probe: ProbeResult) -> CheckResult | None:
+    async def run(
+        self, cluster: Cluster, api: ApiClient, probe: ProbeResult
+    ) -> CheckResult | Unchanged | None:
         name = cluster.name
         etcd_config = self.config.etcd_for(name)
         if etcd_config is None:  # the usual case: no task of its own, the API server's view
             if not probe.success:
                 self._digest.pop(name, None)  # read afresh once it answers again
-                return self._targets(name)
-            view = await self._kube(cluster, api)
-            return view if view is not None else self._targets(name)
+                return LAST_TARGETS
+            read = await self._kube(cluster, api)
+            return read if read is not None else LAST_TARGETS
         kube_task = self._kube(cluster, api) if probe.success else _none()
-        view, direct = await asyncio.gather(kube_task, self._direct(name, etcd_config))
+        read, direct = await asyncio.gather(kube_task, self._direct(name, etcd_config))
+        view = self._view.get(name) if isinstance(read, Unchanged) else read
         if direct is None:
             return view if view is not None else self._targets(name)
         # etcd as it says itself; targets and CoreDNS as kube-system showed them (this
@@ -227,14 +238,15 @@ class ControlPlaneCheck:
         targets = only(last, TARGET_FAMILIES)
         return None if not targets.samples and not targets.targets else targets
 
-    async def _kube(self, cluster: Cluster, api: ApiClient) -> CheckResult | None:
+    async def _kube(self, cluster: Cluster, api: ApiClient) -> CheckResult | Unchanged | None:
+        """This read's result; UNCHANGED: the last one handed stands; None: not read."""
         name = cluster.name
         digest = self._digest.get(name)
         if digest is not None:
             skip = self._skip.get(name, 0)
             if skip > 0:  # read recently (--controlplane.interval): the last result stands
                 self._skip[name] = skip - 1
-                return self._view[name]
+                return UNCHANGED
         # The first read of a cluster starts its turn at a point of its own (a stable hash
         # of its name), so a fleet's reads spread over the cycles instead of bunching.
         first = digest is None and name not in self._skip
@@ -247,9 +259,10 @@ class ControlPlaneCheck:
             log.info("cluster %s: kube-system not readable: %s", name, exc.reason)
             return None
         if read is None:  # the pods are what they were: so is the result
-            return self._view[name]
+            return UNCHANGED
         view = report_result(report_from_kube_system(read.kube))
-        self._view[name] = view
+        if self.config.etcd_for(name) is not None:  # merged with etcd's answer each cycle
+            self._view[name] = view
         if read.nodes_read:  # the nodes were not in the digest: parse again next time
             self._digest.pop(name, None)
         else:

@@ -1,83 +1,74 @@
-"""Every cluster's check results in the text format, each result encoded once.
+"""What the exporter keeps of check results: each result encoded once, when it is handed.
 
-Checks hand plain :class:`~exporter.model.CheckResult` values and the cluster table keeps
-them as handed. A check's result is served every cycle and rarely changes (the
-control-plane check hands the very same object while kube-system is unchanged), so the
-exposition keeps each cluster's results encoded (``exporter.expose.textformat``) from one
-rendering to the next, keyed by the cluster and the results it was built from: results
-that are the same objects as last time, or equal to them, are not encoded again: encoding
-is most of a rendering's CPU, and most cycles change no result (bench/RESULTS.md).
+Checks hand plain :class:`~exporter.model.CheckResult` values. A result is served every
+cycle and rarely changes, and kept as objects 10,000 clusters' results are hundreds of
+thousands of samples, label dicts and target groups, every one of them walked by each
+full garbage collection. So the cluster table keeps, per check, only what
+:class:`Encoder` (its :class:`~exporter.state.Keeper`) makes of a result: the result
+encoded (``exporter.expose.textformat``), a few bytes objects; the plain result is
+dropped as soon as it is encoded. A check whose result did not change answers
+:class:`~exporter.model.Unchanged` and the table shows the encoding it kept, so a
+steady cycle encodes nothing and a rendering only copies bytes.
 
 A result that cannot be encoded (a string that is not Unicode text) is dropped, with a
-warning when it is first seen.
+warning when it is handed.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
 
 from exporter.expose.snapshot import ClusterView
-from exporter.expose.textformat import NO_CHECKS, EncodedChecks, Families
+from exporter.expose.textformat import NO_CHECKS, SEP, EncodedChecks, Families, merge
 from exporter.model import CheckResult, MetricFamily
+from exporter.state import Kept
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class Encodings:
-    """The clusters' results of one rendering, encoded, to be reused by the next one."""
+class Encoder:
+    """The exposition's :class:`~exporter.state.Keeper`: results encoded against the
+    families the checks declared."""
 
-    #: the families the results are encoded against, as the snapshot declared them
-    families: tuple[MetricFamily, ...] = ()
-    index: Families = field(default_factory=lambda: Families(()))
-    #: by cluster: the results encoded (what the next rendering compares with)
-    results: dict[str, tuple[CheckResult, ...]] = field(default_factory=dict)
-    #: by cluster: those results encoded
-    encoded: dict[str, EncodedChecks] = field(default_factory=dict)
-    #: every cluster's encoding in the snapshot's order (NO_CHECKS: no result)
-    in_order: tuple[EncodedChecks, ...] = ()
+    __slots__ = ("index",)
 
+    def __init__(self, families: Iterable[MetricFamily]) -> None:
+        self.index = Families(families)
 
-NO_ENCODINGS = Encodings()
-
-
-def encode_all(
-    families: tuple[MetricFamily, ...],
-    clusters: Sequence[ClusterView],
-    previous: Encodings = NO_ENCODINGS,
-) -> Encodings:
-    """The results of ``clusters`` encoded, reusing ``previous`` where nothing changed."""
-    if families != previous.families:
-        previous = Encodings(families, Families(families))
-    index = previous.index
-    old_results, old_encoded = previous.results, previous.encoded
-    results: dict[str, tuple[CheckResult, ...]] = {}
-    encoded: dict[str, EncodedChecks] = {}
-    in_order: list[EncodedChecks] = []
-    for view in clusters:
-        checks = view.checks
-        if not checks:
-            in_order.append(NO_CHECKS)
-            continue
-        name = view.cluster.name
-        old = old_results.get(name)
-        if old is not None and (old is checks or old == checks):
-            enc = old_encoded[name]
-        else:
-            enc = _encode(index, name, checks)
-        results[name] = checks
-        encoded[name] = enc
-        in_order.append(enc)
-    return Encodings(families, index, results, encoded, tuple(in_order))
-
-
-def _encode(index: Families, name: str, checks: Sequence[CheckResult]) -> EncodedChecks:
-    parts = []
-    for result in checks:
+    def keep(self, cluster: str, result: CheckResult) -> EncodedChecks | None:
         try:
-            parts.append(index.encode(name, result))
+            return self.index.encode(cluster, result)
         except UnicodeEncodeError as exc:
-            log.warning("cluster %s: a check result was dropped: %s", name, exc)
-    return index.merge(parts)
+            log.warning("cluster %s: a check result was dropped: %s", cluster, exc)
+            return None
+
+    def only(self, kept: Kept, families: frozenset[str]) -> EncodedChecks:
+        encoded = _encoded(kept)
+        segments = encoded.segments()
+        lines = [s if n in families else b"" for n, s in zip(encoded.names, segments, strict=True)]
+        return EncodedChecks(encoded.names, SEP.join(lines), encoded.sd)
+
+
+def _encoded(kept: Kept) -> EncodedChecks:
+    if not isinstance(kept, EncodedChecks):
+        raise TypeError(f"not kept by the exposition's Encoder: {type(kept).__name__}")
+    return kept
+
+
+def shown(checks: Sequence[Kept | None]) -> EncodedChecks:
+    """What one cluster's checks show this cycle, as one encoding."""
+    if len(checks) == 1:  # the usual case: one check
+        only = checks[0]
+        return NO_CHECKS if only is None else _encoded(only)
+    parts = [_encoded(c) for c in checks if c is not None]
+    if not parts:
+        return NO_CHECKS
+    if len(parts) == 1:
+        return parts[0]
+    return merge(tuple(dict.fromkeys(n for p in parts for n in p.names)), parts)
+
+
+def in_order(clusters: Sequence[ClusterView]) -> tuple[EncodedChecks, ...]:
+    """Every cluster's encoding, in the snapshot's order (NO_CHECKS: nothing shown)."""
+    return tuple(shown(v.checks) if v.checks else NO_CHECKS for v in clusters)

@@ -13,11 +13,11 @@ Only the gzipped bodies are kept (``exporter.expose.gzipped.Body``): the text of
 fleet is about twenty times its gzip. The text is streamed into the compressors a batch
 of clusters at a time and never exists whole; a client that does not accept gzip gets it
 decompressed as it is sent. The check families are most of the page: their lines are
-bytes encoded once per new result (``exporter.expose.encodings``); a batch of clusters is
-split into its families at once, and each family streams into a compressor of its own,
-one piece per family (``exporter.expose.gzipped.Piece``). While no cluster's check
-results changed (the usual cycle: the control-plane check hands the same results while
-kube-system is unchanged), the next rendering sends those compressed pieces and
+bytes, encoded once per new result when a check hands it (``exporter.expose.encodings``);
+a batch of clusters is split into its families at once, and each family streams into a
+compressor of its own, one piece per family (``exporter.expose.gzipped.Piece``). While
+no cluster's check results changed (the usual cycle: the control-plane check answers
+"unchanged" while kube-system is unchanged), the next rendering sends those compressed pieces and
 ``/sd/control-plane`` again, and only formats and compresses the cluster and exporter
 families. Figures: bench/RESULTS.md.
 
@@ -50,7 +50,7 @@ from common.metricnames import (
     EXPORTER_PROBE_TIMEOUT,
     EXPORTER_SHARD,
 )
-from exporter.expose.encodings import NO_ENCODINGS, Encodings, encode_all
+from exporter.expose.encodings import in_order
 from exporter.expose.gzipped import Body, Deflater, Piece, deflated, joined
 from exporter.expose.snapshot import ClusterView, Snapshot
 from exporter.expose.textformat import (
@@ -61,7 +61,8 @@ from exporter.expose.textformat import (
     escape_label,
     fmt,
 )
-from exporter.model import CheckResult, MetricFamily
+from exporter.model import MetricFamily
+from exporter.state import Kept
 
 __all__ = [
     "CLUSTER_FAMILIES",
@@ -140,11 +141,9 @@ class Rendered:
     metrics: Body
     sd_control_plane: Body
     #: the families and every cluster's check results these bodies were rendered from
-    checks: tuple[tuple[MetricFamily, ...], tuple[tuple[CheckResult, ...], ...]] = ((), ())
+    checks: tuple[tuple[MetricFamily, ...], tuple[tuple[Kept | None, ...], ...]] = ((), ())
     #: the check families of ``metrics``, compressed (see the module docstring)
     check_families: Piece | None = None
-    #: every cluster's check results, encoded
-    encodings: Encodings = NO_ENCODINGS
 
 
 def render(
@@ -162,15 +161,10 @@ def render(
     checks = (snap.check_families, tuple(v.checks for v in snap.clusters))
     if previous is not None and previous.check_families is not None and previous.checks == checks:
         families, sd = previous.check_families, previous.sd_control_plane
-        encodings = previous.encodings
     else:
-        encodings = encode_all(
-            snap.check_families,
-            snap.clusters,
-            previous.encodings if previous is not None else NO_ENCODINGS,
-        )
-        families = _check_families(snap.check_families, encodings.in_order, level)
-        sd = Body.of([deflated(_sd_text(encodings.in_order), level)])
+        encoded = in_order(snap.clusters)
+        families = _check_families(snap.check_families, encoded, level)
+        sd = Body.of([deflated(_sd_text(encoded), level)])
     metrics = Body.of(
         [
             deflated(_cluster_text(snap.clusters), level),
@@ -178,12 +172,12 @@ def render(
             deflated(itertools.chain(_exporter_text(snap), (process_metrics,)), level),
         ]
     )
-    return Rendered(metrics, sd, checks, families, encodings)
+    return Rendered(metrics, sd, checks, families)
 
 
 def render_metrics(snap: Snapshot) -> bytes:
     """The whole ``/metrics`` text of one snapshot (without the process collectors)."""
-    checks = encode_all(snap.check_families, snap.clusters).in_order
+    checks = in_order(snap.clusters)
     return b"".join(
         itertools.chain(
             _cluster_text(snap.clusters),
@@ -195,7 +189,7 @@ def render_metrics(snap: Snapshot) -> bytes:
 
 def render_sd(snap: Snapshot) -> bytes:
     """``/sd/control-plane``: the target groups of every cluster's checks, as HTTP SD JSON."""
-    return b"".join(_sd_text(encode_all(snap.check_families, snap.clusters).in_order))
+    return b"".join(_sd_text(in_order(snap.clusters)))
 
 
 def _head(name: str, kind: str, help_text: str) -> str:

@@ -3,8 +3,8 @@
 :class:`EncodedChecks` is what the exposition serves of one cluster's check results, in
 three objects of which one is tracked by the garbage collector: the sample lines family
 after family (bytes, a separator between two families), and the ``/sd/control-plane``
-groups (JSON bytes). :meth:`Families.encode` builds it once per new result
-(``exporter.expose.encodings`` keeps it between renderings); rendering copies bytes.
+groups (JSON bytes). :meth:`Families.encode` builds it once per new result (the
+cluster table keeps it, ``exporter.expose.encodings``); rendering copies bytes.
 
 The lines are those ``/metrics`` always had: ``cluster`` first, the sample's other
 labels in their order (a ``cluster`` among them is dropped), values escaped (``\\``,
@@ -127,8 +127,14 @@ class Families:
         """Several results of one cluster as one, in ``parts`` order within each family."""
         if len(parts) == 1 and parts[0].names == self.names:
             return parts[0]
-        if not parts:
-            return NO_CHECKS
-        placed = [dict(zip(p.names, p.segments(), strict=True)) for p in parts]
-        lines = SEP.join(b"".join(at.get(name, b"") for at in placed) for name in self.names)
-        return EncodedChecks(self.names, lines, b",".join(p.sd for p in parts if p.sd))
+        return merge(self.names, parts)
+
+
+def merge(names: tuple[str, ...], parts: Sequence[EncodedChecks]) -> EncodedChecks:
+    """Several results of one cluster as one, along ``names``, in ``parts`` order within
+    each family."""
+    if not parts:
+        return NO_CHECKS
+    placed = [dict(zip(p.names, p.segments(), strict=True)) for p in parts]
+    lines = SEP.join(b"".join(at.get(name, b"") for at in placed) for name in names)
+    return EncodedChecks(names, lines, b",".join(p.sd for p in parts if p.sd))

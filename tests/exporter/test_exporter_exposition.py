@@ -23,11 +23,12 @@ from exporter.controlplane.components import ComponentTarget
 from exporter.controlplane.kubesystem import CoreDNSSpread
 from exporter.controlplane.quorum import EtcdMember, EtcdReport
 from exporter.controlplane.report import FAMILIES, ControlPlaneReport, only, report_result
-from exporter.expose.encodings import encode_all
+from exporter.expose.encodings import Encoder
 from exporter.expose.render import render, render_metrics, render_sd
 from exporter.expose.snapshot import CycleStats, Snapshot, build_snapshot, declared_families
-from exporter.expose.textformat import Families
+from exporter.expose.textformat import EncodedChecks, Families
 from exporter.model import (
+    UNCHANGED,
     CheckResult,
     CycleSettings,
     MetricFamily,
@@ -35,6 +36,7 @@ from exporter.model import (
     Reason,
     Sample,
     TargetGroup,
+    Unchanged,
 )
 from exporter.state import ClusterTable
 
@@ -73,6 +75,7 @@ def fail(reason: Reason) -> ProbeResult:
 def tables(case: Case) -> tuple[Snapshot, before.Snapshot]:
     """The case through the table as the cycle does, and the same state as it was shown."""
     table = ClusterTable()
+    keeper = Encoder(case.families)
     discovery = Discovery(tuple(s.cluster for s in case.specs), ())
     readable = {s.cluster.kubeconfig_secret_ref: s.probeable for s in case.specs}
     table.apply_discovery(discovery, readable)
@@ -80,7 +83,7 @@ def tables(case: Case) -> tuple[Snapshot, before.Snapshot]:
         for probe in spec.probes:
             table.record(spec.cluster.name, probe, 1_700_000_000.5 + i)
         if spec.results:
-            table.set_checks(spec.cluster.name, spec.results)
+            table.set_checks(spec.cluster.name, spec.results, keeper)
     stats = case.stats
     stats.check_errors = dict(case.check_errors)
     settings = CycleSettings(interval=300, timeout=10, concurrency=8)
@@ -288,7 +291,6 @@ def test_a_rendering_reuses_the_check_families_while_no_result_changed() -> None
     assert again.metrics.plain() == before.render_metrics(old)
     assert 'reason="timeout"} 1' in again.metrics.plain().decode()
     # One cluster's results changed: rendered afresh.
-    case.specs[1].encoded = []
     case.specs[1].results = [CheckResult((), (TargetGroup(("moved:1",)),))]
     changed, old = tables(case)
     third = render(changed, previous=again)
@@ -297,50 +299,94 @@ def test_a_rendering_reuses_the_check_families_while_no_result_changed() -> None
     assert third.sd_control_plane.plain() == before.render_sd(old)
 
 
-# --- the encoding itself (exporter.expose.encodings) -----------------------------------
+# --- what the table keeps (exporter.expose.encodings) -----------------------------------
 
 
-def test_the_same_results_handed_again_keep_the_state() -> None:
+def one_cluster() -> ClusterTable:
     table = ClusterTable()
     table.apply_discovery(Discovery((cluster("a"),), ()), {"/k/a.yaml": True})
+    return table
+
+
+def test_a_result_is_kept_encoded_and_unchanged_shows_it_again() -> None:
+    table, keeper = one_cluster(), Encoder(FAMILIES)
     result = report_result(ControlPlaneReport(None, (), CoreDNSSpread(2, 2)))
-    table.set_checks("a", [result])
+    table.set_checks("a", [result], keeper)
     state = table.states["a"]
-    table.set_checks("a", [result])
-    assert table.states["a"] is state
-    table.set_checks("a", [])
-    assert table.states["a"].checks == ()
+    [kept] = state.checks
+    assert kept == keeper.keep("a", result)  # the encoding, not the result
+    assert state.kept is state.checks
+    table.set_checks("a", [UNCHANGED], keeper)
+    assert table.states["a"] is state  # nothing encoded, nothing new
+    # A check that fails shows nothing this cycle; its last result is still kept.
+    table.set_checks("a", [None], keeper)
+    assert table.states["a"].checks == (None,)
+    table.set_checks("a", [UNCHANGED], keeper)
+    assert table.states["a"].checks[0] is kept
+    # A new result, equal or not, is encoded anew.
+    table.set_checks(
+        "a", [report_result(ControlPlaneReport(None, (), CoreDNSSpread(2, 2)))], keeper
+    )
+    assert table.states["a"].checks[0] is not kept
+    assert table.states["a"].checks[0] == kept
 
 
-def test_an_unchanged_result_is_encoded_once() -> None:
-    """The same result object, or an equal one: the encoding of the rendering before."""
-    case = control_plane_reports()
-    snap, _ = tables(case)
-    first = encode_all(snap.check_families, snap.clusters)
-    again = encode_all(snap.check_families, snap.clusters, first)
-    assert all(a is b for a, b in zip(first.in_order, again.in_order, strict=True))
-    equal, _ = tables(control_plane_reports())  # the same reports, new result objects
-    later = encode_all(equal.check_families, equal.clusters, again)
-    assert all(a is b for a, b in zip(first.in_order, later.in_order, strict=True))
-    case.specs[1].results = [CheckResult((), (TargetGroup(("moved:1",)),))]
-    changed, _ = tables(case)
-    third = encode_all(changed.check_families, changed.clusters, later)
-    assert third.in_order[1] is not later.in_order[1]
-    assert [a is b for a, b in zip(later.in_order, third.in_order, strict=True)].count(False) == 1
+def test_unchanged_naming_families_shows_only_those_and_keeps_the_whole() -> None:
+    table, keeper = one_cluster(), Encoder(TEST_FAMILIES)
+    result = CheckResult(
+        (Sample("fleetwatch_test_events_total", 2), Sample("fleetwatch_test_value", 1)),
+        (TargetGroup(("t:1",)),),
+    )
+    table.set_checks("a", [result], keeper)
+    whole = table.states["a"].checks[0]
+    table.set_checks("a", [Unchanged(frozenset({"fleetwatch_test_value"}))], keeper)
+    state = table.states["a"]
+    assert state.kept == (whole,)
+    [part] = state.checks
+    assert isinstance(part, EncodedChecks)
+    assert part.text == b'fleetwatch_test_value{cluster="a"} 1\n'
+    assert part.sd == b'{"targets":["t:1"],"labels":{"cluster":"a"}}'
+    table.set_checks("a", [UNCHANGED], keeper)
+    assert table.states["a"].checks == (whole,)
+
+
+def test_unchanged_with_nothing_kept_shows_nothing() -> None:
+    table = one_cluster()
+    table.set_checks("a", [Unchanged(frozenset({"x"})), UNCHANGED], Encoder(TEST_FAMILIES))
+    snap = build_snapshot(table, TEST_FAMILIES, CycleStats(), CycleSettings(300, 10, 8))
+    assert b'cluster="a"' not in render_sd(snap)
+    assert table.states["a"].checks == (None, None)
+
+
+def test_each_check_keeps_its_own_result() -> None:
+    """Two checks: one answers unchanged, the other hands a new result."""
+    families = declared_families([TEST_FAMILIES, OTHER_FAMILIES])
+    table, keeper = one_cluster(), Encoder(families)
+    first = CheckResult((Sample("fleetwatch_test_value", 1),))
+    second = CheckResult((Sample("fleetwatch_other_ratio", 0.5),))
+    table.set_checks("a", [first, second], keeper)
+    kept_first = table.states["a"].checks[0]
+    table.set_checks(
+        "a", [UNCHANGED, CheckResult((Sample("fleetwatch_other_ratio", 0.75),))], keeper
+    )
+    assert table.states["a"].checks[0] is kept_first
+    snap = build_snapshot(table, families, CycleStats(), CycleSettings(300, 10, 8))
+    text = render_metrics(snap)
+    assert b'fleetwatch_test_value{cluster="a"} 1\n' in text
+    assert b'fleetwatch_other_ratio{cluster="a"} 0.75\n' in text
 
 
 def test_a_result_that_is_not_unicode_is_dropped_and_said(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    table = ClusterTable()
-    table.apply_discovery(Discovery((cluster("a"),), ()), {"/k/a.yaml": True})
+    table = one_cluster()
     good = CheckResult((Sample("fleetwatch_test_value", 1),))
     bad = CheckResult((Sample("fleetwatch_test_value", 2, {"node": "\ud800"}),))
-    table.set_checks("a", [bad, good])
-    snap = build_snapshot(table, TEST_FAMILIES, CycleStats(), CycleSettings(300, 10, 8))
     with caplog.at_level("WARNING"):
-        text = render_metrics(snap)
+        table.set_checks("a", [bad, good], Encoder(TEST_FAMILIES))
     assert "cluster a: a check result was dropped" in caplog.text
+    snap = build_snapshot(table, TEST_FAMILIES, CycleStats(), CycleSettings(300, 10, 8))
+    text = render_metrics(snap)
     assert b'fleetwatch_test_value{cluster="a"} 1\n' in text
     assert b'fleetwatch_test_value{cluster="a",node' not in text
 
@@ -363,3 +409,7 @@ def test_only_keeps_the_samples_of_the_families_named_and_the_sd_groups(
     kept = Families(TEST_FAMILIES).encode("a", only(result, frozenset(keep)))
     assert kept.text == lines
     assert kept.sd == b'{"targets":["t:1"],"labels":{"cluster":"a"}}'
+    encoder = Encoder(TEST_FAMILIES)
+    whole = encoder.keep("a", result)
+    assert whole is not None
+    assert encoder.only(whole, frozenset(keep)) == kept

@@ -19,6 +19,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -36,6 +37,7 @@ from exporter_helpers import Recorder
 from discovery import Cluster, Discoverer
 from exporter.cycle import Monitor
 from exporter.expose.render import render_metrics
+from exporter.expose.textformat import EncodedChecks
 from exporter.model import CheckResult, CycleSettings, MetricFamily, ProbeResult, Reason, Sample
 from exporter.net import ApiClient
 from exporter.net.proxy import EnvironmentProxies, Proxy, ProxyError, parse_proxy, select
@@ -164,8 +166,9 @@ async def test_a_cluster_behind_tinyproxy_is_online_and_its_checks_go_through_it
         await monitor.run_cycle()
         view = rec.view("px-ok")
         assert view.success is True, view
-        [[sample]] = [result.samples for result in view.checks]  # the check got its pods
-        assert sample.name == "fleetwatch_test_pods" and sample.value > 0
+        [encoded] = view.checks  # the check got its pods (kept encoded)
+        assert isinstance(encoded, EncodedChecks)
+        assert re.fullmatch(rb'fleetwatch_test_pods\{cluster="px-ok"\} [1-9]\d*\n', encoded.text)
         # One tunnel, kept alive: two probes and two checks, one CONNECT.
         assert monitor.client.http.opened == 1
     connects = proxy.connects()
