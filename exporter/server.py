@@ -182,16 +182,21 @@ def stalled_for(last_cycle_end: float, interval: float, now: float) -> float | N
 
 
 async def _ready(request: web.Request) -> web.Response:
-    """503 until the first cycle is published (before it, /metrics holds no cluster), and
-    while no cycle has completed for ``STALL_INTERVALS`` intervals (stalled)."""
+    """503 until the first cycle is served (before it, /metrics holds no cluster), and
+    while no cycle has completed for ``STALL_INTERVALS`` intervals (stalled).
+
+    Both are read from the bodies ``/metrics`` serves, not from the cycle's own counters:
+    a cycle is counted before its rendering (in a worker thread) is served, and a scraper
+    told "ready" must find the cycle's results there."""
     monitor = request.app[MONITOR]
-    if monitor.stats.cycles_total == 0:
+    served = request.app[RENDERED][0]
+    if served.cycles_total == 0:
         return web.Response(
             status=503,
             text="fleetwatch exporter is not ready: the first probe cycle has not completed.\n",
             headers={"Retry-After": "1"},
         )
-    stalled = stalled_for(monitor.stats.last_cycle_end, monitor.settings.interval, time.time())
+    stalled = stalled_for(served.last_cycle_end, monitor.settings.interval, time.time())
     if stalled is not None:
         return web.Response(
             status=503,

@@ -144,6 +144,10 @@ class Rendered:
     checks: tuple[tuple[MetricFamily, ...], tuple[tuple[Kept | None, ...], ...]] = ((), ())
     #: the check families of ``metrics``, compressed (see the module docstring)
     check_families: Piece | None = None
+    #: the cycles these bodies count, and when the last of them ended (epoch seconds, 0
+    #: before the first): readiness reads what is served, not what is being rendered
+    cycles_total: int = 0
+    last_cycle_end: float = 0.0
 
 
 def render(
@@ -172,7 +176,7 @@ def render(
             deflated(itertools.chain(_exporter_text(snap), (process_metrics,)), level),
         ]
     )
-    return Rendered(metrics, sd, checks, families)
+    return Rendered(metrics, sd, checks, families, snap.cycles_total, snap.last_cycle_end)
 
 
 def render_metrics(snap: Snapshot) -> bytes:
