@@ -89,7 +89,7 @@ class TokenSource:
                 _, data = read_file(self._path, 1 << 20)
             except ReadError as exc:
                 raise CredentialsError(f"token file {self._path}: {exc.reason}") from None
-            # kubectl strips the trailing newline (FACTS.md: the client does not)
+            # kubectl strips the trailing newline; the Python client would send it
             self._token = data.decode("utf-8", "replace").strip()
             self._stamp = stamp
         return self._token

@@ -87,7 +87,7 @@ class KubernetesDiscovery:
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
-    """The ``--discovery.kubernetes*`` flags (DESIGN.md, "Command line")."""
+    """The ``--discovery.kubernetes*`` flags (docs/exporter.md, "Clusters from Secrets")."""
     group = parser.add_argument_group("clusters from the management cluster's Secrets")
     group.add_argument(
         "--discovery.kubernetes",
