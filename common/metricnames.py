@@ -38,6 +38,20 @@ EXPORTER_CYCLES: Final = "fleetwatch_exporter_cycles_total"
 EXPORTER_LAST_CYCLE: Final = "fleetwatch_exporter_last_cycle_timestamp_seconds"
 EXPORTER_PROBE_INTERVAL: Final = "fleetwatch_exporter_probe_interval_seconds"
 EXPORTER_PROBE_TIMEOUT: Final = "fleetwatch_exporter_probe_timeout_seconds"
+
+# --- the exporter's list+watch of the management cluster's Secrets (no ``cluster``) -------
+
+#: 1 while every list+watch answers, else 0
+DISCOVERY_KUBERNETES_UP: Final = "fleetwatch_discovery_kubernetes_up"
+#: Secrets held; label ``kind`` (argocd, cluster-api, labelled)
+DISCOVERY_KUBERNETES_OBJECTS: Final = "fleetwatch_discovery_kubernetes_objects"
+DISCOVERY_KUBERNETES_LAST_SYNC: Final = (
+    "fleetwatch_discovery_kubernetes_last_sync_timestamp_seconds"
+)
+#: counter; label ``reason`` (closed, expired, error)
+DISCOVERY_KUBERNETES_WATCH_RESTARTS: Final = "fleetwatch_discovery_kubernetes_watch_restarts_total"
+#: counter; label ``reason`` (forbidden, unauthorized, throttled, server_error, network...)
+DISCOVERY_KUBERNETES_ERRORS: Final = "fleetwatch_discovery_kubernetes_errors_total"
 #: 1; labels ``index``, ``count``
 EXPORTER_SHARD: Final = "fleetwatch_exporter_shard"
 #: counter; label ``check``

@@ -27,7 +27,8 @@ from common.webconfig import (
     server_tls,
 )
 from discovery import Discoverer, probeable
-from exporter import mallocpolicy
+from discovery.kubeauth import CredentialsError
+from exporter import mallocpolicy, secretsource
 from exporter.checks import ClusterCheck
 from exporter.configfile import load_config
 from exporter.controlplane.check import build_checks, reads_every
@@ -128,6 +129,7 @@ def add_parsers(subparsers: Any) -> None:
         "costs about 26 KiB; past N a probe pays a new TLS handshake (about 1.6 ms of CPU)",
     )
     _add_discovery_flags(exp)
+    secretsource.add_flags(exp)
     exp.add_argument(
         "--config.file",
         dest="config_file",
@@ -243,8 +245,9 @@ def run_exporter(args: argparse.Namespace) -> int:
             shard_count=args.shard_count,
             shard_index=args.shard_index,
             shard_index_from_hostname=args.shard_index_from_hostname,
+            kubernetes=secretsource.from_args(args),
         )
-    except SettingsError as exc:
+    except (SettingsError, ValueError) as exc:
         print(f"fleetwatch exporter: {exc}", file=sys.stderr)
         return 2
     try:
@@ -310,6 +313,9 @@ def serve(
     except OSError as exc:
         log.error("cannot listen on %s: %s", settings.listen_address, exc.strerror or exc)
         return 1
+    except CredentialsError as exc:
+        log.error("--discovery.kubernetes: %s", exc)
+        return 2
     log.info("stopped")
     return 0
 

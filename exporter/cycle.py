@@ -289,7 +289,10 @@ class Monitor:
         """Discovery plus "is it a readable file" per distinct kubeconfig_secret_ref."""
         discovery = self.discovery.scan()
         refs = {c.kubeconfig_secret_ref for c in discovery.clusters}
-        return discovery, {ref: probeable(ref) for ref in refs}
+        # A source of Secrets read through an API says which of its refs it can probe
+        # (exporter.secretsource.SecretSource.probeable); files are looked at.
+        readable: Callable[[str], bool] = getattr(self.discovery, "probeable", probeable)
+        return discovery, {ref: readable(ref) for ref in refs}
 
     # -- one cluster ------------------------------------------------------------------
 

@@ -24,18 +24,23 @@ from common.basicauth import BasicAuth, basic_auth_middleware
 from common.version import register_process_metrics
 from common.webconfig import WebConfig
 from discovery import Discoverer
+from discovery.informer import Informer
+from discovery.kubeapi import KubeApi
 from exporter.checks import ClusterCheck
 from exporter.cycle import DiscoverySource, Monitor
 from exporter.expose.render import CONTENT_TYPE, Body, Rendered, render
 from exporter.expose.snapshot import Snapshot
 from exporter.model import CycleSettings
 from exporter.net import install_patches, remove_temp_files
+from exporter.secretsource import InformerCollector, SecretSource, build_informer
 from exporter.settings import ExporterSettings
 
 log = logging.getLogger(__name__)
 
 MONITOR: web.AppKey[Monitor] = web.AppKey("monitor", Monitor)
 RENDERED: web.AppKey[list[Rendered]] = web.AppKey("rendered", list)
+#: the list+watch of the management cluster's Secrets (``--discovery.kubernetes``), or None
+INFORMER: web.AppKey[Informer | None] = web.AppKey("informer", Informer)
 
 _INDEX = b"""<html><head><title>fleetwatch exporter</title></head><body>
 <h1>fleetwatch exporter</h1>
@@ -79,6 +84,15 @@ def create_app(
         snap = dataclasses.replace(snap, shard=shard)
         slot[0] = await asyncio.to_thread(render_with, process, snap, slot[0])
 
+    informer: Informer | None = None
+    kubeapi: KubeApi | None = None
+    if discovery is None and settings.kubernetes is not None:
+        # Files unsharded (fleet_size counts the whole fleet); the merge applies the shard.
+        kubeapi, informer = build_informer(settings.kubernetes)
+        files = Discoverer(settings.kubeconfig_path, settings.kubeconfig_dir)
+        discovery = SecretSource(files, informer, settings.kubernetes, settings.shard)
+        process.register(InformerCollector(informer, settings.kubernetes.label_selector))
+    app[INFORMER] = informer
     monitor = Monitor(
         CycleSettings(
             settings.interval,
@@ -109,6 +123,16 @@ def create_app(
                         await task
         remove_temp_files()
 
+    async def watch_secrets(app: web.Application) -> AsyncIterator[None]:
+        """The informer's session and reflector tasks, owned by the app: started before
+        the probe loop, cancelled and awaited after it."""
+        if informer is None or kubeapi is None:
+            yield
+            return
+        async with kubeapi, informer:
+            yield
+
+    app.cleanup_ctx.append(watch_secrets)
     app.cleanup_ctx.append(probe_loop)
     app.router.add_get("/", _index)
     app.router.add_get("/metrics", _metrics)
@@ -182,13 +206,22 @@ def stalled_for(last_cycle_end: float, interval: float, now: float) -> float | N
 
 
 async def _ready(request: web.Request) -> web.Response:
-    """503 until the first cycle is served (before it, /metrics holds no cluster), and
-    while no cycle has completed for ``STALL_INTERVALS`` intervals (stalled).
+    """503 until the management cluster's Secrets were listed once (with
+    ``--discovery.kubernetes``) and the first cycle is served (before it, /metrics holds no
+    cluster), and while no cycle has completed for ``STALL_INTERVALS`` intervals (stalled).
 
     Both are read from the bodies ``/metrics`` serves, not from the cycle's own counters:
     a cycle is counted before its rendering (in a worker thread) is served, and a scraper
     told "ready" must find the cycle's results there."""
     monitor = request.app[MONITOR]
+    informer = request.app[INFORMER]
+    if informer is not None and not informer.synced:
+        return web.Response(
+            status=503,
+            text="fleetwatch exporter is not ready: the first list of the management "
+            "cluster's Secrets has not completed.\n",
+            headers={"Retry-After": "1"},
+        )
     served = request.app[RENDERED][0]
     if served.cycles_total == 0:
         return web.Response(

@@ -18,6 +18,7 @@ from common.logs import FORMATS, LEVELS
 from common.web import ListenAddressError, parse_listen_address
 from discovery.files import MainKubeconfig, main_kubeconfig
 from discovery.shard import Shard, ShardError, resolve_shard
+from exporter.secretsource import KubernetesDiscovery
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,8 @@ class ExporterSettings:
     log_format: str = "logfmt"
     #: this exporter's shard (``--shard.count``/``--shard.index``); None: the whole fleet
     shard: Shard | None = None
+    #: ``--discovery.kubernetes`` and its flags (``exporter.secretsource``); None: off
+    kubernetes: KubernetesDiscovery | None = None
 
     @property
     def host_port(self) -> tuple[str | None, int]:
@@ -109,6 +112,7 @@ def resolve(
     shard_count: int | None = None,
     shard_index: int | None = None,
     shard_index_from_hostname: bool = False,
+    kubernetes: KubernetesDiscovery | None = None,
 ) -> ExporterSettings:
     """The settings from flag values (None when not given) and the environment."""
     env = os.environ if env is None else env
@@ -166,4 +170,5 @@ def resolve(
         log_level=log_level,
         log_format=log_format,
         shard=shard,
+        kubernetes=kubernetes,
     )

@@ -1,0 +1,133 @@
+"""Secrets of each kind, and an informer against the management stand-in, for the live tests.
+
+Every credential in these Secrets is a sentinel: a test that finds one in a log line, an
+exception or a ``repr`` has found a leak.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import yaml
+
+from discovery.informer import Informer, InformerSettings, WatchSpec, watch_specs
+from discovery.kubeapi import KubeApi
+from discovery.kubeauth import ApiCredentials, from_kubeconfig
+from fleetwatch.standin.management import ManagementCluster
+
+SENTINEL = "SENTINEL-credential-7f3a9c"
+
+#: Fast enough for tests: small pages (paging exercised), short backoff.
+FAST = InformerSettings(
+    page_size=2, watch_seconds=(30.0, 30.0), backoff_initial=0.05, backoff_max=0.2
+)
+
+
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def argocd_secret(
+    name: str, server: str = "https://10.0.0.1:6443", token: str = SENTINEL
+) -> dict[str, Any]:
+    config = {"bearerToken": f"{token}-{name}", "tlsClientConfig": {"insecure": True}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": f"cluster-{name}",
+            "namespace": "argocd",
+            "labels": {"argocd.argoproj.io/secret-type": "cluster"},
+        },
+        "data": {"name": b64(name), "server": b64(server), "config": b64(json.dumps(config))},
+    }
+
+
+def kubeconfig_text(context: str, server: str = "https://10.0.0.2:6443") -> str:
+    return yaml.safe_dump(
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": context,
+            "clusters": [{"name": context, "cluster": {"server": server}}],
+            "users": [{"name": context, "user": {"token": f"{SENTINEL}-{context}"}}],
+            "contexts": [{"name": context, "context": {"cluster": context, "user": context}}],
+        }
+    )
+
+
+def capi_secret(
+    cluster: str, namespace: str = "fleet", suffix: str = "kubeconfig"
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "cluster.x-k8s.io/secret",
+        "metadata": {
+            "name": f"{cluster}-{suffix}",
+            "namespace": namespace,
+            "labels": {"cluster.x-k8s.io/cluster-name": cluster},
+        },
+        "data": {"value": b64(kubeconfig_text(cluster))},
+    }
+
+
+def labelled_secret(name: str, contexts: Sequence[str], namespace: str = "teams") -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {"fleetwatch.io/kubeconfig": "true"},
+        },
+        "data": {f"{c}.yaml": b64(kubeconfig_text(c)) for c in contexts},
+    }
+
+
+def plain_secret(name: str, namespace: str = "teams") -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": namespace},
+        "data": {"value": b64(kubeconfig_text("unlabelled"))},
+    }
+
+
+def names(informer: Informer) -> set[str]:
+    return {obj["metadata"]["name"] for obj in informer.objects().values()}
+
+
+async def until(predicate: Callable[[], bool], within: float = 10.0, what: str = "") -> None:
+    """Poll ``predicate`` until true, failing past ``within`` seconds."""
+    deadline = time.monotonic() + within
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {within} s: {what or predicate}")
+        await asyncio.sleep(0.02)
+
+
+def admin_credentials(mgmt: ManagementCluster) -> ApiCredentials:
+    return from_kubeconfig([mgmt.kubeconfig], "test")
+
+
+@asynccontextmanager
+async def running(
+    mgmt: ManagementCluster,
+    specs: Sequence[WatchSpec] | None = None,
+    credentials: ApiCredentials | None = None,
+    settings: InformerSettings = FAST,
+) -> AsyncIterator[Informer]:
+    """An informer (all three kinds cluster-wide by default) running against ``mgmt``."""
+    specs = watch_specs("fleetwatch.io/kubeconfig") if specs is None else specs
+    async with (
+        KubeApi(credentials or admin_credentials(mgmt)) as api,
+        Informer(api, specs, settings) as informer,
+    ):
+        yield informer
