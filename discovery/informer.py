@@ -22,7 +22,7 @@ A reflector's loop:
 3. a **clean close** (the server's timeout, a restart) watches again from that
    ``resourceVersion``: no list. An ``ERROR`` event holding a 410 ``Status``, or an HTTP
    410, means the history is gone: list again (1).
-4. any other **error** is counted by reason (``kubeapi.ApiError.reason``) and retried after
+4. any other **error** is counted by reason (``kubeapi.KubeApiError.reason``) and retried after
    an exponential backoff with full jitter (:attr:`InformerSettings.backoff_initial` to
    ``backoff_max``), or the server's ``Retry-After`` on a 429; from the watch when there
    is a ``resourceVersion``, from the list otherwise. The store is kept meanwhile: the
@@ -48,7 +48,7 @@ from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequenc
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from discovery.kubeapi import ApiError, status_reason
+from discovery.kubeapi import KubeApiError, status_reason
 from discovery.secrets import ARGOCD_CLUSTER, ARGOCD_LABEL, CAPI_LABEL, CAPI_TYPE, Kind
 
 log = logging.getLogger(__name__)
@@ -165,7 +165,7 @@ class Reflector:
                 self.restarts["expired"] += 1
                 self.resource_version = None
                 log.debug("watch of %s expired: listing again", self.spec)
-            except ApiError as exc:
+            except KubeApiError as exc:
                 if exc.status == 410:
                     self.restarts["expired"] += 1
                     self.resource_version = None
@@ -175,9 +175,9 @@ class Reflector:
             except Exception as exc:  # a bug or a surprise: counted, retried, never fatal
                 log.exception("management cluster API: %s: unexpected error", self.spec)
                 self.restarts["error"] += 1
-                await asyncio.sleep(self._failed(ApiError(0, "internal", type(exc).__name__)))
+                await asyncio.sleep(self._failed(KubeApiError(0, "internal", type(exc).__name__)))
 
-    def _failed(self, exc: ApiError) -> float:
+    def _failed(self, exc: KubeApiError) -> float:
         """Count the error, say it once, and how long to wait."""
         self.errors[exc.reason] += 1
         self.up = False
@@ -218,7 +218,7 @@ class Reflector:
                 params["continue"] = token
             try:
                 page = await self.api.list(self.spec.path, params)
-            except ApiError as exc:
+            except KubeApiError as exc:
                 if exc.status == 410 and token:  # the continue token expired: start again
                     items, token = {}, ""
                     continue
@@ -266,7 +266,7 @@ class Reflector:
                 raise _Expired()
             message = str(obj.get("message", ""))[:300]
             status = code if isinstance(code, int) else 0
-            raise ApiError(status, status_reason(status), message)
+            raise KubeApiError(status, status_reason(status), message)
         rv = (obj.get("metadata") or {}).get("resourceVersion")
         if kind in ("ADDED", "MODIFIED"):
             uid = _uid(obj)
@@ -277,7 +277,7 @@ class Reflector:
             if self.store.pop(_uid(obj), None) is not None:
                 self.on_change()
         elif kind != "BOOKMARK":
-            raise ApiError(200, "bad_response", f"unknown watch event type {str(kind)[:40]!r}")
+            raise KubeApiError(200, "bad_response", f"unknown watch event type {str(kind)[:40]!r}")
         if rv:
             self.resource_version = str(rv)
         self.last_sync = time.time()

@@ -9,7 +9,7 @@ cluster's client"), it lists and streams on the event loop with no thread, and k
 - :meth:`KubeApi.watch`: a ``GET ...?watch=1`` whose body is one JSON event per line,
   yielded as dicts until the server closes the stream (cleanly: the caller resumes).
 
-Any answer but 200 is an :class:`ApiError` with the HTTP status, the ``Status`` reason and
+Any answer but 200 is an :class:`KubeApiError` with the HTTP status, the ``Status`` reason and
 message (the server's words, truncated: they name users and namespaces, never a
 credential) and ``Retry-After`` when given; a network failure or timeout is one too
 (status 0). A line longer than :data:`MAX_LINE` (a Secret is at most 1 MiB, 1.37 MiB in
@@ -26,7 +26,7 @@ from typing import Any
 
 import aiohttp
 
-from discovery.kubeauth import ApiCredentials, CredentialsError
+from discovery.kubeauth import ApiCredentials, KubeAuthError
 
 #: The longest watch event line accepted (bytes).
 MAX_LINE = 4 << 20
@@ -41,7 +41,7 @@ _REASONS = {
 }
 
 
-class ApiError(Exception):
+class KubeApiError(Exception):
     """A request that did not answer 200; ``reason`` is one of a fixed set (metrics)."""
 
     def __init__(
@@ -100,8 +100,8 @@ class KubeApi:
         headers = {"Accept": "application/json"}
         try:
             auth = self.credentials.authorization()
-        except CredentialsError as exc:
-            raise ApiError(0, "credentials", str(exc)) from None
+        except KubeAuthError as exc:
+            raise KubeApiError(0, "credentials", str(exc)) from None
         if auth:
             headers["Authorization"] = auth
         return headers
@@ -109,7 +109,7 @@ class KubeApi:
     def _url(self, path: str) -> str:
         return self.credentials.server + path
 
-    async def _fail(self, resp: aiohttp.ClientResponse) -> ApiError:
+    async def _fail(self, resp: aiohttp.ClientResponse) -> KubeApiError:
         if resp.status == 401:
             self.credentials.unauthorized()
         message = ""
@@ -120,7 +120,7 @@ class KubeApi:
         except (TimeoutError, ValueError, aiohttp.ClientError):
             pass
         reason = status_reason(resp.status)
-        return ApiError(resp.status, reason, message, _retry_after(resp.headers))
+        return KubeApiError(resp.status, reason, message, _retry_after(resp.headers))
 
     def _session_or_fail(self) -> aiohttp.ClientSession:
         if self._session is None:
@@ -143,15 +143,15 @@ class KubeApi:
                     raise await self._fail(resp)
                 body = await resp.read()
         except aiohttp.ClientError as exc:
-            raise ApiError(0, "network", type(exc).__name__) from None
+            raise KubeApiError(0, "network", type(exc).__name__) from None
         except TimeoutError:
-            raise ApiError(0, "timeout", f"no answer in {self.request_timeout:g} s") from None
+            raise KubeApiError(0, "timeout", f"no answer in {self.request_timeout:g} s") from None
         try:
             data = json.loads(body)
         except ValueError:
-            raise ApiError(200, "bad_response", "list answer is not JSON") from None
+            raise KubeApiError(200, "bad_response", "list answer is not JSON") from None
         if not isinstance(data, dict) or not isinstance(data.get("items"), list):
-            raise ApiError(200, "bad_response", "list answer has no items")
+            raise KubeApiError(200, "bad_response", "list answer has no items")
         return data
 
     async def watch(
@@ -179,23 +179,23 @@ class KubeApi:
                     buffer += chunk
                     *lines, buffer = buffer.split(b"\n")
                     if len(buffer) > MAX_LINE:
-                        raise ApiError(200, "bad_response", f"event over {MAX_LINE} bytes")
+                        raise KubeApiError(200, "bad_response", f"event over {MAX_LINE} bytes")
                     for line in lines:
                         if line.strip():
                             yield _event(line)
                 if buffer.strip():
                     yield _event(buffer)
         except aiohttp.ClientError as exc:
-            raise ApiError(0, "network", type(exc).__name__) from None
+            raise KubeApiError(0, "network", type(exc).__name__) from None
         except TimeoutError:
-            raise ApiError(0, "timeout", f"watch silent past {timeout:g} s") from None
+            raise KubeApiError(0, "timeout", f"watch silent past {timeout:g} s") from None
 
 
 def _event(line: bytes) -> dict[str, Any]:
     try:
         event = json.loads(line)
     except ValueError:
-        raise ApiError(200, "bad_response", "watch event is not JSON") from None
+        raise KubeApiError(200, "bad_response", "watch event is not JSON") from None
     if not isinstance(event, dict) or not isinstance(event.get("object"), dict):
-        raise ApiError(200, "bad_response", "watch event has no object")
+        raise KubeApiError(200, "bad_response", "watch event has no object")
     return event

@@ -18,7 +18,7 @@ exporter's plugin runner lives in ``exporter.net``, which discovery may not impo
 management cluster is usually reached with a service account.
 
 **Tokens rotate.** A projected service-account token is replaced by the kubelet (about
-hourly), so :class:`TokenSource` reads a token file again whenever its ``stat`` changes
+hourly), so :class:`BearerToken` reads a token file again whenever its ``stat`` changes
 (checked before each request: one ``stat`` per list or watch, which come minutes apart)
 and after a 401.
 
@@ -46,7 +46,7 @@ from discovery.kubeconfig import Document, parse_document, resolve_contexts
 _SA = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
 
-class CredentialsError(Exception):
+class KubeAuthError(Exception):
     """The management cluster's credentials cannot be had; the text names files, not values."""
 
 
@@ -58,7 +58,7 @@ class InClusterPaths:
     ca: Path = _SA / "ca.crt"
 
 
-class TokenSource:
+class BearerToken:
     """A bearer token: fixed, or a file read again when it changes (rotation)."""
 
     __slots__ = ("_path", "_stamp", "_token")
@@ -69,26 +69,26 @@ class TokenSource:
         self._stamp: tuple[int, int, int] | None = None
 
     def __repr__(self) -> str:  # never the token
-        return f"TokenSource(file={str(self._path)!r})" if self._path else "TokenSource(fixed)"
+        return f"BearerToken(file={str(self._path)!r})" if self._path else "BearerToken(fixed)"
 
     def invalidate(self) -> None:
         """Read the file again before the next request (after a 401)."""
         self._stamp = None
 
     def value(self) -> str | None:
-        """The current token; a file's re-read when its stat changed. Raises CredentialsError."""
+        """The current token; a file's re-read when its stat changed. Raises KubeAuthError."""
         if self._path is None:
             return self._token
         try:
             st = os.stat(self._path)
         except OSError as exc:
-            raise CredentialsError(f"token file {self._path}: {exc.strerror}") from None
+            raise KubeAuthError(f"token file {self._path}: {exc.strerror}") from None
         stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
         if stamp != self._stamp:
             try:
                 _, data = read_file(self._path, 1 << 20)
             except ReadError as exc:
-                raise CredentialsError(f"token file {self._path}: {exc.reason}") from None
+                raise KubeAuthError(f"token file {self._path}: {exc.reason}") from None
             # kubectl strips the trailing newline; the Python client would send it
             self._token = data.decode("utf-8", "replace").strip()
             self._stamp = stamp
@@ -103,7 +103,7 @@ class ApiCredentials:
     #: where they came from, for logs: ``in-cluster`` or ``FILE (context NAME)``
     origin: str
     ssl_context: ssl.SSLContext | None = field(default=None, repr=False)
-    token: TokenSource | None = field(default=None, repr=False)
+    token: BearerToken | None = field(default=None, repr=False)
     basic: tuple[str, str] | None = field(default=None, repr=False)
     server_hostname: str | None = None
 
@@ -137,10 +137,10 @@ def load_credentials(
         return in_cluster(host, port, paths)
     main = main_kubeconfig(None, {k: v for k, v in env.items() if k != "KUBECONFIG_PATH"})
     if main is None:
-        raise CredentialsError("no in-cluster service account, and KUBECONFIG is empty")
+        raise KubeAuthError("no in-cluster service account, and KUBECONFIG is empty")
     files = [main] if isinstance(main, Path) else [f for f in main.files if f.exists()]
     if not files:
-        raise CredentialsError(f"no in-cluster service account, and no kubeconfig in {main}")
+        raise KubeAuthError(f"no in-cluster service account, and no kubeconfig in {main}")
     return from_kubeconfig(files, "KUBECONFIG")
 
 
@@ -151,8 +151,8 @@ def in_cluster(host: str, port: str, paths: InClusterPaths = InClusterPaths()) -
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         ctx.load_verify_locations(cafile=str(paths.ca))
     except (OSError, ssl.SSLError) as exc:
-        raise CredentialsError(f"service account CA {paths.ca}: {_why(exc)}") from None
-    token = TokenSource(path=paths.token)
+        raise KubeAuthError(f"service account CA {paths.ca}: {_why(exc)}") from None
+    token = BearerToken(path=paths.token)
     token.value()  # unreadable: say so now, not at the first request
     return ApiCredentials(f"https://{host}:{port}", "in-cluster", ctx, token)
 
@@ -164,35 +164,35 @@ def from_kubeconfig(files: list[Path], origin: str) -> ApiCredentials:
         try:
             version, data = read_file(path)
         except ReadError as exc:
-            raise CredentialsError(f"{origin} {path}: {exc.reason}") from None
+            raise KubeAuthError(f"{origin} {path}: {exc.reason}") from None
         doc = parse_document(data, version)
         docs.append((str(path), doc))
     current = next((d.current_context for _, d in docs if d.current_context), None)
     if not isinstance(current, str) or not current:
-        raise CredentialsError(f"{origin} {files[0]}: no current-context")
+        raise KubeAuthError(f"{origin} {files[0]}: no current-context")
     resolved, problems = resolve_contexts(docs)
     if current not in resolved:
         why = "; ".join(p.reason for p in problems if p.context == current) or "not found"
-        raise CredentialsError(f"{origin} {files[0]}: context {current!r}: {why}")
+        raise KubeAuthError(f"{origin} {files[0]}: context {current!r}: {why}")
     context = resolved[current]
     where = f"{context.config.source} (context {current})"
     auth = context.config.auth
     if auth.exec is not None or auth.client is not None:
-        raise CredentialsError(
+        raise KubeAuthError(
             f"{where}: exec plugins and auth providers are not supported for the management "
             "cluster; use a token, a token file or a client certificate"
         )
     for fault in (auth.first, auth.late):
         if fault is not None:
-            raise CredentialsError(f"{where}: {fault.text}")
+            raise KubeAuthError(f"{where}: {fault.text}")
     server = context.endpoint.rstrip("/")
     token = None
     if isinstance(auth.token, str) and auth.token:
-        token = TokenSource(token=auth.token)
+        token = BearerToken(token=auth.token)
     elif isinstance(auth.token_file, str):
-        token = TokenSource(path=auth.token_file)
+        token = BearerToken(path=auth.token_file)
     elif isinstance(auth.token_file, Fault):
-        raise CredentialsError(f"{where}: {auth.token_file.text}")
+        raise KubeAuthError(f"{where}: {auth.token_file.text}")
     basic = auth.basic if isinstance(auth.basic, tuple) else None
     ctx = _ssl_context(auth, where) if server.startswith("https://") else None
     name = auth.tls_server_name if isinstance(auth.tls_server_name, str) else None
@@ -201,14 +201,14 @@ def from_kubeconfig(files: list[Path], origin: str) -> ApiCredentials:
 
 def _material(value: object, what: str, where: str) -> bytes | None:
     if isinstance(value, Fault):
-        raise CredentialsError(f"{where}: {value.text}")
+        raise KubeAuthError(f"{where}: {value.text}")
     if isinstance(value, bytes):
         return value
     if isinstance(value, str):
         try:
             return Path(value).read_bytes()
         except OSError as exc:
-            raise CredentialsError(f"{where}: {what} {value}: {exc.strerror}") from None
+            raise KubeAuthError(f"{where}: {what} {value}: {exc.strerror}") from None
     return None
 
 
@@ -229,7 +229,7 @@ def _ssl_context(auth: ContextAuth, where: str) -> ssl.SSLContext:
         if cert is not None and key is not None:
             _load_chain(ctx, cert + b"\n" + key)
     except (ssl.SSLError, ValueError) as exc:
-        raise CredentialsError(f"{where}: TLS material: {_why(exc)}") from None
+        raise KubeAuthError(f"{where}: TLS material: {_why(exc)}") from None
     return ctx
 
 

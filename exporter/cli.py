@@ -27,7 +27,7 @@ from common.webconfig import (
     server_tls,
 )
 from discovery import Discoverer, probeable
-from discovery.kubeauth import CredentialsError
+from discovery.kubeauth import KubeAuthError
 from exporter import mallocpolicy, secretsource
 from exporter.checks import ClusterCheck
 from exporter.configfile import load_config
@@ -313,7 +313,7 @@ def serve(
     except OSError as exc:
         log.error("cannot listen on %s: %s", settings.listen_address, exc.strerror or exc)
         return 1
-    except CredentialsError as exc:
+    except KubeAuthError as exc:
         log.error("--discovery.kubernetes: %s", exc)
         return 2
     log.info("stopped")

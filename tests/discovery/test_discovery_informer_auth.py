@@ -16,10 +16,10 @@ import yaml
 from discovery_informer import SENTINEL, argocd_secret, capi_secret, names, running, until
 
 from discovery.informer import watch_specs
-from discovery.kubeapi import ApiError, KubeApi
+from discovery.kubeapi import KubeApi, KubeApiError
 from discovery.kubeauth import (
-    CredentialsError,
     InClusterPaths,
+    KubeAuthError,
     from_kubeconfig,
     in_cluster,
     load_credentials,
@@ -135,21 +135,21 @@ def test_a_kubeconfig_with_an_exec_plugin_is_refused_without_its_values(tmp_path
     }
     path = tmp_path / "config"
     path.write_text(yaml.safe_dump(config))
-    with pytest.raises(CredentialsError, match="exec plugins") as caught:
+    with pytest.raises(KubeAuthError, match="exec plugins") as caught:
         load_credentials(str(path), {})
     assert SENTINEL not in str(caught.value)
 
 
 def test_without_a_pod_or_a_kubeconfig_the_reason_says_so(tmp_path: Path) -> None:
     paths = InClusterPaths(token=tmp_path / "none", ca=tmp_path / "none.crt")
-    with pytest.raises(CredentialsError, match="no in-cluster service account"):
+    with pytest.raises(KubeAuthError, match="no in-cluster service account"):
         load_credentials(None, {"KUBECONFIG": str(tmp_path / "missing")}, paths)
-    with pytest.raises(CredentialsError, match="KUBECONFIG is empty"):
+    with pytest.raises(KubeAuthError, match="KUBECONFIG is empty"):
         load_credentials(None, {"KUBECONFIG": ""}, paths)
 
 
 def test_a_token_file_that_vanishes_is_a_credentials_error_not_a_crash(tmp_path: Path) -> None:
     paths = InClusterPaths(token=tmp_path / "token", ca=tmp_path / "ca.crt")
-    with pytest.raises(CredentialsError, match="service account CA"):
+    with pytest.raises(KubeAuthError, match="service account CA"):
         in_cluster("10.0.0.1", "443", paths)
-    assert ApiError(0, "credentials", "token file x: gone").reason == "credentials"
+    assert KubeApiError(0, "credentials", "token file x: gone").reason == "credentials"
