@@ -37,7 +37,7 @@ class Unmarked:
 @pytest.mark.parametrize(
     "argv",
     [
-        ["/work/x/.venv/bin/ruff", "check", "."],
+        ["/srv/checkout/.venv/bin/ruff", "check", "."],
         ["promtool", "test", "rules", "t.yml"],
         [sys.executable, "-c", "print(1)"],
         [sys.executable, "/tmp/x/plugin.py", "token"],
