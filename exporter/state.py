@@ -179,13 +179,7 @@ class ClusterTable:
                 self.warned_unprobeable.discard(cluster.name)
             elif cluster.name not in self.warned_unprobeable:
                 self.warned_unprobeable.add(cluster.name)
-                notes.append(
-                    Note(
-                        "warning",
-                        "cluster %s is not probed: kubeconfig_secret_ref %r is not a readable file",
-                        (cluster.name, cluster.kubeconfig_secret_ref[:200]),
-                    )
-                )
+                notes.append(_not_probed(cluster))
         return notes
 
     def probeable(self) -> list[ClusterState]:
@@ -257,4 +251,21 @@ def _with(
         state.failures,
         checks if checks is not None else state.checks,
         kept if kept is not None else state.kept,
+    )
+
+
+def _not_probed(cluster: Cluster) -> Note:
+    """The warning for a cluster listed but never probed: its own reason where discovery
+    gave one (an Argo CD Secret with ``awsAuthConfig``, an exec plugin while those are
+    off), else its ref, which is then not a readable file."""
+    if cluster.not_probeable:
+        return Note(
+            "warning",
+            "cluster %s is not probed: %s (%s)",
+            (cluster.name, cluster.not_probeable[:300], cluster.kubeconfig_secret_ref[:200]),
+        )
+    return Note(
+        "warning",
+        "cluster %s is not probed: kubeconfig_secret_ref %r is not a readable file",
+        (cluster.name, cluster.kubeconfig_secret_ref[:200]),
     )
