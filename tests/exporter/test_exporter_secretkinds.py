@@ -32,6 +32,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from test_exporter_proxy import Tinyproxy
 
 from discovery.informer import InformerSettings
+from discovery.shard import Shard
 from exporter.secretsource import KubernetesDiscovery
 from exporter.server import INFORMER, MONITOR, create_app
 from exporter.settings import ExporterSettings
@@ -310,3 +311,35 @@ async def test_each_kind_and_credential_form_is_probed_and_none_leaks(
                 continue
             for credential in credentials:
                 assert credential.encode() not in content, f"{path} holds a credential"
+
+
+async def test_every_shard_watches_and_probes_its_share(
+    tmp_path: Path, mgmt: ManagementCluster, aiohttp_client: ClientFactory
+) -> None:
+    async with StandinFleet(tmp_path / "fleet") as fleet:
+        clusters = await fleet.add_clusters(12, prefix="sharded")
+        ca = b64(fleet.certs.ca_pem)
+        mgmt.seed(
+            [
+                argocd(c.name, c.url, {"bearerToken": c.token, "tlsClientConfig": {"caData": ca}})
+                for c in clusters
+            ]
+        )
+        kubernetes = KubernetesDiscovery(kubeconfig=str(mgmt.kubeconfig), informer=FAST)
+        probed: list[set[str]] = []
+        for index in (0, 1):
+            settings = ExporterSettings(
+                interval=60, timeout=5, kubernetes=kubernetes, shard=Shard(index, 2)
+            )
+            app = create_app(settings, run_loop=False)
+            client = await aiohttp_client(app)
+            informer = app[INFORMER]
+            assert informer is not None and await informer.wait_synced(10)
+            await app[MONITOR].run_cycle()
+            got = samples(await (await client.get("/metrics")).text())
+            # Each shard holds every Secret, and probes its share of the clusters.
+            assert got[("fleetwatch_discovery_kubernetes_objects", (("kind", "argocd"),))] == 12
+            probed.append({c.name for c in clusters if success(got, c.name) == 1})
+        assert probed[0] and probed[1]
+        assert probed[0].isdisjoint(probed[1])
+        assert probed[0] | probed[1] == {c.name for c in clusters}
