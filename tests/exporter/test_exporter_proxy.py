@@ -398,6 +398,11 @@ ENV = {"HTTPS_PROXY": "proxy.corp:3128", "HTTP_PROXY": "http://plain.corp:8080"}
         ("", "127.0.0.1", 6443, False),
         ("", "127.0.0.2", 6443, False),
         ("", "::1", 6443, False),
+        ("", "::ffff:127.0.0.1", 6443, False),  # IPv4-mapped loopback: Go's To4 sees 127
+        ("", "[::ffff:127.0.0.1]", 6443, False),
+        ("10.0.0.0/8", "::ffff:10.1.2.3", 6443, False),  # Go's IPNet.Contains maps it too
+        ("10.0.0.1", "::ffff:10.0.0.1", 6443, False),  # and IP.Equal
+        ("", "::ffff:10.0.0.1", 6443, True),
         ("", "10.0.0.1", 6443, True),
         ("*", "api.prod.example", 6443, False),
         ("example", "api.prod.example", 6443, False),  # a suffix of labels
