@@ -3,9 +3,9 @@
 A token file is re-read when it changes (identity, size, times or mode, looked at no more
 than once a second, by the requests that need the token) and on SIGHUP, as Prometheus and
 Alertmanager reload on a HUP: rotating the token needs no restart, and a Kubernetes Secret
-volume that swaps its files is followed. A file that cannot be read, or reads empty, keeps
-the last good token (the reactor never falls open to "no authentication"), with a
-warning. A file other users may read gets a warning too: the token is the one credential
+volume that swaps its files is followed. A file that cannot be read, reads empty, or holds
+more than one word (two lines) keeps the last good token (the reactor never falls open to
+"no authentication", nor locks everyone out), with a warning. A file other users may read gets a warning too: the token is the one credential
 of every mutating call.
 """
 
@@ -50,6 +50,11 @@ def read_token(path: Path) -> str:
         raise TokenFileError(f"{path}: not UTF-8 text") from None
     if not token:
         raise TokenFileError(f"{path} is empty")
+    if any(ch.isspace() or not ch.isprintable() for ch in token):
+        # A bearer token is one word (RFC 6750's token68). Two lines are a file caught
+        # mid-write or two tokens pasted together: taking them as the token would lock
+        # every client out without a word, so the last good token stays.
+        raise TokenFileError(f"{path} holds whitespace or a line break inside the token")
     return token
 
 

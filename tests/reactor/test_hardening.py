@@ -459,6 +459,27 @@ async def test_the_token_file_is_read_again_when_it_changes(
         assert "second-token" not in record.getMessage()
 
 
+async def test_a_token_file_with_a_line_break_inside_keeps_the_last_good_token(
+    make_client: MakeClient, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Before: "second-token\\nthird-token" became the token and locked everyone out, silently."""
+    token_file = tmp_path / "token"
+    token_file.write_text("second-token\n")
+    token_file.chmod(0o600)
+    client = await make_client(token="second-token", token_file=token_file)
+    good = {"Authorization": "Bearer second-token"}
+    with caplog.at_level(logging.WARNING):
+        token_file.write_text("second-token\nthird-token\n")
+        deadline = time.monotonic() + 10
+        while not [r for r in caplog.records if "line break" in r.getMessage()]:
+            assert time.monotonic() < deadline, "the two-line file was never noticed"
+            assert (await client.post("/alerts", json=EMPTY, headers=good)).status == 200
+            await asyncio.sleep(0.05)
+    assert (await client.post("/alerts", json=EMPTY, headers=good)).status == 200
+    for record in caplog.records:
+        assert "third-token" not in record.getMessage()
+
+
 @pytest.mark.live
 def test_sighup_reads_the_token_file_again(tmp_path: Path) -> None:
     """A real ``fleetwatch reactor``: SIGHUP alone (no request in between, which would look at
