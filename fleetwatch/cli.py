@@ -1,8 +1,9 @@
 """The `fleetwatch` command: one entry point, one subcommand per job.
 
 Each subcommand is defined next to the code it runs (``exporter.cli``, ``reactor.cli``,
-``reactor.client_cli``, ``fleetwatch.rules``, ``fleetwatch.demo``): this module only gathers
-them, so adding a command means one line in :data:`COMMANDS` and nothing in the others.
+``reactor.client_cli``, ``reactor.gate_cli``, ``fleetwatch.rules``, ``fleetwatch.demo``):
+this module only gathers them, so adding a command means one line in :data:`COMMANDS` and
+nothing in the others.
 
 A process imports only the module of the subcommand it runs: ``fleetwatch exporter``
 never imports the reactor (pydantic, psycopg: 12 MiB of a process that runs for months),
@@ -45,6 +46,12 @@ def _reactor_client() -> CommandModule:
     return reactor.client_cli
 
 
+def _gate() -> CommandModule:
+    import reactor.gate_cli
+
+    return reactor.gate_cli
+
+
 def _rules() -> CommandModule:
     from fleetwatch import rules
 
@@ -65,6 +72,7 @@ COMMANDS: dict[str, Callable[[], CommandModule]] = {
     "reactor": _reactor,
     "status": _reactor_client,
     "cluster": _reactor_client,
+    "gate": _gate,
     "rules": _rules,
     "demo": _demo,
 }

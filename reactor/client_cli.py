@@ -115,10 +115,21 @@ def add_cluster_parsers(subparsers: Any) -> None:
 # -- fleetwatch status ----------------------------------------------------------------
 
 
-def _get(url: str, timeout: float, token: str | None = None) -> Any:
+def get_json(url: str, timeout: float, token: str | None = None) -> Any:
+    """GET ``url``'s JSON; raises ``urllib.error.HTTPError`` for an error status."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout) as r:
         return json.load(r)
+
+
+def error_message(exc: urllib.error.HTTPError) -> str:
+    """The reactor's own words for an error answer (its JSON ``error``), else the HTTP
+    reason: "database unavailable, retry" says more at 3 a.m. than "Service Unavailable"."""
+    try:
+        message = json.load(exc)["error"]
+    except (ValueError, KeyError, TypeError, OSError):
+        return str(exc.reason)
+    return str(message) if message else str(exc.reason)
 
 
 def client_token(token_file: Path | None) -> str | None:
@@ -139,8 +150,14 @@ def run_status(args: argparse.Namespace) -> int:
         print(f"fleetwatch status: --token-file {exc}", file=sys.stderr)
         return 2
     try:
-        clusters = _get(f"{base}/clusters", args.timeout, token)
-        apps = _get(f"{base}/apps", args.timeout, token)
+        clusters = get_json(f"{base}/clusters", args.timeout, token)
+        apps = get_json(f"{base}/apps", args.timeout, token)
+    except urllib.error.HTTPError as exc:
+        print(
+            f"fleetwatch status: {base} answered {exc.code}: {error_message(exc)}",
+            file=sys.stderr,
+        )
+        return 1
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
         print(f"fleetwatch status: cannot read {base}: {reason}", file=sys.stderr)
@@ -173,11 +190,7 @@ def run_cluster(args: argparse.Namespace) -> int:
         with urllib.request.urlopen(request, timeout=args.timeout) as resp:
             answer = json.load(resp)
     except urllib.error.HTTPError as exc:
-        try:
-            message = json.load(exc)["error"]
-        except (ValueError, KeyError, TypeError):
-            message = exc.reason
-        print(f"{command}: refused ({exc.code}): {message}", file=sys.stderr)
+        print(f"{command}: refused ({exc.code}): {error_message(exc)}", file=sys.stderr)
         return 1
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)

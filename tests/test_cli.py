@@ -105,3 +105,23 @@ def test_the_exporter_process_never_imports_the_reactor_or_the_kubernetes_client
     }
     assert {"exporter", "aiohttp", "ssl"} <= imported  # the trace is there
     assert [m for m in NOT_IN_THE_EXPORTER if m in imported] == []
+
+
+def test_a_client_command_says_the_reactors_own_error_not_only_the_http_reason() -> None:
+    """``fleetwatch status``/``cluster``/``gate`` print the JSON ``error`` of an answer
+    ("database unavailable", "cluster 'x' not found"), else the HTTP reason."""
+    import io
+    import urllib.error
+    from email.message import Message
+
+    from reactor.client_cli import error_message
+
+    def answer(body: bytes) -> urllib.error.HTTPError:
+        return urllib.error.HTTPError(
+            "http://r/clusters", 503, "Service Unavailable", Message(), io.BytesIO(body)
+        )
+
+    said = b'{"error": "the database is unavailable; retry"}'
+    assert error_message(answer(said)) == "the database is unavailable; retry"
+    assert error_message(answer(b"<html>proxy error</html>")) == "Service Unavailable"
+    assert error_message(answer(b'{"error": ""}')) == "Service Unavailable"
