@@ -5,8 +5,8 @@ than once a second, by the requests that need the token) and on SIGHUP, as Prome
 Alertmanager reload on a HUP: rotating the token needs no restart, and a Kubernetes Secret
 volume that swaps its files is followed. A file that cannot be read, reads empty, or holds
 more than one word (two lines) keeps the last good token (the reactor never falls open to
-"no authentication", nor locks everyone out), with a warning. A file other users may read gets a warning too: the token is the one credential
-of every mutating call.
+"no authentication", nor locks everyone out), with a warning. A file other users may read
+gets a warning too: the token is the one credential of every mutating call.
 """
 
 from __future__ import annotations
