@@ -16,7 +16,14 @@ import time
 from typing import Final, TextIO
 
 FORMATS: Final = ("logfmt", "json")
-LEVELS: Final = ("debug", "info", "warning", "error")
+LEVELS: Final = ("debug", "info", "warn", "warning", "error")
+
+
+def _level(value: str) -> str:
+    """Prometheus spells it ``warn`` (its flag's values: debug, info, warn, error), Python
+    ``warning``: both are taken, in any case, as one level, named as Prometheus names it."""
+    level = value.strip().lower()
+    return "warn" if level == "warning" else level
 
 
 def _timestamp(record: logging.LogRecord) -> str:
@@ -66,9 +73,11 @@ def add_log_flags(parser: argparse.ArgumentParser, default_level: str = "info") 
     parser.add_argument(
         "--log.level",
         dest="log_level",
-        choices=LEVELS,
-        default=default_level,
-        help=f"least severe log level written to stderr (default: {default_level})",
+        type=_level,
+        choices=[level for level in LEVELS if level != "warning"],
+        default=_level(default_level),
+        help=f"least severe log level written to stderr (default: {default_level}; "
+        "warning is warn's other spelling)",
     )
     parser.add_argument(
         "--log.format",
@@ -90,5 +99,5 @@ def setup_logging(level: str = "info", fmt: str = "logfmt", stream: TextIO | Non
     handler.setFormatter(JsonFormatter() if fmt == "json" else LogfmtFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(level.upper())
+    root.setLevel(_level(level).upper())
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)

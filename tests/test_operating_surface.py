@@ -32,6 +32,7 @@ from aiohttp.test_utils import TestClient
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
+from common.logs import setup_logging
 from common.version import __version__
 from common.webconfig import parse_web_config
 from exporter.server import MONITOR
@@ -220,6 +221,21 @@ def test_old_spellings_are_hidden_and_log_flags_are_everywhere_logs_are_written(
         assert "--log.level" in helptext and "--log.format" in helptext, command
     args = parser.parse_args(["discover", "--log.format", "json"])
     assert (args.log_level, args.log_format) == ("error", "json")
+
+
+@pytest.mark.parametrize("command", ["exporter", "discover", "reactor", "demo"])
+@pytest.mark.parametrize("spelling", ["warn", "WARN", "warning"])
+def test_log_level_warn_is_taken_as_prometheus_spells_it(command: str, spelling: str) -> None:
+    """Before: ``--log.level warn`` (Prometheus' spelling) was refused."""
+    args = build_parser().parse_args([command, "--log.level", spelling])
+    assert args.log_level == "warn"
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level  # pytest's capture handler among them
+    try:
+        setup_logging(args.log_level)
+        assert root.level == logging.WARNING
+    finally:
+        root.handlers[:], root.level = handlers, level
 
 
 def subcommand(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
