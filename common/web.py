@@ -2,12 +2,16 @@
 
 As in Prometheus and its exporters, ``host:port`` binds that address and ``:port`` binds
 every interface (IPv4 and IPv6). The defaults of both servers name 127.0.0.1 explicitly,
-so nothing listens beyond the machine unless asked to.
+so nothing listens beyond the machine unless asked to. The flag is repeatable, as the
+exporter-toolkit's is (``--web.listen-address=127.0.0.1:9713 --web.listen-address=
+[::1]:9713``): the server answers on each address, and all are bound before anything
+starts, so one busy port fails the start.
 """
 
 from __future__ import annotations
 
 import socket
+from collections.abc import Sequence
 
 
 class ListenAddressError(ValueError):
@@ -28,6 +32,30 @@ def parse_listen_address(value: str) -> tuple[str | None, int]:
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
     return (host or None), int(port)
+
+
+def parse_listen_addresses(values: Sequence[str]) -> list[tuple[str | None, int]]:
+    """Each ``--web.listen-address`` given, parsed; the same address twice is once."""
+    return list(dict.fromkeys(parse_listen_address(value) for value in values))
+
+
+def bind_sockets(addresses: Sequence[tuple[str | None, int]]) -> list[socket.socket]:
+    """A listening socket per address; if one cannot be bound, those bound are closed and
+    the ``OSError`` raised names the address (``cannot listen on HOST:PORT: reason``)."""
+    bound: list[socket.socket] = []
+    try:
+        for host, port in addresses:
+            try:
+                bound.append(bind_socket(host, port))
+            except OSError as exc:
+                raise OSError(
+                    exc.errno, f"{display_address(host, port)}: {exc.strerror or exc}"
+                ) from None
+    except OSError:
+        for sock in bound:
+            sock.close()
+        raise
+    return bound
 
 
 def display_address(host: str | None, port: int) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 from aiohttp import web
 
 from common.logs import add_log_flags, setup_logging
-from common.web import display_address
+from common.web import bind_sockets, display_address
 from common.webconfig import (
     WEB_CONFIG_HELP,
     WebConfig,
@@ -84,8 +84,9 @@ def add_parsers(subparsers: Any) -> None:
         "--web.listen-address",
         dest="listen_address",
         metavar="HOST:PORT",
+        action="append",
         default=None,
-        help=f"address of /metrics (default: {DEFAULT_LISTEN})",
+        help=f"address of /metrics, repeatable: one server on each (default: {DEFAULT_LISTEN})",
     )
     exp.add_argument(
         "--web.config.file",
@@ -277,7 +278,13 @@ def serve(
 ) -> int:
     tls = web_config.tls if web_config is not None else None
     ssl_context = server_tls(tls) if tls is not None else None
-    host, port = settings.host_port
+    # Bind first, every address: a busy port fails the start before anything runs.
+    try:
+        socks = bind_sockets(settings.host_ports)
+    except OSError as exc:
+        log.error("cannot listen on %s", exc.strerror or exc)
+        return 1
+    where = ", ".join(display_address(host, port) for host, port in settings.host_ports)
     _raise_open_files_limit()
     mallocpolicy.install()  # before the fleet's connections: they are what it is for
     collector = CollectorPolicy()
@@ -286,7 +293,7 @@ def serve(
         "fleetwatch exporter on %s://%s/metrics%s: kubeconfig %s, folder %s, %s, "
         "interval %gs, timeout %gs, concurrency %d",
         "https" if ssl_context else "http",
-        display_address(host, port),
+        where,
         " (basic auth)" if web_config is not None and web_config.users else "",
         settings.kubeconfig_path or "(none)",
         settings.kubeconfig_dir or "(none)",
@@ -303,15 +310,14 @@ def serve(
                 web_config=web_config,
                 after_cycle=collector.cycle_ended,
             ),
-            host=host,
-            port=port,
+            sock=socks,
             ssl_context=ssl_context,
             print=None,
             access_log=None,
             shutdown_timeout=5.0,
         )
     except OSError as exc:
-        log.error("cannot listen on %s: %s", settings.listen_address, exc.strerror or exc)
+        log.error("cannot listen on %s: %s", where, exc.strerror or exc)
         return 1
     except KubeAuthError as exc:
         log.error("--discovery.kubernetes: %s", exc)

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from common.logs import FORMATS, LEVELS
-from common.web import ListenAddressError, parse_listen_address
+from common.web import ListenAddressError, parse_listen_addresses
 from discovery.files import MainKubeconfig, main_kubeconfig
 from discovery.shard import Shard, ShardError, resolve_shard
 from exporter.secretsource import KubernetesDiscovery
@@ -38,7 +38,8 @@ class ExporterSettings:
 
     #: host:port of /metrics (``:port``: every interface). Loopback by default: the
     #: exporter is scraped locally or through a proxy; exposing it is a decision to make.
-    listen_address: str = DEFAULT_LISTEN
+    #: More than one (``--web.listen-address`` repeated): the same server on each.
+    listen_addresses: tuple[str, ...] = (DEFAULT_LISTEN,)
     #: main kubeconfig: a file named by ``--kubeconfig``/``KUBECONFIG_PATH`` (must exist),
     #: else kubectl's ``KUBECONFIG`` list or ``~/.kube/config`` (skipped when missing,
     #: as kubectl does); None: not read (``KUBECONFIG=""`` or ``--kubeconfig=""``)
@@ -72,9 +73,14 @@ class ExporterSettings:
     kubernetes: KubernetesDiscovery | None = None
 
     @property
-    def host_port(self) -> tuple[str | None, int]:
-        """``(host, port)`` to listen on; host None: every interface."""
-        return parse_listen_address(self.listen_address)
+    def listen_address(self) -> str:
+        """The first address, which log lines name first."""
+        return self.listen_addresses[0]
+
+    @property
+    def host_ports(self) -> list[tuple[str | None, int]]:
+        """Each ``(host, port)`` to listen on; host None: every interface."""
+        return parse_listen_addresses(self.listen_addresses)
 
 
 def absolute_path(raw: str | Path) -> Path:
@@ -98,7 +104,7 @@ def _positive_float(name: str, raw: str | float) -> float:
 
 def resolve(
     *,
-    listen_address: str | None = None,
+    listen_address: str | Sequence[str] | None = None,
     kubeconfig: str | None = None,
     kubeconfig_dir: str | None = None,
     interval: str | float | None = None,
@@ -149,9 +155,14 @@ def resolve(
         )
     except ShardError as exc:
         raise SettingsError(str(exc)) from None
-    listen = listen_address or DEFAULT_LISTEN
+    if not listen_address:
+        listen: tuple[str, ...] = (DEFAULT_LISTEN,)
+    elif isinstance(listen_address, str):
+        listen = (listen_address,)
+    else:
+        listen = tuple(listen_address)
     try:
-        parse_listen_address(listen)
+        parse_listen_addresses(listen)
     except ListenAddressError as exc:
         raise SettingsError(str(exc)) from None
     if log_level not in LEVELS:
@@ -159,7 +170,7 @@ def resolve(
     if log_format not in FORMATS:
         raise SettingsError(f"--log.format {log_format!r}: expected one of {', '.join(FORMATS)}")
     return ExporterSettings(
-        listen_address=listen,
+        listen_addresses=listen,
         kubeconfig_path=path,
         kubeconfig_dir=folder,
         interval=interval_v,

@@ -21,7 +21,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from common.logs import add_log_flags, setup_logging
-from common.web import bind_socket, display_address, parse_listen_address
+from common.web import bind_sockets, display_address, parse_listen_addresses
 from common.webconfig import WEB_CONFIG_HELP, WebConfigError, load_web_config, server_tls
 from discovery import main_kubeconfig
 from reactor.auth import TokenFileError, read_token, reload_token_on_sighup
@@ -74,9 +74,10 @@ def add_parsers(subparsers: Any) -> None:
         "--web.listen-address",
         dest="listen_address",
         metavar="HOST:PORT",
-        default=DEFAULT_LISTEN_ADDRESS,
-        help="address of the API; :PORT listens on every interface "
-        f"(default: {DEFAULT_LISTEN_ADDRESS})",
+        action="append",
+        default=None,
+        help="address of the API, repeatable: one server on each; :PORT listens on every "
+        f"interface (default: {DEFAULT_LISTEN_ADDRESS})",
     )
     p.add_argument(
         "--db.path",
@@ -335,7 +336,7 @@ def migrate_only(settings: ReactorSettings) -> int:
 def run_reactor(args: argparse.Namespace) -> int:
     setup_logging(args.log_level, args.log_format)
     try:
-        host, port = parse_listen_address(args.listen_address)
+        addresses = parse_listen_addresses(args.listen_address or [DEFAULT_LISTEN_ADDRESS])
         settings = settings_from(args, dict(os.environ))
     except ValueError as exc:  # common.web.ListenAddressError is one
         print(f"fleetwatch reactor: {exc}", file=sys.stderr)
@@ -357,15 +358,15 @@ def run_reactor(args: argparse.Namespace) -> int:
 
     # Bind first: a busy port must fail before the database is opened and written to.
     try:
-        sock = bind_socket(host, port)
+        socks = bind_sockets(addresses)
     except OSError as exc:
-        where = display_address(host, port)
-        print(f"fleetwatch reactor: cannot listen on {where}: {exc}", file=sys.stderr)
+        print(f"fleetwatch reactor: cannot listen on {exc.strerror or exc}", file=sys.stderr)
         return 1
+    where = ", ".join(display_address(host, port) for host, port in addresses)
     log.info(
         "reactor on %s://%s, database %s, token %s%s",
         "https" if ssl_context else "http",
-        display_address(host, port),
+        where,
         shown_database(settings),
         "required" if settings.token else "not configured",
         ", basic auth on" if web_config is not None and web_config.users else "",
@@ -377,7 +378,7 @@ def run_reactor(args: argparse.Namespace) -> int:
     try:
         web.run_app(
             app,
-            sock=sock,
+            sock=socks,
             ssl_context=ssl_context,
             access_log=None,
             print=None,
@@ -387,7 +388,6 @@ def run_reactor(args: argparse.Namespace) -> int:
         print(f"fleetwatch reactor: cannot open the database: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:
-        where = display_address(host, port)
         print(f"fleetwatch reactor: cannot listen on {where}: {exc}", file=sys.stderr)
         return 1
     log.info("stopped (database closed)")  # as the exporter says it: a clean stop is visible
