@@ -21,6 +21,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 
 from common.basicauth import BasicAuth, basic_auth_middleware
+from common.landing import landing_page
 from common.version import register_process_metrics
 from common.webconfig import WebConfig
 from discovery import Discoverer
@@ -42,11 +43,16 @@ RENDERED: web.AppKey[list[Rendered]] = web.AppKey("rendered", list)
 #: the list+watch of the management cluster's Secrets (``--discovery.kubernetes``), or None
 INFORMER: web.AppKey[Informer | None] = web.AppKey("informer", Informer)
 
-_INDEX = b"""<html><head><title>fleetwatch exporter</title></head><body>
-<h1>fleetwatch exporter</h1>
-<p><a href="/metrics">/metrics</a> &middot; <a href="/sd/control-plane">/sd/control-plane</a>
-&middot; <a href="/healthz">/healthz</a></p></body></html>
-"""
+_INDEX = landing_page(
+    "fleetwatch exporter",
+    "Probes the API servers of a fleet of Kubernetes clusters and publishes their health.",
+    [
+        ("/metrics", "the fleet's health gauges and the exporter's own metrics"),
+        ("/-/healthy", "200 while the process serves"),
+        ("/-/ready", "200 once the first probe cycle has ended"),
+        ("/sd/control-plane", "control-plane scrape targets (Prometheus HTTP SD)"),
+    ],
+)
 
 
 def create_app(

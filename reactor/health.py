@@ -13,6 +13,7 @@ import logging
 
 from aiohttp import web
 
+from common.landing import landing_page
 from reactor.context import BACKEND
 from reactor.service import Service
 from reactor.store import StoreUnavailable
@@ -46,6 +47,26 @@ def ping(service: Service) -> None:
     service.store.ping()
 
 
+_INDEX = landing_page(
+    "fleetwatch reactor",
+    "Degrades and restores the apps of clusters that go down, from Alertmanager's "
+    "notifications, and gates deployments to them.",
+    [
+        ("/clusters", "clusters, their status and open outage"),
+        ("/apps", "apps and their status"),
+        ("/openapi.json", "the API's OpenAPI document"),
+        ("/metrics", "the reactor's own metrics"),
+        ("/-/healthy", "200 while the process serves"),
+        ("/-/ready", "200 while the database answers"),
+    ],
+)
+
+
+async def get_index(request: web.Request) -> web.Response:
+    return web.Response(body=_INDEX, content_type="text/html")
+
+
 def add_health_routes(app: web.Application) -> None:
+    app.router.add_get("/", get_index)
     app.router.add_get("/-/healthy", get_healthy)
     app.router.add_get("/-/ready", get_ready)

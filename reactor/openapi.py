@@ -36,6 +36,7 @@ SHARED = {
 
 JSON = "application/json"
 TEXT = "text/plain"
+HTML = "text/html"
 METRICS = "text/plain; version=0.0.4; charset=utf-8"
 
 
@@ -270,6 +271,7 @@ OPERATIONS: tuple[Operation, ...] = (
         },
         links={"GetApp": _link("getApp", name="$response.body#/name")},
     ),
+    Operation("get", "/", "index", "Landing page", answers={200: Reply("Links.", media=HTML)}),
     Operation(
         "get",
         "/healthz",

@@ -82,6 +82,30 @@ async def test_reactor_metrics_carry_build_info_and_process_collectors(
     assert any(name.startswith("python_gc_") for name in found)
 
 
+async def test_both_servers_have_a_landing_page_that_links_their_endpoints(
+    aiohttp_client: Any, tmp_path: Path
+) -> None:
+    """Before: the reactor answered 404 at ``/``, the exporter a page without a version."""
+    reactor = create_app(
+        ReactorSettings(db_path=tmp_path / "state.db"), registry=CollectorRegistry()
+    )
+    exporter = create_exporter(ExporterSettings(interval=60, timeout=2), run_loop=False)
+    for app, name, links in (
+        (reactor, "fleetwatch reactor", ["/clusters", "/apps", "/openapi.json"]),
+        (exporter, "fleetwatch exporter", ["/sd/control-plane"]),
+    ):
+        client: TestClient[Any, Any] = await aiohttp_client(app)
+        resp = await client.get("/")
+        assert resp.status == 200
+        assert resp.content_type == "text/html"
+        page = await resp.text()
+        assert f"{name} {__version__}" in page
+        for path in ["/metrics", "/-/healthy", "/-/ready", *links]:
+            assert f'href="{path}"' in page, (name, path)
+            if path != "/-/ready":  # the exporter is ready after a cycle this test never runs
+                assert (await client.get(path)).status == 200, (name, path)
+
+
 async def test_reactor_basic_auth_guards_every_path_and_the_token_still_guards_mutations(
     aiohttp_client: Any, tmp_path: Path
 ) -> None:
