@@ -9,12 +9,21 @@ that already writes one for them writes the same for fleetwatch's two servers::
       client_auth_type: RequireAndVerifyClientCert   # optional
       client_ca_file: clients-ca.crt     # needed by the client_auth_types that verify
       min_version: TLS12                 # TLS10..TLS13, default TLS12
+      client_allowed_sans: [prometheus.monitoring.svc]  # optional: whose certificates
+    http_server_config:
+      headers:                           # added to every answer, toolkit's five only
+        Strict-Transport-Security: max-age=31536000
+        X-Frame-Options: deny
+      http2: true                        # accepted, without effect: we serve HTTP/1.1
     basic_auth_users:
       prometheus: $2b$12$...             # bcrypt hash (htpasswd -nBC 12 "" | tr -d ':\\n')
 
 As in exporter-toolkit the parsing is strict: an unknown key, or a key that toolkit knows
-but fleetwatch does not implement (``cipher_suites``, ``http_server_config``, ...), is an
-error that names it, so a setting is never silently ignored. The file is read once, at
+but fleetwatch does not implement (``cipher_suites``, ``curve_preferences``, ...), is an
+error that names it, so a setting is never silently ignored. ``http2`` is the exception:
+Prometheus scrapes over HTTP/1.1 and so do we, so ``http2: true`` (toolkit's default) is
+accepted and changes nothing, rather than failing a file written for an exporter. The
+headers and ``client_allowed_sans`` are applied by ``common.webguard``. The file is read once, at
 start-up; the certificate files it names are followed as they are renewed
 (:class:`ReloadingTLS`). The parsing is pure and tested as a table; the users it reads are
 checked by ``common.basicauth``.
@@ -55,18 +64,34 @@ TLS_VERSIONS: Final[Mapping[str, ssl.TLSVersion]] = {
     "TLS13": ssl.TLSVersion.TLSv1_3,
 }
 
-TOP_KEYS: Final = frozenset({"tls_server_config", "basic_auth_users"})
+TOP_KEYS: Final = frozenset({"tls_server_config", "basic_auth_users", "http_server_config"})
 TLS_KEYS: Final = frozenset(
-    {"cert_file", "key_file", "client_auth_type", "client_ca_file", "min_version", "max_version"}
+    {
+        "cert_file",
+        "key_file",
+        "client_auth_type",
+        "client_ca_file",
+        "min_version",
+        "max_version",
+        "client_allowed_sans",
+    }
 )
+HTTP_KEYS: Final = frozenset({"headers", "http2"})
+#: The headers exporter-toolkit lets a web config set, with the values it accepts (None:
+#: any). Private there "to ensure consistency in the Prometheus ecosystem"; the same here.
+HEADERS: Final[Mapping[str, tuple[str, ...] | None]] = {
+    "Strict-Transport-Security": None,
+    "X-Content-Type-Options": ("nosniff",),
+    "X-Frame-Options": ("deny", "sameorigin"),
+    "X-XSS-Protection": None,
+    "Content-Security-Policy": None,
+}
 #: exporter-toolkit keys fleetwatch does not implement: named as such in the error.
 TOOLKIT_ONLY_KEYS: Final = frozenset(
     {
-        "http_server_config",
         "cert",
         "key",
         "client_ca",
-        "client_allowed_sans",
         "cipher_suites",
         "curve_preferences",
         "prefer_server_cipher_suites",
@@ -76,8 +101,9 @@ TOOLKIT_ONLY_KEYS: Final = frozenset(
 #: ``--web.config.file``'s help, the same on both servers.
 WEB_CONFIG_HELP: Final = (
     "YAML file in Prometheus exporter-toolkit's format: tls_server_config (cert_file, "
-    "key_file, client_auth_type, client_ca_file, min_version) serves HTTPS, "
-    "basic_auth_users (user: bcrypt hash) guards every path (default: plain HTTP, no auth)"
+    "key_file, client_auth_type, client_ca_file, min_version, client_allowed_sans) serves "
+    "HTTPS, basic_auth_users (user: bcrypt hash) guards every path, http_server_config.headers "
+    "go on every answer (default: plain HTTP, no auth)"
 )
 
 
@@ -95,6 +121,8 @@ class TLSServerConfig:
     client_ca_file: Path | None = None
     min_version: str = "TLS12"
     max_version: str = "TLS13"
+    #: a client certificate must name one of these (DNS, IP, email or URI SAN); empty: any
+    client_allowed_sans: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -104,6 +132,8 @@ class WebConfig:
     tls: TLSServerConfig | None = None
     #: user name -> bcrypt hash
     users: Mapping[str, bytes] = field(default_factory=dict)
+    #: ``http_server_config.headers``: added to every answer
+    headers: Mapping[str, str] = field(default_factory=dict)
 
 
 def load_web_config(path: Path) -> WebConfig:
@@ -134,12 +164,48 @@ def parse_web_config(text: str, *, base: Path, source: str = "web config") -> We
     if tls_doc is not None and tls_doc != {}:
         tls = _parse_tls(_mapping(tls_doc, source, "tls_server_config"), base, source)
     users = _parse_users(top.get("basic_auth_users"), source)
-    return WebConfig(tls, users)
+    headers = _parse_http(top.get("http_server_config"), source)
+    return WebConfig(tls, users, headers)
+
+
+def _parse_http(doc: object, source: str) -> dict[str, str]:
+    """``http_server_config``: its headers, checked as exporter-toolkit checks them."""
+    if doc is None:
+        return {}
+    http = _mapping(doc, source, "http_server_config")
+    _check_keys(http, HTTP_KEYS, source, "http_server_config.")
+    if "http2" in http and not isinstance(http["http2"], bool):
+        raise WebConfigError(f"{source}: http_server_config.http2 must be true or false")
+    headers: dict[str, str] = {}
+    for name, value in _mapping(
+        http.get("headers") or {}, source, "http_server_config.headers"
+    ).items():
+        if name not in HEADERS:
+            raise WebConfigError(
+                f"{source}: http_server_config.headers: {name!r} can not be configured; "
+                f"expected one of {', '.join(HEADERS)}"
+            )
+        text = _string(value, source, f"http_server_config.headers.{name}")
+        allowed = HEADERS[name]
+        if allowed is not None and text not in allowed:
+            raise WebConfigError(
+                f"{source}: http_server_config.headers.{name} {text!r}: expected one of "
+                f"{', '.join(allowed)}"
+            )
+        if any(ch in text for ch in "\r\n\0"):
+            raise WebConfigError(f"{source}: http_server_config.headers.{name} holds a line break")
+        headers[name] = text
+    return headers
 
 
 def _parse_tls(doc: Mapping[str, Any], base: Path, source: str) -> TLSServerConfig:
     _check_keys(doc, TLS_KEYS, source, "tls_server_config.")
-    values = {k: _string(v, source, f"tls_server_config.{k}") for k, v in doc.items()}
+    sans = _string_list(doc.get("client_allowed_sans"), source)
+    values = {
+        k: _string(v, source, f"tls_server_config.{k}")
+        for k, v in doc.items()
+        if k != "client_allowed_sans"
+    }
     for key in ("cert_file", "key_file"):
         if not values.get(key):
             raise WebConfigError(f"{source}: tls_server_config.{key} is missing")
@@ -175,6 +241,11 @@ def _parse_tls(doc: Mapping[str, Any], base: Path, source: str) -> TLSServerConf
             )
     if TLS_VERSIONS[versions["min_version"]] > TLS_VERSIONS[versions["max_version"]]:
         raise WebConfigError(f"{source}: tls_server_config.min_version is above max_version")
+    if sans and auth != "RequireAndVerifyClientCert":
+        raise WebConfigError(
+            f"{source}: tls_server_config.client_allowed_sans needs client_auth_type "
+            "RequireAndVerifyClientCert (a client without a certificate names no SAN)"
+        )
     return TLSServerConfig(
         cert_file=base / values["cert_file"],
         key_file=base / values["key_file"],
@@ -182,7 +253,17 @@ def _parse_tls(doc: Mapping[str, Any], base: Path, source: str) -> TLSServerConf
         client_ca_file=base / ca if ca else None,
         min_version=versions["min_version"],
         max_version=versions["max_version"],
+        client_allowed_sans=sans,
     )
+
+
+def _string_list(doc: object, source: str) -> tuple[str, ...]:
+    where = "tls_server_config.client_allowed_sans"
+    if doc is None:
+        return ()
+    if not isinstance(doc, list) or not all(isinstance(v, str) and v for v in doc):
+        raise WebConfigError(f"{source}: {where} must be a list of names")
+    return tuple(doc)
 
 
 def _parse_users(doc: object, source: str) -> dict[str, bytes]:

@@ -20,10 +20,10 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 
-from common.basicauth import BasicAuth, basic_auth_middleware
 from common.landing import landing_page
 from common.version import register_process_metrics
 from common.webconfig import WebConfig
+from common.webguard import add_headers, guard_middlewares
 from discovery import Discoverer
 from discovery.informer import Informer
 from discovery.kubeapi import KubeApi
@@ -71,13 +71,14 @@ def create_app(
     ``routes`` are mounted as given (extra endpoints of those checks). ``discovery``
     replaces the kubeconfig scan (tests); ``run_loop=False`` leaves cycles to the caller
     (``await app[MONITOR].run_cycle()``), for tests that want one cycle at a time.
-    ``web_config``: ``--web.config.file``; its basic auth guards every path (its TLS part
-    is the server's: ``fleetwatch exporter`` hands it to aiohttp). ``after_cycle``: called
-    when each cycle of the loop has ended (the process's collector policy).
+    ``web_config``: ``--web.config.file``; its basic auth, allowed SANs and headers apply
+    to every path (its TLS part is the server's: ``fleetwatch exporter`` hands it to
+    aiohttp). ``after_cycle``: called when each cycle of the loop has ended (the process's
+    collector policy).
     """
     install_patches()  # the kubernetes client's, once, before any credential is built
-    users = web_config.users if web_config is not None else {}
-    app = web.Application(middlewares=[basic_auth_middleware(BasicAuth(users))] if users else [])
+    app = web.Application(middlewares=guard_middlewares(web_config))
+    add_headers(app, web_config)
     # Build info and the process collectors, on a registry of this app's own.
     process = register_process_metrics(CollectorRegistry())
     slot: list[Rendered] = [render_with(process, _empty(settings))]

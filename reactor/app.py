@@ -18,9 +18,9 @@ from typing import Protocol
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from common.basicauth import BasicAuth, basic_auth_middleware
 from common.version import register_process_metrics
 from common.webconfig import WebConfig
+from common.webguard import add_headers, guard_middlewares
 from discovery import Discoverer, Discovery
 from reactor import database
 from reactor.api import (
@@ -70,13 +70,11 @@ def create_app(
     ``settings.db_path``).
     ``discoverer``: start-up discovery (built from the settings' kubeconfig paths by default;
     none when neither is set).
-    ``web_config``: ``--web.config.file``; its basic auth guards every path (the TLS part is
-    the server's, ``fleetwatch reactor`` passes it to aiohttp).
+    ``web_config``: ``--web.config.file``; its basic auth, allowed SANs and headers apply to
+    every path (the TLS part is the server's, ``fleetwatch reactor`` passes it to aiohttp).
     """
-    guard = []
-    if web_config is not None and web_config.users:
-        # A valid bearer token passes too: Alertmanager sends one Authorization header.
-        guard.append(basic_auth_middleware(BasicAuth(web_config.users), has_bearer_token))
+    # A valid bearer token passes basic auth too: Alertmanager sends one Authorization header.
+    guard = guard_middlewares(web_config, has_bearer_token)
     app = web.Application(
         client_max_size=settings.max_body_bytes,
         middlewares=[*guard, errors_middleware, auth_middleware],
@@ -84,8 +82,10 @@ def create_app(
         # body declared gzip that is not gzip with a traceback and a dropped connection.
         handler_args={"auto_decompress": False},
     )
+    add_headers(app, web_config)
     app[SETTINGS] = settings
-    app[BASIC_AUTH] = bool(guard)  # the OpenAPI document declares basic auth then
+    # the OpenAPI document declares basic auth then
+    app[BASIC_AUTH] = web_config is not None and bool(web_config.users)
     app[TOKEN] = TokenSource(settings.token, settings.token_file)
     registry = registry if registry is not None else CollectorRegistry()
     register_process_metrics(registry)

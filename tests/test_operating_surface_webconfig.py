@@ -39,7 +39,24 @@ def basic(user: str, password: str) -> str:
     ("text", "message"),
     [
         ("tls_config: {}\n", "unknown key tls_config; expected one of basic_auth_users"),
-        ("http_server_config: {http2: false}\n", "http_server_config is an exporter-toolkit"),
+        ("http_server_config: {http1: false}\n", "unknown key http_server_config.http1"),
+        ("http_server_config: {http2: maybe}\n", "http_server_config.http2 must be true or"),
+        (
+            "http_server_config: {headers: {Server: fleetwatch}}\n",
+            "headers: 'Server' can not be configured; expected one of Strict-Transport",
+        ),
+        (
+            "http_server_config: {headers: {X-Frame-Options: DENY}}\n",
+            "headers.X-Frame-Options 'DENY': expected one of deny, sameorigin",
+        ),
+        (
+            "tls_server_config: {cert_file: a, key_file: b, client_allowed_sans: [x]}\n",
+            "client_allowed_sans needs client_auth_type RequireAndVerifyClientCert",
+        ),
+        (
+            "tls_server_config: {cert_file: a, key_file: b, client_allowed_sans: x}\n",
+            "client_allowed_sans must be a list of names",
+        ),
         ("tls_server_config: {cert_file: a}\n", "tls_server_config.key_file is missing"),
         ("tls_server_config: {key_file: a}\n", "tls_server_config.cert_file is missing"),
         (
