@@ -210,11 +210,40 @@ async def test_unknown_users_and_other_schemes_are_refused() -> None:
     assert not await other.check(basic("b", "s3cret"))
 
 
-async def test_the_cache_is_bounded() -> None:
+async def test_the_caches_are_bounded_and_wrong_passwords_never_push_out_a_right_one() -> None:
+    """Before: one cache of 100 for both, and a flood of wrong passwords evicted the
+    scraper's pair, so every scrape paid a bcrypt check queued behind the flood's."""
     auth = BasicAuth({"prometheus": HASH.encode()}, size=3)
+    assert await auth.check(basic("prometheus", "s3cret"))
     for n in range(5):
-        await auth.check(basic("prometheus", f"guess{n}"))
-    assert len(auth._cache) == 3
+        assert not await auth.check(basic("prometheus", f"guess{n}"))
+    assert len(auth._bad) == 3
+    checks = auth.bcrypt_checks
+    assert await auth.check(basic("prometheus", "s3cret"))
+    assert auth.bcrypt_checks == checks  # still remembered
+
+
+async def test_a_pair_in_use_stays_remembered_and_an_idle_one_expires() -> None:
+    clock = Clock()
+    auth = BasicAuth({"prometheus": HASH.encode()}, ttl_s=60, clock=clock)
+    for _ in range(5):  # a scrape every 30 s for 2 minutes: one bcrypt check in all
+        assert await auth.check(basic("prometheus", "s3cret"))
+        clock.now += 30
+    assert auth.bcrypt_checks == 1
+    clock.now += 61
+    assert await auth.check(basic("prometheus", "s3cret"))
+    assert auth.bcrypt_checks == 2
+
+
+async def test_a_full_queue_refuses_new_pairs_without_a_check() -> None:
+    slow = bcrypt.hashpw(b"s3cret", bcrypt.gensalt(8)).decode()
+    auth = BasicAuth({"prometheus": slow.encode()}, max_waiting=2)
+    answers = await asyncio.gather(
+        *(auth.check(basic("prometheus", f"flood{n}")) for n in range(10))
+    )
+    assert not any(answers)
+    assert auth.refused_busy == 8  # two waited their turn, eight never reached bcrypt
+    assert auth.bcrypt_checks == 2
 
 
 def test_bcrypt_costs_what_the_cache_saves() -> None:
