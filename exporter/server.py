@@ -24,6 +24,8 @@ from common.basicauth import BasicAuth, basic_auth_middleware
 from common.version import register_process_metrics
 from common.webconfig import WebConfig
 from discovery import Discoverer
+from discovery.apimetrics import InformerCollector
+from discovery.apisource import build_informer
 from discovery.informer import Informer
 from discovery.kubeapi import KubeApi
 from exporter.checks import ClusterCheck
@@ -32,7 +34,7 @@ from exporter.expose.render import CONTENT_TYPE, Body, Rendered, render
 from exporter.expose.snapshot import Snapshot
 from exporter.model import CycleSettings
 from exporter.net import install_patches, remove_temp_files
-from exporter.secretsource import InformerCollector, SecretSource, build_informer
+from exporter.secretsource import SecretSource
 from exporter.settings import ExporterSettings
 
 log = logging.getLogger(__name__)
