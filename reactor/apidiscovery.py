@@ -88,8 +88,6 @@ class ApiDiscovery:
         self.held: frozenset[str] = frozenset()
         #: ref -> why its cluster cannot be probed (``Cluster.not_probeable``)
         self.refused: Mapping[str, str] = {}
-        #: merges done (a merge follows each burst of changes)
-        self.merges = 0
         self._reads = SecretReads(settings)
         self._problems: tuple[DiscoveryProblem, ...] = ()
         #: name -> (endpoint, ref) as last upserted by this process
@@ -139,7 +137,6 @@ class ApiDiscovery:
     def publish(self, merged: Merged, synced: bool) -> None:
         """What ``POST /clusters`` reads: the refs held and refused. ``synced``: the
         objects merged were taken once every watch had listed."""
-        self.merges += 1
         self.held = merged.held
         self.refused = {
             c.kubeconfig_secret_ref: c.not_probeable
