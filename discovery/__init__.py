@@ -16,7 +16,13 @@ records and :class:`DiscoveryProblem` records: plain data, no credential in eith
 - ``discovery.secrets``: one Secret of the management cluster's API -> its clusters (pure),
   ``discovery.argocd`` for Argo CD's cluster config, ``discovery.labels`` for the user's
   label selector;
-- ``discovery.merge``: the file scan and the Secrets -> one fleet (pure).
+- ``discovery.merge``: the file scan and the Secrets -> one fleet (pure);
+- ``discovery.apimetrics``: the list+watch's health as Prometheus series (pure).
+
+The I/O edge, imported by name and never re-exported here: ``discovery.apisource``
+(``--discovery.kubernetes``: its flags and settings, the informer built, each Secret read
+once per version), over ``discovery.informer`` (list+watch), ``discovery.kubeapi`` (HTTP)
+and ``discovery.kubeauth`` (credentials).
 
 This module re-exports what the exporter and the reactor use.
 """

@@ -177,6 +177,11 @@ class Reflector:
                 self.restarts["error"] += 1
                 await asyncio.sleep(self._failed(KubeApiError(0, "internal", type(exc).__name__)))
 
+    @property
+    def failures(self) -> int:
+        """Requests failed in a row (0 after a good answer)."""
+        return self._failures
+
     def _failed(self, exc: KubeApiError) -> float:
         """Count the error, say it once, and how long to wait."""
         self.errors[exc.reason] += 1
@@ -311,12 +316,14 @@ class Informer:
         self._tasks: list[asyncio.Task[None]] = []
         self._generation = 0
         self._merged: tuple[int, dict[str, Secret]] = (-1, {})
+        self._change = asyncio.Event()
 
     def __repr__(self) -> str:
         return f"Informer({len(self.reflectors)} reflectors, synced={self.synced})"
 
     def _changed(self) -> None:
         self._generation += 1
+        self._change.set()
 
     @property
     def generation(self) -> int:
@@ -374,11 +381,32 @@ class Informer:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
 
-    async def wait_synced(self, timeout: float) -> bool:  # noqa: ASYNC109 (a poll's deadline)
-        """Poll until :attr:`synced`, up to ``timeout`` seconds (tests, start-up)."""
+    async def changed(self, generation: int) -> int:
+        """Wait until :attr:`generation` is no longer ``generation``, and return it (the
+        reactor's upserts wait here: no poll, no wake-up while nothing changes)."""
+        while self._generation == generation:
+            self._change.clear()
+            await self._change.wait()
+        return self._generation
+
+    async def wait_synced(
+        self,
+        timeout: float,  # noqa: ASYNC109 (a poll's deadline)
+        give_up_after: int | None = None,
+    ) -> bool:
+        """Poll until :attr:`synced`, up to ``timeout`` seconds (tests, start-up).
+
+        ``give_up_after``: return (False) as soon as every reflector not synced yet has
+        failed that many times in a row (``fleetwatch discover``: a 403 is not worth
+        waiting out the timeout; one error followed by a good answer is).
+        """
         deadline = time.monotonic() + timeout
         while not self.synced:
             if time.monotonic() > deadline:
+                return False
+            if give_up_after is not None and all(
+                r.failures >= give_up_after for r in self.reflectors if not r.synced
+            ):
                 return False
             await asyncio.sleep(0.02)
         return True

@@ -1,4 +1,5 @@
-"""``fleetwatch exporter`` and ``fleetwatch discover``: flags, environment, logging, start-up.
+"""``fleetwatch exporter`` and ``fleetwatch discover``: flags, environment, logging, start-up
+(``discover``'s run and output: ``exporter.discover``).
 
 Over 300 lines because most of it is the two subcommands' flag definitions and help texts,
 which read best as one list in the order ``--help`` prints them.
@@ -7,7 +8,6 @@ which read best as one list in the order ``--help`` prints them.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import resource
 import sys
@@ -26,14 +26,15 @@ from common.webconfig import (
     load_web_config,
     server_tls,
 )
-from discovery import Discoverer, probeable
+from discovery.apisource import add_flags as add_kubernetes_flags
+from discovery.apisource import from_args as kubernetes_from_args
 from discovery.kubeauth import KubeAuthError
-from exporter import mallocpolicy, secretsource
+from exporter import mallocpolicy
 from exporter.checks import ClusterCheck
 from exporter.configfile import load_config
 from exporter.controlplane.check import build_checks, reads_every
+from exporter.discover import run_discover
 from exporter.gcpolicy import CollectorPolicy
-from exporter.net import ProxyError, parse_proxy
 from exporter.server import create_app
 from exporter.settings import (
     DEFAULT_CONCURRENCY,
@@ -65,10 +66,12 @@ on the next cycle, a removed one stops being published. Endpoints: /metrics, /he
 service discovery of control-plane targets)."""
 
 DISCOVER_DESCRIPTION = """\
-List the clusters the exporter would probe (each context of the kubeconfigs once: name,
-API endpoint, kubeconfig file, probeable) and every problem found on the way (a missing
-or invalid file, a context whose cluster or user is missing, a duplicate name). Exits 0
-even when some files are broken; the problems are part of the answer."""
+List the clusters the exporter would probe (each context of the kubeconfigs once, and with
+--discovery.kubernetes each cluster of the management cluster's Secrets after one complete
+list: name, API endpoint, source, probeable and why not) and every problem found on the way
+(a missing or invalid file, a context whose cluster or user is missing, a duplicate name, a
+Secret that cannot be read, the management cluster's API failing). Exits 0 even when some
+files are broken; the problems are part of the answer."""
 
 
 def add_parsers(subparsers: Any) -> None:
@@ -130,7 +133,7 @@ def add_parsers(subparsers: Any) -> None:
         "costs about 26 KiB; past N a probe pays a new TLS handshake (about 1.6 ms of CPU)",
     )
     _add_discovery_flags(exp)
-    secretsource.add_flags(exp)
+    add_kubernetes_flags(exp)
     exp.add_argument(
         "--config.file",
         dest="config_file",
@@ -159,7 +162,7 @@ def add_parsers(subparsers: Any) -> None:
 
     disc: argparse.ArgumentParser = subparsers.add_parser(
         "discover",
-        help="list the clusters found in the kubeconfigs, and the problems",
+        help="list the clusters found in the kubeconfigs (and Secrets), and the problems",
         description=DISCOVER_DESCRIPTION,
         epilog=ENVIRONMENT.replace(
             "  CLUSTER_HEALTH_INTERVAL  seconds between two probe cycles (default: 300)\n", ""
@@ -167,6 +170,7 @@ def add_parsers(subparsers: Any) -> None:
         formatter_class=fmt,
     )
     _add_discovery_flags(disc)
+    add_kubernetes_flags(disc)
     # Problems are part of the answer, not the log: only errors are logged by default.
     add_log_flags(disc, default_level="error")
     disc.add_argument(
@@ -246,7 +250,7 @@ def run_exporter(args: argparse.Namespace) -> int:
             shard_count=args.shard_count,
             shard_index=args.shard_index,
             shard_index_from_hostname=args.shard_index_from_hostname,
-            kubernetes=secretsource.from_args(args),
+            kubernetes=kubernetes_from_args(args),
         )
     except (SettingsError, ValueError) as exc:
         print(f"fleetwatch exporter: {exc}", file=sys.stderr)
@@ -335,69 +339,3 @@ def _raise_open_files_limit() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
         except (ValueError, OSError):
             log.warning("open-files limit stays %d; big fleets need one per cluster", soft)
-
-
-def _proxy_shown(url: str | None) -> str | None:
-    """The kubeconfig's ``proxy-url`` as ``http://host:port``: never its credentials."""
-    if not url:
-        return None
-    try:
-        return parse_proxy(url).label
-    except ProxyError as exc:
-        return f"unusable ({exc})"
-
-
-def run_discover(args: argparse.Namespace) -> int:
-    setup_logging(args.log_level, args.log_format)
-    try:
-        settings = resolve(
-            kubeconfig=args.kubeconfig,
-            kubeconfig_dir=args.kubeconfig_dir,
-            shard_count=args.shard_count,
-            shard_index=args.shard_index,
-            shard_index_from_hostname=args.shard_index_from_hostname,
-        )
-    except SettingsError as exc:
-        print(f"fleetwatch discover: {exc}", file=sys.stderr)
-        return 2
-    found = Discoverer(
-        settings.kubeconfig_path, settings.kubeconfig_dir, shard=settings.shard
-    ).scan()
-    clusters = [
-        {
-            "name": c.name,
-            "endpoint": c.endpoint,
-            "source": c.kubeconfig_secret_ref,
-            "probeable": probeable(c.kubeconfig_secret_ref),
-            "proxy": _proxy_shown(c.proxy_url),
-        }
-        for c in found.clusters
-    ]
-    problems = [
-        {"source": p.source, "context": p.context, "reason": p.reason} for p in found.problems
-    ]
-    if args.output == "json":
-        answer: dict[str, Any] = {"clusters": clusters, "problems": problems}
-        if settings.shard is not None:
-            index, count = settings.shard.index, settings.shard.count
-            answer["shard"] = {"index": index, "count": count, "fleet_size": found.fleet_size}
-        json.dump(answer, sys.stdout, indent=2)
-        sys.stdout.write("\n")
-        return 0
-    # The PROXY column only when some cluster names one: most fleets have none.
-    with_proxy = any(c["proxy"] for c in clusters)
-    rows = [("NAME", "ENDPOINT", "PROBEABLE", *(("PROXY",) if with_proxy else ()), "SOURCE")]
-    for c in clusters:
-        proxy = (c["proxy"] or "-",) if with_proxy else ()
-        rows.append(
-            (c["name"], c["endpoint"], "yes" if c["probeable"] else "no", *proxy, c["source"])
-        )
-    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]) - 1)]
-    for row in rows:
-        cells = [str(v).ljust(w) for v, w in zip(row[:-1], widths, strict=True)]
-        print("  ".join([*cells, str(row[-1])]))
-    shard = f" in {settings.shard} ({found.fleet_size} in the fleet)" if settings.shard else ""
-    print(f"\n{len(clusters)} cluster(s){shard}, {len(problems)} problem(s)")
-    for p in found.problems:
-        print(f"  problem: {p}")
-    return 0

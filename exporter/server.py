@@ -25,6 +25,8 @@ from common.version import register_process_metrics
 from common.webconfig import WebConfig
 from common.webguard import add_headers, guard_middlewares
 from discovery import Discoverer
+from discovery.apimetrics import InformerCollector
+from discovery.apisource import build_informer
 from discovery.informer import Informer
 from discovery.kubeapi import KubeApi
 from exporter.checks import ClusterCheck
@@ -33,7 +35,7 @@ from exporter.expose.render import CONTENT_TYPE, Body, Rendered, render
 from exporter.expose.snapshot import Snapshot
 from exporter.model import CycleSettings
 from exporter.net import install_patches, remove_temp_files
-from exporter.secretsource import InformerCollector, SecretSource, build_informer
+from exporter.secretsource import SecretSource
 from exporter.settings import ExporterSettings
 
 log = logging.getLogger(__name__)

@@ -16,9 +16,9 @@ from pathlib import Path
 
 from common.logs import FORMATS, LEVELS
 from common.web import ListenAddressError, parse_listen_addresses
+from discovery.apisource import KubernetesDiscovery
 from discovery.files import MainKubeconfig, main_kubeconfig
 from discovery.shard import Shard, ShardError, resolve_shard
-from exporter.secretsource import KubernetesDiscovery
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ class ExporterSettings:
     log_format: str = "logfmt"
     #: this exporter's shard (``--shard.count``/``--shard.index``); None: the whole fleet
     shard: Shard | None = None
-    #: ``--discovery.kubernetes`` and its flags (``exporter.secretsource``); None: off
+    #: ``--discovery.kubernetes`` and its flags (``discovery.apisource``); None: off
     kubernetes: KubernetesDiscovery | None = None
 
     @property

@@ -24,6 +24,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from discovery import probeable
 from reactor import fields, models
+from reactor.apidiscovery import API_DISCOVERY, unprobeable_reason
 from reactor.auth import TOKEN
 from reactor.context import BACKEND, METRICS, SETTINGS
 from reactor.openapi import openapi_document
@@ -281,12 +282,16 @@ async def post_clusters(request: web.Request) -> web.Response:
     new = check(models.NewCluster, await read_object(request))
     name, endpoint, ref = new.name, new.endpoint, new.kubeconfig_secret_ref
     cluster = await request.app[BACKEND].run(lambda s: s.add_cluster(name, endpoint, ref))
-    if not await asyncio.to_thread(probeable, ref):
+    # A readable kubeconfig file, or a Secret of the management cluster that discovery
+    # reads and can probe (--discovery.kubernetes): else it stays UNKNOWN, and the log says why.
+    secrets = request.app[API_DISCOVERY]
+    held = secrets.held if secrets is not None else frozenset()
+    if not await asyncio.to_thread(probeable, ref, held):
         log.warning(
-            "cluster %s: kubeconfig_secret_ref %r is not a readable file; it cannot be probed "
-            "and stays UNKNOWN",
+            "cluster %s: kubeconfig_secret_ref %r %s; it cannot be probed and stays UNKNOWN",
             name,
             ref,
+            unprobeable_reason(ref, secrets),
         )
     return answer("Cluster", cluster_json(cluster), status=201)
 

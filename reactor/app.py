@@ -1,9 +1,11 @@
 """The reactor's aiohttp application: ``create_app(settings, ...)``.
 
 Start-up (``cleanup_ctx``, in order): open the store on the store thread, run start-up
-discovery (kubeconfigs -> clusters, an upsert), then serve. Shutdown, in reverse, after
-aiohttp has finished the requests in flight: housekeeping stops (letting a running
-checkpoint finish), then the store is closed on its thread and the thread is joined.
+discovery (kubeconfigs -> clusters, an upsert), start the list+watch of the management
+cluster's Secrets and their upserts (``--discovery.kubernetes``, ``reactor.apidiscovery``),
+then serve. Shutdown, in reverse, after aiohttp has finished the requests in flight: the
+Secrets' upserts and the informer stop, housekeeping stops (letting a running checkpoint
+finish), then the store is closed on its thread and the thread is joined.
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ from common.version import register_process_metrics
 from common.webconfig import WebConfig
 from common.webguard import add_headers, guard_middlewares
 from discovery import Discoverer, Discovery
+from discovery.apimetrics import InformerCollector
+from discovery.apisource import build_informer
+from discovery.kubeapi import KubeApi
 from reactor import database
 from reactor.api import (
     BASIC_AUTH,
@@ -30,6 +35,7 @@ from reactor.api import (
     auth_problem,
     errors_middleware,
 )
+from reactor.apidiscovery import API_DISCOVERY, ApiDiscovery
 from reactor.auth import TOKEN, TokenSource
 from reactor.context import BACKEND, METRICS, SETTINGS, Backend, ReactorSettings, StoreThread
 from reactor.database import parse_db_url, sqlite_url
@@ -72,6 +78,9 @@ def create_app(
     none when neither is set).
     ``web_config``: ``--web.config.file``; its basic auth, allowed SANs and headers apply to
     every path (the TLS part is the server's, ``fleetwatch reactor`` passes it to aiohttp).
+
+    With ``settings.kubernetes`` the management cluster's credentials are read here
+    (``discovery.kubeauth.KubeAuthError`` when they cannot be).
     """
     # A valid bearer token passes basic auth too: Alertmanager sends one Authorization header.
     guard = guard_middlewares(web_config, has_bearer_token)
@@ -93,6 +102,15 @@ def create_app(
     app[BACKEND] = Backend()
     if discoverer is None and (settings.kubeconfig_path or settings.kubeconfig_dir):
         discoverer = Discoverer(settings.kubeconfig_path, settings.kubeconfig_dir)
+    kubeapi: KubeApi | None = None
+    secrets: ApiDiscovery | None = None
+    if settings.kubernetes is not None:
+        kubeapi, informer = build_informer(settings.kubernetes)
+        secrets = ApiDiscovery(
+            informer, settings.kubernetes, debounce_s=settings.discovery_debounce_s
+        )
+        registry.register(InformerCollector(informer, settings.kubernetes.label_selector))
+    app[API_DISCOVERY] = secrets
 
     def open_store() -> Store:
         url = parse_db_url(settings.db_url) if settings.db_url else sqlite_url(settings.db_path)
@@ -134,7 +152,9 @@ def create_app(
                     name="fleetwatch-store-retention",
                 )
             if discoverer is not None:
-                await discover(backend, discoverer)
+                files = await discover(backend, discoverer)
+                if secrets is not None:
+                    secrets.files = files
             yield
         finally:
             if history is not None:
@@ -158,7 +178,25 @@ def create_app(
                 await backend.thread.call(store.close)
             await backend.thread.stop()
 
+    async def watch_secrets(app: web.Application) -> AsyncIterator[None]:
+        """The informer and the upserts of its clusters, for as long as the app serves:
+        started once the store is open and the files discovered, stopped before it closes."""
+        if secrets is None or kubeapi is None:
+            yield
+            return
+        async with kubeapi, secrets.informer:
+            task = asyncio.create_task(
+                secrets.run(app[BACKEND]), name="fleetwatch-secret-discovery"
+            )
+            try:
+                yield
+            finally:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
     app.cleanup_ctx.append(lifecycle)
+    app.cleanup_ctx.append(watch_secrets)
     setup_reconciliation(app)  # after the store: starts once it is open, stops before it closes
     add_routes(app)
     add_health_routes(app)
@@ -213,8 +251,9 @@ async def keep_history(
             await asyncio.wait_for(stop.wait(), interval_s)
 
 
-async def discover(backend: Backend, discoverer: Scanner) -> None:
-    """Start-up discovery: scan the kubeconfigs (off the loop) and upsert the clusters."""
+async def discover(backend: Backend, discoverer: Scanner) -> Discovery:
+    """Start-up discovery: scan the kubeconfigs (off the loop) and upsert the clusters;
+    what was found (the Secrets' clusters are merged after these)."""
     found = await asyncio.to_thread(discoverer.scan)
     for problem in found.problems:
         log.warning("discovery: %s", problem)
@@ -229,3 +268,4 @@ async def discover(backend: Backend, discoverer: Scanner) -> None:
         updated,
         len(found.problems),
     )
+    return found

@@ -24,6 +24,9 @@ from common.logs import add_log_flags, setup_logging
 from common.web import bind_sockets, display_address, parse_listen_addresses
 from common.webconfig import WEB_CONFIG_HELP, WebConfigError, load_web_config, server_tls
 from discovery import main_kubeconfig
+from discovery.apisource import add_flags as add_kubernetes_flags
+from discovery.apisource import from_args as kubernetes_from_args
+from discovery.kubeauth import KubeAuthError
 from reactor.auth import TokenFileError, read_token, reload_token_on_sighup
 from reactor.context import (
     DEFAULT_DB_PATH,
@@ -49,7 +52,9 @@ Endpoints: /alerts, /clusters, /apps, /deployments, /healthz, /-/healthy, /-/rea
 /metrics, /openapi.json. With --alertmanager.url it also reads the alerts Alertmanager lists
 every interval, so a lost notification costs at most one interval.
 The kubeconfigs are scanned once, at start-up; a cluster first named later by an alert is
-added then (source alerts, no endpoint until the next start-up scan)."""
+added then (source alerts, no endpoint until the next start-up scan). With
+--discovery.kubernetes the clusters of the management cluster's Secrets are upserted
+whenever those change (a Secret deleted leaves its cluster in the store)."""
 
 REACTOR_ENVIRONMENT = """\
 environment (flags win over it):
@@ -201,6 +206,7 @@ def add_parsers(subparsers: Any) -> None:
         help="an alert the reactor holds as firing and no Alertmanager lists any more is "
         "resolved only once one of them has been up this long (default: 300)",
     )
+    add_kubernetes_flags(p)
     add_log_flags(p)
     p.set_defaults(func=run_reactor)
 
@@ -257,6 +263,7 @@ def settings_from(args: argparse.Namespace, env: dict[str, str]) -> ReactorSetti
         raise ValueError("--alertmanager.reconcile-interval must be 0 (off) or more seconds")
     if args.min_uptime < 0:
         raise ValueError("--alertmanager.min-uptime must be 0 or more seconds")
+    kubernetes = kubernetes_from_args(args)
     return ReactorSettings(
         db_path=args.db_path or DEFAULT_DB_PATH,
         db_url=db_url,
@@ -272,6 +279,7 @@ def settings_from(args: argparse.Namespace, env: dict[str, str]) -> ReactorSetti
         alertmanager_urls=alertmanager_urls,
         reconcile_interval_s=args.reconcile_interval,
         min_uptime_s=args.min_uptime,
+        kubernetes=kubernetes,
     )
 
 
@@ -364,14 +372,19 @@ def run_reactor(args: argparse.Namespace) -> int:
         return 1
     where = ", ".join(display_address(host, port) for host, port in addresses)
     log.info(
-        "reactor on %s://%s, database %s, token %s%s",
+        "reactor on %s://%s, database %s, token %s%s%s",
         "https" if ssl_context else "http",
         where,
         shown_database(settings),
         "required" if settings.token else "not configured",
         ", basic auth on" if web_config is not None and web_config.users else "",
+        ", clusters from the management cluster's Secrets" if settings.kubernetes else "",
     )
-    app = create_app(settings, web_config=web_config)
+    try:
+        app = create_app(settings, web_config=web_config)
+    except KubeAuthError as exc:  # --discovery.kubernetes: no credentials for its API
+        print(f"fleetwatch reactor: --discovery.kubernetes: {exc}", file=sys.stderr)
+        return 2
     app.on_startup.append(_freeze_startup_objects)  # runs after the store and discovery
     app.on_startup.append(reload_token_on_sighup)  # process-wide, so installed here
     # access_log=None: one line per request would dominate the cost of a deployment call.

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from discovery import MainKubeconfig
+from discovery.apisource import KubernetesDiscovery
 from reactor.metrics import ReactorMetrics
 from reactor.service import Service
 from reactor.signals import DEFAULT_MAX_FUTURE_SKEW_S
@@ -71,6 +72,12 @@ class ReactorSettings:
     """Seconds between two reconciliations; 0: none (webhooks only)."""
     min_uptime_s: float = 300.0
     """An Alertmanager up for less than this resolves nothing by no longer listing it."""
+    kubernetes: KubernetesDiscovery | None = None
+    """``--discovery.kubernetes`` and its flags: clusters from the management cluster's
+    Secrets, upserted whenever they change (``reactor.apidiscovery``); None: off."""
+    discovery_debounce_s: float = 1.0
+    """Seconds a change of those Secrets waits for the rest of its burst before they are
+    read and upserted: a rotation of every Secret at once is one round of upserts."""
 
 
 class StoreThread:

@@ -2,8 +2,11 @@
 
 As Prometheus' own servers: ``/-/healthy`` answers 200 while the process serves (a restart
 cannot help otherwise), ``/-/ready`` answers 503 while the database cannot answer a query,
-so a load balancer sends the calls to a replica that can serve them. Both are GETs, so the
-bearer token never guards them.
+so a load balancer sends the calls to a replica that can serve them, and, with
+``--discovery.kubernetes``, until the management cluster's Secrets were listed once (before
+that a ``secret://`` reference looks unknown to ``POST /clusters``). An API that fails
+later does not make the reactor unready: it keeps the clusters it has. Both are GETs, so
+the bearer token never guards them.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import logging
 from aiohttp import web
 
 from common.landing import landing_page
+from reactor.apidiscovery import API_DISCOVERY
 from reactor.context import BACKEND
 from reactor.service import Service
 from reactor.store import StoreUnavailable
@@ -37,6 +41,14 @@ async def get_ready(request: web.Request) -> web.Response:
         return web.Response(
             status=503,
             text=f"fleetwatch reactor is not ready: the database is unreachable ({reason}).\n",
+            headers={"Retry-After": "1"},
+        )
+    secrets = request.app[API_DISCOVERY]
+    if secrets is not None and not secrets.listed:
+        return web.Response(
+            status=503,
+            text="fleetwatch reactor is not ready: the first list of the management "
+            "cluster's Secrets has not completed.\n",
             headers={"Retry-After": "1"},
         )
     return web.Response(text="fleetwatch reactor is ready.\n")

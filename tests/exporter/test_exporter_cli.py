@@ -141,6 +141,7 @@ def test_discover_json_lists_clusters_and_problems(
             "endpoint": threaded_fleet.cluster("a").url,
             "source": str(folder / "a.yaml"),
             "probeable": True,
+            "not_probeable": None,
             "proxy": None,
         }
     ]

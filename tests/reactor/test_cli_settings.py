@@ -127,3 +127,24 @@ def test_render_status_empty() -> None:
     from datetime import UTC, datetime
 
     assert render_status([], [], datetime.now(UTC)) == "(no clusters)\n\n(no apps)"
+
+
+def test_the_discovery_kubernetes_flags_are_the_exporters() -> None:
+    assert settings([], {}).kubernetes is None
+    s = settings(
+        [
+            "--discovery.kubernetes",
+            "--discovery.kubernetes.kubeconfig=/etc/mgmt.yaml",
+            "--discovery.kubernetes.namespace=argocd",
+            "--discovery.kubernetes.namespace=fleet",
+            "--discovery.kubernetes.label-selector=team in (a,b)",
+        ],
+        {},
+    )
+    assert s.kubernetes is not None
+    assert s.kubernetes.kubeconfig == "/etc/mgmt.yaml"
+    assert s.kubernetes.namespaces == ("argocd", "fleet")
+    assert str(s.kubernetes.label_selector) == "team in (a,b)"
+    assert s.kubernetes.exec_plugins is False
+    with pytest.raises(ValueError, match=r"--discovery\.kubernetes\.label-selector: "):
+        settings(["--discovery.kubernetes", "--discovery.kubernetes.label-selector=a in"], {})

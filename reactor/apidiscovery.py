@@ -1,0 +1,226 @@
+"""The reactor's clusters from the management cluster's Secrets, upserted as they change.
+
+With ``--discovery.kubernetes`` the reactor runs the same list+watch as the exporter
+(``discovery.apisource``) for as long as it serves, and :class:`ApiDiscovery` keeps its
+store in step with it:
+
+1. **When.** The informer says when its objects changed (``Informer.changed``); a burst of
+   events (every Secret rotated at once, the first list) is gathered for ``debounce_s``
+   before anything is read, so a burst costs one merge and one round of upserts.
+2. **What.** Off the event loop (a worker thread): each Secret read once per ``uid`` and
+   ``resourceVersion`` (``discovery.apisource.SecretReads``), merged with the clusters of
+   the start-up file scan by discovery's rules (``discovery.merge``: files first, then
+   Secrets by namespace and name; a later name is a problem, logged once).
+3. **Upsert.** The Secret clusters whose endpoint or ``kubeconfig_secret_ref``
+   (``secret://NAMESPACE/NAME`` and ``#KEY`` for a labelled Secret's key) differ from
+   what this process last upserted go to ``Service.upsert_discovered``, as the start-up
+   scan's do: a new cluster is added (``source: discovery``), a known one gets its
+   endpoint and reference updated and keeps everything else (status, outage, apps).
+   Batches of ``UPSERT_BATCH`` per transaction, so a fleet of thousands never holds the
+   store for long. A store that cannot answer is retried every ``retry_s``.
+
+**A Secret deleted takes nothing out.** File discovery never deletes either (a kubeconfig
+removed leaves its clusters in the store): a cluster is the reactor's record of outages and
+apps, and a Secret deleted by mistake, or while it is moved, must not drop them. The
+reactor logs that the Secret is gone; ``DELETE /clusters/{name}`` forgets a decommissioned
+cluster. Its reference then names nothing discovery holds, so ``POST /clusters`` warns.
+
+**Probeable.** :attr:`ApiDiscovery.held` are the refs of the Secret clusters the exporter
+can probe (``discovery.merge.Merged.held``); ``POST /clusters`` asks
+``discovery.probeable(ref, held)`` and, when not, :func:`unprobeable_reason`.
+
+**Never fatal.** The informer retries on its own (its errors are counted and exported on
+the reactor's ``/metrics``); an error here is logged and the loop goes on: the API and the
+gate keep answering. Nothing read from a Secret is logged: names, references and reasons
+only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from aiohttp import web
+
+from discovery import (
+    Cluster,
+    Discovery,
+    DiscoveryProblem,
+    Merged,
+    merge,
+    parse_secret_ref,
+)
+from discovery.apisource import KubernetesDiscovery, SecretReads
+from discovery.clusters import SECRET_SCHEME
+from discovery.informer import Informer
+from reactor.context import Backend
+from reactor.service import DiscoveredCluster, Service
+from reactor.store import StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+#: Clusters upserted per transaction.
+UPSERT_BATCH = 500
+
+
+class ApiDiscovery:
+    """The informer's Secrets -> the reactor's clusters (module docstring)."""
+
+    def __init__(
+        self,
+        informer: Informer,
+        settings: KubernetesDiscovery,
+        *,
+        debounce_s: float = 1.0,
+        retry_s: float = 5.0,
+    ) -> None:
+        self.informer = informer
+        self.settings = settings
+        #: seconds a change waits for the rest of its burst before it is read
+        self.debounce_s = debounce_s
+        #: seconds before an upsert the store refused is tried again
+        self.retry_s = retry_s
+        #: the start-up scan's clusters: they come first, by the merge's rule
+        self.files = Discovery((), ())
+        #: the ``secret://`` refs of the Secret clusters that can be probed
+        self.held: frozenset[str] = frozenset()
+        #: ref -> why its cluster cannot be probed (``Cluster.not_probeable``)
+        self.refused: Mapping[str, str] = {}
+        self._reads = SecretReads(settings)
+        self._problems: tuple[DiscoveryProblem, ...] = ()
+        #: name -> (endpoint, ref) as last upserted by this process
+        self._upserted: dict[str, tuple[str, str]] = {}
+        self._listed = False
+
+    def __repr__(self) -> str:
+        return f"ApiDiscovery({len(self._upserted)} clusters, {self.informer!r})"
+
+    @property
+    def listed(self) -> bool:
+        """Every watch completed its first list and what it found was merged: :attr:`held`
+        is then the fleet's (``/-/ready``)."""
+        return self._listed
+
+    async def run(self, backend: Backend) -> None:
+        """Upsert the Secrets' clusters whenever they change, until cancelled."""
+        seen = 0  # before the first list: wait for it
+        while True:
+            seen = await self.informer.changed(seen)
+            await asyncio.sleep(self.debounce_s)
+            seen = self.informer.generation
+            synced = self.informer.synced
+            try:
+                merged = await asyncio.to_thread(self.merge, self.informer.objects())
+                self.publish(merged, synced)
+                await self.upsert(backend, merged)
+            except StoreUnavailable as exc:
+                log.warning(
+                    "clusters from Secrets: the database is unavailable (%s); retrying in %gs",
+                    exc,
+                    self.retry_s,
+                )
+                seen = -1  # whatever the informer holds then is read again
+                await asyncio.sleep(self.retry_s)
+            except Exception:  # a bug: said, and the next change tried; never fatal
+                log.exception("clusters from Secrets: unexpected error")
+                seen = -1
+                await asyncio.sleep(self.retry_s)
+
+    def merge(self, objects: Mapping[str, Mapping[str, Any]]) -> Merged:
+        """Files and Secrets as one fleet (in a worker thread; one call at a time)."""
+        merged = merge(self.files, self._reads.read(objects), previous=self._problems)
+        self._problems = merged.discovery.problems
+        return merged
+
+    def publish(self, merged: Merged, synced: bool) -> None:
+        """What ``POST /clusters`` reads: the refs held and refused. ``synced``: the
+        objects merged were taken once every watch had listed."""
+        self.held = merged.held
+        self.refused = {
+            c.kubeconfig_secret_ref: c.not_probeable
+            for c in secret_clusters(merged.discovery)
+            if c.not_probeable is not None
+        }
+        self._listed = self._listed or synced
+        for problem in merged.discovery.new_problems:
+            if problem.source.startswith(SECRET_SCHEME):  # the files' were said at start-up
+                log.warning("discovery: %s", problem)
+
+    async def upsert(self, backend: Backend, merged: Merged) -> None:
+        """Upsert what changed since the last upsert; log what is new."""
+        found = merged.discovery
+        secrets = {c.name: c for c in secret_clusters(found)}
+        changed = [
+            c
+            for c in secrets.values()
+            if self._upserted.get(c.name) != (c.endpoint, c.kubeconfig_secret_ref)
+        ]
+        added = updated = 0
+        for start in range(0, len(changed), UPSERT_BATCH):
+            batch = changed[start : start + UPSERT_BATCH]
+            a, u = await backend.run(_upsert(batch))
+            added, updated = added + a, updated + u
+            for c in batch:
+                self._upserted[c.name] = (c.endpoint, c.kubeconfig_secret_ref)
+                if c.not_probeable is not None:
+                    log.warning(
+                        "cluster %s (%s) cannot be probed: %s; it stays UNKNOWN",
+                        c.name,
+                        c.kubeconfig_secret_ref,
+                        c.not_probeable,
+                    )
+        gone = sorted(set(self._upserted) - set(secrets))
+        for name in gone:
+            _, ref = self._upserted.pop(name)
+            log.info(
+                "cluster %s: %s is gone from the management cluster; the reactor keeps the "
+                "cluster (DELETE /clusters/%s forgets it)",
+                name,
+                ref,
+                name,
+            )
+        if changed or gone:
+            log.info(
+                "clusters from Secrets: %d cluster(s), %d added, %d updated, %d gone, "
+                "%d problem(s)",
+                len(secrets),
+                added,
+                updated,
+                len(gone),
+                sum(1 for p in found.problems if p.source.startswith(SECRET_SCHEME)),
+            )
+
+
+def unprobeable_reason(ref: str, source: ApiDiscovery | None) -> str:
+    """Why ``ref`` cannot be probed, as the end of "kubeconfig_secret_ref REF ..." (for
+    ``POST /clusters``'s warning, once ``discovery.probeable`` said it cannot)."""
+    if not ref.startswith(SECRET_SCHEME):
+        return "is not a readable file"
+    if parse_secret_ref(ref) is None:
+        return "is neither a readable file nor a secret://NAMESPACE/NAME[#KEY] reference"
+    if source is None:
+        return "names a Secret, and the reactor does not read Secrets (--discovery.kubernetes)"
+    if not source.listed:
+        return "names a Secret, and the management cluster's Secrets are not listed yet"
+    if ref in source.refused:
+        return f"names a Secret whose cluster cannot be probed: {source.refused[ref]}"
+    return (
+        "names no Secret that discovery holds (not in a namespace watched, not of a kind "
+        "or label read, a key it does not have, or a cluster name taken first elsewhere)"
+    )
+
+
+def _upsert(clusters: list[Cluster]) -> Callable[[Service], tuple[int, int]]:
+    found = [DiscoveredCluster(c.name, c.endpoint, c.kubeconfig_secret_ref) for c in clusters]
+    return lambda service: service.upsert_discovered(found)
+
+
+def secret_clusters(found: Discovery) -> list[Cluster]:
+    """The clusters of ``found`` that come from Secrets."""
+    return [c for c in found.clusters if c.kubeconfig_secret_ref.startswith(SECRET_SCHEME)]
+
+
+#: The Secrets' clusters of a reactor run with ``--discovery.kubernetes``; None without.
+API_DISCOVERY: web.AppKey[ApiDiscovery | None] = web.AppKey("api_discovery", ApiDiscovery)
