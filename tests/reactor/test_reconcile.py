@@ -2,7 +2,9 @@
 
 Pure (``reactor.reconcile.plan``): the listings and the reactor's state in, the signals the
 state machine will fold out. The same rules against a real Alertmanager are in
-test_reconcile_alertmanager.py. Last, the task's life: shutdown never waits on an
+test_reconcile_alertmanager.py. Then reactor apps reconciling with a small server in
+Alertmanager's place (what a real one never lists: unreadable entries; and a webhook
+reviving what a listing resolved), and the task's life: shutdown never waits on an
 Alertmanager that does not answer.
 """
 
