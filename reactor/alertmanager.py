@@ -7,6 +7,11 @@ that has not resolved, whether notified, silenced or inhibited, each with its ``
 Alertmanager restarts between the two calls, the status shows the later start and the
 listing is treated as the young one it may be.
 
+An entry of the listing that cannot be read (a ``startsAt`` that is no time, labels that
+are not strings) is not an alert the reactor may take as gone: the listing says which
+clusters such entries name (:attr:`Listing.unreadable_for`), or that one may name any
+(:attr:`Listing.unreadable_unknown`), and reconciliation resolves nothing there.
+
 A URL may carry credentials (``http://user:password@host:9093``, sent as basic auth): they
 never appear in a log line, an error or a metric label, which name the Alertmanager by
 ``host:port`` only.
@@ -24,7 +29,8 @@ from typing import Any
 import aiohttp
 from yarl import URL
 
-from reactor.signals import PayloadError, parse_time
+from reactor.signals import PayloadError, is_name, parse_time
+from reactor.statemachine import StatusAlert
 
 #: Responses bigger than this are parsed off the event loop (10,000 alerts are ~4 MB).
 PARSE_OFF_LOOP_BYTES = 64 * 1024
@@ -52,6 +58,11 @@ class Listing:
     started_at: int  #: microseconds since the epoch (``uptime`` of ``/api/v2/status``)
     #: alerts of the listing that could not be read (no labels, a bad ``startsAt``...)
     unreadable: int = 0
+    #: clusters named by a status alert that could not be read: this listing may hold any
+    #: of their alerts
+    unreadable_for: frozenset[str] = frozenset()
+    #: an entry whose labels could not be read: it may be any cluster's status alert
+    unreadable_unknown: bool = False
 
 
 def display_name(url: str) -> str:
@@ -95,13 +106,22 @@ class AlertmanagerClient:
             raise AlertmanagerError("/api/v2/status: uptime is the zero time")
         alerts: list[ListedAlert] = []
         unreadable = 0
+        unreadable_for: set[str] = set()
+        unreadable_unknown = False
         for raw in raw_alerts:
             alert = read_alert(raw)
-            if alert is None:
-                unreadable += 1
-            else:
+            if alert is not None:
                 alerts.append(alert)
-        return Listing(tuple(alerts), started_at, unreadable)
+                continue
+            unreadable += 1
+            cluster = unreadable_cluster(raw)
+            if cluster is not None:
+                unreadable_for.add(cluster)
+            elif _labels(raw) is None:
+                unreadable_unknown = True
+        return Listing(
+            tuple(alerts), started_at, unreadable, frozenset(unreadable_for), unreadable_unknown
+        )
 
     async def _get(self, path: str, **query: str) -> Any:
         url = (self._base / path).with_query(query) if query else self._base / path
@@ -126,10 +146,8 @@ class AlertmanagerClient:
 
 def read_alert(raw: Any) -> ListedAlert | None:
     """One element of ``GET /api/v2/alerts``; None when it cannot be used."""
-    if not isinstance(raw, dict):
-        return None
-    labels = raw.get("labels")
-    if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
+    labels = _labels(raw)
+    if labels is None:
         return None
     try:
         starts_at = parse_time(raw.get("startsAt"), "startsAt")
@@ -140,3 +158,27 @@ def read_alert(raw: Any) -> ListedAlert | None:
     status = raw.get("status")
     state = status.get("state") if isinstance(status, dict) else None
     return ListedAlert(labels=labels, starts_at=starts_at, suppressed=state != "active")
+
+
+#: The status alerts' names (``common.contract.StatusAlert``), as listed.
+STATUS_ALERT_NAMES = frozenset(kind.value for kind in StatusAlert)
+
+
+def unreadable_cluster(raw: Any) -> str | None:
+    """The cluster an entry :func:`read_alert` could not use names, when it is a status
+    alert with a usable ``cluster`` label; None otherwise (no status alert, or no telling)."""
+    labels = _labels(raw)
+    if labels is None or labels.get("alertname") not in STATUS_ALERT_NAMES:
+        return None
+    cluster = labels.get("cluster", "")
+    return cluster if is_name(cluster) else None
+
+
+def _labels(raw: Any) -> dict[str, str] | None:
+    """The labels of an entry, when it is an object whose labels are all strings."""
+    if not isinstance(raw, dict):
+        return None
+    labels = raw.get("labels")
+    if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
+        return None
+    return labels

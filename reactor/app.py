@@ -115,7 +115,10 @@ def create_app(
     def open_store() -> Store:
         url = parse_db_url(settings.db_url) if settings.db_url else sqlite_url(settings.db_path)
         return database.open_store(
-            url, password=settings.db_password, busy_timeout_s=settings.db_busy_timeout_s
+            url,
+            password=settings.db_password,
+            password_file=settings.db_password_file,
+            busy_timeout_s=settings.db_busy_timeout_s,
         )
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:

@@ -105,7 +105,8 @@ def add_parsers(subparsers: Any) -> None:
         dest="db_password_file",
         metavar="FILE",
         type=Path,
-        help="file holding the PostgreSQL password; surrounding whitespace is ignored "
+        help="file holding the PostgreSQL password; surrounding whitespace is ignored; "
+        "read again when it changes and when the database refuses a connection "
         "(default: $PGPASSWORD, else the password in --db.url, if any)",
     )
     p.add_argument(
@@ -268,6 +269,7 @@ def settings_from(args: argparse.Namespace, env: dict[str, str]) -> ReactorSetti
         db_path=args.db_path or DEFAULT_DB_PATH,
         db_url=db_url,
         db_password=db_password,
+        db_password_file=args.db_password_file if db_password is not None else None,
         db_writers=args.db_writers,
         db_retention_s=args.db_retention,
         token=token,

@@ -60,6 +60,9 @@ class ReactorSettings:
     db_password: str | None = field(default=None, repr=False)
     """PostgreSQL password (from ``--db.password-file`` or ``PGPASSWORD``); wins over one in
     ``db_url``. Never printed: not even in this object's repr."""
+    db_password_file: Path | None = None
+    """File ``db_password`` was read from: read again when it changes and when the database
+    refuses a connection, so a rotated password needs no restart (``reactor.secretfile``)."""
     kubeconfig_path: MainKubeconfig = None
     """Main kubeconfig scanned at start-up; None (and no dir): no discovery."""
     kubeconfig_dir: Path | None = None

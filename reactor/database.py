@@ -4,7 +4,8 @@
 ``sqlite:///:memory:`` for a private database that dies with the process) or
 ``postgresql://user@host:port/db`` (``postgres://`` too; libpq's query parameters such as
 ``sslmode`` pass through). The password never travels inside a string we may log: it is
-taken out of the URL, and ``--db.password-file`` or ``PGPASSWORD`` win over it.
+taken out of the URL, and ``--db.password-file`` or ``PGPASSWORD`` win over it. A password
+file is followed as it rotates (``reactor.secretfile``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
 
+from reactor.secretfile import SecretFile
 from reactor.store import Store
 from reactor.store_postgres import PostgresStore
 from reactor.store_sqlite import SQLiteStore
@@ -95,14 +97,19 @@ def parse_db_url(text: str) -> DatabaseUrl:
 
 
 def open_store(
-    url: DatabaseUrl, *, password: str | None = None, busy_timeout_s: float = 5.0
+    url: DatabaseUrl,
+    *,
+    password: str | None = None,
+    password_file: Path | None = None,
+    busy_timeout_s: float = 5.0,
 ) -> Store:
-    """Open (and migrate) the store ``url`` names. ``password``: wins over the URL's."""
+    """Open (and migrate) the store ``url`` names. ``password``: wins over the URL's;
+    ``password_file``: where ``password`` was read, read again when it changes and when a
+    connection is refused."""
     if url.kind == SQLITE:
         assert url.path is not None
         return SQLiteStore(url.path, busy_timeout_s=busy_timeout_s)
-    return PostgresStore(
-        url.conninfo,
-        password=password if password is not None else url.password,
-        busy_timeout_s=busy_timeout_s,
-    )
+    secret: str | SecretFile | None = password if password is not None else url.password
+    if password_file is not None:
+        secret = SecretFile(password_file, "--db.password-file", value=password)
+    return PostgresStore(url.conninfo, password=secret, busy_timeout_s=busy_timeout_s)

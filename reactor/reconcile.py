@@ -14,7 +14,15 @@ with the same state machine as a webhook, in one transaction:
   alert to each) is resolved, at the time of the reconciliation (the moment we learn it;
   the true end is earlier and unknown). Only when one of those Alertmanagers has been up
   for ``--alertmanager.min-uptime``: a freshly restarted one lists nothing until
-  Prometheus re-sends its alerts, and that absence proves nothing.
+  Prometheus re-sends its alerts, and that absence proves nothing. Never for a cluster
+  named by a listed entry that could not be read (it may be that very alert), nor at all
+  when an entry's labels could not be read.
+* Such a resolution is *inferred* (``reactor.statemachine``): provisional, the same
+  instance seen firing again (listed again, re-sent, repeated) revives it. So an
+  Alertmanager that was wrong to list nothing (restarted empty before min-uptime could
+  tell, the wrong URL) costs one interval, not the rest of the alert's life.
+* Times are compared to the millisecond (``reactor.signals``): the API lists
+  milliseconds where webhooks bring nanoseconds, and one instance must not read as two.
 
 The reactor's state is read before the Alertmanagers are, so an alert notified (and so
 stored) after the listing was taken is never resolved by it. Nothing is news twice: a
@@ -43,7 +51,12 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from common import metricnames
-from reactor.alertmanager import AlertmanagerClient, AlertmanagerError, Listing
+from reactor.alertmanager import (
+    STATUS_ALERT_NAMES,
+    AlertmanagerClient,
+    AlertmanagerError,
+    Listing,
+)
 from reactor.context import BACKEND, METRICS, SETTINGS, Backend
 from reactor.signals import (
     DEFAULT_MAX_FUTURE_SKEW_S,
@@ -52,12 +65,15 @@ from reactor.signals import (
     Webhook,
     is_name,
     status_signals,
+    to_precision,
 )
-from reactor.statemachine import ClusterAlertState, StatusAlert, is_newer
+from reactor.statemachine import AlertState, ClusterAlertState, StatusAlert, is_newer
 from reactor.store import ClusterRecord, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
+#: Clusters named in one log line at most.
+LOGGED_NAMES = 10
 #: Longest wait for one request to an Alertmanager (shorter when the interval is).
 MAX_REQUEST_TIMEOUT_S = 10.0
 MIN_REQUEST_TIMEOUT_S = 2.0
@@ -129,20 +145,27 @@ def plan(
     take as newer; the state machine still judges it in the transaction (the state may have
     moved on since ``held`` was read, never backwards).
     """
+    now_us = to_precision(now_us)
     alerts: list[Alert] = []
     listed: set[tuple[str, str, int]] = set()
+    unsure: set[str] = set()  #: clusters a listed entry that could not be read may name
     for peer in peers:
+        unsure |= peer.listing.unreadable_for
         for item in peer.listing.alerts:
             name, where = item.labels.get("alertname", ""), item.labels.get("cluster", "")
-            if name not in _STATUS_ALERTS or not is_name(where):
+            if name not in STATUS_ALERT_NAMES or not is_name(where):
                 continue
             listed.add((name, where, item.starts_at))
             if not item.suppressed:
                 alerts.append(Alert("firing", item.labels, item.starts_at, None))
-    may_resolve = any(peer.old_enough for peer in peers)
-    missing: list[Alert] = []
+    may_resolve = any(peer.old_enough for peer in peers) and not any(
+        peer.listing.unreadable_unknown for peer in peers
+    )
+    missing: list[Signal] = []
     if may_resolve:
         for cluster in held:
+            if cluster.name in unsure:
+                continue
             for kind, state in (
                 (StatusAlert.ONLINE, cluster.state.online),
                 (StatusAlert.OFFLINE, cluster.state.offline),
@@ -150,20 +173,15 @@ def plan(
                 if state is None or not state.firing or state.starts_at >= now_us:
                     continue
                 if (kind.value, cluster.name, state.starts_at) not in listed:
-                    labels = {"alertname": kind.value, "cluster": cluster.name}
-                    missing.append(Alert("resolved", labels, state.starts_at, now_us))
+                    gone = AlertState(False, state.starts_at, now_us, inferred=True)
+                    missing.append(Signal(cluster.name, kind, gone))
     found = status_signals(
-        Webhook(tuple(alerts + missing)),
-        now=now_us / 1_000_000,
-        max_future_skew_s=max_future_skew_s,
+        Webhook(tuple(alerts)), now=now_us / 1_000_000, max_future_skew_s=max_future_skew_s
     )
     known = {c.name: c.state for c in held}
-    news = tuple(s for s in found.signals if _is_news(s, known))
+    news = tuple(s for s in (*found.signals, *missing) if _is_news(s, known))
     firing = sum(1 for s in news if s.state.firing)
     return Plan(news, len(listed), firing, len(news) - firing, found.skipped)
-
-
-_STATUS_ALERTS = frozenset(kind.value for kind in StatusAlert)
 
 
 def _is_news(signal: Signal, known: dict[str, ClusterAlertState]) -> bool:
@@ -194,6 +212,8 @@ class Reconciler:
         self.clock = clock
         #: Alertmanager name -> why it failed last time; absent: it answered last time.
         self._failing: dict[str, str] = {}
+        #: clusters unreadable entries named at the last run (``*``: any), as last said
+        self._unsure: tuple[str, ...] = ()
 
     async def run_once(self) -> int:
         """One reconciliation; returns the number of clusters it changed.
@@ -223,6 +243,7 @@ class Reconciler:
         news = plan(held, peers, int(now * 1_000_000), self.max_future_skew_s)
         for line in news.skipped[:3]:
             log.debug("reconciliation skipped: %s", line)
+        self._say_unreadable(peers)
         changed = 0
         if news.signals:
             signals = news.signals
@@ -251,6 +272,34 @@ class Reconciler:
                 self.min_uptime_s,
             )
         return changed
+
+    def _say_unreadable(self, peers: Sequence[PeerListing]) -> None:
+        """A warning when listed entries that cannot be read start (or stop) keeping
+        clusters from being resolved; the same entries every interval are said once."""
+        unsure: set[str] = set()
+        blind = False
+        for peer in peers:
+            unsure |= peer.listing.unreadable_for
+            blind = blind or peer.listing.unreadable_unknown
+        now = ("*",) if blind else tuple(sorted(unsure))
+        if now == self._unsure:
+            return
+        self._unsure = now
+        if blind:
+            log.warning(
+                "reconciliation: an Alertmanager lists an alert whose labels cannot be read: "
+                "no alert is resolved by absence until it is gone"
+            )
+        elif unsure:
+            shown = ", ".join(now[:LOGGED_NAMES]) + (" ..." if len(now) > LOGGED_NAMES else "")
+            log.warning(
+                "reconciliation: an Alertmanager lists status alerts that cannot be read for "
+                "%d cluster(s) (%s): none of their alerts is resolved by absence",
+                len(now),
+                shown,
+            )
+        else:
+            log.info("reconciliation: every listed alert can be read again")
 
     def _failed(self, name: str, reason: str) -> None:
         self.metrics.failures.labels(name).inc()

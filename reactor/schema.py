@@ -11,13 +11,20 @@ PostgreSQL in the one-row table ``fleetwatch_schema``, and the migrations run un
 session advisory lock, so replicas that start together migrate once, one after the other.
 
 The two schemas hold the same columns with the same meaning: times are microseconds since
-the epoch, alert flags 0/1, statuses their names.
+the epoch (written to the millisecond; older rows may hold microseconds, and are read to the
+millisecond: ``reactor.store_sql``), alert flags 0/1, statuses their names.
 """
 
 from __future__ import annotations
 
 #: Key of the PostgreSQL advisory lock held while migrating (any fixed 64-bit number).
 MIGRATION_LOCK_KEY = 0x666C656574  # "fleet"
+
+#: Migration 3 of both stores: the same statements read the same on SQLite and PostgreSQL.
+INFERRED_RESOLUTIONS = (
+    "ALTER TABLE clusters ADD COLUMN online_inferred INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE clusters ADD COLUMN offline_inferred INTEGER NOT NULL DEFAULT 0",
+)
 
 SQLITE: tuple[tuple[str, ...], ...] = (
     # 1: the first release
@@ -65,6 +72,9 @@ SQLITE: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX IF NOT EXISTS outages_closed ON outages (closed_at) "
         "WHERE closed_at IS NOT NULL",
     ),
+    # 3: a resolution inferred by reconciliation is provisional (reactor.statemachine);
+    # every resolution stored before was taken as final, as it was then
+    INFERRED_RESOLUTIONS,
 )
 
 POSTGRES: tuple[tuple[str, ...], ...] = (
@@ -115,6 +125,8 @@ POSTGRES: tuple[tuple[str, ...], ...] = (
     ),
     # 2: closed outages found by age, for the retention sweep
     ("CREATE INDEX outages_closed ON outages (closed_at) WHERE closed_at IS NOT NULL",),
+    # 3: as SQLite's (a constant default: no table rewrite on PostgreSQL 11 and later)
+    INFERRED_RESOLUTIONS,
 )
 
 #: The version this code writes: every store's migrations end there.

@@ -13,6 +13,12 @@ What Alertmanager 0.25 really sends (checked against a real one, see
 tests/reactor/test_alertmanager.py): ``version "4"``, ``alerts[]`` each with its
 own ``status``, ``labels``, ``startsAt``, ``endsAt`` (``0001-01-01T00:00:00Z`` while firing),
 ``fingerprint``. We go by each alert's own status, never the group's.
+
+Every time is kept to the millisecond. Alertmanager's webhooks pass on the sender's full
+precision (Go's RFC3339Nano, up to nine digits), its API v2 writes milliseconds: an alert
+instance is named by its ``startsAt``, and it must have one name whichever path brought it,
+or reconciliation (``reactor.reconcile``) takes the instance a webhook brought for one it
+no longer lists.
 """
 
 from __future__ import annotations
@@ -77,10 +83,22 @@ _RFC3339 = re.compile(
 )
 
 
-def parse_time(value: object, where: str) -> int | None:
-    """RFC 3339 -> microseconds since the epoch; Go's zero time -> None.
+#: What a time is cut to, in microseconds: the millisecond, the precision of Alertmanager's
+#: API v2 (go-openapi's ``strfmt.DateTime``), which its webhooks exceed.
+PRECISION_US = 1000
 
-    Alertmanager sends nanoseconds; we keep microseconds, which fit a 64-bit integer for
+
+def to_precision(us: int) -> int:
+    """Microseconds since the epoch, cut to :data:`PRECISION_US` (cut, not rounded, as Go's
+    formatting does: ``.123999`` is ``.123``)."""
+    return us - us % PRECISION_US
+
+
+def parse_time(value: object, where: str) -> int | None:
+    """RFC 3339 -> microseconds since the epoch, to the millisecond; Go's zero time -> None.
+
+    Alertmanager's webhooks carry nanoseconds, its API milliseconds: we keep what both
+    carry (:data:`PRECISION_US`), counted in microseconds, which fit a 64-bit integer for
     any year a timestamp can spell (nanoseconds would overflow after 2262).
     """
     if not isinstance(value, str):
@@ -108,8 +126,8 @@ def parse_time(value: object, where: str) -> int | None:
         moment -= timedelta(seconds=offset)
     except (ValueError, OverflowError) as exc:
         raise PayloadError(f"{where} is not a valid time: {clip(value)!r} ({exc})") from None
-    micros = int(fraction.ljust(6, "0")[:6] or 0)
-    return (moment - EPOCH) // timedelta(microseconds=1) + micros
+    millis = int(fraction.ljust(3, "0")[:3])
+    return (moment - EPOCH) // timedelta(microseconds=1) + millis * 1000
 
 
 def format_time(us: int | None) -> str | None:
@@ -171,7 +189,9 @@ _ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
 def _checked_time(value: str, where: str, field: str) -> int | None:
     """:func:`parse_time` of a value the model's pattern has passed, faster for the form
     Alertmanager sends (UTC, ``Z``): ``datetime.fromisoformat`` reads that form the same
-    way and takes a third of the time, which counts in a webhook of a thousand alerts."""
+    way and takes a third of the time, which counts in a webhook of a thousand alerts.
+    (Where it refuses a form, nine fractional digits on some Python versions, parse_time
+    reads it.)"""
     if value[-1] == "Z":
         try:
             moment = datetime.fromisoformat(value)
@@ -179,7 +199,7 @@ def _checked_time(value: str, where: str, field: str) -> int | None:
             pass
         else:
             if moment != _ZERO_TIME:  # the zero time, to the nanosecond: parse_time
-                return (moment - EPOCH) // timedelta(microseconds=1)
+                return (moment - EPOCH) // timedelta(milliseconds=1) * 1000
     return parse_time(value, f"{where}.{field}")
 
 

@@ -7,11 +7,22 @@ table of inputs and expected outputs (tests/reactor/test_statemachine.py).
 Status signals. Alertmanager tells us about two alerts per cluster:
 ``FleetClusterOnline`` fires while it is ONLINE, ``FleetClusterOffline`` while it is
 OFFLINE. For each of the two we keep the latest thing we know: *firing since startsAt* or
-*resolved at endsAt*. An alert instance is named by its ``startsAt``; a later ``startsAt``
-is a newer instance, and within one instance "resolved" is newer than "firing" (the first
-resolution heard of an instance stays: a second one, with another ``endsAt``, is no news).
-Anything not newer than what we hold is ignored, so duplicates, repeats, out-of-order
-deliveries and several reactors reconciling the same alerts change nothing.
+*resolved at endsAt*. An alert instance is named by its ``startsAt`` (to the millisecond,
+what every path carries: ``reactor.signals``); a later ``startsAt`` is a newer instance.
+Within one instance, a resolution is newer than "firing", and there are two kinds of it:
+
+* *resolved by Alertmanager* (a webhook saying so) is final: nothing more about that
+  instance is news, not even a late copy of its "firing" (an HA peer's, a retry).
+* *inferred*: a reconciliation found the instance listed by no Alertmanager and resolved
+  it (``reactor.reconcile``). Absence proves less: an Alertmanager restarted empty, a
+  wrong ``--alertmanager.url``. So it is provisional: the same instance seen firing again
+  (re-sent, repeated every ``repeat_interval``, listed again) revives it, and
+  Alertmanager's own resolution replaces it (with the true ``endsAt``).
+
+The first resolution of either kind heard of an instance stays: a second one of the same
+kind, with another ``endsAt`` (another replica's reconciliation), is no news. Anything not
+newer than what we hold is ignored, so duplicates, repeats, out-of-order deliveries and
+several reactors reconciling the same alerts change nothing twice.
 
 The two alerts are exclusive (the rules never fire both at once), so a firing alert whose
 ``startsAt`` is older than the latest ``startsAt`` known for the other alert has ended,
@@ -39,7 +50,9 @@ Outages and the cascade:
   outage: no app stays DEPLOYED on an OFFLINE cluster.
 * The outage closes when the cluster is ONLINE with a ``startsAt`` later than the outage's
   start: the apps it degraded that are still DEGRADED for ``cluster_offline`` on that
-  cluster go back to DEPLOYED (:class:`RestoreApps`). Nothing else restores anything.
+  cluster go back to DEPLOYED (:class:`RestoreApps`). Nothing else restores anything: an
+  OFFLINE resolved (by Alertmanager or inferred) leaves the outage open, so an OFFLINE
+  revived finds it open and its apps deployed meanwhile join it.
 
 What the app effects mean, exactly (the store runs them as one set-based statement each):
 
@@ -78,25 +91,34 @@ CLUSTER_OFFLINE = "cluster_offline"
 class AlertState:
     """What we know of one status alert: firing since ``starts_at``, or resolved at ``ends_at``.
 
-    Times are microseconds since the Unix epoch (see ``reactor.signals.parse_time``).
+    Times are microseconds since the Unix epoch, whole milliseconds (see
+    ``reactor.signals.parse_time``).
     """
 
     firing: bool
     starts_at: int
     ends_at: int | None = None
-
-    @property
-    def order(self) -> tuple[int, int]:
-        """Newer information sorts later: a later instance, then resolved after firing.
-
-        ``ends_at`` is left out: two resolutions of one instance (Alertmanager's, and one a
-        reconciliation inferred at its own time) are the same news, so the first one stays.
-        """
-        return (self.starts_at, 0 if self.firing else 1)
+    #: resolved because no Alertmanager listed it any more, not because one said so:
+    #: provisional, the same instance seen firing again revives it
+    inferred: bool = False
 
 
 def is_newer(candidate: AlertState, known: AlertState | None) -> bool:
-    return known is None or candidate.order > known.order
+    """Whether ``candidate`` is news over ``known`` (the module docstring's rules).
+
+    Not a total order: an inferred resolution and the same instance firing each replace the
+    other, as often as a reconciliation and Alertmanager disagree; everything else moves
+    one way only (a later instance; within one, firing, then resolved, then final).
+    """
+    if known is None or candidate.starts_at > known.starts_at:
+        return True
+    if candidate.starts_at < known.starts_at:
+        return False
+    if known.firing:
+        return not candidate.firing  # resolved, whichever way
+    if known.inferred:
+        return not candidate.inferred  # revived by firing, or made final by Alertmanager
+    return False  # Alertmanager's resolution is final
 
 
 @dataclass(frozen=True, slots=True)

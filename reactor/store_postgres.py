@@ -24,6 +24,13 @@ opens a new one; while the database cannot be reached, calls fail at once for
 timeout, so a queue of calls drains as 503s and the first call after the database is back
 reconnects. Nothing is cached between transactions: every gate decision reads the row.
 
+The password may come from a file that rotates (``--db.password-file``,
+``reactor.secretfile``): each connection is opened with the file's password of the
+moment, and a connection refused (a password changed with ``ALTER ROLE``, among other
+reasons) re-reads the file and, when that gives another password, is tried again at once.
+Open connections are not affected by a rotation: PostgreSQL checks a password only when a
+connection starts.
+
 The statements PostgreSQL runs as SQLite does are ``reactor.store_sql``'s; here are the
 set-based statements over many clusters, the connections and the error mapping.
 """
@@ -40,6 +47,7 @@ import psycopg
 from psycopg import errors
 
 from reactor import schema
+from reactor.secretfile import SecretFile
 from reactor.statemachine import CLUSTER_OFFLINE, AppStatus, ClusterAlertState, Status
 from reactor.store import (
     AppRecord,
@@ -216,7 +224,8 @@ class PostgresStore:
     """:class:`reactor.store.Store` on one PostgreSQL connection (opened on first use).
 
     ``conninfo``: a ``postgresql://`` URL or libpq key=value string, without the password;
-    ``password``: given apart, so it is never part of a string that could be logged.
+    ``password``: given apart, so it is never part of a string that could be logged; a
+    :class:`SecretFile` is read again as it changes (the handles of one store share it).
     ``busy_timeout_s``: how long a statement waits for a lock (``lock_timeout``) before
     the call answers 503, as the SQLite store's busy timeout.
     ``migrate``: bring the schema up to date now (raises :class:`StoreUnavailable` when
@@ -227,7 +236,7 @@ class PostgresStore:
         self,
         conninfo: str,
         *,
-        password: str | None = None,
+        password: str | SecretFile | None = None,
         busy_timeout_s: float = 5.0,
         connect_timeout_s: float = 2.0,
         migrate: bool = True,
@@ -245,13 +254,30 @@ class PostgresStore:
     # -- connections -------------------------------------------------------------------
 
     def _open(self, lock_timeout_s: float) -> psycopg.Connection[tuple[Any, ...]]:
+        """A new connection, with the password of the moment; refused, with the password
+        file's new one if it has changed (:class:`SecretFile`)."""
+        source = self._password
+        if not isinstance(source, SecretFile):
+            return self._connect(lock_timeout_s, source)
+        used = source.current()
+        try:
+            return self._connect(lock_timeout_s, used)
+        except psycopg.OperationalError:
+            fresh = source.reread()  # another handle may have read it already: compare
+            if fresh == used:
+                raise
+        return self._connect(lock_timeout_s, fresh)
+
+    def _connect(
+        self, lock_timeout_s: float, password: str | None
+    ) -> psycopg.Connection[tuple[Any, ...]]:
         options = (
             f"-c lock_timeout={int(lock_timeout_s * 1000)} "
             f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_TIMEOUT_S * 1000}"
         )
         return psycopg.connect(
             self.conninfo,
-            password=self._password,
+            password=password,
             autocommit=True,  # transactions are explicit (conn.transaction())
             connect_timeout=max(1, math.ceil(self._connect_timeout_s)),
             application_name="fleetwatch-reactor",

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, ClassVar, Protocol
 
+from reactor.signals import to_precision
 from reactor.statemachine import (
     CLUSTER_OFFLINE,
     AlertState,
@@ -55,7 +56,7 @@ CLUSTER_SELECT = (
     "SELECT c.id, c.name, c.endpoint, c.kubeconfig_secret_ref, c.source, "
     "c.online_firing, c.online_starts_at, c.online_ends_at, "
     "c.offline_firing, c.offline_starts_at, c.offline_ends_at, "
-    "c.was_online, c.outage_id, o.started_at "
+    "c.was_online, c.outage_id, o.started_at, c.online_inferred, c.offline_inferred "
     "FROM clusters c LEFT JOIN outages o ON o.id = c.outage_id"
 )
 APP_SELECT = (
@@ -119,7 +120,7 @@ class SQLTransaction:
             f"UPDATE clusters SET status = {p}, status_since = {p}, "
             f"online_firing = {p}, online_starts_at = {p}, online_ends_at = {p}, "
             f"offline_firing = {p}, offline_starts_at = {p}, offline_ends_at = {p}, "
-            f"was_online = {p} WHERE id = {p}",
+            f"online_inferred = {p}, offline_inferred = {p}, was_online = {p} WHERE id = {p}",
             [state_row(cluster_id, state) for cluster_id, state in states],
         )
 
@@ -246,19 +247,31 @@ class SQLTransaction:
 # -- rows <-> records --------------------------------------------------------------------
 
 
-def _alert(firing: int | None, starts_at: int | None, ends_at: int | None) -> AlertState | None:
+def _alert(
+    firing: int | None, starts_at: int | None, ends_at: int | None, inferred: int
+) -> AlertState | None:
     if firing is None or starts_at is None:
         return None
-    return AlertState(firing=bool(firing), starts_at=starts_at, ends_at=ends_at)
+    return AlertState(
+        firing=bool(firing),
+        starts_at=to_precision(starts_at),
+        ends_at=None if ends_at is None else to_precision(ends_at),
+        inferred=bool(inferred),
+    )
 
 
 def cluster_record(row: tuple[Any, ...]) -> ClusterRecord:
-    """A row of :data:`CLUSTER_SELECT` as a record."""
+    """A row of :data:`CLUSTER_SELECT` as a record.
+
+    Times are read to the millisecond (``reactor.signals.PRECISION_US``): a row written with
+    microseconds, by a release before that rule or a replica not yet upgraded, names its
+    alert instance as the webhooks and listings of today do.
+    """
     state = ClusterAlertState(
-        online=_alert(row[5], row[6], row[7]),
-        offline=_alert(row[8], row[9], row[10]),
+        online=_alert(row[5], row[6], row[7], row[14]),
+        offline=_alert(row[8], row[9], row[10], row[15]),
         was_online=bool(row[11]),
-        outage_since=row[13],
+        outage_since=None if row[13] is None else to_precision(row[13]),
     )
     return ClusterRecord(row[0], row[1], row[2], row[3], row[4], state, row[12])
 
@@ -280,6 +293,8 @@ def state_row(cluster_id: int, state: ClusterAlertState) -> tuple[Any, ...]:
         None if off is None else int(off.firing),
         None if off is None else off.starts_at,
         None if off is None else off.ends_at,
+        int(on is not None and on.inferred),
+        int(off is not None and off.inferred),
         int(state.was_online),
         cluster_id,
     )

@@ -65,6 +65,21 @@ class PostgresServer:
             raise RuntimeError(f"initdb failed in {self.root}: {done.stderr.strip()}")
         return self
 
+    def require_passwords(self) -> PostgresServer:
+        """Before :meth:`start`: connections over TCP (the reactor's, :meth:`url`) must give
+        the role's password (SCRAM); the Unix socket in the folder stays trusted, for
+        :meth:`admin`."""
+        (self.data / "pg_hba.conf").write_text(
+            "local all all trust\nhost all all 127.0.0.1/32 scram-sha-256\n"
+        )
+        return self
+
+    def admin(self, database: str = "postgres") -> psycopg.Connection[tuple[object, ...]]:
+        """A connection over the Unix socket (trusted even with :meth:`require_passwords`)."""
+        return psycopg.connect(
+            host=str(self.root), port=self.port, user=USER, dbname=database, autocommit=True
+        )
+
     def start(self) -> PostgresServer:
         options = (
             f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.root} "

@@ -374,6 +374,76 @@ async def test_a_lost_resolved_costs_at_most_one_interval(
     assert reactor.metric("fleetwatch_reactor_outages_closed_total") == 1
 
 
+def to_the_nanosecond(one: dict[str, Any]) -> dict[str, Any]:
+    """The alert with times that carry nanoseconds (Go's RFC3339Nano), as any sender may."""
+    for key in ("startsAt", "endsAt"):
+        if key in one:
+            one[key] = one[key].replace(".000000Z", ".123456789Z")
+    return one
+
+
+async def test_an_offline_notified_to_the_nanosecond_stays_offline_through_reconciliation(
+    start_reactor: StartReactor, alertmanagers: Any, http: aiohttp.ClientSession
+) -> None:
+    """Alertmanager's webhook passes the nanoseconds on, its API v2 lists the milliseconds:
+    the same instance both ways, so reconciling resolves nothing and the gate stays shut."""
+    am = alertmanagers()
+    reactor = await start_reactor(alertmanager_urls=(am.url,), min_uptime_s=0)
+    am.configure(webhook_config(str(reactor.client.make_url("/alerts"))))
+    await asyncio.to_thread(am.start)
+    await reactor.setup({"c1": ["web"]})
+    await am.post(http, to_the_nanosecond(status_alert(ON, "c1", 0)))
+    await poll(reactor.statuses, lambda s: s == {"c1": "ONLINE"}, WITHIN_S, "ONLINE")
+    down = [status_alert(ON, "c1", 0, 5), status_alert(OFF, "c1", 5)]
+    await am.post(http, *(to_the_nanosecond(a) for a in down))
+    await poll(reactor.apps, lambda a: a == {"web": "DEGRADED"}, WITHIN_S, "cascade")
+    await poll(
+        lambda: _value(reactor.metric("fleetwatch_reactor_notifications_total", outcome="applied")),
+        lambda n: n >= 2,
+        WITHIN_S,
+        "both notifications by webhook",
+    )
+    async with http.get(f"{am.url}/api/v2/alerts") as resp:
+        listed = {a["labels"]["alertname"]: a["startsAt"] for a in await resp.json()}
+    assert listed[OFF].endswith(".123Z"), listed  # what the API says of .123456789Z
+    await reactor.runs_after(3)
+    assert await reactor.statuses() == {"c1": "OFFLINE"}
+    resp = await reactor.client.post("/deployments", json={"app": "web", "cluster": "c1"})
+    assert resp.status == 409, await resp.text()
+
+
+async def test_an_offline_resolved_by_an_empty_alertmanager_is_revived_when_listed_again(
+    start_reactor: StartReactor, alertmanagers: Any, http: aiohttp.ClientSession
+) -> None:
+    """Restarted empty, the Alertmanager is believed after min-uptime: the Offline no longer
+    listed reads as resolved. Prometheus re-sends it (same startsAt): OFFLINE again."""
+    min_uptime_s = 2.0
+    am = alertmanagers()
+    await asyncio.to_thread(am.start)
+    reactor = await start_reactor(alertmanager_urls=(am.url,), min_uptime_s=min_uptime_s)
+    await reactor.setup({"c1": ["web"]})
+    await am.post(http, status_alert(ON, "c1", 0))
+    await poll(reactor.statuses, lambda s: s == {"c1": "ONLINE"}, 2 * WITHIN_S, "ONLINE")
+    await am.post(http, status_alert(ON, "c1", 0, 5), status_alert(OFF, "c1", 5))
+    await poll(reactor.apps, lambda a: a == {"web": "DEGRADED"}, WITHIN_S, "cascade")
+
+    await asyncio.to_thread(am.stop)
+    await asyncio.to_thread(am.start)
+    await poll(
+        reactor.statuses, lambda s: s == {"c1": "UNKNOWN"}, min_uptime_s + WITHIN_S, "UNKNOWN"
+    )
+    assert (await reactor.client.post("/apps", json={"name": "api", "cluster": "c1"})).ok
+    resp = await reactor.client.post("/deployments", json={"app": "api", "cluster": "c1"})
+    assert resp.status == 201  # UNKNOWN: the outage cannot be proven
+
+    posted = await am.post(http, status_alert(OFF, "c1", 5))  # Prometheus re-sends it
+    await seen("OFFLINE again", posted, reactor.statuses, {"c1": "OFFLINE"})
+    assert await reactor.apps() == {"web": "DEGRADED", "api": "DEGRADED"}
+    resp = await reactor.client.post("/deployments", json={"app": "api", "cluster": "c1"})
+    assert resp.status == 409, await resp.text()
+    assert reactor.metric("fleetwatch_reactor_outages_opened_total") == 1
+
+
 async def test_replicas_reconciling_at_once_change_the_state_once(
     start_reactor: StartReactor, alertmanagers: Any, http: aiohttp.ClientSession, db_path: Path
 ) -> None:

@@ -479,6 +479,49 @@ def test_a_second_resolution_of_one_instance_is_no_news() -> None:
         assert not again.changed and again.state is first.state
 
 
+def inferred(starts: int, ends: int) -> AlertState:
+    """Resolved because a reconciliation no longer found it listed (provisional)."""
+    return AlertState(firing=False, starts_at=starts, ends_at=ends, inferred=True)
+
+
+def test_an_inferred_resolution_is_revived_by_the_same_instance_firing() -> None:
+    """An Alertmanager restarted empty, then the OFFLINE seen again (re-sent, a repeat, a
+    later listing): OFFLINE again, and the apps deployed while it read UNKNOWN join the
+    outage that is still open."""
+    state = ClusterAlertState(online=resolved(0, 5), offline=firing(5), outage_since=5)
+    gone = apply(state, [(StatusAlert.OFFLINE, inferred(5, 9))])
+    assert gone.changed and gone.state.status is Status.UNKNOWN and gone.effects == ()
+    back = apply(gone.state, [(StatusAlert.OFFLINE, firing(5))])
+    assert back.changed and back.state.status is Status.OFFLINE
+    assert back.state.offline == firing(5) and back.state.outage_since == 5
+    assert back.effects == (DegradeApps(),)
+    # ...and a later reconciliation that no longer finds it resolves it again.
+    again = apply(back.state, [(StatusAlert.OFFLINE, inferred(5, 12))])
+    assert again.changed and again.state.status is Status.UNKNOWN
+
+
+def test_only_alertmanagers_own_resolution_is_final() -> None:
+    state = ClusterAlertState(online=firing(0), was_online=True)
+    told = apply(state, [(StatusAlert.ONLINE, resolved(0, 7))]).state
+    # A late copy of the firing (an HA peer's, a retry) changes nothing...
+    for late in (firing(0), inferred(0, 9)):
+        assert not apply(told, [(StatusAlert.ONLINE, late)]).changed
+    # ...while Alertmanager's resolution makes an inferred one final, its endsAt the true one.
+    guessed = apply(state, [(StatusAlert.ONLINE, inferred(0, 9))]).state
+    final = apply(guessed, [(StatusAlert.ONLINE, resolved(0, 7))])
+    assert final.changed and final.state.online == resolved(0, 7)
+    assert final.state.status_since == 7
+    assert not apply(final.state, [(StatusAlert.ONLINE, firing(0))]).changed
+
+
+def test_a_second_inferred_resolution_of_one_instance_is_no_news() -> None:
+    """Replicas reconciling together: the first inferred resolution stays."""
+    state = ClusterAlertState(offline=firing(5))
+    first = apply(state, [(StatusAlert.OFFLINE, inferred(5, 9))])
+    again = apply(first.state, [(StatusAlert.OFFLINE, inferred(5, 10))])
+    assert first.changed and not again.changed and again.state is first.state
+
+
 def test_online_then_offline_is_one_outage_however_batched() -> None:
     one = apply(
         ClusterAlertState(), [(StatusAlert.ONLINE, firing(0)), (StatusAlert.OFFLINE, firing(5))]

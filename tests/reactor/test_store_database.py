@@ -92,7 +92,9 @@ def test_the_password_comes_from_the_file_then_the_environment_then_the_url(
     env = {"PGPASSWORD": "from-env"}
     args = settings_of([url, f"--db.password-file={secret}"], env)
     assert settings_from(args, env).db_password == "from-file"
+    assert settings_from(args, env).db_password_file == secret  # followed as it rotates
     assert settings_from(settings_of([url], env), env).db_password == "from-env"
+    assert settings_from(settings_of([url], env), env).db_password_file is None
     settings = settings_from(settings_of([url], {}), {})
     assert settings.db_password is None  # the store then takes the URL's
     assert shown_database(settings) == "postgresql://fw:xxxxx@db:5432/fleet"
