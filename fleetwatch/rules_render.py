@@ -13,13 +13,14 @@ from typing import Any
 import yaml
 
 from fleetwatch import rules_controlplane
+from fleetwatch.rules_discovery import discovery_group
 from fleetwatch.rules_exporter import exporter_group
 from fleetwatch.rules_model import Group, RuleSettings, indent
 from fleetwatch.rules_status import status_group
 
 
 def groups(settings: RuleSettings) -> list[Group]:
-    return [status_group(settings), exporter_group(settings)]
+    return [status_group(settings), exporter_group(settings), discovery_group()]
 
 
 class _Dumper(yaml.SafeDumper):

@@ -20,7 +20,18 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 KUSTOMIZE = REPO / "deploy" / "kubernetes"
 #: Every folder a user may `kubectl apply -k`.
-OVERLAYS = ("base", "overlays/sqlite", "overlays/sharded", "overlays/prometheus-operator")
+OVERLAYS = (
+    "base",
+    "overlays/sqlite",
+    "overlays/sharded",
+    "overlays/prometheus-operator",
+    "overlays/argocd",
+    "overlays/cluster-api",
+)
+#: The flag that makes a workload read clusters from the management cluster's API, and the
+#: one that narrows it to namespaces (none: every namespace).
+DISCOVERY_FLAG = "--discovery.kubernetes"
+NAMESPACE_FLAG = "--discovery.kubernetes.namespace="
 #: The Kubernetes version the objects are validated against: the kubectl on the machine.
 KUBERNETES_VERSION = "1.32"
 WORKLOAD_KINDS = ("Deployment", "StatefulSet")
@@ -63,6 +74,24 @@ def find(objects: list[Obj], kind: str, name: str) -> Obj:
 
 def workloads(objects: list[Obj]) -> list[Obj]:
     return [obj for obj in objects if obj["kind"] in WORKLOAD_KINDS]
+
+
+def args_of(workload: Obj) -> list[str]:
+    (container,) = workload["spec"]["template"]["spec"]["containers"]
+    args: list[str] = container["args"]
+    return args
+
+
+def reads_api(workload: Obj) -> bool:
+    """The workload reads clusters from the management cluster's API."""
+    return DISCOVERY_FLAG in args_of(workload)
+
+
+def watched_namespaces(workload: Obj) -> set[str]:
+    """The namespaces its list+watches are narrowed to; empty: every namespace."""
+    return {
+        a.removeprefix(NAMESPACE_FLAG) for a in args_of(workload) if a.startswith(NAMESPACE_FLAG)
+    }
 
 
 def _matcher(matcher: Obj) -> str:

@@ -5,9 +5,12 @@ kubelet does), its env (values and ``secretKeyRef``s), its volumes (Secrets writ
 folder, owned by root and the pod's fsGroup with the Secret's mode; emptyDirs and
 PersistentVolumeClaims as writable folders), its security context (user, read-only root
 without podman's extra tmpfs, no capabilities, no new privileges) and, for a StatefulSet
-pod, its hostname. Only the listen addresses change: ``--web.listen-address=:PORT`` moves
-to 127.0.0.1 on a free port, and every containerPort must be one of them, or the
-manifest names a port nothing listens on.
+pod, its hostname; and, given the management cluster's address, what the kubelet gives
+every pod (``KUBERNETES_SERVICE_HOST`` and ``_PORT``) and a pod whose template mounts its
+service account's token (the token, ``ca.crt`` and ``namespace`` under
+``/var/run/secrets/kubernetes.io/serviceaccount``). Only the listen addresses change:
+``--web.listen-address=:PORT`` moves to 127.0.0.1 on a free port, and every containerPort
+must be one of them, or the manifest names a port nothing listens on.
 """
 
 from __future__ import annotations
@@ -24,6 +27,18 @@ from fleetwatch.procs import free_port
 
 Obj = dict[str, Any]
 LISTEN = re.compile(r"^--web\.listen-address=(?P<host>[^:]*):(?P<port>\d+)$")
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+@dataclass(frozen=True)
+class ApiServer:
+    """The Kubernetes API as a pod sees it: the ``kubernetes`` Service's address, the CA
+    of its certificate, and the token of the pod's service account."""
+
+    host: str
+    port: int
+    ca_pem: bytes
+    token: str = field(repr=False)
 
 
 @dataclass
@@ -40,6 +55,8 @@ class Pod:
     ports: dict[str, int] = field(default_factory=dict)
     #: every file path a Secret provides inside the container
     secret_files: list[str] = field(default_factory=list)
+    #: the service account's token is mounted (automountServiceAccountToken)
+    token_mounted: bool = False
 
     def container(self, image: str, log: Path, ready_path: str | None = None) -> Container:
         ready = None
@@ -103,8 +120,10 @@ def pod_of(
     root: Path,
     *,
     ordinal: int | None = None,
+    api: ApiServer | None = None,
 ) -> Pod:
-    """The pod of ``workload`` (StatefulSet: the one of ``ordinal``), files under ``root``."""
+    """The pod of ``workload`` (StatefulSet: the one of ``ordinal``), files under ``root``;
+    ``api``: the cluster's API server, for the environment and the token the kubelet gives."""
     name = workload["metadata"]["name"]
     if ordinal is not None:
         name = f"{name}-{ordinal}"
@@ -148,6 +167,24 @@ def pod_of(
             pod.mounts[folder] = inside
         else:
             pod.writable[folder] = inside
+
+    if api is not None:
+        pod.env["KUBERNETES_SERVICE_HOST"] = api.host
+        pod.env["KUBERNETES_SERVICE_PORT"] = str(api.port)
+    # The manifests say it on every pod (their ServiceAccounts mount none by default).
+    if spec["automountServiceAccountToken"]:
+        assert api is not None, f"{name} mounts its service account's token: give api="
+        folder = root / name / "serviceaccount"
+        folder.mkdir(parents=True)
+        folder.chmod(0o755)
+        namespace = workload["metadata"].get("namespace", "default")
+        for file, data in (("token", api.token), ("ca.crt", api.ca_pem), ("namespace", namespace)):
+            path = folder / file
+            path.write_bytes(data if isinstance(data, bytes) else data.encode())
+            os.chown(path, 0, fs_group)
+            path.chmod(0o440)
+        pod.mounts[folder] = SERVICE_ACCOUNT_DIR
+        pod.token_mounted = True
 
     context = container.get("securityContext", {})
     pod.options += ["--user", f"{user}:{group}", "--group-add", str(fs_group)]

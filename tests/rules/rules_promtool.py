@@ -22,7 +22,9 @@ from typing import Any
 import yaml
 
 from common.contract import STORM_ALERT as STORM
+from common.metricnames import DISCOVERY_KUBERNETES_UP
 from fleetwatch.rules import RuleSettings, groups
+from fleetwatch.rules_discovery import DISCOVERY_DOWN_ALERT
 
 JOB = 'job="fleetwatch-exporter", instance="127.0.0.1:9713"'
 
@@ -629,6 +631,54 @@ def absent_case(s: RuleSettings) -> dict[str, Any]:
     }
 
 
+def discovery_case(s: RuleSettings) -> dict[str, Any]:
+    """Discovery from the management cluster's API failing: a page after 10 minutes, not before.
+
+    - ``down`` (the exporter): the list+watch fails from minute 2 on, then answers again at
+      ``back``: pending for 10 minutes, firing from minute 12, resolved at ``back``;
+    - ``blip``: failing for 9 minutes (ten samples; a rolling restart of the API servers),
+      then fine: pending, never firing;
+    - the reactor (another job) failing too: the same alert, with its own job;
+    - ``files-only``: an exporter without ``--discovery.kubernetes`` exports no such series
+      (only its ``up``): no alert, ever.
+    """
+    down_from, back = 2, 16
+    minutes = back + 2
+
+    def series(job: str, instance: str, values: Sequence[int]) -> dict[str, str]:
+        return {
+            "series": f'{DISCOVERY_KUBERNETES_UP}{{job="{job}", instance="{instance}"}}',
+            "values": _values(list(values)),
+        }
+
+    failing = [1] * down_from + [0] * (back - down_from) + [1] * (minutes - back)
+    blip = [1] * down_from + [0] * 10 + [1] * (minutes - down_from - 10)
+    exporter = {"job": s.exporter_job, "instance": "down:9713"}
+    reactor = {"job": "fleetwatch-reactor", "instance": "reactor:9714"}
+    alert = DISCOVERY_DOWN_ALERT
+    firing: list[tuple[dict[str, str], float | None]] = [(exporter, 0.0), (reactor, 0.0)]
+    return {
+        "name": "discovery from the management cluster's API down",
+        "interval": "1m",
+        "input_series": [
+            series(s.exporter_job, "down:9713", failing),
+            series("fleetwatch-reactor", "reactor:9714", failing),
+            series(s.exporter_job, "blip:9713", blip),
+            {
+                "series": f'up{{job="{s.exporter_job}", instance="files-only:9713"}}',
+                "values": f"1x{minutes}",
+            },
+        ],
+        "alert_rule_test": [
+            _alerts(s, down_from, alert, []),
+            _alerts(s, down_from + 9, alert, []),  # pending, and the blip's last minute
+            _alerts(s, down_from + 10, alert, firing),
+            _alerts(s, back - 1, alert, firing),
+            _alerts(s, back, alert, []),
+        ],
+    }
+
+
 def test_file(settings: RuleSettings, rule_file: str) -> dict[str, Any]:
     """A whole promtool test file for rules rendered with ``settings``."""
     return {
@@ -647,6 +697,7 @@ def test_file(settings: RuleSettings, rule_file: str) -> dict[str, Any]:
             exporter_case(settings),
             stall_case(settings),
             absent_case(settings),
+            discovery_case(settings),
         ],
     }
 

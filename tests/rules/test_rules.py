@@ -121,6 +121,7 @@ def test_annotations_use_known_templates() -> None:
     allowed = {
         "{{ $labels.cluster }}",
         "{{ $labels.instance }}",
+        "{{ $labels.job }}",
         "{{ $value }}",
         "{{ $value | humanizePercentage }}",
     }
