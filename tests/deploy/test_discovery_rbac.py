@@ -293,11 +293,6 @@ def test_the_exporter_takes_the_components_flags(overlay: str) -> None:
     assert settings.label_selector == DEFAULT_SELECTOR
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the reactor's --discovery.kubernetes flags come with the reactor's informer "
-    "(issue 24, another branch); once merged this passes: remove the mark",
-)
 @pytest.mark.parametrize("overlay", ["overlays/argocd", "overlays/cluster-api"])
 def test_the_reactor_takes_the_components_flags(overlay: str) -> None:
     (args,) = _reader_args(overlay, "fleetwatch-reactor")
