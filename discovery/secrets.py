@@ -46,10 +46,10 @@ with :attr:`~discovery.clusters.Cluster.not_probeable` saying why, and no config
 ``certificate-authority``, ``client-certificate``, ``client-key``: a file of the
 exporter's pod, not the Secret's, and a way to send its own service account token to any
 server); an ``auth-provider`` (the kubernetes client would read and write files for it);
-an exec plugin when ``exec_plugins`` is False. Exec plugins are honoured by default, as
-Argo CD honours ``execProviderConfig``: whoever may write a Secret the source reads can
-then run a command in the exporter, so the namespaces read should be the platform
-team's.
+an exec plugin unless ``exec_plugins`` is True. Exec plugins are refused by default (the
+``--discovery.kubernetes.exec-plugins`` flag turns them on, as Argo CD honours
+``execProviderConfig``): whoever may write a Secret the source reads could otherwise run
+a command in the exporter, with its service account.
 
 **Problems.** A Secret that cannot be read (a key missing or not base64, a ``config``
 Argo CD would refuse, a kubeconfig that does not parse) is a
@@ -164,7 +164,7 @@ def read_secret(
     secret: Mapping[str, Any],
     selector: LabelSelector = DEFAULT_SELECTOR,
     *,
-    exec_plugins: bool = True,
+    exec_plugins: bool = False,
 ) -> SecretClusters | None:
     """The clusters and problems of one Secret object; None when it is none of ours.
 

@@ -20,6 +20,7 @@ once the cycle is over, before the next one starts.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import resource
 import time
@@ -103,6 +104,8 @@ class Monitor:
         )
         self.warnings = CycleWarnings(settings)
         self.stats = CycleStats(check_errors={c.name: 0 for c in self.checks})
+        #: set by :meth:`wake`: the next cycle starts now, not at the interval
+        self._wake = asyncio.Event()
         self._probes_started_at: float | None = None  #: loop time of the last cycle's probes
         #: the last scan's clusters and readable refs: unchanged, nothing new to publish
         self._last_seen: tuple[tuple[Cluster, ...], dict[str, bool]] | None = None
@@ -165,8 +168,15 @@ class Monitor:
         otherwise carry its timed-out clusters' handshakes into the next cycle, whose hung
         clusters then end it late. Scheduling, not synchronisation.
         """
-        await asyncio.sleep(max(0.0, self.settings.interval - elapsed))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), max(0.0, self.settings.interval - elapsed))
+        self._wake.clear()
         await self.client.settle()
+
+    def wake(self) -> None:
+        """Start the next cycle now (the management cluster's first list came in after a
+        cycle that ran without it: its clusters should not wait a whole interval)."""
+        self._wake.set()
 
     def report_cycle_length(self, elapsed: float) -> None:
         """Warn when a cycle outlasts the interval, once per change of its causes."""

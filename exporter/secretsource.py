@@ -78,13 +78,21 @@ class SecretSource:
         self.reads = SecretReads(settings)
         self._merged = Merged(Discovery((), ()))
         self._problems: tuple[DiscoveryProblem, ...] = ()
+        #: scans so far (one per cycle), and the first that held a complete list: the
+        #: exporter is ready once the cycle of that scan is served (``/-/ready``)
+        self.scans = 0
+        self.first_complete_scan: int | None = None
 
     def __repr__(self) -> str:
         return f"SecretSource({len(self.reads)} Secrets, {self.informer!r})"
 
     def scan(self) -> Discovery:
+        self.scans += 1
+        complete = self.informer.synced  # before the copy: it then holds the whole list
         files = self.files.scan()
         secrets = self.reads.read(self.informer.objects())
+        if complete and self.first_complete_scan is None:
+            self.first_complete_scan = self.scans
         merged = merge(files, secrets, shard=self.shard, previous=self._problems)
         self._problems = merged.discovery.problems
         self._merged = merged

@@ -44,6 +44,8 @@ MONITOR: web.AppKey[Monitor] = web.AppKey("monitor", Monitor)
 RENDERED: web.AppKey[list[Rendered]] = web.AppKey("rendered", list)
 #: the list+watch of the management cluster's Secrets (``--discovery.kubernetes``), or None
 INFORMER: web.AppKey[Informer | None] = web.AppKey("informer", Informer)
+#: How long the first cycle waits for the management cluster's first list.
+FIRST_LIST_WAIT_S = 30.0
 
 _INDEX = landing_page(
     "fleetwatch exporter",
@@ -117,11 +119,34 @@ def create_app(
     )
     app[MONITOR] = monitor
 
+    async def first_list_then_cycles() -> None:
+        """The first cycle waits for the management cluster's first list (a while at
+        most: the files' clusters are not held hostage by an API that is down); if it
+        comes later, a cycle starts then rather than an interval later."""
+        wake: asyncio.Task[None] | None = None
+        if informer is not None and not await informer.wait_synced(FIRST_LIST_WAIT_S):
+            log.warning(
+                "the management cluster's Secrets are not listed after %gs: probing the "
+                "files' clusters meanwhile",
+                FIRST_LIST_WAIT_S,
+            )
+
+            async def wake_when_listed() -> None:
+                await informer.wait_synced(float("inf"))
+                monitor.wake()
+
+            wake = asyncio.create_task(wake_when_listed(), name="fleetwatch first list")
+        try:
+            await monitor.run_forever()
+        finally:
+            if wake is not None:
+                wake.cancel()
+
     async def probe_loop(app: web.Application) -> AsyncIterator[None]:
         async with monitor:  # its exit kills exec plugins in flight, with their children
             task: asyncio.Task[None] | None = None
             if run_loop:
-                task = asyncio.create_task(monitor.run_forever(), name="fleetwatch probe loop")
+                task = asyncio.create_task(first_list_then_cycles(), name="fleetwatch probe loop")
                 task.add_done_callback(_log_crash)
             try:
                 yield
@@ -232,6 +257,15 @@ async def _ready(request: web.Request) -> web.Response:
             headers={"Retry-After": "1"},
         )
     served = request.app[RENDERED][0]
+    source = request.app[MONITOR].discovery
+    first = source.first_complete_scan if isinstance(source, SecretSource) else 0
+    if first is None or served.cycles_total < first:
+        return web.Response(
+            status=503,
+            text="fleetwatch exporter is not ready: no cycle with the management cluster's "
+            "Secrets has completed yet.\n",
+            headers={"Retry-After": "1"},
+        )
     if served.cycles_total == 0:
         return web.Response(
             status=503,

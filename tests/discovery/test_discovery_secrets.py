@@ -238,7 +238,7 @@ ARGO_FORMS: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]] = [
 def test_argocd_auth_form_resolves_as_the_same_kubeconfig_file(
     tmp_path: Path, config: dict[str, Any], cluster_body: dict[str, Any], user_body: Any
 ) -> None:
-    found = read(argo(config or None))
+    found = read(argo(config or None), exec_plugins=True)
     assert found.kind == "argocd" and found.problems == ()
     (only,) = found.clusters
     proxy = cluster_body.get("proxy-url")

@@ -33,6 +33,7 @@ from test_exporter_proxy import Tinyproxy
 
 from discovery.informer import InformerSettings
 from discovery.shard import Shard
+from exporter import server
 from exporter.secretsource import KubernetesDiscovery
 from exporter.server import INFORMER, MONITOR, create_app
 from exporter.settings import ExporterSettings
@@ -343,3 +344,36 @@ async def test_every_shard_watches_and_probes_its_share(
         assert probed[0] and probed[1]
         assert probed[0].isdisjoint(probed[1])
         assert probed[0] | probed[1] == {c.name for c in clusters}
+
+
+async def test_a_slow_first_list_is_probed_when_it_comes_not_an_interval_later(
+    tmp_path: Path,
+    mgmt: ManagementCluster,
+    aiohttp_client: ClientFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Before: /-/ready said 200 after a first cycle that ran before the first list, and
+    the Secrets' clusters waited a whole interval (300 s) for the next one."""
+    monkeypatch.setattr(server, "FIRST_LIST_WAIT_S", 0.2)
+    async with StandinFleet(tmp_path / "fleet") as fleet:
+        one = await fleet.add_cluster("slow-one")
+        ca = b64(fleet.certs.ca_pem)
+        mgmt.seed(
+            [
+                argocd(
+                    one.name, one.url, {"bearerToken": one.token, "tlsClientConfig": {"caData": ca}}
+                )
+            ]
+        )
+        mgmt.arm_fault(kind="delay", verb="list", resource="secrets", count=1, delay_seconds=1.5)
+        kubernetes = KubernetesDiscovery(kubeconfig=str(mgmt.kubeconfig), informer=FAST)
+        app = create_app(ExporterSettings(interval=300, timeout=5, kubernetes=kubernetes))
+        client = await aiohttp_client(app)
+        assert (await client.get("/-/ready")).status == 503
+        deadline = time.monotonic() + 20
+        while (await client.get("/-/ready")).status != 200:
+            assert time.monotonic() < deadline, "never ready"
+            await asyncio.sleep(0.05)
+        # Ready means the cycle that holds the Secrets' clusters is served.
+        got = samples(await (await client.get("/metrics")).text())
+        assert success(got, "slow-one") == 1
