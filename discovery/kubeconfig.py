@@ -220,6 +220,13 @@ def _count(value: object, budget: int) -> int:
     return seen
 
 
+def _has_userinfo(server: str) -> bool:
+    """Whether ``server`` carries ``user@`` or ``user:password@`` before its host."""
+    _, sep, rest = server.partition("://")
+    authority = (rest if sep else server).split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
+    return "@" in authority
+
+
 def resolve_contexts(
     docs: list[tuple[str, Document]],
 ) -> tuple[dict[str, ResolvedContext], list[DiscoveryProblem]]:
@@ -265,6 +272,14 @@ def resolve_contexts(
         server = cluster.server
         if not isinstance(server, str) or not server:
             problem(f"cluster {cluster_name!r} has no server")
+            continue
+        if _has_userinfo(server):
+            # Go's client sends user:password@ of a URL as basic auth: a credential, which
+            # the endpoint (a label, a log line, an API answer) must never carry.
+            problem(
+                f"cluster {cluster_name!r} has credentials in its server URL (user@ or "
+                "user:password@): put them in the user entry; the URL is not shown"
+            )
             continue
         base = folders[source]
         user_name = ctx.get("user")

@@ -105,6 +105,21 @@ def test_context_with_missing_user_or_cluster_is_skipped(tmp_path: Path) -> None
     }
 
 
+def test_a_server_url_with_credentials_is_refused_without_showing_them(tmp_path: Path) -> None:
+    """Go sends a URL's user:password@ as basic auth: a credential that the endpoint (a
+    metric label, a log line, an API answer) would otherwise carry."""
+    doc = yaml.safe_load(kubeconfig("good", "leaky", "user-only"))
+    doc["clusters"][1]["cluster"]["server"] = "https://admin:hunter2@10.0.0.1:6443"
+    doc["clusters"][2]["cluster"]["server"] = "https://admin@10.0.0.2:6443/"
+    write(tmp_path / "k.yaml", yaml.safe_dump(doc))
+    found = Discoverer(None, tmp_path).scan()
+    assert names(found) == ["good"]
+    reasons = {p.context: p.reason for p in found.problems}
+    assert set(reasons) == {"leaky", "user-only"}
+    assert all("credentials in its server URL" in r for r in reasons.values())
+    assert "hunter2" not in repr(found) and "admin" not in repr(found)
+
+
 def test_missing_main_kubeconfig_is_a_problem_the_folder_still_counts(tmp_path: Path) -> None:
     write(tmp_path / "k.yaml", kubeconfig("only"))
     missing = tmp_path / "nope" / "config"
