@@ -10,6 +10,11 @@ raised), and each cluster takes two: its listening socket and the client's kept-
 connection. So a big fleet is split into shards of at most ``SHARD_MAX`` clusters, one
 process each, their kubeconfigs side by side in one folder (``--kubeconfig-dir``).
 
+Tokens rotate on request (:meth:`Fleet.rotate_tokens`): the benchmark writes each shard's
+new tokens to ``rotate.json`` in its folder (mode 0600, as the fleet's own token files) and
+sends SIGUSR1; the shard makes every cluster named there accept only its new token, then
+writes ``rotated``.
+
 Run: ``.venv/bin/python -m bench.fleet_server --dir /tmp/fleet --clusters 1000 --hang 0``
 """
 
@@ -18,16 +23,24 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import resource
 import signal
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fleetwatch.procs import ManagedProcess, wait_until
 
+if TYPE_CHECKING:
+    from fleetwatch.standin.fleet import StandinFleet
+
 SHARD_MAX = 5000
 REPO = Path(__file__).resolve().parent.parent
+#: A token rotation: the new tokens (written by the benchmark), the shard's answer.
+ROTATE_FILE, ROTATED_FILE = "rotate.json", "rotated"
 
 
 @dataclass(frozen=True)
@@ -39,6 +52,8 @@ class FleetInfo:
     ca: Path
     client_cert: Path
     client_key: Path
+    #: the shard's folder (where a rotation's files go)
+    directory: Path = Path()
 
     def ports(self, mode: str | None = None) -> list[int]:
         return [int(c["port"]) for c in self.clusters if mode is None or c["mode"] == mode]
@@ -65,6 +80,24 @@ class Fleet:
     def stop(self) -> None:
         for proc in self.procs:
             proc.stop()
+
+    def rotate_tokens(self, tokens: Mapping[str, str], timeout: float = 60.0) -> None:
+        """From now on, each cluster named accepts only its new token (module docstring)."""
+        for proc, shard in zip(self.procs, self.shards, strict=True):
+            names = {str(c["name"]) for c in shard.clusters}
+            mine = {name: token for name, token in tokens.items() if name in names}
+            if not mine:
+                continue
+            (shard.directory / ROTATED_FILE).unlink(missing_ok=True)
+            staged = shard.directory / (ROTATE_FILE + ".new")
+            fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                json.dump(mine, f)
+            staged.replace(shard.directory / ROTATE_FILE)
+            proc.signal(signal.SIGUSR1)
+        for shard in self.shards:
+            if any(str(c["name"]) in tokens for c in shard.clusters):
+                wait_until((shard.directory / ROTATED_FILE).exists, timeout, what="tokens rotated")
 
 
 def start_fleet(
@@ -125,6 +158,7 @@ def start_fleet(
                 ca=Path(doc["ca"]),
                 client_cert=Path(doc["client_cert"]),
                 client_key=Path(doc["client_key"]),
+                directory=d,
             )
         )
     return fleet
@@ -165,7 +199,18 @@ async def serve(
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(signal.SIGUSR1, _rotate, fleet, directory)
         await stop.wait()
+
+
+def _rotate(fleet: StandinFleet, directory: Path) -> None:
+    """SIGUSR1: every cluster in ``rotate.json`` accepts only its new token; then ``rotated``."""
+    path = directory / ROTATE_FILE
+    tokens = json.loads(path.read_text())
+    path.unlink()
+    for name, token in tokens.items():
+        fleet.cluster(name).token = token  # the stand-in's cached answers key on it
+    (directory / ROTATED_FILE).write_text(f"{len(tokens)}\n")
 
 
 def _publish(directory: Path, info: dict[str, object]) -> None:

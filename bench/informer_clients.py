@@ -271,9 +271,7 @@ def main() -> None:
         return
     from fleetwatch.standin.management import ManagementSettings, ThreadedManagementCluster
 
-    # In this (parent) process, on its own thread: the workers' CPU is theirs alone. Not
-    # ManagementProcess: writes through its control API stalled the open watch (see
-    # docs/exporter.md).
+    # In this (parent) process, on its own thread: the workers' CPU is theirs alone.
     with (
         tempfile.TemporaryDirectory() as tmp,
         ThreadedManagementCluster(

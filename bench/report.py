@@ -448,8 +448,17 @@ def round3_memory(prefix: str = "r3") -> str:
     return "\n".join(rows)
 
 
+def secret_discovery(name: str = "secret_discovery.json") -> str:
+    """Clusters from Argo CD Secrets against the same from files (``bench.secret_discovery``)."""
+    from bench.secret_discovery import markdown
+
+    doc = _load(name)
+    return markdown(doc) if doc is not None else ""
+
+
 def main() -> None:
     sections = {
+        "Clusters from Secrets against files": secret_discovery(),
         "Round 4: probe cycles": round3_cycles(round_files("r4")),
         "Round 4: memory (as built, 10,000 clusters)": round3_memory("r4"),
         "Round 4: the hung-cluster pass (bench/run_round3b.sh)": round3_cycles(

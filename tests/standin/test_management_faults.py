@@ -259,6 +259,38 @@ def test_the_command_line_serves_seeds_and_stops_on_sigterm(tmp_path: Path) -> N
         assert child.stop() == 0  # SIGTERM by pid: a clean exit
 
 
+def test_a_second_run_in_the_same_folder_reports_its_own_address(tmp_path: Path) -> None:
+    """The log is appended to, run after run: the summary read is this run's."""
+    first = ManagementProcess(tmp_path / "m").start()
+    first_url = first.url
+    assert first.stop() == 0
+    second = ManagementProcess(tmp_path / "m").start()
+    try:
+        # The first server is gone: only the second run's addresses answer.
+        assert second.control("GET", "/")["watches"] == 0
+        context = ssl.create_default_context(cafile=str(second.ca_file))
+        version = urllib.request.Request(
+            second.url + "/version", headers={"Authorization": f"Bearer {second.token}"}
+        )
+        with urllib.request.urlopen(version, context=context, timeout=10) as answer:
+            assert answer.status == 200
+        assert (tmp_path / "m" / "management.log").read_text().count('"url"') == 2
+        assert first_url  # (the first run's line is still in the log, above)
+    finally:
+        assert second.stop() == 0
+
+
+def test_thousands_of_objects_are_seeded_in_one_control_call(
+    cluster: ThreadedManagementCluster,
+) -> None:
+    big = "x" * 500_000  # 3 of them: a body over aiohttp's 1 MiB default
+    docs = [secret(f"s{i}", NS, string_data={"v": big}) for i in range(3)]
+    docs += [secret(f"t{i}", NS) for i in range(2000)]
+    stored = control(cluster, "POST", "/objects", docs)["objects"]
+    assert len(stored) == 2003
+    assert stored[-1]["name"] == "t1999"
+
+
 def test_a_watch_whose_client_went_away_is_dropped(cluster: ThreadedManagementCluster) -> None:
     api = Api(cluster)
     conn = api.connect()

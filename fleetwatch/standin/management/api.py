@@ -39,7 +39,7 @@ from fleetwatch.standin.management.status import (
     unprocessable,
     unsupported_media_type,
 )
-from fleetwatch.standin.management.store import ObjectStore
+from fleetwatch.standin.management.store import WATCH_BUFFER, ObjectStore
 from fleetwatch.standin.management.tables import TABLE_CONTENT_TYPE, table, wants_table
 from fleetwatch.standin.management.watch import serve_watch
 from fleetwatch.standin.responses import VERSION
@@ -59,6 +59,8 @@ class Management:
     faults: Faults = field(default_factory=Faults)
     #: Seconds between a watch's bookmarks (kube-apiserver: about 60).
     bookmark_seconds: float = 60.0
+    #: Events a watch may fall behind before it is terminated (``store.WatchStream``).
+    watch_buffer: int = WATCH_BUFFER
     #: ``host:port`` the server reports in ``/api``'s serverAddressByClientCIDRs.
     address: str = ""
 
@@ -166,7 +168,13 @@ async def _dispatch(
     if target.verb == "watch":
         predicate = selectors(query, extra_fields(kind))
         return await serve_watch(
-            request, store, target, predicate, state.bookmark_seconds, as_table=as_table
+            request,
+            store,
+            target,
+            predicate,
+            state.bookmark_seconds,
+            capacity=state.watch_buffer,
+            as_table=as_table,
         )
     if target.verb == "get":
         obj = store.get(kind, target.namespace, target.name)

@@ -27,7 +27,7 @@ from fleetwatch.standin.management.api import Management, create_app
 from fleetwatch.standin.management.control import create_control_app
 from fleetwatch.standin.management.faults import parse_fault
 from fleetwatch.standin.management.seed import seed_objects
-from fleetwatch.standin.management.store import ObjectStore
+from fleetwatch.standin.management.store import WATCH_BUFFER, ObjectStore
 
 T = TypeVar("T")
 
@@ -48,6 +48,9 @@ class ManagementSettings:
     bookmark_seconds: float = 60.0
     #: Events kept for watches to resume from (the watch cache holds 100-1000s per kind).
     window: int = 10_000
+    #: Events a watch may fall behind before it is terminated as too slow (it then ends,
+    #: and its client resumes from the last resourceVersion it received).
+    watch_buffer: int = WATCH_BUFFER
 
 
 class ManagementCluster:
@@ -105,7 +108,11 @@ class ManagementCluster:
         if self._certs is None:
             self._certs = await asyncio.to_thread(FleetCerts.create, self.directory / "pki")
         store = ObjectStore(window=self.settings.window)
-        self._state = Management(store, bookmark_seconds=self.settings.bookmark_seconds)
+        self._state = Management(
+            store,
+            bookmark_seconds=self.settings.bookmark_seconds,
+            watch_buffer=self.settings.watch_buffer,
+        )
         try:
             api = web.AppRunner(create_app(self._state), handle_signals=False, shutdown_timeout=2.0)
             self._runners.append(api)

@@ -41,9 +41,13 @@ class ManagementProcess:
             argv += ["--seed", str(seed)]
         self.process = ManagedProcess(argv, directory / "management.log")
         self.summary: dict[str, str] = {}
+        #: Where this run's output starts in the log (it is appended to, run after run).
+        self._log_start = 0
 
     def start(self, timeout: float = 30.0) -> ManagementProcess:
         self.directory.mkdir(parents=True, exist_ok=True)
+        log = self.process.log_path
+        self._log_start = log.stat().st_size if log.exists() else 0
         self.process.start()
         try:
             self.summary = wait_until(self._summary, timeout, what="the management summary line")
@@ -55,7 +59,10 @@ class ManagementProcess:
     def _summary(self) -> dict[str, str] | None:
         if not self.process.alive():
             raise RuntimeError(f"the management cluster exited:\n{self.process.log_tail()}")
-        for line in self.process.log_path.read_text(errors="replace").splitlines():
+        with self.process.log_path.open("rb") as log:
+            log.seek(self._log_start)
+            text = log.read().decode(errors="replace")
+        for line in text.splitlines():
             try:
                 found = json.loads(line)
             except ValueError:
@@ -105,14 +112,19 @@ class ManagementProcess:
 
     # --- the control API -------------------------------------------------------------
 
-    def control(self, method: str, path: str, body: Any = None) -> Any:
+    def control(self, method: str, path: str, body: Any = None, timeout: float = 10.0) -> Any:
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(self.control_url + path, data=data, method=method)
-        with urllib.request.urlopen(request, timeout=10) as response:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
             return json.loads(response.read())
 
-    def seed(self, objects: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-        found: list[dict[str, Any]] = self.control("POST", "/objects", list(objects))["objects"]
+    def seed(
+        self, objects: Iterable[dict[str, Any]], timeout: float = 60.0
+    ) -> list[dict[str, Any]]:
+        """Create or update objects in one call (thousands at once: a rotation of them all)."""
+        found: list[dict[str, Any]] = self.control(
+            "POST", "/objects", list(objects), timeout=timeout
+        )["objects"]
         return found
 
     def arm_fault(self, **fault: Any) -> None:

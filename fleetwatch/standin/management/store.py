@@ -8,8 +8,11 @@ compacts the history at will (:meth:`ObjectStore.compact`) to reach that case wi
 thousands of objects. Writes that change nothing take no revision and send no event, as
 kube-apiserver skips a write whose bytes are unchanged.
 
-Everything runs on the server's event loop, so the store takes no locks; watchers are fed
-through unbounded ``asyncio.Queue``\\ s.
+Everything runs on the server's event loop, so the store takes no locks. Each watcher has
+a bounded buffer (:class:`WatchStream`): a watcher that falls further behind than its
+capacity is terminated, as kube-apiserver's cacher forces an unresponsive watcher closed,
+so a watch either delivers every event or ends, and its client resumes from the last
+``resourceVersion`` it saw (the history replays the rest, or answers 410).
 """
 
 from __future__ import annotations
@@ -51,14 +54,75 @@ class Event:
     old: Obj | None
 
 
+#: Events a watcher may have waiting before it is terminated as too slow. As large as the
+#: default history: writes here land in bursts (a seed of thousands of objects is one turn
+#: of the event loop, where kube-apiserver's writes arrive one request at a time while its
+#: watchers drain), and any burst the history can replay is delivered live too.
+WATCH_BUFFER = 10_000
+
+
 @dataclass(eq=False)
 class WatchStream:
-    """One open watch: its filter, and the queue the store feeds (``None``: closed)."""
+    """One open watch: its filter, and the events the store gave it that are not sent yet.
+
+    The store :meth:`offer`\\ s events; the serving side :meth:`take`\\ s them and
+    :meth:`wait`\\ s when there is none. :meth:`close` ends the watch after what is
+    waiting (the control API, the server stopping); :meth:`terminate` ends it at once,
+    what is waiting dropped (a watcher more than ``capacity`` events behind).
+    """
 
     kind: Kind
     namespace: str
     predicate: Predicate
-    queue: asyncio.Queue[tuple[str, Obj] | None] = field(default_factory=asyncio.Queue)
+    capacity: int = WATCH_BUFFER
+    pending: deque[tuple[str, Obj]] = field(default_factory=deque)
+    #: No event will be added: end once ``pending`` is sent.
+    closed: bool = False
+    #: Dropped as too slow: end now.
+    terminated: bool = False
+    _wake: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def offer(self, event: Event) -> bool:
+        """Queue what this watcher sees of ``event``; False if that terminated it."""
+        seen = self.translate(event)
+        if seen is None or self.closed:
+            return not self.terminated
+        if len(self.pending) >= self.capacity:
+            self.terminate()
+            return False
+        self.pending.append(seen)
+        self._wake.set()
+        return True
+
+    def take(self) -> tuple[str, Obj] | None:
+        """The next event to send, if one is waiting."""
+        return self.pending.popleft() if self.pending else None
+
+    @property
+    def ended(self) -> bool:
+        """Nothing more will be sent."""
+        return self.terminated or (self.closed and not self.pending)
+
+    async def wait(self, seconds: float) -> bool:
+        """Wait up to ``seconds`` for an event or the end; False if none came."""
+        if self.pending or self.closed:
+            return True
+        self._wake.clear()
+        try:
+            async with asyncio.timeout(seconds):
+                await self._wake.wait()
+        except TimeoutError:
+            return False
+        return True
+
+    def close(self) -> None:
+        self.closed = True
+        self._wake.set()
+
+    def terminate(self) -> None:
+        self.terminated = self.closed = True
+        self.pending.clear()
+        self._wake.set()
 
     def translate(self, event: Event) -> tuple[str, Obj] | None:
         """The event this watcher sees, as the watch cache filters: an object that starts
@@ -279,10 +343,11 @@ class ObjectStore:
         self._history.append(event)
         while len(self._history) > self.window:
             self.compacted = self._history.popleft().revision
+        too_slow = []
         for watcher in self.watchers:
-            seen = watcher.translate(event)
-            if seen is not None:
-                watcher.queue.put_nowait(seen)
+            if not watcher.offer(event):  # terminated: too far behind
+                too_slow.append(watcher)
+        self.watchers.difference_update(too_slow)
         self._advanced.set()
         self._advanced = asyncio.Event()
 
@@ -316,7 +381,7 @@ class ObjectStore:
         """End every open watch now (as an API server restart or a load balancer would)."""
         count = len(self.watchers)
         for watcher in self.watchers:
-            watcher.queue.put_nowait(None)
+            watcher.close()
         self.watchers.clear()
         return count
 

@@ -15,15 +15,19 @@ Each line is ``{"type": ..., "object": ...}`` followed by a newline. Where a wat
 With ``allowWatchBookmarks=true`` a ``BOOKMARK`` (an object of the kind holding only
 ``metadata.resourceVersion``, the server's latest revision) is sent every bookmark period,
 at a moment when no event is waiting (kube-apiserver: about a minute; configurable here so
-tests need not wait). The
-stream ends cleanly after ``timeoutSeconds`` (unset: a random time between the minimum
-request timeout and twice it, 30-60 minutes, as kube-apiserver), when the control API
-closes all watches, or when the server stops.
+tests need not wait). The stream ends cleanly after ``timeoutSeconds`` (unset: a random
+time between the minimum request timeout and twice it, 30-60 minutes, as kube-apiserver),
+when the control API closes all watches, when the server stops, or when the watcher falls
+more than its buffer behind (``store.WatchStream``): kube-apiserver's cacher forces such a
+watcher closed ("unresponsive") rather than let it stall or grow without bound, and its
+client resumes from the last ``resourceVersion`` it received. A watch never stalls: it
+delivers, or it ends.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 from collections.abc import Callable
@@ -40,7 +44,7 @@ from fleetwatch.standin.management.status import (
     expired,
     too_large_resource_version,
 )
-from fleetwatch.standin.management.store import ObjectStore, WatchStream
+from fleetwatch.standin.management.store import WATCH_BUFFER, ObjectStore, WatchStream
 from fleetwatch.standin.management.tables import TABLE_CONTENT_TYPE, table
 
 #: kube-apiserver's ``--min-request-timeout`` default: watches last 1-2 times this.
@@ -103,6 +107,7 @@ async def serve_watch(
     predicate: Predicate,
     bookmark_seconds: float,
     *,
+    capacity: int = WATCH_BUFFER,
     as_table: bool = False,
 ) -> web.StreamResponse:
     query = request.query
@@ -130,7 +135,7 @@ async def serve_watch(
 
     # The events up to now are taken without an await, and the watcher is registered before
     # the next one: no write falls between the two.
-    watcher = WatchStream(kind, target.namespace, predicate)
+    watcher = WatchStream(kind, target.namespace, predicate, capacity)
     first: list[bytes] = []
     too_old: bytes | None = None
     if initial_events or not start:
@@ -165,7 +170,8 @@ async def serve_watch(
         )
     finally:
         store.watchers.discard(watcher)
-    await response.write_eof()
+    with contextlib.suppress(ConnectionResetError):  # the client went away: nothing to end
+        await response.write_eof()
     return response
 
 
@@ -179,28 +185,34 @@ async def _pump(
     bookmark_seconds: float,
     encode: Callable[[str, dict[str, Any]], bytes],
 ) -> None:
+    """Send the watcher's events as they come, bookmarks when it is idle, until its end.
+
+    Events waiting are always taken first: a bookmark comes due only when none is waiting,
+    and the wait for the next event is never a zero-length one (Python 3.11's
+    ``wait_for(queue.get(), 0)`` cancels the get before it runs, so a watch with events
+    waiting once its bookmark was due would spin and send nothing).
+    """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + lifetime
     next_bookmark = loop.time() + bookmark_seconds
-    while True:
+    while not watcher.ended:
         now = loop.time()
         if now >= deadline:
             return
-        if with_bookmarks and now >= next_bookmark and watcher.queue.empty():
-            # Every event queued so far was written: the store's revision covers them all.
+        item = watcher.take()
+        if item is not None:
+            await response.write(encode(*item))
+            continue
+        if with_bookmarks and now >= next_bookmark:
+            # Every event given to this watch was written: the revision covers them all.
             await response.write(_line("BOOKMARK", bookmark(watcher.kind, store.revision)))
             next_bookmark = now + bookmark_seconds
+            continue
         wake = min(deadline, next_bookmark if with_bookmarks else deadline, now + _LIVENESS)
-        try:
-            item = await asyncio.wait_for(watcher.queue.get(), max(0.0, wake - now))
-        except TimeoutError:
+        if not await watcher.wait(wake - now):
             transport = request.transport
             if transport is None or transport.is_closing():
                 return  # the client went away
-            continue
-        if item is None:
-            return  # closed by the control API or the server stopping
-        await response.write(encode(*item))
 
 
 __all__ = ["ApiError", "bookmark", "serve_watch"]
