@@ -117,7 +117,12 @@ def write_fleet(path: Path, names: list[str]) -> None:
     doc = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": n, "cluster": {"server": f"https://{n}"}} for n in names],
+        # The server is not what shards: any name, one address each (a name such as "@"
+        # in the host would be a URL with credentials, refused by discovery).
+        "clusters": [
+            {"name": n, "cluster": {"server": f"https://10.0.{i // 250}.{i % 250 + 1}"}}
+            for i, n in enumerate(names)
+        ],
         "contexts": [{"name": n, "context": {"cluster": n}} for n in names],
     }
     path.write_text(yaml.safe_dump(doc))
