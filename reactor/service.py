@@ -39,6 +39,7 @@ from reactor.statemachine import (
     apply,
 )
 from reactor.store import (
+    MIRRORED_PREFIXES,
     AppRecord,
     ClusterRecord,
     OutageRecord,
@@ -325,6 +326,11 @@ class Service:
     # -- apps ------------------------------------------------------------------------
 
     def add_app(self, name: str, cluster: str) -> AppRecord:
+        if name.startswith(MIRRORED_PREFIXES):
+            raise Conflict(
+                f"app {name!r}: names beginning {' or '.join(MIRRORED_PREFIXES)} are the apps "
+                "mirrored from Flux and Argo CD objects"
+            )
         with self.store.write() as tx:
             target = _need_cluster(tx, cluster)
             if tx.app(name) is not None:
