@@ -6,7 +6,9 @@ one label selector finds them all — Argo CD's (``argocd.argoproj.io/secret-typ
 Cluster API's (label ``cluster.x-k8s.io/cluster-name``, field ``type=cluster.x-k8s.io/secret``)
 and the user's (``--discovery.kubernetes.label-selector``) — times each namespace given
 (none: cluster-wide). :class:`Informer` runs them as its own named tasks and merges their
-objects by Secret ``uid``.
+objects by Secret ``uid``. Nothing in a reflector is particular to Secrets but the
+:class:`WatchSpec`: any :class:`Watched` (a path and selectors) is listed and watched alike
+(the reactor's mirror of Flux and Argo CD objects, ``reactor.cd.watch``).
 
 A reflector's loop:
 
@@ -107,6 +109,24 @@ class InformerSettings:
     backoff_max: float = 30.0
 
 
+class Watched(Protocol):
+    """What a reflector lists and watches: a collection's path and its selectors."""
+
+    @property
+    def kind(self) -> str:
+        """A short name for logs and task names."""
+        ...
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def label_selector(self) -> str: ...
+
+    @property
+    def field_selector(self) -> str: ...
+
+
 @dataclass(frozen=True)
 class WatchSpec:
     """One list+watch: a kind's selectors, in one namespace or cluster-wide (None)."""
@@ -149,7 +169,7 @@ class Reflector:
     def __init__(
         self,
         api: Api,
-        spec: WatchSpec,
+        spec: Watched,
         settings: InformerSettings,
         *,
         on_change: Callable[[], None] = lambda: None,
@@ -327,7 +347,7 @@ class Informer:
     def __init__(
         self,
         api: Api,
-        specs: Iterable[WatchSpec],
+        specs: Iterable[Watched],
         settings: InformerSettings = InformerSettings(),
         *,
         rng: random.Random | None = None,

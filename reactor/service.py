@@ -370,7 +370,14 @@ class Service:
             self._gate(target.name, target.state.status)
             tx.set_app(record.id, target.id, AppStatus.PENDING, None)
         return AppRecord(
-            record.id, record.name, target.id, target.name, AppStatus.PENDING, None, None
+            record.id,
+            record.name,
+            target.id,
+            target.name,
+            AppStatus.PENDING,
+            None,
+            None,
+            record.source,
         )
 
     def report(self, app: str, status: AppStatus, reason: str | None) -> AppRecord:
@@ -385,7 +392,14 @@ class Service:
                 self._gate(target.name, target.state.status)
             tx.set_app(record.id, record.cluster_id, status, reason)
         return AppRecord(
-            record.id, record.name, record.cluster_id, record.cluster, status, reason, None
+            record.id,
+            record.name,
+            record.cluster_id,
+            record.cluster,
+            status,
+            reason,
+            None,
+            record.source,
         )
 
     def counts(self) -> StatusCounts:

@@ -4,9 +4,8 @@ The reactor's apps are rows of its API; most platform teams deploy with Flux or 
 instead. This package mirrors their objects in the management cluster as apps of the
 clusters they deploy to, so the state machine's cascade degrades and restores them with
 the others, and then makes each object match its app: paused while an outage that
-degraded it lasts, resumed when the store restored it (DESIGN.md, "CD integration";
-docs/cd.md). The store stays the one source of truth; nothing here decides what an
-outage does.
+degraded it lasts, resumed when the store restored it (docs/cd.md). The store stays the
+one source of truth; nothing here decides what an outage does.
 
 Pure (data in, data out; tested as tables):
 

@@ -53,11 +53,11 @@ yes                any              RESUME when the app is DEPLOYED (the store r
                                     DEGRADED for another reason, or the cluster is down)
 =================  ===============  ============================================================
 
-So, as DESIGN.md's "CD integration" asks: an outage pauses what it degraded and marks it;
-its end resumes exactly what still carries a mark, so what a person paused is never
-resumed and what a person resumed keeps running; a pause an owner undid is applied again
-while the outage lasts; no object is ever resumed while its cluster is OFFLINE; and
-without an outage (a storm the guard inhibited, a silenced cluster) nothing is paused.
+So an outage pauses what it degraded and marks it; its end resumes exactly what still
+carries a mark, so what a person paused is never resumed and what a person resumed keeps
+running; a pause an owner undid is applied again while the outage lasts; no object is
+ever resumed while its cluster is OFFLINE; and without an outage (a storm the guard
+inhibited, a silenced cluster) nothing is paused.
 
 Why the store changes first on a person's resume: the mark is the only trace that the
 object was paused by us, and once it is dropped the object looks like one whose owner

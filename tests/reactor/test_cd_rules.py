@@ -1,5 +1,5 @@
 """The CD rules (reactor.cd.rules) as a table, their invariants over every input, and the
-stories of DESIGN.md's "CD integration" played on object dicts with the real patches."""
+stories of docs/cd.md played on object dicts with the real patches."""
 
 from __future__ import annotations
 
