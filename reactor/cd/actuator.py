@@ -148,6 +148,8 @@ class CdActuator:
                 await self.run_pass(full)
             except StoreUnavailable as exc:
                 log.warning("cd: the store cannot answer (%s): retried at the next pass", exc)
+            except Exception:  # a bug or a surprise: logged, and the next pass tries again
+                log.exception("cd: the pass failed; retried at the next one")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.wake.wait(), max(0.0, next_resync - time.monotonic()))
                 await asyncio.sleep(GATHER_S)  # product pacing: one pass for a burst

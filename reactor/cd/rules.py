@@ -121,9 +121,6 @@ class Decision:
     why: str = ""
 
 
-NOTHING = Decision(Verb.NOTHING)
-
-
 def decide(view: StoreView, seen: Observed) -> Decision:
     """What to do so the object matches the store (module docstring)."""
     if view.in_outage:
