@@ -174,10 +174,13 @@ class Reflector:
         *,
         on_change: Callable[[], None] = lambda: None,
         rng: random.Random | None = None,
+        transform: Callable[[Secret], Secret] = slim,
     ) -> None:
         self.api = api
         self.spec = spec
         self.settings = settings
+        #: what is kept of each object (client-go's ``SetTransform``): :func:`slim`
+        self.transform = transform
         self.on_change = on_change
         self._rng = rng or random.Random()
         #: uid -> the Secret as the API last sent it
@@ -274,7 +277,7 @@ class Reflector:
             for item in page["items"]:
                 uid = _uid(item)
                 if uid:
-                    items[uid] = slim(item)
+                    items[uid] = self.transform(item)
             metadata = page.get("metadata") or {}
             token = str(metadata.get("continue") or "")
             if not token:
@@ -319,7 +322,7 @@ class Reflector:
         if kind in ("ADDED", "MODIFIED"):
             uid = _uid(obj)
             if uid:
-                self.store[uid] = slim(obj)
+                self.store[uid] = self.transform(obj)
                 self.on_change()
         elif kind == "DELETED":
             if self.store.pop(_uid(obj), None) is not None:
@@ -351,10 +354,12 @@ class Informer:
         settings: InformerSettings = InformerSettings(),
         *,
         rng: random.Random | None = None,
+        transform: Callable[[Secret], Secret] = slim,
     ) -> None:
         self.settings = settings
         self.reflectors = [
-            Reflector(api, spec, settings, on_change=self._changed, rng=rng) for spec in specs
+            Reflector(api, spec, settings, on_change=self._changed, rng=rng, transform=transform)
+            for spec in specs
         ]
         self._tasks: list[asyncio.Task[None]] = []
         self._generation = 0

@@ -175,7 +175,7 @@ class Unreadable:
 def read_object(obj: Mapping[str, Any]) -> CdObject | Unreadable | None:
     """The object as the cascade sees it; None when it is not one of ours (another kind,
     no identity, or a Flux object that deploys to the management cluster itself)."""
-    kind = _kind_of(obj)
+    kind = kind_of(obj)
     metadata = obj.get("metadata")
     if kind is None or not isinstance(metadata, Mapping):
         return None
@@ -213,7 +213,8 @@ def read_object(obj: Mapping[str, Any]) -> CdObject | Unreadable | None:
     )
 
 
-def _kind_of(obj: Mapping[str, Any]) -> CdKind | None:
+def kind_of(obj: Mapping[str, Any]) -> CdKind | None:
+    """The mirrored kind ``obj`` is (by its API group and kind), None for any other."""
     api_version, kind = obj.get("apiVersion"), obj.get("kind")
     if not isinstance(api_version, str) or not isinstance(kind, str):
         return None

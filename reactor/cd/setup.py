@@ -26,7 +26,7 @@ from reactor.cd.actuator import CdActuator
 from reactor.cd.kubewrite import KubeWriter
 from reactor.cd.metrics import CdMetrics
 from reactor.cd.settings import CdSettings
-from reactor.cd.watch import cd_watches
+from reactor.cd.watch import cd_watches, stored
 from reactor.context import BACKEND, METRICS
 
 log = logging.getLogger(__name__)
@@ -61,7 +61,7 @@ def setup_cd(app: web.Application, settings: CdSettings | None) -> None:
         wake = asyncio.Event()
         api = KubeWriter(credentials, request_timeout=settings.request_timeout_s)
         async with api:
-            informer = Informer(api, cd_watches(settings), settings.informer)
+            informer = Informer(api, cd_watches(settings), settings.informer, transform=stored)
             actuator = CdActuator(backend, informer, api, settings, metrics, wake)
             app[CD_ACTUATOR] = actuator
             backend.outage_listeners.append(actuator.outages_moved)

@@ -5,13 +5,21 @@ One :class:`CdWatch` per kind turned on (``--cd.flux``: Kustomizations and HelmR
 no selector can filter on, so every object is listed and ``reactor.cd.objects`` keeps those
 that deploy to a remote cluster. The informer pages, resumes, relists after ``410 Gone``
 and backs off exactly as it does for Secrets.
+
+What the informer keeps of an object (:func:`stored`) is what it keeps of a Secret
+(``discovery.informer.slim``: no ``managedFields``, no ``kubectl apply`` copy), but for one
+thing the rules need: who owns the field that holds the pause, kept as a one-field
+``managedFields`` per owner (``reactor.cd.objects`` reads it to tell an owner's revert
+from a person's resume).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from reactor.cd.objects import CdKind
+from discovery.informer import slim
+from reactor.cd.objects import CdKind, kind_of, owners_of
 from reactor.cd.settings import CdSettings
 
 
@@ -39,3 +47,20 @@ class CdWatch:
 
 def cd_watches(settings: CdSettings) -> list[CdWatch]:
     return [CdWatch(kind) for kind in settings.kinds]
+
+
+def stored(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` slimmed as the informer keeps Secrets, with the owners of its pause field."""
+    kind = kind_of(obj)
+    slimmed = slim(obj)
+    metadata = obj.get("metadata")
+    if kind is None or not isinstance(metadata, dict):
+        return slimmed
+    owners = owners_of(metadata, kind.pause_field)
+    if not owners:
+        return slimmed
+    fields: dict[str, Any] = {}
+    for part in reversed(kind.pause_field):
+        fields = {f"f:{part}": fields}
+    kept = [{"manager": owner, "fieldsV1": fields} for owner in owners]
+    return {**slimmed, "metadata": {**slimmed["metadata"], "managedFields": kept}}

@@ -20,6 +20,7 @@ from reactor.cd.objects import (
     read_object,
 )
 from reactor.cd.targets import ClusterIndex, KnownCluster, Unresolved
+from reactor.cd.watch import stored
 from reactor.statemachine import CLUSTER_OFFLINE, AppStatus, Status
 
 
@@ -247,3 +248,27 @@ def test_an_app_placed_on_an_offline_cluster_joins_its_outage() -> None:
     assert placement(Status.OFFLINE, None) == (AppStatus.DEPLOYED, None, None)  # never ONLINE
     assert placement(Status.UNKNOWN, 3) == (AppStatus.DEPLOYED, None, None)  # gate allows it
     assert placement(Status.ONLINE, None) == (AppStatus.DEPLOYED, None, None)
+
+
+def test_the_informer_keeps_only_who_owns_the_pause() -> None:
+    obj = flux(suspend=False, kubeConfig={"secretRef": {"name": "s"}})
+    obj["metadata"]["annotations"] = {
+        "kubectl.kubernetes.io/last-applied-configuration": "{...}",
+        MARK: "3",
+    }
+    obj["metadata"]["managedFields"] = [
+        {"manager": "kustomize-controller", "operation": "Apply", "time": "t",
+         "fieldsV1": {"f:spec": {"f:suspend": {}, "f:interval": {}}}},
+        {"manager": "fleetwatch", "operation": "Update",
+         "fieldsV1": {"f:metadata": {"f:annotations": {f"f:{MARK}": {}}}}},
+    ]  # fmt: skip
+    kept = stored(obj)
+    assert kept["metadata"]["managedFields"] == [
+        {"manager": "kustomize-controller", "fieldsV1": {"f:spec": {"f:suspend": {}}}}
+    ]
+    assert kept["metadata"]["annotations"] == {MARK: "3"}
+    assert read_object(kept) == read_object(obj)
+    read = read_object(kept)
+    assert isinstance(read, CdObject) and read.resumed_by_owner
+    app = argo({"name": "c1"})
+    assert "managedFields" not in stored(app)["metadata"]
