@@ -6,9 +6,7 @@ one label selector finds them all — Argo CD's (``argocd.argoproj.io/secret-typ
 Cluster API's (label ``cluster.x-k8s.io/cluster-name``, field ``type=cluster.x-k8s.io/secret``)
 and the user's (``--discovery.kubernetes.label-selector``) — times each namespace given
 (none: cluster-wide). :class:`Informer` runs them as its own named tasks and merges their
-objects by Secret ``uid``. Nothing in a reflector is particular to Secrets but the
-:class:`WatchSpec`: any :class:`Watched` (a path and selectors) is listed and watched alike
-(the reactor's mirror of Flux and Argo CD objects, ``reactor.cd.watch``).
+objects by ``uid``; any :class:`Watched` collection is read alike (``reactor.cd.watch``).
 
 A reflector's loop:
 
@@ -109,20 +107,13 @@ class InformerSettings:
     backoff_max: float = 30.0
 
 
-class Watched(Protocol):
-    """What a reflector lists and watches: a collection's path and its selectors."""
-
+class Watched(Protocol):  # what a reflector lists and watches: a WatchSpec, or any collection
     @property
-    def kind(self) -> str:
-        """A short name for logs and task names."""
-        ...
-
+    def kind(self) -> str: ...  # a short name, for logs and task names
     @property
     def path(self) -> str: ...
-
     @property
     def label_selector(self) -> str: ...
-
     @property
     def field_selector(self) -> str: ...
 
@@ -179,8 +170,7 @@ class Reflector:
         self.api = api
         self.spec = spec
         self.settings = settings
-        #: what is kept of each object (client-go's ``SetTransform``): :func:`slim`
-        self.transform = transform
+        self.transform = transform  # what is kept of an object (client-go's SetTransform)
         self.on_change = on_change
         self._rng = rng or random.Random()
         #: uid -> the Secret as the API last sent it
