@@ -101,6 +101,20 @@ REACTOR_RECONCILE_CHANGES: Final = "fleetwatch_reactor_reconcile_changes"
 REACTOR_RECONCILE_LAST_SUCCESS: Final = (
     "fleetwatch_reactor_reconcile_last_success_timestamp_seconds"
 )
+#: the CD actuator (``reactor.cd``): gauge of mirrored objects, labels ``source``, ``state``
+#: (running, paused_by_outage, paused)
+REACTOR_CD_OBJECTS: Final = "fleetwatch_reactor_cd_objects"
+#: gauge: objects of the watched kinds that name no cluster of the store
+REACTOR_CD_UNRESOLVED: Final = "fleetwatch_reactor_cd_unresolved_objects"
+#: counter; labels ``action`` (pause, resume, drop_mark, remark), ``result`` (applied,
+#: dry_run, conflict, gone, failed)
+REACTOR_CD_ACTIONS: Final = "fleetwatch_reactor_cd_actions"
+#: counter; label ``reason`` (the management API's error reasons)
+REACTOR_CD_FAILURES: Final = "fleetwatch_reactor_cd_failures"
+#: gauges: actions decided and not yet done, and how long the oldest has waited
+REACTOR_CD_PENDING: Final = "fleetwatch_reactor_cd_pending_actions"
+REACTOR_CD_PENDING_AGE: Final = "fleetwatch_reactor_cd_oldest_pending_action_age_seconds"
+REACTOR_CD_LAST_RESYNC: Final = "fleetwatch_reactor_cd_last_resync_timestamp_seconds"
 
 
 def total(counter: str) -> str:

@@ -6,7 +6,7 @@ one label selector finds them all — Argo CD's (``argocd.argoproj.io/secret-typ
 Cluster API's (label ``cluster.x-k8s.io/cluster-name``, field ``type=cluster.x-k8s.io/secret``)
 and the user's (``--discovery.kubernetes.label-selector``) — times each namespace given
 (none: cluster-wide). :class:`Informer` runs them as its own named tasks and merges their
-objects by Secret ``uid``.
+objects by ``uid``; any :class:`Watched` collection is read alike (``reactor.cd.watch``).
 
 A reflector's loop:
 
@@ -107,6 +107,17 @@ class InformerSettings:
     backoff_max: float = 30.0
 
 
+class Watched(Protocol):  # what a reflector lists and watches: a WatchSpec, or any collection
+    @property
+    def kind(self) -> str: ...  # a short name, for logs and task names
+    @property
+    def path(self) -> str: ...
+    @property
+    def label_selector(self) -> str: ...
+    @property
+    def field_selector(self) -> str: ...
+
+
 @dataclass(frozen=True)
 class WatchSpec:
     """One list+watch: a kind's selectors, in one namespace or cluster-wide (None)."""
@@ -149,15 +160,17 @@ class Reflector:
     def __init__(
         self,
         api: Api,
-        spec: WatchSpec,
+        spec: Watched,
         settings: InformerSettings,
         *,
         on_change: Callable[[], None] = lambda: None,
         rng: random.Random | None = None,
+        transform: Callable[[Secret], Secret] = slim,
     ) -> None:
         self.api = api
         self.spec = spec
         self.settings = settings
+        self.transform = transform  # what is kept of an object (client-go's SetTransform)
         self.on_change = on_change
         self._rng = rng or random.Random()
         #: uid -> the Secret as the API last sent it
@@ -254,7 +267,7 @@ class Reflector:
             for item in page["items"]:
                 uid = _uid(item)
                 if uid:
-                    items[uid] = slim(item)
+                    items[uid] = self.transform(item)
             metadata = page.get("metadata") or {}
             token = str(metadata.get("continue") or "")
             if not token:
@@ -299,7 +312,7 @@ class Reflector:
         if kind in ("ADDED", "MODIFIED"):
             uid = _uid(obj)
             if uid:
-                self.store[uid] = slim(obj)
+                self.store[uid] = self.transform(obj)
                 self.on_change()
         elif kind == "DELETED":
             if self.store.pop(_uid(obj), None) is not None:
@@ -327,14 +340,16 @@ class Informer:
     def __init__(
         self,
         api: Api,
-        specs: Iterable[WatchSpec],
+        specs: Iterable[Watched],
         settings: InformerSettings = InformerSettings(),
         *,
         rng: random.Random | None = None,
+        transform: Callable[[Secret], Secret] = slim,
     ) -> None:
         self.settings = settings
         self.reflectors = [
-            Reflector(api, spec, settings, on_change=self._changed, rng=rng) for spec in specs
+            Reflector(api, spec, settings, on_change=self._changed, rng=rng, transform=transform)
+            for spec in specs
         ]
         self._tasks: list[asyncio.Task[None]] = []
         self._generation = 0

@@ -37,6 +37,8 @@ from reactor.api import (
 )
 from reactor.apidiscovery import API_DISCOVERY, ApiDiscovery
 from reactor.auth import TOKEN, TokenSource
+from reactor.cd.settings import CdSettings
+from reactor.cd.setup import setup_cd
 from reactor.context import BACKEND, METRICS, SETTINGS, Backend, ReactorSettings, StoreThread
 from reactor.database import parse_db_url, sqlite_url
 from reactor.health import add_health_routes
@@ -68,6 +70,7 @@ def create_app(
     store_factory: Callable[[], Store] | None = None,
     discoverer: Scanner | None = None,
     web_config: WebConfig | None = None,
+    cd: CdSettings | None = None,
 ) -> web.Application:
     """Build the reactor app; nothing is opened until it starts.
 
@@ -81,6 +84,8 @@ def create_app(
 
     With ``settings.kubernetes`` the management cluster's credentials are read here
     (``discovery.kubeauth.KubeAuthError`` when they cannot be).
+    ``cd``: ``--cd.*``, the Flux and Argo CD objects mirrored and paused (``reactor.cd``);
+    apart from ``settings`` because ``reactor.cd`` builds on ``reactor.context``.
     """
     # A valid bearer token passes basic auth too: Alertmanager sends one Authorization header.
     guard = guard_middlewares(web_config, has_bearer_token)
@@ -201,6 +206,7 @@ def create_app(
     app.cleanup_ctx.append(lifecycle)
     app.cleanup_ctx.append(watch_secrets)
     setup_reconciliation(app)  # after the store: starts once it is open, stops before it closes
+    setup_cd(app, cd)  # likewise
     add_routes(app)
     add_health_routes(app)
     return app

@@ -28,6 +28,7 @@ from discovery.apisource import add_flags as add_kubernetes_flags
 from discovery.apisource import from_args as kubernetes_from_args
 from discovery.kubeauth import KubeAuthError
 from reactor.auth import TokenFileError, read_token, reload_token_on_sighup
+from reactor.cd.settings import add_cd_flags, cd_settings_from
 from reactor.context import (
     DEFAULT_DB_PATH,
     DEFAULT_DB_RETENTION_S,
@@ -208,6 +209,7 @@ def add_parsers(subparsers: Any) -> None:
         "resolved only once one of them has been up this long (default: 300)",
     )
     add_kubernetes_flags(p)
+    add_cd_flags(p)
     add_log_flags(p)
     p.set_defaults(func=run_reactor)
 
@@ -348,6 +350,7 @@ def run_reactor(args: argparse.Namespace) -> int:
     try:
         addresses = parse_listen_addresses(args.listen_address or [DEFAULT_LISTEN_ADDRESS])
         settings = settings_from(args, dict(os.environ))
+        cd = cd_settings_from(args)
     except ValueError as exc:  # common.web.ListenAddressError is one
         print(f"fleetwatch reactor: {exc}", file=sys.stderr)
         return 2
@@ -383,7 +386,7 @@ def run_reactor(args: argparse.Namespace) -> int:
         ", clusters from the management cluster's Secrets" if settings.kubernetes else "",
     )
     try:
-        app = create_app(settings, web_config=web_config)
+        app = create_app(settings, web_config=web_config, cd=cd)
     except KubeAuthError as exc:  # --discovery.kubernetes: no credentials for its API
         print(f"fleetwatch reactor: --discovery.kubernetes: {exc}", file=sys.stderr)
         return 2
@@ -401,6 +404,9 @@ def run_reactor(args: argparse.Namespace) -> int:
         )
     except StoreUnavailable as exc:
         print(f"fleetwatch reactor: cannot open the database: {exc}", file=sys.stderr)
+        return 1
+    except KubeAuthError as exc:  # --cd.*: the management cluster's credentials
+        print(f"fleetwatch reactor: the management cluster: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:
         print(f"fleetwatch reactor: cannot listen on {where}: {exc}", file=sys.stderr)

@@ -18,7 +18,7 @@ from aiohttp import web
 from discovery import MainKubeconfig
 from discovery.apisource import KubernetesDiscovery
 from reactor.metrics import ReactorMetrics
-from reactor.service import Service
+from reactor.service import NotificationResult, ResetResult, Service
 from reactor.signals import DEFAULT_MAX_FUTURE_SKEW_S
 from reactor.store import retry_conflicts
 
@@ -227,6 +227,9 @@ class Backend:
         #: go to the least busy of ``thread`` and these.
         self.writers: list[tuple[StoreThread, Service]] = []
         self.unavailable = UnavailableLog()
+        #: Called on the event loop after a write that moved apps in or out of an outage
+        #: committed (a notification, a reconciliation, a reset): the CD actuator's wake-up.
+        self.outage_listeners: list[Callable[[], None]] = []
 
     @property
     def service(self) -> Service:
@@ -247,6 +250,9 @@ class Backend:
         # A call that lost a race with another replica's transaction runs again.
         result = await thread.call(lambda: retry_conflicts(lambda: operation(service)))
         self.unavailable.answered()
+        if self.outage_listeners and _moves_outages(result):
+            for listener in self.outage_listeners:
+                listener()
         return result
 
     async def read(self, operation: Callable[[Service], T]) -> T:
@@ -255,6 +261,14 @@ class Backend:
         if reader is None:
             return await self.run(operation)
         return await self.reads.call(lambda: operation(reader))
+
+
+def _moves_outages(result: object) -> bool:
+    """A write's result that says apps went into or out of an outage."""
+    if isinstance(result, NotificationResult):
+        moved = (result.outages_opened, result.outages_closed)
+        return any((*moved, result.apps_degraded, result.apps_restored))
+    return isinstance(result, ResetResult) and bool(result.outages_closed)
 
 
 SETTINGS = web.AppKey("settings", ReactorSettings)

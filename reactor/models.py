@@ -169,6 +169,8 @@ class WebhookBody(BaseModel):
 ClusterStatus = Literal["UNKNOWN", "ONLINE", "OFFLINE"]
 AppStatus = Literal["PENDING", "DEPLOYED", "DEGRADED"]
 Source = Literal["discovery", "api", "alerts"]
+#: "api": made through the API; "flux", "argocd": mirrored from that object (reactor.cd)
+AppSource = Literal["api", "flux", "argocd"]
 Time = Annotated[str | None, Field(json_schema_extra={"format": "date-time"})]
 
 
@@ -203,6 +205,8 @@ class App(TypedDict):
     cluster: str
     status: AppStatus
     reason: str | None
+    #: "api", or the Flux or Argo CD object it mirrors (named SOURCE:KIND/NAMESPACE/NAME)
+    source: AppSource
 
 
 class Error(TypedDict):

@@ -36,6 +36,7 @@ def app_json(app: AppRecord) -> dict[str, Any]:
         "cluster": app.cluster,
         "status": app.status.value,
         "reason": app.reason,
+        "source": app.source,
     }
 
 

@@ -13,6 +13,17 @@ session advisory lock, so replicas that start together migrate once, one after t
 The two schemas hold the same columns with the same meaning: times are microseconds since
 the epoch (written to the millisecond; older rows may hold microseconds, and are read to the
 millisecond: ``reactor.store_sql``), alert flags 0/1, statuses their names.
+
+Migration 4 makes room for the apps mirrored from the management cluster's Flux and Argo
+CD objects (``reactor.cd``) in the one ``apps`` table, so the cascade's statements move
+them with the others unchanged: ``source`` (``api`` for the rows of the API, ``flux`` or
+``argocd``), and for a mirrored app the object's ``object_uid`` and what was last seen of
+its pause (``paused`` 0/1, ``pause_mark``: fleetwatch's annotation, the outage id it names).
+A mirrored app's name is ``SOURCE:KIND/NAMESPACE/NAME`` (``reactor.cd.objects``); the API
+refuses to create names with those prefixes, so the two never meet in ``name``'s
+uniqueness. None of the new columns is written by a cascade or a deployment, and only
+``source`` (never updated) is indexed, so an app's update stays a heap-only tuple on
+PostgreSQL.
 """
 
 from __future__ import annotations
@@ -75,6 +86,14 @@ SQLITE: tuple[tuple[str, ...], ...] = (
     # 3: a resolution inferred by reconciliation is provisional (reactor.statemachine);
     # every resolution stored before was taken as final, as it was then
     INFERRED_RESOLUTIONS,
+    # 4: apps mirrored from Flux and Argo CD objects
+    (
+        "ALTER TABLE apps ADD COLUMN source TEXT NOT NULL DEFAULT 'api'",
+        "ALTER TABLE apps ADD COLUMN object_uid TEXT",
+        "ALTER TABLE apps ADD COLUMN paused INTEGER",
+        "ALTER TABLE apps ADD COLUMN pause_mark TEXT",
+        "CREATE INDEX IF NOT EXISTS apps_mirrored ON apps (source) WHERE source <> 'api'",
+    ),
 )
 
 POSTGRES: tuple[tuple[str, ...], ...] = (
@@ -127,6 +146,14 @@ POSTGRES: tuple[tuple[str, ...], ...] = (
     ("CREATE INDEX outages_closed ON outages (closed_at) WHERE closed_at IS NOT NULL",),
     # 3: as SQLite's (a constant default: no table rewrite on PostgreSQL 11 and later)
     INFERRED_RESOLUTIONS,
+    # 4: apps mirrored from Flux and Argo CD objects (constant defaults: no table rewrite)
+    (
+        "ALTER TABLE apps ADD COLUMN source TEXT NOT NULL DEFAULT 'api'",
+        "ALTER TABLE apps ADD COLUMN object_uid TEXT",
+        "ALTER TABLE apps ADD COLUMN paused INTEGER",
+        "ALTER TABLE apps ADD COLUMN pause_mark TEXT",
+        "CREATE INDEX apps_mirrored ON apps (source) WHERE source <> 'api'",
+    ),
 )
 
 #: The version this code writes: every store's migrations end there.

@@ -39,6 +39,7 @@ from reactor.statemachine import (
     apply,
 )
 from reactor.store import (
+    MIRRORED_PREFIXES,
     AppRecord,
     ClusterRecord,
     OutageRecord,
@@ -325,6 +326,11 @@ class Service:
     # -- apps ------------------------------------------------------------------------
 
     def add_app(self, name: str, cluster: str) -> AppRecord:
+        if name.startswith(MIRRORED_PREFIXES):
+            raise Conflict(
+                f"app {name!r}: names beginning {' or '.join(MIRRORED_PREFIXES)} are the apps "
+                "mirrored from Flux and Argo CD objects"
+            )
         with self.store.write() as tx:
             target = _need_cluster(tx, cluster)
             if tx.app(name) is not None:
@@ -364,7 +370,14 @@ class Service:
             self._gate(target.name, target.state.status)
             tx.set_app(record.id, target.id, AppStatus.PENDING, None)
         return AppRecord(
-            record.id, record.name, target.id, target.name, AppStatus.PENDING, None, None
+            record.id,
+            record.name,
+            target.id,
+            target.name,
+            AppStatus.PENDING,
+            None,
+            None,
+            record.source,
         )
 
     def report(self, app: str, status: AppStatus, reason: str | None) -> AppRecord:
@@ -379,7 +392,14 @@ class Service:
                 self._gate(target.name, target.state.status)
             tx.set_app(record.id, record.cluster_id, status, reason)
         return AppRecord(
-            record.id, record.name, record.cluster_id, record.cluster, status, reason, None
+            record.id,
+            record.name,
+            record.cluster_id,
+            record.cluster,
+            status,
+            reason,
+            None,
+            record.source,
         )
 
     def counts(self) -> StatusCounts:

@@ -75,6 +75,13 @@ class ClusterRecord:
     outage_id: int | None  #: the open outage, if any
 
 
+#: An app of the API has source "api"; these sources are apps mirrored from the management
+#: cluster's objects (``reactor.cd``), named ``SOURCE:KIND/NAMESPACE/NAME``. The API may not
+#: create a name with one of these prefixes, so the two kinds never claim the same name.
+MIRRORED_SOURCES = ("flux", "argocd")
+MIRRORED_PREFIXES = tuple(f"{source}:" for source in MIRRORED_SOURCES)
+
+
 @dataclass(frozen=True, slots=True)
 class AppRecord:
     id: int
@@ -84,6 +91,27 @@ class AppRecord:
     status: AppStatus
     reason: str | None
     outage_id: int | None  #: the open outage that degraded it, if any
+    #: "api" (made through the API), or "flux", "argocd": mirrored from that object
+    source: str = "api"
+
+
+@dataclass(frozen=True, slots=True)
+class MirroredApp:
+    """An app mirrored from a Flux or Argo CD object (``reactor.cd``), with its cluster's
+    status and open outage, read together: what the mirror and the CD rules work from."""
+
+    id: int
+    name: str
+    source: str
+    cluster: str
+    status: AppStatus
+    outage_id: int | None
+    cluster_status: Status
+    cluster_outage_id: int | None
+    #: what was last seen of the object: its uid, whether it was paused, fleetwatch's mark
+    uid: str | None
+    paused: bool | None
+    mark: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +196,34 @@ class Transaction(Protocol):
 
     def delete_cluster(self, cluster_id: int) -> None:
         """The cluster, its outages and every app on it (the caller decides if apps may go)."""
+        ...
+
+    # Apps mirrored from the management cluster's Flux and Argo CD objects (``reactor.cd``)
+
+    def mirrored_apps(self) -> list[MirroredApp]: ...
+    def insert_mirrored(
+        self,
+        name: str,
+        source: str,
+        cluster_id: int,
+        placed: tuple[AppStatus, str | None, int | None],
+        seen: tuple[str, bool, str | None],
+    ) -> bool:
+        """A new mirrored app, ``placed`` (status, reason, outage), ``seen`` (uid, paused,
+        mark); False when the name is taken (by an app of the API)."""
+        ...
+
+    def move_mirrored(
+        self, app_id: int, cluster_id: int, placed: tuple[AppStatus, str | None, int | None]
+    ) -> None: ...
+    def set_seen(self, seen: Sequence[tuple[int, str, bool, str | None]]) -> None:
+        """(app id, uid, paused, mark) of each mirrored app whose object changed."""
+        ...
+
+    def delete_mirrored(self, app_ids: Sequence[int]) -> None: ...
+    def leave_outage(self, app_id: int, outage_id: int) -> bool:
+        """The app leaves ``outage_id`` (DEPLOYED again) if it is still DEGRADED in it
+        for ``cluster_offline``; False when it was not (restored or moved meanwhile)."""
         ...
 
 

@@ -32,7 +32,14 @@ from reactor.statemachine import (
     ClusterAlertState,
     Status,
 )
-from reactor.store import AppRecord, ClusterRecord, OutageRecord, Placement, StatusCounts
+from reactor.store import (
+    AppRecord,
+    ClusterRecord,
+    MirroredApp,
+    OutageRecord,
+    Placement,
+    StatusCounts,
+)
 
 
 class Rows(Protocol):
@@ -60,8 +67,13 @@ CLUSTER_SELECT = (
     "FROM clusters c LEFT JOIN outages o ON o.id = c.outage_id"
 )
 APP_SELECT = (
-    "SELECT a.id, a.name, a.cluster_id, c.name, a.status, a.reason, a.outage_id "
+    "SELECT a.id, a.name, a.cluster_id, c.name, a.status, a.reason, a.outage_id, a.source "
     "FROM apps a JOIN clusters c ON c.id = a.cluster_id"
+)
+MIRRORED_SELECT = (
+    "SELECT a.id, a.name, a.source, c.name, a.status, a.outage_id, c.status, c.outage_id, "
+    "a.object_uid, a.paused, a.pause_mark "
+    "FROM apps a JOIN clusters c ON c.id = a.cluster_id WHERE a.source <> 'api'"
 )
 OUTAGE_SELECT = (
     "SELECT id, started_at, opened_at, closed_at, apps_degraded, apps_restored FROM outages"
@@ -243,6 +255,90 @@ class SQLTransaction:
         self._db.execute(f"DELETE FROM outages WHERE cluster_id = {p}", (cluster_id,))
         self._db.execute(f"DELETE FROM clusters WHERE id = {p}", (cluster_id,))
 
+    # -- apps mirrored from Flux and Argo CD objects (reactor.cd) --------------------------
+
+    def mirrored_apps(self) -> list[MirroredApp]:
+        return [
+            MirroredApp(
+                r[0],
+                r[1],
+                r[2],
+                r[3],
+                AppStatus(r[4]),
+                r[5],
+                Status(r[6]),
+                r[7],
+                r[8],
+                None if r[9] is None else bool(r[9]),
+                r[10],
+            )
+            for r in self._db.execute(f"{MIRRORED_SELECT} ORDER BY a.name")
+        ]
+
+    def insert_mirrored(
+        self,
+        name: str,
+        source: str,
+        cluster_id: int,
+        placed: tuple[AppStatus, str | None, int | None],
+        seen: tuple[str, bool, str | None],
+    ) -> bool:
+        p = self.MARK
+        status, reason, outage_id = placed
+        uid, paused, mark = seen
+        inserted = self._db.execute(
+            "INSERT INTO apps (name, cluster_id, status, reason, outage_id, source, "
+            f"object_uid, paused, pause_mark) VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}, "
+            f"{p}) ON CONFLICT (name) DO NOTHING",
+            (name, cluster_id, status.value, reason, outage_id, source, uid, int(paused), mark),
+        ).rowcount
+        if inserted and outage_id is not None:
+            self._joined(outage_id)
+        return bool(inserted)
+
+    def move_mirrored(
+        self, app_id: int, cluster_id: int, placed: tuple[AppStatus, str | None, int | None]
+    ) -> None:
+        p = self.MARK
+        status, reason, outage_id = placed
+        self._db.execute(
+            f"UPDATE apps SET cluster_id = {p}, status = {p}, reason = {p}, outage_id = {p} "
+            f"WHERE id = {p}",
+            (cluster_id, status.value, reason, outage_id, app_id),
+        )
+        if outage_id is not None:
+            self._joined(outage_id)
+
+    def _joined(self, outage_id: int) -> None:
+        """One more app degraded by the outage (it joined it when placed)."""
+        self._db.execute(
+            f"UPDATE outages SET apps_degraded = apps_degraded + 1 WHERE id = {self.MARK}",
+            (outage_id,),
+        )
+
+    def set_seen(self, seen: Sequence[tuple[int, str, bool, str | None]]) -> None:
+        p = self.MARK
+        self._db.executemany(
+            f"UPDATE apps SET object_uid = {p}, paused = {p}, pause_mark = {p} WHERE id = {p}",
+            [(uid, int(paused), mark, app_id) for app_id, uid, paused, mark in seen],
+        )
+
+    def delete_mirrored(self, app_ids: Sequence[int]) -> None:
+        self._db.executemany(
+            f"DELETE FROM apps WHERE id = {self.MARK} AND source <> 'api'",
+            [(app_id,) for app_id in app_ids],
+        )
+
+    def leave_outage(self, app_id: int, outage_id: int) -> bool:
+        p = self.MARK
+        return bool(
+            self._db.execute(
+                "UPDATE apps SET status = 'DEPLOYED', reason = NULL, outage_id = NULL "
+                f"WHERE id = {p} AND outage_id = {p} AND status = 'DEGRADED' AND reason = {p}",
+                (app_id, outage_id, CLUSTER_OFFLINE),
+            ).rowcount
+        )
+
 
 # -- rows <-> records --------------------------------------------------------------------
 
@@ -278,7 +374,7 @@ def cluster_record(row: tuple[Any, ...]) -> ClusterRecord:
 
 def app_record(row: tuple[Any, ...]) -> AppRecord:
     """A row of :data:`APP_SELECT` as a record."""
-    return AppRecord(row[0], row[1], row[2], row[3], AppStatus(row[4]), row[5], row[6])
+    return AppRecord(row[0], row[1], row[2], row[3], AppStatus(row[4]), row[5], row[6], row[7])
 
 
 def state_row(cluster_id: int, state: ClusterAlertState) -> tuple[Any, ...]:

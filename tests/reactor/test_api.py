@@ -57,6 +57,7 @@ async def setup_fleet(client: Any, headers: dict[str, str] | None = None) -> Non
                 "cluster": cluster,
                 "status": "DEPLOYED",
                 "reason": None,
+                "source": "api",
             }
 
 
@@ -142,6 +143,7 @@ async def test_patch_reports_and_reassignments(make_client: MakeClient) -> None:
         "cluster": "c1",
         "status": "DEGRADED",
         "reason": "crashloop",
+        "source": "api",
     }
     resp = await client.patch("/apps/a2", json={"cluster": "c2"})
     assert (await resp.json())["status"] == "PENDING" and (await resp.json())["cluster"] == "c2"

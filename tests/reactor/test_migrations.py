@@ -55,11 +55,13 @@ def test_a_first_release_sqlite_file_upgrades_in_place(tmp_path: Path) -> None:
     try:
         assert store.schema_version() == schema.VERSION
         after = sqlite_rows(path)
-        assert {k: v for k, v in after.items() if k != "clusters"} == {
-            k: v for k, v in before.items() if k != "clusters"
-        }  # nothing lost, nothing changed...
+        assert after["outages"] == before["outages"]  # nothing lost, nothing changed...
         # ...but two columns: every resolution stored before is Alertmanager's (final).
         assert after["clusters"] == [(*row, 0, 0) for row in before["clusters"]]
+        # ...and the apps are the API's (migration 4's columns).
+        first_release = len(before["apps"][0])
+        assert [row[:first_release] for row in after["apps"]] == before["apps"]
+        assert {row[first_release:] for row in after["apps"]} == {("api", None, None, None)}
         assert "outages_closed" in sqlite_indexes(path)
         # The state works on: east's open outage (3 apps) is restored by its recovery.
         service = Service(store)

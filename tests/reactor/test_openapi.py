@@ -144,7 +144,13 @@ def test_unknown_webhook_fields_are_ignored_and_documented_ones_typed() -> None:
 
 
 def test_answers_are_written_by_the_documented_models() -> None:
-    app: models.App = {"name": "a", "cluster": "c", "status": "DEPLOYED", "reason": None}
+    app: models.App = {
+        "name": "a",
+        "cluster": "c",
+        "status": "DEPLOYED",
+        "reason": None,
+        "source": "api",
+    }
     assert models.encode("App", app) == TypeAdapter(models.App).dump_json(app)
     assert models.encode("App", [app, app]).startswith(b"[{")
     codes = {code for op in OPERATIONS for code in op.answers}

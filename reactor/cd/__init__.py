@@ -1,0 +1,30 @@
+"""The cascade where deployments happen: Flux and Argo CD objects paused and resumed.
+
+The reactor's apps are rows of its API; most platform teams deploy with Flux or Argo CD
+instead. This package mirrors their objects in the management cluster as apps of the
+clusters they deploy to, so the state machine's cascade degrades and restores them with
+the others, and then makes each object match its app: paused while an outage that
+degraded it lasts, resumed when the store restored it (docs/cd.md). The store stays the
+one source of truth; nothing here decides what an outage does.
+
+Pure (data in, data out; tested as tables):
+
+- ``objects``: a Flux ``Kustomization``/``HelmRelease`` or Argo CD ``Application`` ->
+  identity, destination, pause and fleetwatch's mark;
+- ``targets``: a destination -> the store's cluster (by Secret reference, Argo CD name or
+  server);
+- ``mirror``: the objects vs the store's mirrored rows -> the writes to make;
+- ``rules``: the store's view of an app and its object as seen -> pause, resume, drop
+  the mark, or nothing (the module docstring is the specification);
+- ``patches``: a decision -> the JSON merge patch, with its resourceVersion precondition.
+
+I/O (the edges):
+
+- ``storeops``: the mirror's and the rules' store transactions;
+- ``kubewrite``: PATCH to the management cluster's API (aiohttp, beside
+  ``discovery.kubeapi``);
+- ``watch``: the list+watch of the three kinds (``discovery.informer``);
+- ``actuator``: the loop that runs the mirror and the rules on every change and every
+  resync interval, and counts what it did; ``settings``, ``metrics``, ``setup`` (flags,
+  metrics, the app's lifecycle).
+"""

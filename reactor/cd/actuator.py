@@ -1,0 +1,311 @@
+"""The CD actuator: makes the management cluster's objects match the store. It decides nothing.
+
+One task (:meth:`CdActuator.run`), woken by three things: an object of the watched kinds
+changed (the informer), a notification or a reset moved apps in or out of an outage (the
+backend's outage listeners), and the resync timer (``--cd.resync-interval``). Each
+:meth:`~CdActuator.run_pass`:
+
+1. reads the objects the informer holds (``reactor.cd.objects``, once per
+   ``resourceVersion``); unless something that matters changed (an object added, gone, or
+   changed in its destination, pause or mark; an outage; the resync), it stops here, so a
+   controller's status updates cost a dictionary walk and no database read;
+2. **mirrors** them in the store (``reactor.cd.mirror``, ``reactor.cd.storeops``): new
+   objects become apps of their clusters, gone ones are deleted, moved ones move;
+3. **decides**, for every mirrored app, with ``reactor.cd.rules`` over the store's view
+   and the object as last seen, and **acts**: first the store changes the rules ask for
+   (an app a person resumed leaves its outage), then the patches (``reactor.cd.patches``,
+   through ``reactor.cd.kubewrite``), several at once, each with the ``resourceVersion``
+   it was decided on as a precondition.
+
+A patch that succeeded is not sent again for the same ``resourceVersion``: the watch
+brings the object's new version, which the rules then find in order. A ``409`` (the object
+changed since) and a ``404`` (deleted) wait for the watch the same way; any other failure
+is counted by reason and decided again at the next pass (the resync at the latest). With
+``--cd.dry-run`` the decisions are logged and counted once per object version, and
+neither the store nor the API is written.
+
+**One replica for now.** Two reactors acting at once would send the same patches (the
+preconditions make the second a harmless 409) but also race on a person's resume. With
+several replicas on PostgreSQL one must act at a time; the plan: a ``coordination.k8s.io``
+Lease in the management cluster (as controllers elect a leader; the stand-in serves
+Leases), renewed every few seconds with the holder's identity, taken over when it has
+not been renewed for its duration. It is the API the actuator already needs, so a replica
+cut off from it stops acting as it stops being able to act; and a crash hands over within
+one lease duration. Every replica keeps its informer warm and mirrors nothing (the leader
+alone writes the mirror), so the new leader's first pass is a resync. The database, the
+other candidate (a session advisory lock held by the leader's connection), would tie the
+hand-over to TCP keep-alives of a dead peer's connection, which are minutes by default.
+
+I/O (asyncio, the store threads, the management API).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any, Protocol, TypeVar
+
+from discovery.kubeapi import KubeApiError
+from reactor.cd.metrics import STATES, CdMetrics
+from reactor.cd.mirror import MirrorRow, plan
+from reactor.cd.objects import KINDS, CdObject, Unreadable, read_object
+from reactor.cd.patches import patch_for
+from reactor.cd.rules import Decision, Observed, StoreView, Verb, decide
+from reactor.cd.settings import CdSettings
+from reactor.cd.storeops import apply_mirror, leave_outages, mirrored_apps, read_mirror
+from reactor.cd.targets import ClusterIndex
+from reactor.service import Service
+from reactor.store import MirroredApp, StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: After a wake, gather the changes of this long before a pass (a burst is one pass).
+GATHER_S = 0.05
+
+
+class StoreRunner(Protocol):
+    """What the actuator needs of ``reactor.context.Backend``."""
+
+    async def run(self, operation: Callable[[Service], T]) -> T: ...
+    async def read(self, operation: Callable[[Service], T]) -> T: ...
+
+
+class ObjectSource(Protocol):
+    """What it needs of the informer."""
+
+    @property
+    def synced(self) -> bool: ...
+    def objects(self) -> dict[str, dict[str, Any]]: ...
+
+
+class Patcher(Protocol):
+    """What it needs of ``reactor.cd.kubewrite.KubeWriter``."""
+
+    async def merge_patch(self, path: str, patch: Mapping[str, Any]) -> dict[str, Any]: ...
+
+
+Seen = CdObject | Unreadable
+
+
+class CdActuator:
+    """The loop of the module docstring."""
+
+    def __init__(
+        self,
+        backend: StoreRunner,
+        informer: ObjectSource,
+        api: Patcher,
+        settings: CdSettings,
+        metrics: CdMetrics,
+        wake: asyncio.Event,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.backend = backend
+        self.informer = informer
+        self.api = api
+        self.settings = settings
+        self.metrics = metrics
+        self.wake = wake
+        self.clock = clock
+        #: uid -> (resourceVersion, what the object reads as)
+        self._reads: dict[str, tuple[str, Seen | None]] = {}
+        #: app name -> the object, and what of it the mirror and the rules look at
+        self._objects: dict[str, Seen] = {}
+        self._shapes: dict[str, object] = {}
+        self._outages_moved = False
+        #: app name -> the resourceVersion an action was sent (or logged) for
+        self._acted: dict[str, str] = {}
+        #: app name -> when an action for it was first decided and not yet done
+        self._pending_since: dict[str, float] = {}
+        self._unresolved: dict[str, str] = {}
+        self.passes = 0
+
+    def outages_moved(self) -> None:
+        """A write moved apps in or out of an outage (``Backend.outage_listeners``)."""
+        self._outages_moved = True
+        self.wake.set()
+
+    async def run(self) -> None:
+        """Until cancelled: wait for the first complete list, then a pass per wake-up and
+        per resync interval. A store that cannot answer is retried at the next one."""
+        while not self.informer.synced:
+            await self.wake.wait()
+            self.wake.clear()
+        log.info("cd: first list complete, %d object(s)", len(self.informer.objects()))
+        next_resync = 0.0
+        while True:
+            full = time.monotonic() >= next_resync
+            if full:
+                next_resync = time.monotonic() + self.settings.resync_interval_s
+            try:
+                await self.run_pass(full)
+            except StoreUnavailable as exc:
+                log.warning("cd: the store cannot answer (%s): retried at the next pass", exc)
+            except Exception:  # a bug or a surprise: logged, and the next pass tries again
+                log.exception("cd: the pass failed; retried at the next one")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), max(0.0, next_resync - time.monotonic()))
+                await asyncio.sleep(GATHER_S)  # product pacing: one pass for a burst
+            self.wake.clear()
+
+    # -- one pass ------------------------------------------------------------------------
+
+    async def run_pass(self, full: bool) -> None:
+        changed = self._read_objects()
+        moved, self._outages_moved = self._outages_moved, False
+        if not (changed or moved or full):
+            return
+        self.passes += 1
+        clusters, rows = await self.backend.read(read_mirror)
+        mirror = plan(self._objects, ClusterIndex.of(clusters), {r.name: _row(r) for r in rows})
+        if mirror.writes:
+            result = await self.backend.run(lambda s: apply_mirror(s, mirror))
+            mirror.unresolved.update(result.skipped)
+            log.info(
+                "cd: mirror: %d app(s) added (%d in an outage), %d moved, %d updated, %d removed",
+                result.inserted,
+                result.joined,
+                result.moved,
+                result.updated,
+                result.deleted,
+            )
+            rows = await self.backend.read(mirrored_apps)
+        self._report_unresolved(mirror.unresolved)
+        await self._act(rows)
+        self._export()
+        if full:
+            self.metrics.last_resync.set(self.clock())
+
+    def _read_objects(self) -> bool:
+        """Read what changed since the last pass; True when something the mirror or the
+        rules look at changed (not merely a status)."""
+        reads: dict[str, tuple[str, Seen | None]] = {}
+        for uid, obj in self.informer.objects().items():
+            version = str((obj.get("metadata") or {}).get("resourceVersion", ""))
+            known = self._reads.get(uid)
+            reads[uid] = known if known and known[0] == version else (version, read_object(obj))
+        self._reads = reads
+        objects = {seen.app_name: seen for _, seen in reads.values() if seen is not None}
+        shapes = {name: _shape(seen) for name, seen in objects.items()}
+        changed = shapes != self._shapes
+        self._objects, self._shapes = objects, shapes
+        return changed
+
+    async def _act(self, rows: list[MirroredApp]) -> None:
+        now = self.clock()
+        todo: list[tuple[MirroredApp, CdObject, Decision]] = []
+        for row in rows:
+            obj = self._objects.get(row.name)
+            if not isinstance(obj, CdObject):
+                continue  # gone or unreadable since: the next mirror removes the row
+            view = StoreView(row.cluster_status, row.cluster_outage_id, row.status, row.outage_id)
+            decision = decide(view, Observed(obj.paused, obj.mark, obj.resumed_by_owner))
+            if decision.verb is Verb.NOTHING:
+                self._pending_since.pop(row.name, None)
+                continue
+            self._pending_since.setdefault(row.name, now)
+            if self._acted.get(row.name) != obj.resource_version:
+                todo.append((row, obj, decision))
+        live = {row.name for row in rows}
+        for name in [n for n in self._pending_since if n not in live]:
+            del self._pending_since[name]
+        if not todo:
+            return
+        if self.settings.dry_run:
+            for row, obj, decision in todo:
+                log.info("cd (dry run): would %s", _what(row, decision))
+                self.metrics.actions.labels(decision.verb.value, "dry_run").inc()
+                self._acted[row.name] = obj.resource_version
+            return
+        leaving = [(r.id, d.leave_outage) for r, _, d in todo if d.leave_outage is not None]
+        if leaving:
+            await self.backend.run(lambda s: leave_outages(s, leaving))
+        results: Counter[tuple[str, str, str]] = Counter()
+        limit = asyncio.Semaphore(self.settings.patches_in_flight)
+        stamp = datetime.fromtimestamp(now, UTC).isoformat().replace("+00:00", "Z")
+
+        async def one(row: MirroredApp, obj: CdObject, decision: Decision) -> None:
+            patch = patch_for(decision, obj, stamp)
+            assert patch is not None
+            async with limit:
+                result = await self._patch(row, obj, decision, patch)
+            results[(row.cluster, decision.verb.value, result)] += 1
+
+        await asyncio.gather(*(one(*item) for item in todo))
+        for (cluster, verb, result), count in sorted(results.items()):
+            log.info("cd: cluster %s: %s %d object(s): %s", cluster, verb, count, result)
+
+    async def _patch(
+        self, row: MirroredApp, obj: CdObject, decision: Decision, patch: dict[str, Any]
+    ) -> str:
+        verb = decision.verb.value
+        try:
+            await self.api.merge_patch(obj.path, patch)
+        except KubeApiError as exc:
+            if exc.status in (404, 409):
+                result = "gone" if exc.status == 404 else "conflict"
+                self._acted[row.name] = obj.resource_version  # the watch brings what is new
+                log.debug("cd: %s: %s (%s)", _what(row, decision), result, exc)
+            else:
+                result = "failed"
+                self.metrics.failures.labels(exc.reason).inc()
+                log.warning(
+                    "cd: %s failed, retried at the next pass: %s", _what(row, decision), exc
+                )
+            self.metrics.actions.labels(verb, result).inc()
+            return result
+        self._acted[row.name] = obj.resource_version
+        self._pending_since.pop(row.name, None)
+        self.metrics.actions.labels(verb, "applied").inc()
+        log.debug("cd: %s: done", _what(row, decision))
+        return "applied"
+
+    def _report_unresolved(self, unresolved: dict[str, str]) -> None:
+        for name, reason in unresolved.items():
+            if self._unresolved.get(name) != reason:
+                log.warning("cd: %s is not mirrored: %s", name, reason)
+        self._unresolved = dict(unresolved)
+        self.metrics.unresolved.set(len(unresolved))
+
+    def _export(self) -> None:
+        counts = Counter(
+            (obj.kind.source, _state(obj))
+            for obj in self._objects.values()
+            if isinstance(obj, CdObject) and obj.app_name not in self._unresolved
+        )
+        for source in sorted({k.source for k in KINDS}):
+            for state in STATES:
+                self.metrics.objects.labels(source, state).set(counts[(source, state)])
+        now = self.clock()
+        self.metrics.pending.set(len(self._pending_since))
+        oldest = min(self._pending_since.values(), default=now)
+        self.metrics.pending_age.set(max(0.0, now - oldest))
+
+
+def _row(app: MirroredApp) -> MirrorRow:
+    return MirrorRow(app.id, app.name, app.source, app.cluster, app.uid, app.paused, app.mark)
+
+
+def _shape(seen: Seen) -> object:
+    """What the mirror and the rules read of an object: all of it but its resourceVersion."""
+    if isinstance(seen, Unreadable):
+        return seen
+    return (seen.uid, seen.destination, seen.paused, seen.mark, seen.resumed_by_owner)
+
+
+def _state(obj: CdObject) -> str:
+    if not obj.paused:
+        return "running"
+    return "paused_by_outage" if obj.mark is not None else "paused"
+
+
+def _what(row: MirroredApp, decision: Decision) -> str:
+    verb = decision.verb.value.replace("_", " ")
+    return f"{verb} {row.name} (cluster {row.cluster}: {decision.why})"

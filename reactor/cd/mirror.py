@@ -1,0 +1,126 @@
+"""The store's mirror of the management cluster's Flux and Argo CD objects, planned.
+
+Every object read by ``reactor.cd.objects`` whose destination resolves to a cluster of
+the store (``reactor.cd.targets``) is an app of that cluster, named
+``SOURCE:KIND/NAMESPACE/NAME``, with ``source`` ``flux`` or ``argocd``. As apps they take
+part in the cascade like any other: the state machine's effects (``DegradeApps``,
+``RestoreApps``) move them with the API's apps, in the same statements, and the rules of
+``reactor.cd.rules`` then make each object match its app.
+
+:func:`plan` compares what the objects say with the mirrored rows of the store and lists
+the writes (:class:`MirrorPlan`), which ``reactor.cd.storeops`` runs in one transaction:
+
+- an object new to the store is inserted; an object whose destination changed is moved
+  to its new cluster. Either way it is placed as :func:`placement` says, under the
+  cluster's lock: DEGRADED (``cluster_offline``) in the cluster's open outage when the
+  cluster is OFFLINE in one, as the apps DEPLOYED there were when it went down (no app
+  stays DEPLOYED on an OFFLINE cluster), else DEPLOYED. A move takes the app out of its
+  old cluster's outage, as any other change of an app does;
+- what was last seen of the object's pause (``paused``, the mark) and its ``uid`` are
+  kept on the row when they change, for the API; the rules read the object itself;
+- the row of an object that is gone, or that no longer resolves to a cluster, is
+  deleted (it cannot be an app of no cluster). An object fleetwatch paused whose cluster
+  left the store therefore stays paused, with its mark: see docs/cd.md.
+
+A name held by a row of the API (an app made through the API before its prefix was
+reserved) is left to it: the insert skips it and the object is reported unresolved.
+
+Pure: plain data in, plain data out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from reactor.cd.objects import CdObject, Unreadable
+from reactor.cd.targets import ClusterIndex, Unresolved
+from reactor.statemachine import CLUSTER_OFFLINE, AppStatus, Status
+
+
+@dataclass(frozen=True, slots=True)
+class MirrorRow:
+    """A mirrored app as the store holds it."""
+
+    id: int
+    name: str
+    source: str
+    cluster: str
+    uid: str | None
+    paused: bool | None
+    mark: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class NewMirrored:
+    """An object to insert as an app of ``cluster``."""
+
+    name: str
+    source: str
+    cluster: str
+    uid: str
+    paused: bool
+    mark: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class SeenUpdate:
+    """What was last seen of an object, for its row."""
+
+    app_id: int
+    uid: str
+    paused: bool
+    mark: str | None
+
+
+@dataclass(frozen=True)
+class MirrorPlan:
+    inserts: list[NewMirrored] = field(default_factory=list)
+    #: (app id, its new cluster)
+    moves: list[tuple[int, str]] = field(default_factory=list)
+    updates: list[SeenUpdate] = field(default_factory=list)
+    deletes: list[int] = field(default_factory=list)
+    #: app name -> why its object is not (or no longer) an app
+    unresolved: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def writes(self) -> int:
+        return len(self.inserts) + len(self.moves) + len(self.updates) + len(self.deletes)
+
+
+def plan(
+    objects: Mapping[str, CdObject | Unreadable],
+    index: ClusterIndex,
+    rows: Mapping[str, MirrorRow],
+) -> MirrorPlan:
+    """The writes that make the mirrored rows say what ``objects`` (by app name) say."""
+    result = MirrorPlan()
+    wanted: set[str] = set()
+    for name, obj in objects.items():
+        if isinstance(obj, Unreadable):
+            result.unresolved[name] = obj.reason
+            continue
+        cluster = index.resolve(obj.destination)
+        if isinstance(cluster, Unresolved):
+            result.unresolved[name] = cluster.reason
+            continue
+        row = rows.get(name)
+        wanted.add(name)
+        if row is None:
+            result.inserts.append(
+                NewMirrored(name, obj.kind.source, cluster, obj.uid, obj.paused, obj.mark)
+            )
+            continue
+        if row.cluster != cluster:
+            result.moves.append((row.id, cluster))
+        if (row.uid, row.paused, row.mark) != (obj.uid, obj.paused, obj.mark):
+            result.updates.append(SeenUpdate(row.id, obj.uid, obj.paused, obj.mark))
+    result.deletes.extend(row.id for name, row in rows.items() if name not in wanted)
+    return result
+
+
+def placement(status: Status, open_outage: int | None) -> tuple[AppStatus, str | None, int | None]:
+    """(status, reason, outage) of an app placed on a cluster in ``status``."""
+    if status is Status.OFFLINE and open_outage is not None:
+        return AppStatus.DEGRADED, CLUSTER_OFFLINE, open_outage
+    return AppStatus.DEPLOYED, None, None

@@ -1,0 +1,125 @@
+"""``--cd.*``: which CD objects the reactor mirrors and acts on, and how.
+
+==========================  ===========  =================================================
+flag                        default      meaning
+==========================  ===========  =================================================
+``--cd.flux``               off          mirror Flux ``Kustomization`` and ``HelmRelease``
+                                         objects, pause and resume them
+``--cd.argocd``             off          the same for Argo CD ``Application`` objects
+``--cd.resync-interval``    60s          every interval, every object is checked against
+                                         the store again (a pause its owner undid, an
+                                         action an API error stopped)
+``--cd.dry-run``            off          decide, log and count, but patch nothing (no
+                                         write request reaches the API)
+``--cd.kubeconfig``         (see right)  the management cluster's kubeconfig; default: the
+                                         pod's service account, else ``KUBECONFIG``
+==========================  ===========  =================================================
+
+Neither ``--cd.flux`` nor ``--cd.argocd``: no CD integration at all (nothing is listed).
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from typing import Any
+
+from discovery.informer import InformerSettings
+from reactor.cd.objects import APPLICATION, HELMRELEASE, KUSTOMIZATION, CdKind
+
+DEFAULT_RESYNC_INTERVAL_S = 60.0
+
+
+@dataclass(frozen=True)
+class CdSettings:
+    """The CD integration's settings (module docstring)."""
+
+    flux: bool = False
+    """Mirror and act on Flux Kustomizations and HelmReleases."""
+    argocd: bool = False
+    """Mirror and act on Argo CD Applications."""
+    resync_interval_s: float = DEFAULT_RESYNC_INTERVAL_S
+    """Seconds between two checks of every object; bounds how long a pause an owner undid,
+    or a resume an API error stopped, goes unnoticed."""
+    dry_run: bool = False
+    """Log and count what would be patched; patch nothing."""
+    kubeconfig: str | None = None
+    """The management cluster's kubeconfig; None: in-cluster, then ``KUBECONFIG``."""
+    patches_in_flight: int = 16
+    """Patches sent at once: an outage of a cluster with 1,000 objects is 1,000 patches,
+    which must not wait for each other nor open 1,000 connections."""
+    request_timeout_s: float = 10.0
+    """Longest wait for one patch (or list page)."""
+    informer: InformerSettings = field(default_factory=InformerSettings)
+    """How the list+watch of the objects paces itself."""
+
+    @property
+    def enabled(self) -> bool:
+        return self.flux or self.argocd
+
+    @property
+    def kinds(self) -> tuple[CdKind, ...]:
+        flux = (KUSTOMIZATION, HELMRELEASE) if self.flux else ()
+        return (*flux, *((APPLICATION,) if self.argocd else ()))
+
+
+def add_cd_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--cd.flux",
+        dest="cd_flux",
+        action="store_true",
+        help="mirror the management cluster's Flux Kustomizations and HelmReleases as apps of "
+        "their clusters (spec.kubeConfig.secretRef); suspend them when an outage degrades "
+        "them, resume exactly those when it ends",
+    )
+    parser.add_argument(
+        "--cd.argocd",
+        dest="cd_argocd",
+        action="store_true",
+        help="the same for Argo CD Applications (spec.destination), paused with the "
+        "annotation argocd.argoproj.io/skip-reconcile",
+    )
+    parser.add_argument(
+        "--cd.resync-interval",
+        dest="cd_resync_interval",
+        metavar="SECONDS",
+        type=float,
+        default=DEFAULT_RESYNC_INTERVAL_S,
+        help="seconds between two checks of every object against the store: a pause undone "
+        "by the object's owner is applied again, an action an API error stopped is retried "
+        f"(default: {DEFAULT_RESYNC_INTERVAL_S:g})",
+    )
+    parser.add_argument(
+        "--cd.dry-run",
+        dest="cd_dry_run",
+        action="store_true",
+        help="log and count what would be paused or resumed, and patch nothing",
+    )
+    parser.add_argument(
+        "--cd.kubeconfig",
+        dest="cd_kubeconfig",
+        metavar="FILE",
+        help="kubeconfig of the management cluster holding the Flux and Argo CD objects "
+        "(default: the pod's service account, else $KUBECONFIG)",
+    )
+
+
+def cd_settings_from(args: Any) -> CdSettings | None:
+    """The checked settings; None without ``--cd.flux`` or ``--cd.argocd``; ValueError."""
+    if not (args.cd_flux or args.cd_argocd):
+        for flag, given in (
+            ("--cd.dry-run", args.cd_dry_run),
+            ("--cd.kubeconfig", args.cd_kubeconfig),
+        ):
+            if given:
+                raise ValueError(f"{flag} needs --cd.flux or --cd.argocd")
+        return None
+    if not 1 <= args.cd_resync_interval < float("inf"):
+        raise ValueError("--cd.resync-interval must be at least 1 second")
+    return CdSettings(
+        flux=bool(args.cd_flux),
+        argocd=bool(args.cd_argocd),
+        resync_interval_s=float(args.cd_resync_interval),
+        dry_run=bool(args.cd_dry_run),
+        kubeconfig=args.cd_kubeconfig or None,
+    )

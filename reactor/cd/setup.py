@@ -1,0 +1,89 @@
+"""The CD integration in the reactor's app: its metrics, client, informer and actuator.
+
+:func:`setup_cd` is called by ``reactor.app.create_app`` after the store's and the
+reconciliation's ``cleanup_ctx``: the actuator starts once the store is open and is
+cancelled (and awaited) before it closes. Inside, in order: the management cluster's
+credentials (``--cd.kubeconfig``, else in-cluster, else ``KUBECONFIG``: an error here
+stops the start with its reason), one client (:class:`~reactor.cd.kubewrite.KubeWriter`)
+for the list+watch and the patches, the informer of the kinds turned on, and the actuator
+as a named task, woken by the informer's changes (a second task forwards them) and by the
+backend's writes that move apps in or out of an outage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from aiohttp import web
+
+from discovery.informer import Informer
+from discovery.kubeauth import ApiCredentials, from_kubeconfig, load_credentials
+from reactor.cd.actuator import CdActuator
+from reactor.cd.kubewrite import KubeWriter
+from reactor.cd.metrics import CdMetrics
+from reactor.cd.settings import CdSettings
+from reactor.cd.watch import cd_watches, stored
+from reactor.context import BACKEND, METRICS
+
+log = logging.getLogger(__name__)
+
+CD_ACTUATOR = web.AppKey("cd_actuator", CdActuator)
+
+
+async def forward(informer: Informer, wake: asyncio.Event) -> None:
+    """Wake the actuator whenever the informer stores or drops an object."""
+    generation = informer.generation
+    while True:
+        generation = await informer.changed(generation)
+        wake.set()
+
+
+def credentials_of(settings: CdSettings) -> ApiCredentials:
+    """The management cluster's credentials (raises ``KubeAuthError`` with the reason)."""
+    if settings.kubeconfig:
+        return from_kubeconfig([Path(settings.kubeconfig).absolute()], "--cd.kubeconfig")
+    return load_credentials(None, dict(os.environ))
+
+
+def setup_cd(app: web.Application, settings: CdSettings | None) -> None:
+    """Register the CD integration when ``settings`` turn it on (module docstring)."""
+    if settings is None or not settings.enabled:
+        return
+    metrics = CdMetrics(app[METRICS].registry)
+
+    async def cd(app: web.Application) -> AsyncIterator[None]:
+        credentials = credentials_of(settings)
+        backend = app[BACKEND]
+        wake = asyncio.Event()
+        api = KubeWriter(credentials, request_timeout=settings.request_timeout_s)
+        async with api:
+            informer = Informer(api, cd_watches(settings), settings.informer, transform=stored)
+            actuator = CdActuator(backend, informer, api, settings, metrics, wake)
+            app[CD_ACTUATOR] = actuator
+            backend.outage_listeners.append(actuator.outages_moved)
+            log.info(
+                "cd: %s of %s (%s), resync every %gs%s",
+                " and ".join(k.kind for k in settings.kinds),
+                credentials.server,
+                credentials.origin,
+                settings.resync_interval_s,
+                ", dry run: nothing is patched" if settings.dry_run else "",
+            )
+            async with informer:
+                tasks = [
+                    asyncio.create_task(actuator.run(), name="fleetwatch-cd-actuator"),
+                    asyncio.create_task(forward(informer, wake), name="fleetwatch-cd-changes"),
+                ]
+                try:
+                    yield
+                finally:
+                    backend.outage_listeners.remove(actuator.outages_moved)
+                    for task in tasks:
+                        task.cancel()
+                    await asyncio.gather(*tasks, return_exceptions=True)
+
+    app.cleanup_ctx.append(cd)

@@ -1,0 +1,90 @@
+"""The store transactions of the CD mirror and of the rules' store changes.
+
+Each function is one transaction over the service's store, run on a store thread
+(``Backend.run``/``Backend.read``), like the operations of ``reactor.service``:
+
+- :func:`read_mirror`: the clusters (for ``reactor.cd.targets``) and the mirrored apps,
+  with their clusters' status and open outage, read together;
+- :func:`apply_mirror`: a ``reactor.cd.mirror`` plan. The clusters that apps are placed on
+  are read first, locked (``FOR UPDATE`` on PostgreSQL, in id order, as a notification
+  locks them), so a placement and a cascade of the same cluster never interleave: an app
+  placed while the cluster goes OFFLINE is either placed first and degraded by the
+  cascade, or placed after it, in its outage;
+- :func:`leave_outages`: the apps a person resumed leave their outage (``reactor.cd.rules``
+  says why that comes before the mark is dropped); an app the store restored or moved
+  meanwhile is left alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from reactor.cd.mirror import MirrorPlan, placement
+from reactor.cd.targets import KnownCluster
+from reactor.service import Service
+from reactor.store import MirroredApp
+
+
+def read_mirror(service: Service) -> tuple[list[KnownCluster], list[MirroredApp]]:
+    with service.store.read() as tx:
+        clusters = [
+            KnownCluster(c.name, c.endpoint, c.kubeconfig_secret_ref) for c in tx.clusters()
+        ]
+        return clusters, tx.mirrored_apps()
+
+
+def mirrored_apps(service: Service) -> list[MirroredApp]:
+    with service.store.read() as tx:
+        return tx.mirrored_apps()
+
+
+@dataclass(frozen=True)
+class MirrorResult:
+    inserted: int = 0
+    moved: int = 0
+    updated: int = 0
+    deleted: int = 0
+    #: placed in an outage (their cluster was OFFLINE in one)
+    joined: int = 0
+    #: app name -> why it was not written (its name held by an API app, its cluster gone)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+def apply_mirror(service: Service, plan: MirrorPlan) -> MirrorResult:
+    inserted = moved = joined = 0
+    skipped: dict[str, str] = {}
+    with service.store.write() as tx:
+        names = {new.cluster for new in plan.inserts} | {cluster for _, cluster in plan.moves}
+        clusters = tx.clusters_named(sorted(names)) if names else {}
+        for new in plan.inserts:
+            cluster = clusters.get(new.cluster)
+            if cluster is None:
+                skipped[new.name] = f"cluster {new.cluster!r} was deleted meanwhile"
+                continue
+            placed = placement(cluster.state.status, cluster.outage_id)
+            seen = (new.uid, new.paused, new.mark)
+            if tx.insert_mirrored(new.name, new.source, cluster.id, placed, seen):
+                inserted += 1
+                joined += placed[2] is not None
+            else:
+                skipped[new.name] = "the name is held by an app of the API"
+        for app_id, name in plan.moves:
+            cluster = clusters.get(name)
+            if cluster is None:
+                continue  # deleted meanwhile: the next sync deletes the app
+            placed = placement(cluster.state.status, cluster.outage_id)
+            tx.move_mirrored(app_id, cluster.id, placed)
+            moved += 1
+            joined += placed[2] is not None
+        if plan.updates:
+            tx.set_seen([(u.app_id, u.uid, u.paused, u.mark) for u in plan.updates])
+        if plan.deletes:
+            tx.delete_mirrored(plan.deletes)
+    return MirrorResult(inserted, moved, len(plan.updates), len(plan.deletes), joined, skipped)
+
+
+def leave_outages(service: Service, members: Sequence[tuple[int, int]]) -> int:
+    """Each (app id, outage id): the app leaves that outage; how many did."""
+    with service.store.write() as tx:
+        return sum(tx.leave_outage(app_id, outage_id) for app_id, outage_id in members)

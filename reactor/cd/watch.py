@@ -1,0 +1,66 @@
+"""The list+watch of the mirrored kinds: ``discovery.informer``'s reflectors, on CRDs.
+
+One :class:`CdWatch` per kind turned on (``--cd.flux``: Kustomizations and HelmReleases;
+``--cd.argocd``: Applications), cluster-wide: an object's destination is in its spec, which
+no selector can filter on, so every object is listed and ``reactor.cd.objects`` keeps those
+that deploy to a remote cluster. The informer pages, resumes, relists after ``410 Gone``
+and backs off exactly as it does for Secrets.
+
+What the informer keeps of an object (:func:`stored`) is what it keeps of a Secret
+(``discovery.informer.slim``: no ``managedFields``, no ``kubectl apply`` copy), but for one
+thing the rules need: who owns the field that holds the pause, kept as a one-field
+``managedFields`` per owner (``reactor.cd.objects`` reads it to tell an owner's revert
+from a person's resume).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from discovery.informer import slim
+from reactor.cd.objects import CdKind, kind_of, owners_of
+from reactor.cd.settings import CdSettings
+
+
+@dataclass(frozen=True)
+class CdWatch:
+    """One kind's list+watch (``discovery.informer.Watched``)."""
+
+    cd_kind: CdKind
+    namespace: str | None = None
+    label_selector: str = ""
+    field_selector: str = ""
+
+    @property
+    def kind(self) -> str:
+        return self.cd_kind.plural
+
+    @property
+    def path(self) -> str:
+        return self.cd_kind.path(self.namespace)
+
+    def __str__(self) -> str:
+        where = f"namespace {self.namespace}" if self.namespace else "all namespaces"
+        return f"{self.cd_kind.kind} objects in {where}"
+
+
+def cd_watches(settings: CdSettings) -> list[CdWatch]:
+    return [CdWatch(kind) for kind in settings.kinds]
+
+
+def stored(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` slimmed as the informer keeps Secrets, with the owners of its pause field."""
+    kind = kind_of(obj)
+    slimmed = slim(obj)
+    metadata = obj.get("metadata")
+    if kind is None or not isinstance(metadata, dict):
+        return slimmed
+    owners = owners_of(metadata, kind.pause_field)
+    if not owners:
+        return slimmed
+    fields: dict[str, Any] = {}
+    for part in reversed(kind.pause_field):
+        fields = {f"f:{part}": fields}
+    kept = [{"manager": owner, "fieldsV1": fields} for owner in owners]
+    return {**slimmed, "metadata": {**slimmed["metadata"], "managedFields": kept}}

@@ -1,0 +1,329 @@
+"""The CD integration end to end: the reactor driven by its webhook, the objects in the
+stand-in management cluster (list, watch and patch over HTTPS), the store SQLite or
+PostgreSQL (docs/cd.md): pause on an outage, resume exactly those."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from prometheus_client import CollectorRegistry
+from reactor_helpers import postgres_url
+from reactor_payloads import OFFLINE, ONLINE, alert, webhook
+
+from common import metricnames
+from discovery.informer import InformerSettings
+from fleetwatch.standin.management import ManagementCluster, ManagementSettings
+from fleetwatch.standin.management.kinds import BY_API_KIND
+from reactor.app import create_app
+from reactor.cd.objects import MARK, REQUESTED_AT, SKIP_RECONCILE
+from reactor.cd.settings import CdSettings
+from reactor.context import ReactorSettings
+
+pytestmark = pytest.mark.live
+
+KS = "kustomize.toolkit.fluxcd.io/v1"
+HR = "helm.toolkit.fluxcd.io/v2"
+APP = "argoproj.io/v1alpha1"
+SERVER = {"c1": "https://c1.test:6443", "c2": "https://c2.test:6443"}
+
+
+def kustomization(name: str, cluster: str | None, **spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "interval": "10m",
+        "prune": True,
+        "sourceRef": {"kind": "GitRepository", "name": "fleet"},
+        **spec,
+    }
+    if cluster is not None:
+        body["kubeConfig"] = {"secretRef": {"name": f"{cluster}-kubeconfig"}}
+    meta = {"name": name, "namespace": "flux-system"}
+    return {"apiVersion": KS, "kind": "Kustomization", "metadata": meta, "spec": body}
+
+
+def helmrelease(name: str, cluster: str) -> dict[str, Any]:
+    spec = {
+        "interval": "5m",
+        "chart": {"spec": {"chart": name, "sourceRef": {"kind": "HelmRepository", "name": "r"}}},
+        "kubeConfig": {"secretRef": {"name": f"{cluster}-kubeconfig"}},
+    }
+    meta = {"name": name, "namespace": "flux-system"}
+    return {"apiVersion": HR, "kind": "HelmRelease", "metadata": meta, "spec": spec}
+
+
+def application(app: str, **destination: str) -> dict[str, Any]:
+    spec = {"project": "default", "destination": {"namespace": app, **destination}}
+    meta = {"name": app, "namespace": "argocd"}
+    return {"apiVersion": APP, "kind": "Application", "metadata": meta, "spec": spec}
+
+
+FLEET = [
+    kustomization("apps", "c1"),
+    kustomization("held", "c1", suspend=True),  # paused by hand before any outage
+    kustomization("manual", "c1"),
+    helmrelease("podinfo", "c1"),
+    kustomization("other", "c2"),
+    kustomization("local", None),  # deploys to the management cluster: not an app
+    application("guestbook", name="c1"),
+    application("web", server=SERVER["c1"]),
+    application("away", name="c2"),
+]
+OBJECTS = {obj["metadata"]["name"]: obj for obj in FLEET}
+
+
+@pytest.fixture
+async def mgmt(tmp_path: Path) -> AsyncIterator[ManagementCluster]:
+    async with ManagementCluster(tmp_path / "mgmt", ManagementSettings(bookmark_seconds=0.2)) as m:
+        yield m
+
+
+Start = Callable[..., Awaitable[Any]]
+
+
+@pytest.fixture
+def start(mgmt: ManagementCluster, aiohttp_client: Any, db_path: Path) -> Start:
+    """(The management cluster first: it stops after the reactor.)
+
+    A reactor on ``db_path`` with ``--cd.flux --cd.argocd`` on ``mgmt``; the clusters c1
+    and c2 added as discovery names them (Secret refs), the fleet seeded, both clusters
+    ONLINE unless ``online`` is False."""
+
+    async def started(
+        registry: CollectorRegistry | None = None, online: bool = True, **cd: Any
+    ) -> Any:
+        settings = ReactorSettings(db_path=db_path, db_url=postgres_url(db_path))
+        cd_settings = CdSettings(
+            flux=True,
+            argocd=True,
+            kubeconfig=str(mgmt.kubeconfig),
+            informer=InformerSettings(backoff_initial=0.05, backoff_max=0.5),
+            **cd,
+        )
+        client = await aiohttp_client(create_app(settings, registry=registry, cd=cd_settings))
+        for name in ("c1", "c2"):
+            body = {
+                "name": name,
+                "endpoint": SERVER[name],
+                "kubeconfig_secret_ref": f"secret://flux-system/{name}-kubeconfig",
+            }
+            assert (await client.post("/clusters", json=body)).status == 201
+        mgmt.seed(FLEET)
+        if online:
+            await notify(client, alert(ONLINE, "c1", 0), alert(ONLINE, "c2", 0))
+        await until(lambda: mirrored(client, lambda apps: len(apps) == 8))
+        return client
+
+    return started
+
+
+async def notify(client: Any, *alerts: dict[str, Any]) -> None:
+    resp = await client.post("/alerts", json=webhook(*alerts))
+    assert resp.status == 200, await resp.text()
+
+
+async def until(check: Callable[[], Awaitable[bool]], within: float = 15.0) -> None:
+    deadline = time.monotonic() + within
+    while not await check():
+        assert time.monotonic() < deadline, "not reached in time"
+        await asyncio.sleep(0.02)
+
+
+async def mirrored(client: Any, check: Callable[[dict[str, Any]], bool]) -> bool:
+    apps = {a["name"]: a for a in await (await client.get("/apps")).json()}
+    return check(apps)
+
+
+def obj(mgmt: ManagementCluster, name: str) -> dict[str, Any]:
+    seeded = OBJECTS[name]
+    kind = BY_API_KIND[(seeded["apiVersion"], seeded["kind"])]
+    found: dict[str, Any] = mgmt.state.store.get(kind, seeded["metadata"]["namespace"], name)
+    return found
+
+
+def state(mgmt: ManagementCluster, name: str) -> tuple[bool, str | None]:
+    """(paused, fleetwatch's mark) of an object, read from the stand-in's store."""
+    found = obj(mgmt, name)
+    notes = found["metadata"].get("annotations") or {}
+    if found["kind"] == "Application":
+        return notes.get(SKIP_RECONCILE) == "true", notes.get(MARK)
+    return found["spec"].get("suspend") is True, notes.get(MARK)
+
+
+async def send(
+    mgmt: ManagementCluster, name: str, body: dict[str, Any], content_type: str, **params: str
+) -> dict[str, Any]:
+    """A write as a person or a controller makes it, over HTTPS."""
+    seeded = OBJECTS[name]
+    kind = BY_API_KIND[(seeded["apiVersion"], seeded["kind"])]
+    ns = seeded["metadata"]["namespace"]
+    url = f"{mgmt.url}/apis/{kind.group}/{kind.version}/namespaces/{ns}/{kind.plural}/{name}"
+    headers = {"Authorization": f"Bearer {mgmt.token}", "Content-Type": content_type}
+    ssl_context = mgmt.certs.client_context(with_cert=False)
+    async with (
+        aiohttp.ClientSession() as session,
+        session.patch(url, json=body, headers=headers, params=params, ssl=ssl_context) as resp,
+    ):
+        assert resp.status == 200, await resp.text()
+        answer: dict[str, Any] = await resp.json()
+        return answer
+
+
+def patches(mgmt: ManagementCluster) -> dict[str, int]:
+    return {k: n for k, n in mgmt.counts().items() if k.startswith("patch ")}
+
+
+C1_PAUSED = ("apps", "manual", "podinfo", "guestbook", "web")
+
+
+async def test_an_outage_pauses_its_objects_and_its_end_resumes_exactly_those(
+    start: Start, mgmt: ManagementCluster
+) -> None:
+    client = await start()
+    apps = {a["name"]: a for a in await (await client.get("/apps")).json()}
+    assert {(a["source"], a["cluster"], a["status"]) for a in apps.values()} == {
+        ("flux", "c1", "DEPLOYED"),
+        ("flux", "c2", "DEPLOYED"),
+        ("argocd", "c1", "DEPLOYED"),
+        ("argocd", "c2", "DEPLOYED"),
+    }
+    assert "flux:Kustomization/flux-system/local" not in apps
+    assert apps["argocd:Application/argocd/web"]["cluster"] == "c1"  # by its server
+    assert patches(mgmt) == {}
+
+    await notify(client, alert(OFFLINE, "c1", 5))
+
+    async def c1_paused() -> bool:
+        return all(state(mgmt, n)[0] and state(mgmt, n)[1] for n in C1_PAUSED)
+
+    await until(c1_paused)
+    marks = {state(mgmt, n)[1] for n in C1_PAUSED}
+    assert len(marks) == 1 and next(iter(marks)).isdigit()  # the outage's id, on all five
+    assert state(mgmt, "held") == (True, None)  # a person's pause: left alone, unmarked
+    assert state(mgmt, "other") == (False, None) and state(mgmt, "away") == (False, None)
+    apps = {a["name"]: a for a in await (await client.get("/apps")).json()}
+    assert apps["flux:Kustomization/flux-system/apps"]["status"] == "DEGRADED"
+
+    # A person resumes one during the outage: their choice stands, the mark is dropped.
+    await send(
+        mgmt,
+        "manual",
+        {"spec": {"suspend": False}},
+        "application/merge-patch+json",
+        fieldManager="kubectl-patch",
+    )
+    await until(lambda: _true(state(mgmt, "manual") == (False, None)))
+    await until(
+        lambda: mirrored(
+            client, lambda a: a["flux:Kustomization/flux-system/manual"]["status"] == "DEPLOYED"
+        )
+    )
+
+    await notify(client, alert(ONLINE, "c1", 10))
+
+    async def c1_resumed() -> bool:
+        return all(state(mgmt, n) == (False, None) for n in C1_PAUSED)
+
+    await until(c1_resumed)
+    assert state(mgmt, "held") == (True, None)  # never resumed by fleetwatch
+    assert REQUESTED_AT in obj(mgmt, "apps")["metadata"]["annotations"]  # syncs at once
+    assert not obj(mgmt, "guestbook")["metadata"].get("annotations")  # both removed
+    assert state(mgmt, "other") == (False, None)
+    # Each object patched exactly as often as needed: paused once, resumed once (manual:
+    # paused, then only its mark dropped); no retry, no conflict.
+    assert patches(mgmt) == {
+        "patch kustomizations.kustomize.toolkit.fluxcd.io": 4 + 1,  # + the person's
+        "patch helmreleases.helm.toolkit.fluxcd.io": 2,
+        "patch applications.argoproj.io": 4,
+    }
+    apps = {a["name"]: a for a in await (await client.get("/apps")).json()}
+    assert {a["status"] for a in apps.values()} == {"DEPLOYED"}
+
+
+async def test_an_owner_that_undoes_the_pause_is_paused_again(
+    start: Start, mgmt: ManagementCluster
+) -> None:
+    client = await start(resync_interval_s=1.0)
+    await notify(client, alert(OFFLINE, "c1", 5))
+    await until(lambda: _true(bool(state(mgmt, "apps")[1] and state(mgmt, "guestbook")[1])))
+    mark = state(mgmt, "apps")[1]
+    # Flux's parent Kustomization: a forced server-side apply takes spec.suspend back
+    # (our mark, a field it does not apply, stays).
+    applied = {**OBJECTS["apps"], "spec": {**OBJECTS["apps"]["spec"], "suspend": False}}
+    await send(
+        mgmt,
+        "apps",
+        applied,
+        "application/apply-patch+yaml",
+        fieldManager="kustomize-controller",
+        force="true",
+    )
+    # An ApplicationSet without preservedFields: its annotations replaced, both gone.
+    await send(
+        mgmt,
+        "guestbook",
+        {"metadata": {"annotations": {MARK: None, SKIP_RECONCILE: None}}},
+        "application/merge-patch+json",
+        fieldManager="argocd-applicationset-controller",
+    )
+    assert state(mgmt, "apps") == (False, mark) and state(mgmt, "guestbook") == (False, None)
+    await until(lambda: _true(state(mgmt, "apps") == (True, mark)))
+    await until(lambda: _true(state(mgmt, "guestbook") == (True, mark)))
+
+
+async def test_a_failed_patch_is_retried_at_the_next_resync(
+    start: Start, mgmt: ManagementCluster
+) -> None:
+    registry = CollectorRegistry()
+    client = await start(registry=registry, resync_interval_s=1.0)
+    mgmt.arm_fault(kind="error", count=1, verb="patch", resource="applications.argoproj.io")
+    await notify(client, alert(OFFLINE, "c1", 5))
+    await until(lambda: _true(all(state(mgmt, n)[1] for n in C1_PAUSED)))
+    failures = registry.get_sample_value(
+        metricnames.total(metricnames.REACTOR_CD_FAILURES), {"reason": "server_error"}
+    )
+    assert failures == 1
+    assert patches(mgmt)["patch applications.argoproj.io"] == 3  # one failed, retried
+
+
+async def test_a_dry_run_patches_nothing_and_counts_what_it_would_do(
+    start: Start, mgmt: ManagementCluster
+) -> None:
+    registry = CollectorRegistry()
+    client = await start(registry=registry, dry_run=True)
+    await notify(client, alert(OFFLINE, "c1", 5))
+    actions = metricnames.total(metricnames.REACTOR_CD_ACTIONS)
+
+    async def counted() -> bool:
+        would = registry.get_sample_value(actions, {"action": "pause", "result": "dry_run"})
+        return would == len(C1_PAUSED)
+
+    await until(counted)
+    assert mgmt.state.faults.writes() == 0  # no write request reached the API
+    assert all(state(mgmt, n) == (False, None) for n in C1_PAUSED)
+    assert registry.get_sample_value(metricnames.REACTOR_CD_PENDING) == len(C1_PAUSED)
+
+
+async def test_no_outage_no_pause(start: Start, mgmt: ManagementCluster) -> None:
+    """The storm guard and silences: an OFFLINE that opens no outage (here: a cluster never
+    seen ONLINE; an inhibited or silenced alert never even arrives) pauses nothing."""
+    registry = CollectorRegistry()
+    client = await start(registry=registry, online=False, resync_interval_s=1.0)
+    notified = time.time()
+    await notify(client, alert(OFFLINE, "c1", 5))
+
+    async def resynced() -> bool:  # a full pass that began after the notification ended
+        last = registry.get_sample_value(metricnames.REACTOR_CD_LAST_RESYNC) or 0.0
+        return last > notified + 1.0
+
+    await until(resynced)
+    assert patches(mgmt) == {}
+    assert all(state(mgmt, n) == (False, None) for n in C1_PAUSED)
+
+
+async def _true(value: bool) -> bool:
+    return value

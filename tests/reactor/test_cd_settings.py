@@ -1,0 +1,61 @@
+"""``--cd.*`` flags of `fleetwatch reactor`: defaults, what they turn on, exact refusals."""
+
+from __future__ import annotations
+
+import pytest
+
+from fleetwatch.cli import build_parser
+from reactor.cd.objects import APPLICATION, HELMRELEASE, KUSTOMIZATION
+from reactor.cd.settings import CdSettings, cd_settings_from
+from reactor.cd.watch import cd_watches
+
+
+def cd(argv: list[str]) -> CdSettings | None:
+    return cd_settings_from(build_parser().parse_args(["reactor", *argv]))
+
+
+def test_off_unless_a_source_is_turned_on() -> None:
+    assert cd([]) is None
+
+
+def test_the_flags_turn_on_the_kinds_and_their_watches() -> None:
+    flux = cd(["--cd.flux"])
+    assert flux == CdSettings(flux=True)
+    assert flux.kinds == (KUSTOMIZATION, HELMRELEASE) and flux.resync_interval_s == 60.0
+    both = cd(
+        [
+            "--cd.flux",
+            "--cd.argocd",
+            "--cd.resync-interval=5",
+            "--cd.dry-run",
+            "--cd.kubeconfig=/etc/mgmt.yaml",
+        ]
+    )
+    assert both == CdSettings(
+        flux=True, argocd=True, resync_interval_s=5.0, dry_run=True, kubeconfig="/etc/mgmt.yaml"
+    )
+    assert [w.path for w in cd_watches(both)] == [
+        "/apis/kustomize.toolkit.fluxcd.io/v1/kustomizations",
+        "/apis/helm.toolkit.fluxcd.io/v2/helmreleases",
+        "/apis/argoproj.io/v1alpha1/applications",
+    ]
+    assert cd(["--cd.argocd"]) == CdSettings(argocd=True)
+    assert CdSettings(argocd=True).kinds == (APPLICATION,)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--cd.dry-run"], "--cd.dry-run needs --cd.flux or --cd.argocd"),
+        (["--cd.kubeconfig=k"], "--cd.kubeconfig needs --cd.flux or --cd.argocd"),
+        (["--cd.flux", "--cd.resync-interval=0"], "--cd.resync-interval must be at least 1 second"),
+        (
+            ["--cd.flux", "--cd.resync-interval=inf"],
+            "--cd.resync-interval must be at least 1 second",
+        ),
+    ],
+)
+def test_refused_flags_say_why(argv: list[str], message: str) -> None:
+    with pytest.raises(ValueError) as refused:
+        cd(argv)
+    assert str(refused.value) == message
