@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# Build the fleetwatch OCI image with podman, without network during the build.
+# Build the fleetwatch OCI image with podman, without network during the build: for
+# machines that reach no image registry and whose containers reach no package index.
+# Elsewhere `docker build .` or `podman build -f Containerfile .` is all it takes.
 #
 #   bash scripts/build-image.sh [TAG]        # default TAG: localhost/fleetwatch:VERSION
 #
 # The base image is a Debian bookworm made here with debootstrap (python3, venv, CA
 # certificates) unless BASE_IMAGE names one you have (e.g. python:3.11-slim-bookworm
 # pulled from your registry). Wheels of fleetwatch's dependencies are gathered on this
-# machine into a wheelhouse and installed in the image with --no-index, so the build
-# itself runs with --network=none. Needs: podman, runc, debootstrap (as root).
+# machine into wheelhouse/, which the Dockerfile installs from with --no-index when the
+# build context has one, so the build itself runs with --network=none. Needs: podman,
+# runc, debootstrap (as root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
@@ -38,16 +41,16 @@ if ! "${podman[@]}" image exists "$base"; then
   rm -rf "$root"
 fi
 
-# The wheelhouse is part of the build context (see .containerignore); rebuilt every time
-# so it matches pyproject.toml.
+# The wheelhouse is part of the build context (see .dockerignore); rebuilt every time so
+# it matches pyproject.toml, and removed afterwards: a later `docker build .` in this
+# checkout would otherwise take these wheels instead of the package index's.
 rm -rf wheelhouse
+trap 'rm -rf wheelhouse' EXIT
 python3 -m pip wheel --quiet --disable-pip-version-check -w wheelhouse . setuptools wheel
 rm -f wheelhouse/fleetwatch-*.whl  # the image builds its own from the source it copies
-trap 'rm -rf wheelhouse' EXIT
 
 "${podman[@]}" build --network=none --quiet \
   --build-arg BASE_IMAGE="$base" \
-  --build-arg PIP_OPTIONS="--no-index --find-links /src/wheelhouse" \
   --build-arg REVISION="$(git describe --always --dirty 2>/dev/null || echo unknown)" \
   -f Containerfile -t "$tag" . >/dev/null
 # The build stage and any image the new tag replaced are left untagged: remove them, or

@@ -34,7 +34,7 @@ def podman_env() -> dict[str, str]:
 
 
 def build_image(tag: str) -> str:
-    """Build the image from the Containerfile (scripts/build-image.sh) and return its tag."""
+    """Build the image offline with scripts/build-image.sh and return its tag."""
     for tool in ("podman", "debootstrap"):
         if shutil.which(tool) is None:
             raise PodmanUnavailable(f"{tool} is not installed (scripts/install.sh installs it)")
@@ -53,9 +53,16 @@ def build_image(tag: str) -> str:
     return tag
 
 
-def podman(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def podman(
+    *args: str, timeout: float = 120, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*PODMAN, *args], capture_output=True, text=True, timeout=timeout, env=podman_env()
+        [*PODMAN, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=podman_env(),
+        cwd=cwd,
     )
 
 
