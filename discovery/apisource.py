@@ -37,7 +37,7 @@ from discovery.informer import Informer, InformerSettings, watch_specs
 from discovery.kubeapi import KubeApi
 from discovery.kubeauth import InClusterPaths, load_credentials
 from discovery.labels import LabelSelector, SelectorError
-from discovery.secrets import DEFAULT_SELECTOR, SecretClusters, read_secret
+from discovery.secrets import DEFAULT_SELECTOR, SecretClusters, read_secret, with_last_good
 
 
 @dataclass(frozen=True)
@@ -132,6 +132,16 @@ def build_informer(
 class SecretReads:
     """What each Secret names, read once per ``uid`` and ``resourceVersion``.
 
+    **No settle time** (``discovery.settle`` holds a changed file back until it has held
+    still): a Secret is one API object, written whole by one request and served whole at
+    each ``resourceVersion``, so no read ever sees one half written, and waiting would only
+    delay a credential rotation. What a writer stored badly stays stored until it writes
+    again, so no wait repairs it either: a version whose kubeconfig cannot be read at all
+    (empty, not YAML, not a kubeconfig: say a pipeline that made it from a file caught
+    mid-write) keeps the clusters of the last version that could be read
+    (``discovery.secrets.with_last_good``), as a file does; one cut short that still
+    parses is taken, since nothing tells it from a smaller fleet.
+
     Not thread-safe: one caller at a time (the exporter's scan thread, the reactor's
     merge in a worker thread, one after the other).
     """
@@ -156,6 +166,9 @@ class SecretReads:
             read = read_secret(
                 obj, self.settings.label_selector, exec_plugins=self.settings.exec_plugins
             )
+            last = known[1] if known is not None else None
+            if read is not None and last is not None and read.kind == last.kind:
+                read = with_last_good(read, last)
             reads[uid] = (version, read)
         self._reads = reads  # a Secret gone is dropped here
         return [read for _, read in reads.values() if read is not None]

@@ -59,6 +59,9 @@ class Discovery:
     new_problems: tuple[DiscoveryProblem, ...] = ()
     #: clusters of the whole fleet, before sharding (== len(clusters) when unsharded)
     fleet_size: int = 0
+    #: seconds after which a file this scan found changing may have settled: scan again
+    #: then to take it (``discovery.settle``); None when no change waits
+    rescan_in: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,7 +48,9 @@ MAX_DEPTH = 16
 LOCK_FRESH_SECONDS = 60.0
 
 #: What identifies one version of a file: a change of any of them means "parse again".
-#: (device, inode, size, mtime in ns); a merged ``KUBECONFIG`` list chains its files'.
+#: (device, inode, size, mtime in ns, ctime in ns: ``cp -p`` and ``rsync -t`` keep size
+#: and mtime, never ctime); a merged ``KUBECONFIG`` list chains its files'.
+#: ``discovery.settle`` reads the inode and the two times of a file's version.
 FileVersion = tuple[int, ...]
 
 
@@ -62,11 +64,13 @@ class FileProblem(NamedTuple):
 class ReadError(Exception):
     """A kubeconfig that cannot be read; ``reason`` is the problem's text."""
 
-    def __init__(self, reason: str, *, missing: bool = False) -> None:
+    def __init__(self, reason: str, *, missing: bool = False, changing: bool = False) -> None:
         super().__init__(reason)
         self.reason = reason
         #: the file does not exist (removed): its clusters go, unlike any other failure
         self.missing = missing
+        #: the file changed while it was read: being written (``discovery.settle``)
+        self.changing = changing
 
 
 @dataclass(frozen=True)
@@ -225,12 +229,17 @@ def read_file(path: Path, limit: int = MAX_FILE_BYTES) -> tuple[FileVersion, byt
         os.close(fd)
     version = _version(after)
     if version != _version(before) or size != after.st_size:
-        raise ReadError("changed while being read (being written?)")
+        raise ReadError("changed while being read (being written?)", changing=True)
     return version, b"".join(chunks)
 
 
 def _version(st: os.stat_result) -> FileVersion:
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def real_path(path: Path) -> str:
+    """``path`` with every link on the way resolved: the file it leads to now."""
+    return os.path.realpath(path)
 
 
 def _read_error(exc: OSError) -> ReadError:

@@ -15,6 +15,9 @@ and ``fleet_size`` counts the whole fleet. The filter is idempotent, so the file
 come sharded or not; unsharded, ``fleet_size`` is exact even when a Secret repeats the
 name of another shard's file cluster (sharded, that name is counted twice).
 
+``rescan_in`` is the file scan's: a Secret read through the API never waits to settle
+(``discovery.apisource.SecretReads``).
+
 ``new_problems``: the file scan's own, and the Secrets' problems not in ``previous`` (the
 problems of the last merge), so each is logged and counted once when it appears.
 
@@ -98,5 +101,5 @@ def merge(
     before = set(previous)
     new.extend(p for p in secret_problems if p not in before)
     problems.extend(secret_problems)
-    discovery = Discovery(tuple(clusters), tuple(problems), tuple(new), fleet)
+    discovery = Discovery(tuple(clusters), tuple(problems), tuple(new), fleet, files.rescan_in)
     return Merged(discovery, configs, frozenset(held))

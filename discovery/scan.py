@@ -20,7 +20,13 @@ skipped while the rest is discovered.
 A file that cannot be read or parsed keeps the clusters of its last good version (and a
 problem says so) until it parses again or is removed: ``kubectl config`` rewrites a
 kubeconfig in place, and a scan that lands in the middle of the rewrite must not make the
-file's clusters vanish for a cycle (their status alerts would resolve).
+file's clusters vanish for a cycle (their status alerts would resolve). A half-written file
+may parse, though, with fewer contexts: with a settle time (``settle_s``, the exporter's
+:data:`~discovery.settle.SETTLE_SECONDS`), a changed file is read only once it has held
+still that long or arrived whole, and a file gone is dropped only once it has stayed gone
+that long (``discovery.settle``); meanwhile its last good version stays, and the scan's
+``rescan_in`` says when to scan again. Without one (one scan and done: the reactor's
+start-up, ``fleetwatch discover``), a changed file is read when seen.
 
 With a :class:`~discovery.shard.Shard`, a scan returns only that shard's clusters (and the
 problems of its contexts); the reactor scans unsharded.
@@ -29,6 +35,8 @@ problems of its contexts); the reactor scans unsharded.
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,9 +55,11 @@ from discovery.files import (
     being_rewritten,
     file_version,
     read_file,
+    real_path,
     walk_folder,
 )
 from discovery.kubeconfig import Document, ResolvedContext, parse_document, resolve_contexts
+from discovery.settle import Sighting, arrived_whole, wait_for
 from discovery.shard import Shard
 
 log = logging.getLogger(__name__)
@@ -70,6 +80,10 @@ class _FileState:
     failure: str | None = None
     #: what is wrong inside the good parse (entries with no name, no contexts)
     doc_problems: list[str] = field(default_factory=list)
+    #: where the path's links led when ``tried`` was read (``discovery.settle``)
+    target: str | None = None
+    #: a change not taken yet, and since when it is seen (``discovery.settle``)
+    seen: Sighting | None = None
 
 
 @dataclass
@@ -91,6 +105,8 @@ class Discoverer:
     ``kubeconfig_path``: a :class:`~pathlib.Path` names one main file that must exist; a
     :class:`KubeconfigList` is read as kubectl reads ``KUBECONFIG`` (see
     :func:`main_kubeconfig`); None: no main file. ``shard``: only that shard's clusters.
+    ``settle_s``: how long a changed file must hold still before it is read (0: read when
+    seen; see the module docstring); ``clock``: the wall clock it is timed with.
     """
 
     def __init__(
@@ -99,6 +115,8 @@ class Discoverer:
         kubeconfig_dir: Path | None,
         *,
         shard: Shard | None = None,
+        settle_s: float = 0.0,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         # Absolute (and ``~`` expanded) once: every source and kubeconfig_secret_ref
         # must name its file from any working directory.
@@ -109,61 +127,116 @@ class Discoverer:
             self.kubeconfig_path = None if kubeconfig_path is None else absolute(kubeconfig_path)
         self.kubeconfig_dir = None if kubeconfig_dir is None else absolute(kubeconfig_dir)
         self.shard = shard
+        self.settle_s = settle_s
+        self._clock = clock
         #: (unit, path) -> what is known of that file; a unit is "main" or a folder file
         self._states: dict[tuple[str, str], _FileState] = {}
         self._units: dict[str, _Unit] = {}
+        #: the folder's files of the last scan, in order (one gone keeps its place a while)
+        self._listed: list[str] = []
         #: cluster name -> its context config, for the clusters of the last scan
         self._configs: dict[str, ContextConfig] = {}
         self._previous_problems: frozenset[DiscoveryProblem] = frozenset()
+        #: seconds until a change this scan did not take may be taken (None: none waits)
+        self._rescan_in: float | None = None
         #: how many times a file was parsed (tests and benchmarks check "once per change")
         self.parses = 0
 
     # -- files --
 
     def _read(
-        self, unit: str, path: Path, *, required: bool, keep_doc: bool
+        self, unit: str, path: Path, *, required: bool, keep_doc: bool, now: float
     ) -> tuple[Document | None, FileVersion | None, list[DiscoveryProblem]]:
         """The good parse of ``path`` (current or last good), its version, its problems.
 
-        ``(None, None, [])`` for a file that does not exist and need not.
+        ``(None, None, [])`` for a file that does not exist and need not, and for a new
+        file that has not settled yet.
         """
         source = str(path)
         key = (unit, source)
         state = self._states.get(key)
         try:
-            version = file_version(path)
+            version: FileVersion | None = file_version(path)
         except ReadError as exc:
             if exc.missing:
-                self._states.pop(key, None)
-                gone = [DiscoveryProblem(source, None, exc.reason)] if required else []
-                return None, None, gone
+                if not self._stays_gone(state, now):
+                    return self._gone(key, source, required)
+                assert state is not None
+                return self._kept(state, source, keep_doc)
             version = None
             failure: str | None = exc.reason
         else:
             failure = None
         if state is None:
             state = self._states[key] = _FileState()
-        if version is not None and version != state.tried and being_rewritten(path):
-            pass  # kubectl holds its lock: read the new version once it has let go
-        elif version is None or version != state.tried:
-            state.tried = version
-            if failure is None:
-                try:
-                    read_version, data = read_file(path)
-                    self.parses += 1
-                    doc = parse_document(data, read_version)
-                except ReadError as exc:
-                    if exc.missing:
-                        self._states.pop(key, None)
-                        gone = [DiscoveryProblem(source, None, exc.reason)] if required else []
-                        return None, None, gone
-                    failure = exc.reason
-                else:
-                    state.tried = read_version
-                    state.good_version = read_version
-                    state.doc = doc
-                    state.doc_problems = doc.problems
-            state.failure = failure
+        if version is None:  # cannot be looked at: a failure, the last good version kept
+            state.tried, state.failure, state.seen = None, failure, None
+        elif version == state.tried:
+            state.seen = None  # unchanged, or back to what was read
+        elif being_rewritten(path, now):
+            self._look_again(self.settle_s)  # kubectl holds its lock: read once it lets go
+        elif self._settled(path, state, version, now):
+            try:
+                read_version, data = read_file(path)
+                if read_version != version and self.settle_s > 0:
+                    raise ReadError("changed since it was looked at", changing=True)
+                self.parses += 1
+                doc = parse_document(data, read_version)
+            except ReadError as exc:
+                if exc.missing:
+                    if not self._stays_gone(state, now):
+                        return self._gone(key, source, required)
+                    return self._kept(state, source, keep_doc)
+                if exc.changing and self.settle_s > 0:
+                    state.seen = None  # being written: one more change, timed from the
+                    self._look_again(self.settle_s)  # next look
+                    return self._kept(state, source, keep_doc)
+                state.tried, state.failure = version, exc.reason
+            else:
+                state.tried = state.good_version = read_version
+                state.doc, state.doc_problems, state.failure = doc, doc.problems, None
+            state.target, state.seen = real_path(path), None
+        return self._kept(state, source, keep_doc)
+
+    def _settled(self, path: Path, state: _FileState, version: FileVersion, now: float) -> bool:
+        """Whether a changed ``path`` may be read now (``discovery.settle``); when not,
+        the change is remembered and the scan asks to look again when it may be."""
+        if self.settle_s <= 0:
+            return True
+        if arrived_whole(version, real_path(path), state.tried, state.target):
+            return True
+        wait, state.seen = wait_for(version, state.seen, now, self.settle_s)
+        if wait > 0:
+            self._look_again(wait)
+            return False
+        return True
+
+    def _stays_gone(self, state: _FileState | None, now: float) -> bool:
+        """Whether a file gone keeps its last good version a while longer (it may be a
+        writer's move aside: ``discovery.settle``)."""
+        if self.settle_s <= 0 or state is None or state.good_version is None:
+            return False
+        wait, state.seen = wait_for(None, state.seen, now, self.settle_s)
+        if wait > 0:
+            self._look_again(wait)
+            return True
+        return False
+
+    def _gone(
+        self, key: tuple[str, str], source: str, required: bool
+    ) -> tuple[None, None, list[DiscoveryProblem]]:
+        self._states.pop(key, None)
+        return None, None, [DiscoveryProblem(source, None, "file not found")] if required else []
+
+    def _look_again(self, seconds: float) -> None:
+        if seconds > 0 and (self._rescan_in is None or seconds < self._rescan_in):
+            self._rescan_in = seconds
+
+    @staticmethod
+    def _kept(
+        state: _FileState, source: str, keep_doc: bool
+    ) -> tuple[Document | None, FileVersion | None, list[DiscoveryProblem]]:
+        """What ``state`` holds: its good parse (or None), its version, its problems."""
         problems: list[DiscoveryProblem] = []
         if state.failure is not None:
             if state.good_version is None:
@@ -179,7 +252,7 @@ class Discoverer:
         return kept_doc, state.good_version, problems
 
     def _unit(
-        self, unit: str, paths: list[Path], *, required: bool
+        self, unit: str, paths: list[Path], *, required: bool, now: float
     ) -> tuple[dict[str, ResolvedContext], list[DiscoveryProblem]]:
         """The contexts of one unit (re-resolved only when one of its files changed)."""
         merged = len(paths) > 1
@@ -187,7 +260,9 @@ class Discoverer:
         key: list[tuple[str, FileVersion]] = []
         problems: list[DiscoveryProblem] = []
         for path in paths:
-            doc, good, file_problems = self._read(unit, path, required=required, keep_doc=merged)
+            doc, good, file_problems = self._read(
+                unit, path, required=required, keep_doc=merged, now=now
+            )
             problems.extend(file_problems)
             if good is not None:
                 docs.append((str(path), doc))
@@ -221,13 +296,37 @@ class Discoverer:
         if self.kubeconfig_dir is not None:
             files, walk_problems = walk_folder(self.kubeconfig_dir)
             problems.extend(DiscoveryProblem(p.path, None, p.reason) for p in walk_problems)
-            units.extend((str(path), [path], True) for path in files)
+            listed = self._with_files_gone([str(path) for path in files])
+            units.extend((path, [Path(path)], True) for path in listed)
         return units, problems
+
+    def _with_files_gone(self, listed: list[str]) -> list[str]:
+        """The folder's files, and those of the last scan gone from it that may keep their
+        last good version a while (``_stays_gone``), each where the walk had it."""
+        previous, self._listed = self._listed, listed
+        if self.settle_s <= 0:
+            return listed
+        now_listed = set(listed)
+        gone = [
+            unit
+            for unit in previous
+            if unit not in now_listed
+            and (state := self._states.get((unit, unit))) is not None
+            and state.good_version is not None
+        ]
+        if not gone:
+            return listed
+        # The walk's order is the order of the paths' parts (each folder's names sorted,
+        # depth first), so a sort puts each file gone back in its place.
+        self._listed = sorted([*listed, *gone], key=lambda unit: Path(unit).parts)
+        return self._listed
 
     # -- the scan --
 
     def scan(self) -> Discovery:
         """Read (or reuse) every kubeconfig file and list the clusters and problems."""
+        now = self._clock()
+        self._rescan_in = None
         clusters: list[Cluster] = []
         configs: dict[str, ContextConfig] = {}
         units, problems = self._sources()
@@ -235,7 +334,7 @@ class Discoverer:
         fleet = 0
         shard = self.shard
         for unit, paths, required in units:
-            contexts, unit_problems = self._unit(unit, paths, required=required)
+            contexts, unit_problems = self._unit(unit, paths, required=required, now=now)
             problems.extend(
                 p
                 for p in unit_problems
@@ -267,7 +366,7 @@ class Discoverer:
         current = frozenset(problems)
         new = tuple(p for p in problems if p not in self._previous_problems)
         self._previous_problems = current
-        return Discovery(tuple(clusters), tuple(problems), new, fleet)
+        return Discovery(tuple(clusters), tuple(problems), new, fleet, self._rescan_in)
 
     def context_config(self, cluster: Cluster) -> ContextConfig | None:
         """The minimal kubeconfig of a cluster of the last scan (made in the scan).

@@ -51,6 +51,15 @@ an exec plugin unless ``exec_plugins`` is True. Exec plugins are refused by defa
 ``execProviderConfig``): whoever may write a Secret the source reads could otherwise run
 a command in the exporter, with its service account.
 
+**A version that cannot be read keeps the last good one** (:func:`with_last_good`), as a
+file's does: a key whose content is no kubeconfig at all (empty, not base64, not YAML, not
+a kubeconfig) or an Argo CD Secret no cluster can be made of keeps that key's (or that
+Secret's) clusters of the last version that could be read, and its problems say so, until
+a version can be read or the Secret, its key or its label is gone. Which sources could not
+be read is :attr:`SecretClusters.unreadable`. A kubeconfig that parses is taken as it is,
+as a file that held still is: one cut short that still parses cannot be told from a
+smaller fleet (``discovery.apisource.SecretReads`` says why no settle time applies).
+
 **Problems.** A Secret that cannot be read (a key missing or not base64, a ``config``
 Argo CD would refuse, a kubeconfig that does not parse) is a
 :class:`~discovery.clusters.DiscoveryProblem` whose source is the reference, whose
@@ -154,6 +163,9 @@ class SecretClusters:
     version: FileVersion
     clusters: tuple[SecretCluster, ...] = ()
     problems: tuple[DiscoveryProblem, ...] = ()
+    #: the sources (the Secret's reference, or one of its keys') whose content could not
+    #: be read at all: no kubeconfig, or no Argo CD cluster (see :func:`with_last_good`)
+    unreadable: frozenset[str] = frozenset()
 
     @property
     def ref(self) -> str:
@@ -183,6 +195,7 @@ def read_secret(
     data = secret.get("data")
     if data is not None and not isinstance(data, Mapping):
         reader.problem("its data is not a mapping of keys")
+        reader.unreadable.add(reader.ref)
     elif kind == "argocd":
         reader.argocd(data or {})
     elif kind == "cluster-api":
@@ -196,7 +209,44 @@ def read_secret(
         reader.version,
         tuple(reader.clusters),
         tuple(reader.problems),
+        frozenset(reader.unreadable),
     )
+
+
+#: What a problem of a source kept at its last good version says (:func:`with_last_good`).
+KEPT = "its last good version is used until it can be read again"
+
+
+def with_last_good(read: SecretClusters, last: SecretClusters) -> SecretClusters:
+    """``read`` (a new version of a Secret) with the clusters that ``last`` (what its
+    previous version gave) has of each source ``read`` could not read at all.
+
+    The rule of files (``discovery.scan``): a version that cannot be read keeps the last
+    good one, and says so in its problems, until a version can be read or the Secret (or
+    the key) is gone. ``last`` is what the previous version gave, itself kept or not, so
+    a second unreadable version keeps the same clusters.
+    """
+
+    def unreadable(source: str) -> bool:
+        return source in read.unreadable or source.partition("#")[0] in read.unreadable
+
+    found = {c.cluster.kubeconfig_secret_ref for c in read.clusters}
+    kept = [
+        c
+        for c in last.clusters
+        if c.cluster.kubeconfig_secret_ref not in found
+        and unreadable(c.cluster.kubeconfig_secret_ref)
+    ]
+    if not kept:
+        return read
+    sources = {c.cluster.kubeconfig_secret_ref for c in kept} | {read.ref}
+    problems = tuple(
+        dataclasses.replace(p, reason=f"{p.reason}; {KEPT}") if p.source in sources else p
+        for p in read.problems
+    )
+    # By source, as read (a labelled Secret's keys in name order), each in its own order.
+    clusters = sorted((*read.clusters, *kept), key=lambda c: c.cluster.kubeconfig_secret_ref)
+    return dataclasses.replace(read, clusters=tuple(clusters), problems=problems)
 
 
 class _Reader:
@@ -209,6 +259,7 @@ class _Reader:
         self.exec_plugins = exec_plugins
         self.clusters: list[SecretCluster] = []
         self.problems: list[DiscoveryProblem] = []
+        self.unreadable: set[str] = set()
 
     def problem(self, reason: str, context: str | None = None, source: str | None = None) -> None:
         self.problems.append(DiscoveryProblem(source or self.ref, context, reason))
@@ -238,32 +289,39 @@ class _Reader:
     # -- the kinds --
 
     def argocd(self, data: Mapping[str, Any]) -> None:
+        if not self._argocd(data):
+            self.unreadable.add(self.ref)
+
+    def _argocd(self, data: Mapping[str, Any]) -> bool:
+        """Read an Argo CD cluster Secret; False when no cluster can be made of it."""
         name = self.text(data, "name")
         if name is None:
-            return
+            return False
         server = self.text(data, "server", name)
         if server is None:
-            return
+            return False
         server = server.rstrip("/")  # as Argo CD reads it
         config_bytes = self.decode(data, "config", name) if data.get("config") else b""
         if config_bytes is None:
-            return
+            return False
         try:
             config = argocd.parse_config(config_bytes)
             doc = argocd.kubeconfig(name, server, config, exec_plugins=self.exec_plugins)
         except argocd.ArgoConfigError as exc:
             self.problem(f"Argo CD cluster config: {exc}", name)
-            return
+            return False
         except argocd.NotProbeable as exc:
             self.clusters.append(
                 SecretCluster(Cluster(name, server, self.ref, name, None, str(exc)))
             )
-            return
+            return True
         self.contexts(self.ref, document_of(doc, self.version))
+        return True
 
     def cluster_api(self, data: Mapping[str, Any], cluster: str) -> None:
         if not data.get(CAPI_KEY):
             self.problem(f"no {CAPI_KEY!r} key (Cluster API keeps the kubeconfig there)", cluster)
+            self.unreadable.add(self.ref)
             return
         doc = self.parse(data, CAPI_KEY, self.ref, cluster)
         if doc is None:
@@ -293,11 +351,13 @@ class _Reader:
         """The kubeconfig of ``data[key]``, its problems noted (None: it is not one)."""
         raw = self.decode(data, key, context)
         if raw is None:
+            self.unreadable.add(source)
             return None
         try:
             doc = parse_document(raw, self.version)
         except ReadError as exc:
             self.problem(exc.reason, context, source)
+            self.unreadable.add(source)
             return None
         for reason in doc.problems:
             self.problem(reason, None, source)

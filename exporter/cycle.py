@@ -1,6 +1,7 @@
 """The probe cycle: re-scan, probe every probeable cluster concurrently, check, publish.
 
-Every ``interval`` seconds: discovery re-scans (cheap when nothing changed), every
+Every ``interval`` seconds: discovery re-scans (cheap when nothing changed; once more a
+moment later when it found a file changing, ``discovery.settle``), every
 probeable cluster is probed under a semaphore of ``concurrency``, each probe (credentials
 included) bounded by ``timeout``, then the per-cluster checks of the extension seam run.
 A probe holds its slot while it works and gives it back while it waits
@@ -200,18 +201,11 @@ class Monitor:
                 if s.last is not None and s.last.reason is Reason.TIMEOUT
             ]
             self._start_probes(group, round_, early, suspect=True)
-            # Parsing a changed kubeconfig of thousands of contexts takes a second: off
-            # the loop (the early probes go on meanwhile).
-            discovery, readable = await asyncio.to_thread(self._scan)
-            for note in self.table.apply_discovery(discovery, readable):
-                _say(note)
-            seen = (discovery.clusters, readable)
-            if discovery.new_problems or seen != self._last_seen:
-                # New or removed clusters show on /metrics now, not a timeout later. When
-                # the scan found what it found last time, the last publication still says
-                # it all: one rendering per cycle instead of two.
-                await self.publish()
-            self._last_seen = seen
+            discovery = await self._discover()
+            if self._scan_again(discovery, time.monotonic() - started):
+                assert discovery.rescan_in is not None
+                await asyncio.sleep(discovery.rescan_in)
+                await self._discover()
             probed = {s.cluster.name: s.cluster for s, _ in early}
             rest = [
                 (s, self.discovery.context_config(s.cluster))
@@ -294,6 +288,39 @@ class Monitor:
         for check in self.checks:
             if isinstance(check, RetainingCheck):
                 check.retain(discovered.keys())
+
+    def _scan_again(self, discovery: Discovery, elapsed: float) -> bool:
+        """Whether to scan again in this cycle, ``discovery.rescan_in`` from now.
+
+        A file was caught changing (``discovery.settle``); its last good version stands
+        meanwhile. It is read once it has held still, at most ``SETTLE_SECONDS`` away:
+        in this cycle when that comes before the next one, and always in the first cycle
+        (its publication makes the exporter ready, and a file written just before start,
+        by an init container say, belongs in it). Once: a file that keeps changing waits
+        for a later cycle. Not by waking a cycle of its own: an extra probe of every
+        cluster would bring a failing one to the threshold of consecutive failures
+        sooner than the interval says.
+        """
+        if discovery.rescan_in is None:
+            return False
+        first = self.stats.cycles_total == 0
+        return first or elapsed + discovery.rescan_in < self.settings.interval
+
+    async def _discover(self) -> Discovery:
+        """Scan, follow the scan in the table, and publish what it changed."""
+        # Parsing a changed kubeconfig of thousands of contexts takes a second: off the
+        # loop (the early probes go on meanwhile).
+        discovery, readable = await asyncio.to_thread(self._scan)
+        for note in self.table.apply_discovery(discovery, readable):
+            _say(note)
+        seen = (discovery.clusters, readable)
+        if discovery.new_problems or seen != self._last_seen:
+            # New or removed clusters show on /metrics now, not a timeout later. When the
+            # scan found what it found last time, the last publication still says it all:
+            # one rendering per cycle instead of two.
+            await self.publish()
+        self._last_seen = seen
+        return discovery
 
     def _scan(self) -> tuple[Discovery, dict[str, bool]]:
         """Discovery plus "is it a readable file" per distinct kubeconfig_secret_ref."""

@@ -28,6 +28,8 @@ so the loop's updates never interleave with a copy.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from discovery import (
     Cluster,
     ContextConfig,
@@ -70,7 +72,10 @@ class SecretSource:
         informer: Informer,
         settings: KubernetesDiscovery,
         shard: Shard | None = None,
+        cycles_done: Callable[[], int] = lambda: 0,
     ) -> None:
+        """``cycles_done``: how many cycles the scanning Monitor has completed (its
+        ``stats.cycles_total``), which names the cycle a scan belongs to."""
         self.files = files
         self.informer = informer
         self.settings = settings
@@ -78,21 +83,21 @@ class SecretSource:
         self.reads = SecretReads(settings)
         self._merged = Merged(Discovery((), ()))
         self._problems: tuple[DiscoveryProblem, ...] = ()
-        #: scans so far (one per cycle), and the first that held a complete list: the
-        #: exporter is ready once the cycle of that scan is served (``/-/ready``)
-        self.scans = 0
-        self.first_complete_scan: int | None = None
+        #: the first cycle (counted from 1) with a scan that held a complete list: the
+        #: exporter is ready once that cycle is served (``/-/ready``). Counted in cycles,
+        #: not scans: a cycle that finds a file changing scans twice (``exporter.cycle``).
+        self._cycles_done = cycles_done
+        self.first_complete_cycle: int | None = None
 
     def __repr__(self) -> str:
         return f"SecretSource({len(self.reads)} Secrets, {self.informer!r})"
 
     def scan(self) -> Discovery:
-        self.scans += 1
         complete = self.informer.synced  # before the copy: it then holds the whole list
         files = self.files.scan()
         secrets = self.reads.read(self.informer.objects())
-        if complete and self.first_complete_scan is None:
-            self.first_complete_scan = self.scans
+        if complete and self.first_complete_cycle is None:
+            self.first_complete_cycle = self._cycles_done() + 1
         merged = merge(files, secrets, shard=self.shard, previous=self._problems)
         self._problems = merged.discovery.problems
         self._merged = merged

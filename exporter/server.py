@@ -29,6 +29,7 @@ from discovery.apimetrics import InformerCollector
 from discovery.apisource import build_informer
 from discovery.informer import Informer
 from discovery.kubeapi import KubeApi
+from discovery.settle import SETTLE_SECONDS
 from exporter.checks import ClusterCheck
 from exporter.cycle import DiscoverySource, Monitor
 from exporter.expose.render import CONTENT_TYPE, Body, Rendered, render
@@ -100,8 +101,16 @@ def create_app(
     if discovery is None and settings.kubernetes is not None:
         # Files unsharded (fleet_size counts the whole fleet); the merge applies the shard.
         kubeapi, informer = build_informer(settings.kubernetes)
-        files = Discoverer(settings.kubeconfig_path, settings.kubeconfig_dir)
-        discovery = SecretSource(files, informer, settings.kubernetes, settings.shard)
+        files = Discoverer(
+            settings.kubeconfig_path, settings.kubeconfig_dir, settle_s=SETTLE_SECONDS
+        )
+
+        def cycles_done() -> int:  # the monitor below, read at each scan
+            return monitor.stats.cycles_total
+
+        discovery = SecretSource(
+            files, informer, settings.kubernetes, settings.shard, cycles_done=cycles_done
+        )
         process.register(InformerCollector(informer, settings.kubernetes.label_selector))
     app[INFORMER] = informer
     monitor = Monitor(
@@ -112,7 +121,12 @@ def create_app(
             max_idle_connections=settings.max_idle_connections,
         ),
         discovery
-        or Discoverer(settings.kubeconfig_path, settings.kubeconfig_dir, shard=settings.shard),
+        or Discoverer(
+            settings.kubeconfig_path,
+            settings.kubeconfig_dir,
+            shard=settings.shard,
+            settle_s=SETTLE_SECONDS,
+        ),
         publish,
         checks,
         after_cycle=after_cycle,
@@ -258,7 +272,7 @@ async def _ready(request: web.Request) -> web.Response:
         )
     served = request.app[RENDERED][0]
     source = request.app[MONITOR].discovery
-    first = source.first_complete_scan if isinstance(source, SecretSource) else 0
+    first = source.first_complete_cycle if isinstance(source, SecretSource) else 0
     if first is None or served.cycles_total < first:
         return web.Response(
             status=503,
