@@ -16,11 +16,17 @@ from fleetwatch import rules_controlplane
 from fleetwatch.rules_discovery import discovery_group
 from fleetwatch.rules_exporter import exporter_group
 from fleetwatch.rules_model import Group, RuleSettings, indent
+from fleetwatch.rules_sharding import sharding_group
 from fleetwatch.rules_status import status_group
 
 
 def groups(settings: RuleSettings) -> list[Group]:
-    return [status_group(settings), exporter_group(settings), discovery_group()]
+    return [
+        status_group(settings),
+        exporter_group(settings),
+        discovery_group(),
+        sharding_group(settings),
+    ]
 
 
 class _Dumper(yaml.SafeDumper):
