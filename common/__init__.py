@@ -8,6 +8,7 @@ as ``prometheus/common`` does for Prometheus' components):
   defaults: the contract between the rules, Alertmanager and the reactor;
 - ``common.web``: ``--web.listen-address`` parsing, one meaning for both servers;
 - ``common.logs``: logging set-up (``--log.level``, ``--log.format``);
+- ``common.flags``: the old spellings of flags, hidden aliases named once by a warning;
 - ``common.version``: the version, build information and the process collectors;
 - ``common.webconfig``: ``--web.config.file`` (its strict parse, TLS followed as renewed),
   one module for both servers;

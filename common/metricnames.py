@@ -54,6 +54,10 @@ DISCOVERY_KUBERNETES_WATCH_RESTARTS: Final = "fleetwatch_discovery_kubernetes_wa
 DISCOVERY_KUBERNETES_ERRORS: Final = "fleetwatch_discovery_kubernetes_errors_total"
 #: 1; labels ``index``, ``count``
 EXPORTER_SHARD: Final = "fleetwatch_exporter_shard"
+#: --shard.count as a number (1 unsharded), for the rules to compare the shards' counts
+EXPORTER_SHARDS: Final = "fleetwatch_exporter_shards"
+#: clusters of the whole fleet as this exporter's discovery sees it, before sharding
+EXPORTER_FLEET_CLUSTERS: Final = "fleetwatch_exporter_fleet_clusters"
 #: counter; label ``check``
 EXPORTER_CHECK_ERRORS: Final = "fleetwatch_exporter_check_errors_total"
 

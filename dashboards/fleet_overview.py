@@ -371,7 +371,7 @@ def probe_failures(b: Board, y: int) -> int:
             "Share of the fleet failing (storm guard)",
             "Share of the probeable clusters failing their probes (recording rule "
             f"{FAILING_RATIO_RECORD}). At the storm fraction (dashed "
-            f"line: the default {STORM_FRACTION * 100:g} %, `fleetwatch rules --storm-fraction`), "
+            f"line: the default {STORM_FRACTION * 100:g} %, `fleetwatch rules --storm.fraction`), "
             f"with at least {STORM_MIN_CLUSTERS} probeable clusters, {STORM_ALERT} fires and "
             "per-cluster OFFLINE notifications are held back: no cascade runs.",
             [target(f"max({FAILING_RATIO_RECORD})", "failing share")],

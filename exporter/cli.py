@@ -17,6 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
+from common.flags import add_old_spelling
 from common.logs import add_log_flags, setup_logging
 from common.web import bind_sockets, display_address
 from common.webconfig import (
@@ -191,7 +192,7 @@ def _add_discovery_flags(parser: argparse.ArgumentParser) -> None:
         "list, else ~/.kube/config when it exists)",
     )
     parser.add_argument(
-        "--kubeconfig-dir",
+        "--kubeconfig.dir",
         dest="kubeconfig_dir",
         metavar="DIR",
         default=None,
@@ -221,6 +222,7 @@ def _add_discovery_flags(parser: argparse.ArgumentParser) -> None:
         help="take --shard.index from the ordinal ending the host name, as a StatefulSet "
         "pod's (fleetwatch-exporter-2 is shard 2; $HOSTNAME, else the system's)",
     )
+    add_old_spelling(parser, "--kubeconfig-dir", "--kubeconfig.dir")
 
 
 def load_checks(config_file: Path | None, every: int = 1) -> Sequence[ClusterCheck]:

@@ -138,9 +138,12 @@ class ClusterTable:
     #: clusters already warned about as not probeable (said once, until they change)
     warned_unprobeable: set[str] = field(default_factory=set)
     discovery_errors_total: int = 0
+    #: clusters of the whole fleet in the last scan, before sharding (the shards compare it)
+    fleet_size: int = 0
 
     def apply_discovery(self, discovery: Discovery, readable: Mapping[str, bool]) -> list[Note]:
         """Follow a discovery scan; ``readable``: kubeconfig_secret_ref -> is a readable file."""
+        self.fleet_size = discovery.fleet_size
         notes = [
             Note("warning", "kubeconfig problem, skipped: %s", (p,)) for p in discovery.new_problems
         ]

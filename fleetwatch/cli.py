@@ -14,11 +14,16 @@ subcommand import every module, to list them all.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from common.flags import old_spellings_used
+from common.logs import setup_logging
 from common.version import version_text
+
+log = logging.getLogger("fleetwatch")
 
 
 class CommandModule(Protocol):
@@ -140,8 +145,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_in = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(_subcommand(args_in))
     args = parser.parse_args(args_in)
+    warn_old_spellings(args)
     code: int = args.func(args)
     return code
+
+
+def warn_old_spellings(args: argparse.Namespace) -> None:
+    """One warning per old spelling given (``common.flags``), in the command's log format.
+
+    Logging is set up here in the command's ``--log.format`` (logfmt for commands without
+    one), so the line reads like the command's own: ``level=warning msg="--kubeconfig-dir
+    is deprecated: ..."``. It is written whatever ``--log.level`` says (``discover`` logs
+    errors only by default): a spelling that will go away must not go unseen. The command
+    sets up its logging again, at its own level, when it starts.
+    """
+    used = old_spellings_used(args)
+    if not used:
+        return
+    level = getattr(args, "log_level", "info")
+    setup_logging("warn" if level == "error" else level, getattr(args, "log_format", "logfmt"))
+    for old, new in used.items():
+        log.warning(
+            "%s is deprecated: spell it %s (the old spelling still works, and will be "
+            "removed in a later release)",
+            old,
+            new,
+        )
 
 
 def _subcommand(argv: Sequence[str]) -> str | None:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from common.contract import PROBE_FAILING_ALERT, STORM_ALERT
+from common.flags import add_old_spelling
 from common.logs import add_log_flags, setup_logging
 from fleetwatch import wiring
 from fleetwatch.demo_stack import Demo, default_state_file
@@ -80,7 +81,7 @@ def run_demo(args: argparse.Namespace) -> int:
     # The demo talks to people by print(); logging is for what goes wrong underneath.
     setup_logging(args.log_level, args.log_format)
     installed = wiring.have_prometheus()
-    with_prometheus = installed and not args.no_prometheus
+    with_prometheus = installed and args.prometheus
     demo = Demo(
         clusters=args.clusters,
         interval=args.interval,
@@ -179,25 +180,40 @@ def add_parsers(subparsers: Any) -> None:
         metavar="SECONDS",
         help="seconds between probes, as the exporter's flag (default 2)",
     )
-    # A hidden alias of --probe.interval: scripts that spell it so keep working.
-    p.add_argument("--interval", dest="interval", type=float, help=argparse.SUPPRESS)
     p.add_argument(
-        "--failure-threshold", type=int, default=2, help="failed probes before OFFLINE (default 2)"
+        "--failure.threshold",
+        dest="failure_threshold",
+        type=int,
+        default=2,
+        metavar="N",
+        help="failed probes before OFFLINE, as `fleetwatch rules` (default 2)",
     )
     p.add_argument(
-        "--free-ports",
+        "--web.free-ports",
+        dest="free_ports",
         action="store_true",
-        help="use free ports, not the usual 9713/9714/9090/9093",
+        help="listen on free ports, not the usual 9713/9714/9090/9093",
     )
     p.add_argument(
-        "--no-prometheus", action="store_true", help="do not start Prometheus and Alertmanager"
+        "--prometheus",
+        dest="prometheus",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="start Prometheus and Alertmanager when installed (default: on)",
     )
     add_log_flags(p, default_level="warning")
     p.add_argument(
-        "--state-file",
+        "--state.file",
+        dest="state_file",
+        metavar="FILE",
         default=str(default_state_file()),
         help="where the running demo tells `demo down`/`up` how to reach it (default %(default)s)",
     )
+    # Spellings of older releases, hidden: scripts that use them keep working.
+    add_old_spelling(p, "--interval", "--probe.interval")
+    add_old_spelling(p, "--failure-threshold", "--failure.threshold")
+    add_old_spelling(p, "--free-ports", "--web.free-ports")
+    add_old_spelling(p, "--state-file", "--state.file")
     p.set_defaults(func=_run_checked)
     actions = p.add_subparsers(dest="action", metavar="{down,up}")
     for action, text in (("down", "make a demo cluster fail"), ("up", "bring it back")):
@@ -211,9 +227,16 @@ def add_parsers(subparsers: Any) -> None:
                 help="how it fails: down (connection refused), hang, error (500), ... "
                 "(default down)",
             )
-        # SUPPRESS: given before the action (`demo --state-file F down X`) it must not be
+        # SUPPRESS: given before the action (`demo --state.file F down X`) it must not be
         # overwritten by this parser's default.
-        a.add_argument("--state-file", default=argparse.SUPPRESS, help="as for `demo`")
+        a.add_argument(
+            "--state.file",
+            dest="state_file",
+            metavar="FILE",
+            default=argparse.SUPPRESS,
+            help="as for `demo`",
+        )
+        add_old_spelling(a, "--state-file", "--state.file")
         a.set_defaults(func=run_switch)
 
 
@@ -223,7 +246,7 @@ def _run_checked(args: argparse.Namespace) -> int:
         return 2
     if not args.interval > 0 or args.failure_threshold < 1:
         print(
-            "fleetwatch demo: --probe.interval must be > 0 and --failure-threshold >= 1",
+            "fleetwatch demo: --probe.interval must be > 0 and --failure.threshold >= 1",
             file=sys.stderr,
         )
         return 2

@@ -26,7 +26,7 @@ from fleetwatch.procs import ManagedProcess, wait_until
 from fleetwatch.rules import RuleSettings
 from fleetwatch.wiring import JsonClient
 
-#: Usual ports of each part; taken when free (``--free-ports`` never takes them).
+#: Usual ports of each part; taken when free (``--web.free-ports`` never takes them).
 USUAL_PORTS = {"exporter": 9713, "reactor": 9714, "prometheus": 9090, "alertmanager": 9093}
 PREFIX = "demo"
 #: Apps deployed by the demo: name -> index of its cluster (the first has two).
@@ -235,7 +235,7 @@ class Demo:
         state = (
             ""
             if self.state_file == default_state_file()
-            else f" --state-file {shlex.quote(str(self.state_file))}"
+            else f" --state.file {shlex.quote(str(self.state_file))}"
         )
         lines += [
             "",

@@ -3,7 +3,8 @@
 ``alerts/fleetwatch.rules.yml`` is this command's output for the defaults (a test keeps
 them equal). The rules are built by role: the status rules (``fleetwatch.rules_status``),
 the exporter's own alerts (``fleetwatch.rules_exporter``), the alert on discovery from
-the management cluster's API (``fleetwatch.rules_discovery``), the etcd and control-plane
+the management cluster's API (``fleetwatch.rules_discovery``), the alert on shards that do
+not split the fleet between them (``fleetwatch.rules_sharding``), the etcd and control-plane
 groups (``fleetwatch.rules_controlplane``), on the settings and the rules as data of
 ``fleetwatch.rules_model``, written as YAML by ``fleetwatch.rules_render``. This module is
 the command line, and what the rest of fleetwatch imports of the rules.
@@ -17,6 +18,7 @@ import re
 import sys
 from typing import Any
 
+from common.flags import add_old_spelling
 from fleetwatch.rules_model import Group, Rule, RulesError, RuleSettings, prom_duration
 from fleetwatch.rules_render import (
     groups,
@@ -112,7 +114,8 @@ def add_parsers(subparsers: Any) -> None:
         ),
     )
     p.add_argument(
-        "--failure-threshold",
+        "--failure.threshold",
+        dest="failure_threshold",
         type=int,
         default=None,
         metavar="N",
@@ -126,24 +129,25 @@ def add_parsers(subparsers: Any) -> None:
         metavar="SECONDS",
         help=f"exporter probe interval; sets hold times and texts (default ${ENV_INTERVAL} or 300)",
     )
-    # A hidden alias, spelled as scripts written for older releases spell it.
-    p.add_argument("--probe-interval", dest="probe_interval", type=float, help=argparse.SUPPRESS)
     p.add_argument(
-        "--storm-fraction",
+        "--storm.fraction",
+        dest="storm_fraction",
         type=float,
         default=defaults.storm_fraction,
         metavar="F",
         help="share of probeable clusters failing at once: a storm (default %(default)s)",
     )
     p.add_argument(
-        "--storm-min-clusters",
+        "--storm.min-clusters",
+        dest="storm_min_clusters",
         type=int,
         default=defaults.storm_min_clusters,
         metavar="M",
         help="smallest probeable fleet where a storm is recognised (default %(default)s)",
     )
     p.add_argument(
-        "--exporter-job",
+        "--exporter.job",
+        dest="exporter_job",
         default=defaults.exporter_job,
         metavar="JOB",
         help="job label of the exporter's scrape config (default %(default)s)",
@@ -167,4 +171,13 @@ def add_parsers(subparsers: Any) -> None:
         metavar="KEY=VALUE",
         help="PrometheusRule only: a label of the object, to match a ruleSelector (repeatable)",
     )
+    # Spellings of older releases, hidden: scripts that use them keep working.
+    for old, flag in (
+        ("--failure-threshold", "--failure.threshold"),
+        ("--probe-interval", "--probe.interval"),
+        ("--storm-fraction", "--storm.fraction"),
+        ("--storm-min-clusters", "--storm.min-clusters"),
+        ("--exporter-job", "--exporter.job"),
+    ):
+        add_old_spelling(p, old, flag)
     p.set_defaults(func=run)

@@ -106,7 +106,7 @@ def exporter_group(s: RuleSettings) -> Group:
                         "description": (
                             f"Prometheus has no target with {job}, so no cluster is watched. Check "
                             "the scrape config (the job name must match the rules: fleetwatch "
-                            "rules --exporter-job) and its service discovery."
+                            "rules --exporter.job) and its service discovery."
                         ),
                     },
                 },

@@ -224,7 +224,7 @@ def status_group(s: RuleSettings) -> Group:
                             "the kubeconfig file in its `source` label is readable by the "
                             "exporter and its credentials are still valid. If short blips "
                             "degrade apps, raise CLUSTER_HEALTH_FAILURE_THRESHOLD and re-render "
-                            "the rules (fleetwatch rules --failure-threshold). For planned "
+                            "the rules (fleetwatch rules --failure.threshold). For planned "
                             "maintenance, silence this alert for the cluster to avoid the cascade."
                         ),
                     },

@@ -211,7 +211,7 @@ def start_exporter(
             f"--kubeconfig={kubeconfig}",
         ]
         if kubeconfig_dir is not None:
-            args.append(f"--kubeconfig-dir={kubeconfig_dir}")
+            args.append(f"--kubeconfig.dir={kubeconfig_dir}")
         return ManagedProcess(
             fleetwatch_argv(*args, *extra),
             folder / "exporter.log",
@@ -240,7 +240,7 @@ def start_reactor(
             f"--kubeconfig={kubeconfig}",
         ]
         if kubeconfig_dir is not None:
-            args.append(f"--kubeconfig-dir={kubeconfig_dir}")
+            args.append(f"--kubeconfig.dir={kubeconfig_dir}")
         return ManagedProcess(
             fleetwatch_argv(*args),
             folder / "reactor.log",

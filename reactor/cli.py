@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from common.flags import add_old_spelling
 from common.logs import add_log_flags, setup_logging
 from common.web import bind_sockets, display_address, parse_listen_addresses
 from common.webconfig import WEB_CONFIG_HELP, WebConfigError, load_web_config, server_tls
@@ -176,7 +177,8 @@ def add_parsers(subparsers: Any) -> None:
         "else $KUBECONFIG's list, else ~/.kube/config when it exists)",
     )
     p.add_argument(
-        "--kubeconfig-dir",
+        "--kubeconfig.dir",
+        dest="kubeconfig_dir",
         metavar="DIR",
         type=Path,
         help="folder of extra kubeconfigs (every visible file, sub-folders included), "
@@ -211,6 +213,7 @@ def add_parsers(subparsers: Any) -> None:
     add_kubernetes_flags(p)
     add_cd_flags(p)
     add_log_flags(p)
+    add_old_spelling(p, "--kubeconfig-dir", "--kubeconfig.dir")  # hidden: older releases'
     p.set_defaults(func=run_reactor)
 
 

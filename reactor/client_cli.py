@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from common.flags import add_old_spelling
 from reactor.auth import TokenFileError, read_token
 from reactor.context import DEFAULT_LISTEN_ADDRESS
 
@@ -38,14 +39,7 @@ def add_parsers(subparsers: Any) -> None:
             "it is sent when one is given; $SSL_CERT_FILE names a private CA for https."
         ),
     )
-    s.add_argument(
-        "--token-file",
-        dest="token_file",
-        metavar="FILE",
-        type=Path,
-        help="file holding the reactor's bearer token (default: $FLEETWATCH_TOKEN; none: "
-        "no Authorization header)",
-    )
+    add_token_file_flag(s, "(default: $FLEETWATCH_TOKEN; none: no Authorization header)")
     s.add_argument(
         "--reactor",
         metavar="URL",
@@ -95,13 +89,7 @@ def add_cluster_parsers(subparsers: Any) -> None:
             default=DEFAULT_REACTOR_URL,
             help=f"base URL of the reactor (default: {DEFAULT_REACTOR_URL})",
         )
-        a.add_argument(
-            "--token-file",
-            dest="token_file",
-            metavar="FILE",
-            type=Path,
-            help="file holding the reactor's bearer token (default: $FLEETWATCH_TOKEN)",
-        )
+        add_token_file_flag(a, "(default: $FLEETWATCH_TOKEN)")
         a.add_argument(
             "--timeout",
             metavar="SECONDS",
@@ -110,6 +98,19 @@ def add_cluster_parsers(subparsers: Any) -> None:
             help="seconds for the request (default: 30)",
         )
         a.set_defaults(func=run_cluster)
+
+
+def add_token_file_flag(parser: argparse.ArgumentParser, default: str) -> None:
+    """``--web.token-file``, spelled as the reactor's own flag (its old spelling
+    ``--token-file`` a hidden alias): one name for the token file on both sides."""
+    parser.add_argument(
+        "--web.token-file",
+        dest="token_file",
+        metavar="FILE",
+        type=Path,
+        help=f"file holding the reactor's bearer token {default}",
+    )
+    add_old_spelling(parser, "--token-file", "--web.token-file")
 
 
 # -- fleetwatch status ----------------------------------------------------------------
@@ -133,7 +134,7 @@ def error_message(exc: urllib.error.HTTPError) -> str:
 
 
 def client_token(token_file: Path | None) -> str | None:
-    """The token a client command sends: ``--token-file``, else $FLEETWATCH_TOKEN, else none.
+    """The token a client command sends: ``--web.token-file``, else $FLEETWATCH_TOKEN, else none.
 
     Raises :class:`TokenFileError` when the file gives no token.
     """
@@ -147,7 +148,7 @@ def run_status(args: argparse.Namespace) -> int:
     try:
         token = client_token(args.token_file)
     except TokenFileError as exc:
-        print(f"fleetwatch status: --token-file {exc}", file=sys.stderr)
+        print(f"fleetwatch status: --web.token-file {exc}", file=sys.stderr)
         return 2
     try:
         clusters = get_json(f"{base}/clusters", args.timeout, token)
@@ -175,7 +176,7 @@ def run_cluster(args: argparse.Namespace) -> int:
     try:
         token = client_token(args.token_file)
     except TokenFileError as exc:
-        print(f"{command}: --token-file {exc}", file=sys.stderr)
+        print(f"{command}: --web.token-file {exc}", file=sys.stderr)
         return 2
     path = f"/clusters/{quote(args.name, safe='')}"
     if args.action == "reset":

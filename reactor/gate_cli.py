@@ -22,12 +22,17 @@ import argparse
 import json
 import sys
 import urllib.error
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from reactor.auth import TokenFileError
-from reactor.client_cli import DEFAULT_REACTOR_URL, client_token, error_message, get_json
+from reactor.client_cli import (
+    DEFAULT_REACTOR_URL,
+    add_token_file_flag,
+    client_token,
+    error_message,
+    get_json,
+)
 from reactor.gate import check
 from reactor.statemachine import Status
 
@@ -53,12 +58,7 @@ def add_parsers(subparsers: Any) -> None:
         default=DEFAULT_REACTOR_URL,
         help=f"base URL of the reactor (default: {DEFAULT_REACTOR_URL})",
     )
-    g.add_argument(
-        "--token-file",
-        dest="token_file",
-        metavar="FILE",
-        help="file holding the reactor's bearer token (default: $FLEETWATCH_TOKEN)",
-    )
+    add_token_file_flag(g, "(default: $FLEETWATCH_TOKEN)")
     g.add_argument(
         "--timeout",
         metavar="SECONDS",
@@ -78,9 +78,9 @@ def add_parsers(subparsers: Any) -> None:
 def run_gate(args: argparse.Namespace) -> int:
     name = args.cluster
     try:
-        token = client_token(Path(args.token_file) if args.token_file else None)
+        token = client_token(args.token_file)
     except TokenFileError as exc:
-        print(f"fleetwatch gate: --token-file {exc}", file=sys.stderr)
+        print(f"fleetwatch gate: --web.token-file {exc}", file=sys.stderr)
         return CANNOT_ASK
     url = f"{args.reactor.rstrip('/')}/clusters/{quote(name, safe='')}"
     try:

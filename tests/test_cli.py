@@ -85,7 +85,7 @@ def test_the_exporter_process_never_imports_the_reactor_or_the_kubernetes_client
         log = tmp_path / "exporter.log"
         argv = [sys.executable, "-X", "importtime", "-m", "fleetwatch.cli", "exporter",
                 f"--web.listen-address=127.0.0.1:{port}", "--kubeconfig=",
-                f"--kubeconfig-dir={folder}", "--probe.interval=1"]  # fmt: skip
+                f"--kubeconfig.dir={folder}", "--probe.interval=1"]  # fmt: skip
         with ManagedProcess(argv, log, ready_url=f"http://127.0.0.1:{port}/healthz") as proc:
 
             def probed() -> bool:

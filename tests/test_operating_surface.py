@@ -14,6 +14,7 @@ import base64
 import json
 import logging
 import os
+import re
 import shutil
 import ssl
 import subprocess
@@ -32,13 +33,14 @@ from aiohttp.test_utils import TestClient
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
+from common.flags import USED, old_spellings
 from common.logs import setup_logging
 from common.version import __version__
 from common.webconfig import parse_web_config
 from exporter.server import MONITOR
 from exporter.server import create_app as create_exporter
 from exporter.settings import ExporterSettings
-from fleetwatch.cli import build_parser, main
+from fleetwatch.cli import build_parser, main, warn_old_spellings
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
 from fleetwatch.standin import StandinFleet
 from fleetwatch.standin.certs import FleetCerts
@@ -236,10 +238,123 @@ def test_demo_spells_the_probe_interval_as_the_exporter_and_keeps_the_old_spelli
     assert build_parser().parse_args(["demo"]).interval == 2.0
 
 
-def test_old_spellings_are_hidden_and_log_flags_are_everywhere_logs_are_written() -> None:
+#: Every old spelling each (sub)command still takes, hidden, and the flag replacing it.
+OLD_SPELLINGS: dict[tuple[str, ...], dict[str, str]] = {
+    ("exporter",): {"--kubeconfig-dir": "--kubeconfig.dir"},
+    ("discover",): {"--kubeconfig-dir": "--kubeconfig.dir"},
+    ("reactor",): {"--kubeconfig-dir": "--kubeconfig.dir"},
+    ("status",): {"--token-file": "--web.token-file"},
+    ("cluster",): {},
+    ("cluster", "delete"): {"--token-file": "--web.token-file"},
+    ("cluster", "reset"): {"--token-file": "--web.token-file"},
+    ("gate",): {"--token-file": "--web.token-file"},
+    ("rules",): {
+        "--failure-threshold": "--failure.threshold",
+        "--probe-interval": "--probe.interval",
+        "--storm-fraction": "--storm.fraction",
+        "--storm-min-clusters": "--storm.min-clusters",
+        "--exporter-job": "--exporter.job",
+    },
+    ("demo",): {
+        "--interval": "--probe.interval",
+        "--failure-threshold": "--failure.threshold",
+        "--free-ports": "--web.free-ports",
+        "--state-file": "--state.file",
+    },
+    ("demo", "down"): {"--state-file": "--state.file"},
+    ("demo", "up"): {"--state-file": "--state.file"},
+}
+#: As Prometheus spells its flags: ``--area.name``, dotted, a hyphen only inside a word
+#: after the first dot (``--web.listen-address``); ``--no-`` only where argparse makes a
+#: switch's negation, as kingpin makes ``--no-web.enable-lifecycle``.
+PROMETHEUS_SPELLING = re.compile(r"--[a-z0-9]+(\.[a-z0-9]+(-[a-z0-9]+)*)*")
+#: What a command needs besides the flag under test (its positional arguments).
+POSITIONAL = {("gate",): ["c1"], ("cluster", "delete"): ["c1"], ("cluster", "reset"): ["c1"]}
+POSITIONAL |= {("demo", "down"): ["demo-001"], ("demo", "up"): ["demo-001"]}
+
+
+def _path_to(parser: argparse.ArgumentParser, command: tuple[str, ...]) -> argparse.ArgumentParser:
+    for name in command:
+        parser = subcommand(parser, name)
+    return parser
+
+
+def _argv(command: tuple[str, ...], *flags: tuple[str, str | None]) -> list[str]:
+    given = [word for flag, value in flags for word in (flag, value) if word is not None]
+    return [*command, *POSITIONAL.get(command, []), *given]
+
+
+def _value(action: argparse.Action) -> str | None:
+    """A value the flag takes, by its type."""
+    if action.nargs == 0:
+        return None
+    by_type: dict[object, str] = {int: "3", float: "0.25", Path: "/some/where"}
+    return by_type.get(action.type, "job-x")
+
+
+def test_every_command_is_in_the_table_of_old_spellings() -> None:
+    assert set(_commands(build_parser())) == set(OLD_SPELLINGS)
+
+
+@pytest.mark.parametrize("command", list(OLD_SPELLINGS), ids=" ".join)
+def test_every_flag_shown_is_spelled_as_prometheus_spells_flags(command: tuple[str, ...]) -> None:
+    """Before: --kubeconfig-dir, --failure-threshold, --token-file, --storm-fraction, ...
+    were shown, beside dotted flags, on the same commands."""
+    parser = _path_to(build_parser(), command)
+    shown = [
+        option
+        for action in parser._actions
+        if action.help != argparse.SUPPRESS
+        for option in action.option_strings
+        if option.startswith("--") and option not in ("--help", "--version")
+    ]
+    assert shown or command == ("cluster",), command  # `cluster` has only actions
+    for option in shown:
+        action = parser._option_string_actions[option]
+        if isinstance(action, argparse.BooleanOptionalAction) and option.startswith("--no-"):
+            option = "--" + option.removeprefix("--no-")
+        assert PROMETHEUS_SPELLING.fullmatch(option), f"{' '.join(command)} {option}"
+
+
+@pytest.mark.parametrize("command", list(OLD_SPELLINGS), ids=" ".join)
+def test_old_spellings_are_hidden_aliases_on_every_command(command: tuple[str, ...]) -> None:
+    parser = _path_to(build_parser(), command)
+    assert old_spellings(parser) == OLD_SPELLINGS[command]
+    helptext = parser.format_help()
+    for old, new in OLD_SPELLINGS[command].items():
+        assert new in helptext
+        assert not re.search(rf"{re.escape(old)}\b(?![.-])", helptext), (command, old)
+
+
+ALIASES = [(c, old, new) for c, table in OLD_SPELLINGS.items() for old, new in table.items()]
+
+
+@pytest.mark.parametrize(
+    ("command", "old", "new"), ALIASES, ids=[" ".join((*c, o)) for c, o, _ in ALIASES]
+)
+def test_an_old_spelling_stores_what_its_flag_stores_and_warns_once(
+    command: tuple[str, ...], old: str, new: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Given twice, the old spelling is named once; what it stores is the flag's."""
     parser = build_parser()
-    demo_help = subcommand(parser, "demo").format_help()
-    assert "--probe.interval" in demo_help and "--interval" not in demo_help
+    value = _value(_path_to(parser, command)._option_string_actions[new])
+    by_new = vars(parser.parse_args(_argv(command, (new, value))))
+    by_old = vars(build_parser().parse_args(_argv(command, (old, value), (old, value))))
+    assert by_old.pop(USED) == {old: new}
+    assert by_old == by_new and USED not in by_new
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level  # pytest's capture handler among them
+    try:
+        warn_old_spellings(argparse.Namespace(**{**by_new, USED: {old: new}}))
+    finally:
+        root.handlers[:], root.level = handlers, level
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and "level=warning" in lines[0], lines
+    assert f"{old} is deprecated: spell it {new}" in lines[0]
+
+
+def test_log_flags_are_everywhere_logs_are_written() -> None:
+    parser = build_parser()
     for command in ("exporter", "discover", "reactor", "demo"):
         helptext = subcommand(parser, command).format_help()
         assert "--log.level" in helptext and "--log.format" in helptext, command
@@ -318,7 +433,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory, pki: FleetCerts) -> Iterat
                 f"--web.listen-address=127.0.0.1:{ports['exporter']}",
                 f"--web.config.file={config}",
                 "--kubeconfig=",
-                f"--kubeconfig-dir={root}/no-kubeconfigs",
+                f"--kubeconfig.dir={root}/no-kubeconfigs",
                 "--probe.interval=1",
             ),
             root / "exporter.log",

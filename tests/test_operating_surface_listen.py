@@ -30,7 +30,7 @@ def answers(url: str) -> bool:
 def argv(command: str, tmp_path: Path, *addresses: str) -> list[str]:
     flags = [f"--web.listen-address={address}" for address in addresses]
     if command == "exporter":
-        rest = ["--kubeconfig=", f"--kubeconfig-dir={tmp_path / 'none'}", "--probe.interval=1"]
+        rest = ["--kubeconfig=", f"--kubeconfig.dir={tmp_path / 'none'}", "--probe.interval=1"]
     else:
         rest = [f"--db.path={tmp_path / 'state.db'}", "--kubeconfig="]
     return [sys.executable, "-m", "fleetwatch.cli", command, *flags, *rest]

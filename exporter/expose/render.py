@@ -45,10 +45,12 @@ from common.metricnames import (
     EXPORTER_CYCLE_DURATION,
     EXPORTER_CYCLES,
     EXPORTER_DISCOVERY_ERRORS,
+    EXPORTER_FLEET_CLUSTERS,
     EXPORTER_LAST_CYCLE,
     EXPORTER_PROBE_INTERVAL,
     EXPORTER_PROBE_TIMEOUT,
     EXPORTER_SHARD,
+    EXPORTER_SHARDS,
 )
 from exporter.expose.encodings import in_order
 from exporter.expose.gzipped import Body, Deflater, Piece, deflated, joined
@@ -376,6 +378,18 @@ def _exporter_text(snap: Snapshot) -> Iterator[bytes]:
     )
     index, count = snap.shard
     out.append(f'{EXPORTER_SHARD}{{index="{index}",count="{count}"}} 1\n')
+    # The shards compare these (FleetwatchShardingMismatch): a count they disagree on, or a
+    # fleet they see differently, leaves clusters that no shard probes.
+    for name, help_text, value in (
+        (EXPORTER_SHARDS, "Shards the fleet is split into (--shard.count; 1 unsharded).", count),
+        (
+            EXPORTER_FLEET_CLUSTERS,
+            "Clusters in the whole fleet as this exporter's discovery sees it, before sharding.",
+            snap.fleet_size,
+        ),
+    ):
+        out.append(_head(name, "gauge", help_text))
+        out.append(f"{name} {value}\n")
     if snap.check_errors:
         out.append(
             _head(

@@ -35,6 +35,8 @@ class Snapshot:
     timeout: float
     #: (index, count) of this exporter's shard; (0, 1) when it probes the whole fleet
     shard: tuple[int, int] = (0, 1)
+    #: clusters in the whole fleet as the last scan saw it, before sharding
+    fleet_size: int = 0
 
 
 @dataclass
@@ -77,4 +79,5 @@ def build_snapshot(
         last_cycle_end=stats.last_cycle_end,
         interval=settings.interval,
         timeout=settings.timeout,
+        fleet_size=table.fleet_size,
     )

@@ -20,12 +20,14 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
 from deploy_manifests import (
     KUBERNETES_VERSION,
+    KUSTOMIZE,
     OVERLAYS,
     REPO,
     Obj,
@@ -160,19 +162,56 @@ def test_the_sqlite_overlay_runs_one_reactor_on_a_volume() -> None:
 
 
 def test_the_shards_agree_with_their_statefulsets() -> None:
-    """``--shard.count`` equals the replicas of each StatefulSet (every index has a pod)."""
-    statefulsets = of_kind(render("overlays/sharded"), "StatefulSet")
+    """``--shard.count`` equals the replicas of each StatefulSet (every index has a pod),
+    and the control-plane discovery asks every pod."""
+    objects = render("overlays/sharded")
+    statefulsets = of_kind(objects, "StatefulSet")
     assert {s["metadata"]["name"] for s in statefulsets} == {
         "fleetwatch-exporter-a",
         "fleetwatch-exporter-b",
     }
+    pods = []
     for statefulset in statefulsets:
         args = statefulset["spec"]["template"]["spec"]["containers"][0]["args"]
         assert f"--shard.count={statefulset['spec']['replicas']}" in args
         assert "--shard.index-from-hostname" in args
-    assert of_kind(render("overlays/sharded"), "Deployment")[0]["metadata"]["name"] == (
-        "fleetwatch-reactor"
+        name, service = statefulset["metadata"]["name"], statefulset["spec"]["serviceName"]
+        pods += [f"{name}-{i}.{service}" for i in range(statefulset["spec"]["replicas"])]
+    assert of_kind(objects, "Deployment")[0]["metadata"]["name"] == "fleetwatch-reactor"
+    config = find(objects, "ScrapeConfig", "fleetwatch-control-plane")
+    hosts = [urlsplit(sd["url"]).hostname for sd in config["spec"]["httpSDConfigs"]]
+    assert sorted(hosts) == sorted(f"{pod}.{NAMESPACE}.svc" for pod in pods)
+    names = [c["metadata"]["name"] for c in of_kind(objects, "ConfigMap")]
+    assert "fleetwatch-exporter-shards" not in names  # the count is kustomize's, never applied
+
+
+def test_the_shard_count_is_written_once(tmp_path: Path) -> None:
+    """Before: the count was written four times (two replicas, two flags), which a change
+    had to keep equal; one left behind splits the fleet by two counts."""
+    tree = tmp_path / "kubernetes"
+    shutil.copytree(KUSTOMIZE, tree)
+    overlay = tree / "overlays" / "sharded" / "kustomization.yaml"
+    text = overlay.read_text()
+    assert text.count("count=2") == 1, "the overlay must write the count once"
+    overlay.write_text(text.replace("count=2", "count=3"))
+    for folder in (tree / "components" / "exporter-shards", tree / "overlays" / "sharded"):
+        for path in folder.glob("*.yaml"):  # nowhere else a 2 that means the count
+            for line in path.read_text().splitlines():
+                assert "--shard.count=2" not in line and "replicas: 2" not in line, line
+    done = subprocess.run(
+        ["kubectl", "kustomize", str(overlay.parent)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
+    assert done.returncode == 0, done.stderr
+    statefulsets = of_kind([d for d in yaml.safe_load_all(done.stdout) if d], "StatefulSet")
+    assert len(statefulsets) == 2
+    for statefulset in statefulsets:
+        assert statefulset["spec"]["replicas"] == 3
+        args = statefulset["spec"]["template"]["spec"]["containers"][0]["args"]
+        assert [a for a in args if a.startswith("--shard.count")] == ["--shard.count=3"]
 
 
 def _without(template: Obj, *, args: bool) -> Obj:

@@ -37,8 +37,8 @@ def test_demo_down_up_and_ctrl_c(tmp_path: Path) -> None:
                 "-m",
                 "fleetwatch.cli",
                 "demo",
-                "--free-ports",
-                f"--state-file={state_file}",
+                "--web.free-ports",
+                f"--state.file={state_file}",
             ],
             stdout=sink,
             stderr=subprocess.STDOUT,
@@ -57,12 +57,12 @@ def test_demo_down_up_and_ctrl_c(tmp_path: Path) -> None:
         for url in ("/metrics", "/alerts", state["reactor_url"]):
             assert url in text
         # The hint is copied as printed: it must name this demo's state file.
-        assert f"fleetwatch demo down demo-001 --state-file {state_file}" in text
+        assert f"fleetwatch demo down demo-001 --state.file {state_file}" in text
         reactor = JsonClient(state["reactor_url"])
         apps_on_001 = {a["name"] for a in reactor.get("/apps") if a["cluster"] == "demo-001"}
         assert apps_on_001
 
-        result = _fleetwatch("demo", "down", "demo-001", f"--state-file={state_file}")
+        result = _fleetwatch("demo", "down", "demo-001", f"--state.file={state_file}")
         assert result.returncode == 0, result.stderr + out.read_text()
 
         def statuses() -> dict[str, str]:
@@ -76,10 +76,10 @@ def test_demo_down_up_and_ctrl_c(tmp_path: Path) -> None:
         degraded = {a for a, s in statuses().items() if s == "DEGRADED"}
         assert degraded == apps_on_001, out.read_text()
 
-        result = _fleetwatch("demo", "up", "demo-001", f"--state-file={state_file}")
+        result = _fleetwatch("demo", "up", "demo-001", f"--state.file={state_file}")
         assert result.returncode == 0, result.stderr + out.read_text()
         wait_until(lambda: set(statuses().values()) == {"DEPLOYED"}, 30, what="every app DEPLOYED")
-        bad = _fleetwatch("demo", "down", "nope", f"--state-file={state_file}")
+        bad = _fleetwatch("demo", "down", "nope", f"--state.file={state_file}")
         assert bad.returncode == 1
         assert "no cluster named 'nope'" in bad.stderr
 
@@ -92,7 +92,7 @@ def test_demo_down_up_and_ctrl_c(tmp_path: Path) -> None:
         )
         assert not Path(state["folder"]).exists()
         assert not state_file.exists()
-        gone = _fleetwatch("demo", "up", "demo-001", f"--state-file={state_file}")
+        gone = _fleetwatch("demo", "up", "demo-001", f"--state.file={state_file}")
         assert gone.returncode == 1
         assert "no demo is running" in gone.stderr
     finally:

@@ -4,7 +4,7 @@ The production shape runs every shard twice (two vantage points): a cluster is O
 only when both replicas that probe it fail it, and losing one replica changes nothing.
 Here four real ``fleetwatch exporter`` processes (``--shard.count 2``, each replica with
 a client certificate of its own) probe eight stand-in clusters every second; Prometheus
-2.42 scrapes them and evaluates the rules of ``fleetwatch rules --failure-threshold 2
+2.42 scrapes them and evaluates the rules of ``fleetwatch rules --failure.threshold 2
 --probe.interval 1`` every second. A replica is cut off from one cluster by the
 stand-in's blocked clients (its requests hang, as behind a network that drops packets).
 
@@ -108,7 +108,7 @@ class Rig:
             list(pool.map(self.start_replica, self.replicas))
         rules = self.root / "fleetwatch.rules.yml"
         rendered = subprocess.run(
-            wiring.fleetwatch_argv("rules", "--failure-threshold", "2", "--probe.interval", "1"),
+            wiring.fleetwatch_argv("rules", "--failure.threshold", "2", "--probe.interval", "1"),
             capture_output=True,
             check=True,
             timeout=60,

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[2]
 #: What the wheel is built from: the packages, the shipped files they link to, the metadata.
 SOURCES = ("common", "discovery", "exporter", "reactor", "fleetwatch", "alerts", "dashboards")
 #: Two clusters probed every second: OFFLINE two seconds after `down`.
-DEMO_ARGS = ("--free-ports", "--clusters=2", "--interval=1")
+DEMO_ARGS = ("--web.free-ports", "--clusters=2", "--probe.interval=1")
 
 
 def _run(argv: list[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
@@ -116,7 +116,7 @@ def test_installed_wheel_runs_the_demo_to_an_offline_cluster(
     out = tmp_path / "demo.out"
     with out.open("w") as sink:
         demo = subprocess.Popen(
-            [fleetwatch, "demo", *DEMO_ARGS, f"--state-file={state_file}"],
+            [fleetwatch, "demo", *DEMO_ARGS, f"--state.file={state_file}"],
             stdout=sink,
             stderr=subprocess.STDOUT,
             cwd=work,
@@ -136,7 +136,7 @@ def test_installed_wheel_runs_the_demo_to_an_offline_cluster(
         reactor = JsonClient(state["reactor_url"])
 
         down = subprocess.run(
-            [fleetwatch, "demo", "down", "demo-001", f"--state-file={state_file}"],
+            [fleetwatch, "demo", "down", "demo-001", f"--state.file={state_file}"],
             capture_output=True,
             text=True,
             timeout=30,

@@ -54,7 +54,7 @@ def test_exporter_serves_metrics_and_stops_on_sigterm(
             f"--web.listen-address=127.0.0.1:{port}",
             "--kubeconfig",
             str(tmp_path / "no-main-config"),
-            "--kubeconfig-dir",
+            "--kubeconfig.dir",
             str(folder),
             "--probe.interval=1",
             "--probe.timeout=0.5",
@@ -105,7 +105,7 @@ def test_an_open_files_limit_too_low_for_the_fleet_is_said_once(
             "exporter",
             f"--web.listen-address=127.0.0.1:{port}",
             f"--kubeconfig={tmp_path / 'none'}",
-            f"--kubeconfig-dir={folder}",
+            f"--kubeconfig.dir={folder}",
             "--probe.interval=0.5",
         ]
     )
@@ -132,7 +132,7 @@ def test_discover_json_lists_clusters_and_problems(
     threaded_fleet.write_kubeconfig_dir(folder)
     (folder / "broken.yaml").write_text(": : :")
     env = {"KUBECONFIG_PATH": str(tmp_path / "missing"), "PATH": "/usr/bin:/bin"}
-    result = run("discover", "--output", "json", "--kubeconfig-dir", str(folder), env=env)
+    result = run("discover", "--output", "json", "--kubeconfig.dir", str(folder), env=env)
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
     assert doc["clusters"] == [
@@ -149,7 +149,7 @@ def test_discover_json_lists_clusters_and_problems(
         ("missing", None),
         ("broken.yaml", None),
     ]
-    table = run("discover", "--kubeconfig-dir", str(folder), env=env)
+    table = run("discover", "--kubeconfig.dir", str(folder), env=env)
     assert table.returncode == 0
     assert table.stdout.splitlines()[0].split() == ["NAME", "ENDPOINT", "PROBEABLE", "SOURCE"]
     assert "1 cluster(s), 2 problem(s)" in table.stdout
@@ -205,7 +205,7 @@ def test_discover_makes_relative_and_home_paths_absolute(
     threaded_fleet.write_kubeconfig(tmp_path / "kube" / "h.yaml", ["home"])
     env = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
     args = ("discover", "--output", "json", "--kubeconfig", "num.yaml")
-    result = run(*args, "--kubeconfig-dir", "~/kube", env=env, cwd=tmp_path)
+    result = run(*args, "--kubeconfig.dir", "~/kube", env=env, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     sources = {c["name"]: c["source"] for c in json.loads(result.stdout)["clusters"]}
     assert sources == {"num": str(tmp_path / "num.yaml"), "home": str(tmp_path / "kube" / "h.yaml")}
@@ -255,7 +255,7 @@ def test_max_idle_connections_reaches_the_connection_pool() -> None:
 def test_help_names_every_flag_and_variable(command: str) -> None:
     result = run(command, "--help")
     assert result.returncode == 0
-    for word in ("--kubeconfig", "--kubeconfig-dir", "KUBECONFIG_PATH", "KUBECONFIG_DIR"):
+    for word in ("--kubeconfig", "--kubeconfig.dir", "KUBECONFIG_PATH", "KUBECONFIG_DIR"):
         assert word in result.stdout
     if command == "exporter":
         for flag in (
@@ -313,7 +313,7 @@ def test_the_exporter_process_runs_the_collector_policy(
             "exporter",
             f"--web.listen-address=127.0.0.1:{port}",
             f"--kubeconfig={tmp_path / 'none'}",
-            f"--kubeconfig-dir={folder}",
+            f"--kubeconfig.dir={folder}",
             "--probe.interval=0.2",
             "--log.level=debug",
         ],

@@ -171,7 +171,7 @@ def _exporter(setup: Setup, tmp_path: Path, interval: float, timeout: float) -> 
         "fleetwatch.cli",
         "exporter",
         f"--web.listen-address=127.0.0.1:{port}",
-        f"--kubeconfig-dir={setup.folder}",
+        f"--kubeconfig.dir={setup.folder}",
         f"--probe.interval={interval:g}",
         f"--probe.timeout={timeout:g}",
         "--log.level=debug",

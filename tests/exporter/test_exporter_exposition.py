@@ -76,7 +76,7 @@ def tables(case: Case) -> tuple[Snapshot, before.Snapshot]:
     """The case through the table as the cycle does, and the same state as it was shown."""
     table = ClusterTable()
     keeper = Encoder(case.families)
-    discovery = Discovery(tuple(s.cluster for s in case.specs), ())
+    discovery = Discovery(tuple(s.cluster for s in case.specs), (), fleet_size=len(case.specs))
     readable = {s.cluster.kubeconfig_secret_ref: s.probeable for s in case.specs}
     table.apply_discovery(discovery, readable)
     for i, spec in enumerate(case.specs):
@@ -113,6 +113,26 @@ def tables(case: Case) -> tuple[Snapshot, before.Snapshot]:
         timeout=snap.timeout,
     )
     return snap, old
+
+
+def before_metrics(old: before.Snapshot, snap: Snapshot) -> bytes:
+    """The reference's ``/metrics``, with what was added since, where it was added: the
+    shards' view of the fleet (``fleetwatch_exporter_shards`` and
+    ``fleetwatch_exporter_fleet_clusters``) after ``fleetwatch_exporter_shard``."""
+    text = before.render_metrics(old).decode()
+    shard_line = f'fleetwatch_exporter_shard{{index="{old.shard[0]}",count="{old.shard[1]}"}} 1\n'
+    added = (
+        "# HELP fleetwatch_exporter_shards Shards the fleet is split into (--shard.count; "
+        "1 unsharded).\n"
+        "# TYPE fleetwatch_exporter_shards gauge\n"
+        f"fleetwatch_exporter_shards {snap.shard[1]}\n"
+        "# HELP fleetwatch_exporter_fleet_clusters Clusters in the whole fleet as this "
+        "exporter's discovery sees it, before sharding.\n"
+        "# TYPE fleetwatch_exporter_fleet_clusters gauge\n"
+        f"fleetwatch_exporter_fleet_clusters {snap.fleet_size}\n"
+    )
+    assert text.count(shard_line) == 1
+    return text.replace(shard_line, shard_line + added).encode()
 
 
 # --- the cases ----------------------------------------------------------------------
@@ -259,7 +279,7 @@ CASES: dict[str, Callable[[], Case]] = {
 @pytest.mark.parametrize("make", CASES.values(), ids=CASES.keys())
 def test_the_bodies_are_the_bytes_rendered_before(make: Callable[[], Case]) -> None:
     snap, old = tables(make())
-    text = before.render_metrics(old)
+    text = before_metrics(old, snap)
     assert render_metrics(snap) == text
     assert render_sd(snap) == before.render_sd(old)
     json.loads(render_sd(snap))
@@ -274,7 +294,7 @@ def test_the_bodies_are_the_bytes_rendered_before(make: Callable[[], Case]) -> N
 @pytest.mark.parametrize("level", [1, 6, 9])
 def test_any_level_gives_the_same_text(level: int) -> None:
     snap, old = tables(many_clusters())
-    assert render(snap, level=level).metrics.plain() == before.render_metrics(old)
+    assert render(snap, level=level).metrics.plain() == before_metrics(old, snap)
 
 
 def test_a_rendering_reuses_the_check_families_while_no_result_changed() -> None:
@@ -288,14 +308,14 @@ def test_a_rendering_reuses_the_check_families_while_no_result_changed() -> None
     again = render(later, previous=first)
     assert again.check_families is first.check_families
     assert again.sd_control_plane is first.sd_control_plane
-    assert again.metrics.plain() == before.render_metrics(old)
+    assert again.metrics.plain() == before_metrics(old, later)
     assert 'reason="timeout"} 1' in again.metrics.plain().decode()
     # One cluster's results changed: rendered afresh.
     case.specs[1].results = [CheckResult((), (TargetGroup(("moved:1",)),))]
     changed, old = tables(case)
     third = render(changed, previous=again)
     assert third.check_families is not again.check_families
-    assert third.metrics.plain() == before.render_metrics(old)
+    assert third.metrics.plain() == before_metrics(old, changed)
     assert third.sd_control_plane.plain() == before.render_sd(old)
 
 

@@ -271,6 +271,8 @@ DOCUMENTED_FAMILIES = [
     ("fleetwatch_exporter_probe_interval_seconds", "gauge"),
     ("fleetwatch_exporter_probe_timeout_seconds", "gauge"),
     ("fleetwatch_exporter_shard", "gauge"),
+    ("fleetwatch_exporter_shards", "gauge"),
+    ("fleetwatch_exporter_fleet_clusters", "gauge"),
     ("fleetwatch_build_info", "gauge"),
 ]
 

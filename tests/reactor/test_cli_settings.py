@@ -47,7 +47,7 @@ def test_flags_win_over_the_environment(tmp_path: Path) -> None:
         [
             f"--web.token-file={token}",
             "--kubeconfig=/flag/main",
-            "--kubeconfig-dir=/flag",
+            "--kubeconfig.dir=/flag",
             "--web.max-body-bytes=2048",
             "--db.path=/tmp/x.db",
         ],

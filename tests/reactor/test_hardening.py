@@ -373,7 +373,7 @@ async def test_fleetwatch_cluster_delete_and_reset(
     url = str(client.make_url("/"))
 
     async def fleetwatch(*argv: str) -> tuple[int, str, str]:
-        args = [*argv, "--reactor", url, "--token-file", str(token_file)]
+        args = [*argv, "--reactor", url, "--web.token-file", str(token_file)]
         code = await asyncio.to_thread(main, args)
         out, err = capsys.readouterr()
         return code, out, err

@@ -183,7 +183,7 @@ def test_threshold_comes_from_the_environment() -> None:
 @pytest.mark.live
 def test_flags_win_over_the_environment() -> None:
     result = _fleetwatch_rules(
-        "--failure-threshold",
+        "--failure.threshold",
         "3",
         "--probe.interval",
         "30",
@@ -199,7 +199,7 @@ def test_flags_win_over_the_environment() -> None:
 @pytest.mark.parametrize(
     ("args", "env", "message"),
     [
-        (["--failure-threshold", "0"], {}, "failure threshold must be at least 1, got 0"),
+        (["--failure.threshold", "0"], {}, "failure threshold must be at least 1, got 0"),
         (
             [],
             {"CLUSTER_HEALTH_FAILURE_THRESHOLD": "two"},
@@ -210,10 +210,10 @@ def test_flags_win_over_the_environment() -> None:
             {"CLUSTER_HEALTH_INTERVAL": "-5"},
             "probe interval must be a positive number of seconds, got -5.0",
         ),
-        (["--storm-fraction", "1.5"], {}, "storm fraction must be in (0, 1], got 1.5"),
-        (["--storm-fraction", "0"], {}, "storm fraction must be in (0, 1], got 0.0"),
-        (["--storm-min-clusters", "1"], {}, "storm minimum fleet size must be at least 2, got 1"),
-        (["--exporter-job", 'a"b'], {}, "exporter job must be a plain job name"),
+        (["--storm.fraction", "1.5"], {}, "storm fraction must be in (0, 1], got 1.5"),
+        (["--storm.fraction", "0"], {}, "storm fraction must be in (0, 1], got 0.0"),
+        (["--storm.min-clusters", "1"], {}, "storm minimum fleet size must be at least 2, got 1"),
+        (["--exporter.job", 'a"b'], {}, "exporter job must be a plain job name"),
     ],
 )
 def test_bad_settings_are_refused_clearly(
@@ -242,7 +242,7 @@ def test_durations_are_prometheus_durations() -> None:
 
 @pytest.mark.live
 def test_prometheusrule_format(tmp_path: Path) -> None:
-    result = _fleetwatch_rules("--format", "prometheusrule", "--failure-threshold", "3")
+    result = _fleetwatch_rules("--format", "prometheusrule", "--failure.threshold", "3")
     assert result.returncode == 0, result.stderr
     obj: dict[str, Any] = yaml.safe_load(result.stdout)
     assert obj["apiVersion"] == "monitoring.coreos.com/v1"
