@@ -142,26 +142,25 @@ class Demo:
         if self.with_prometheus:
             self._start_prometheus(token_file, exporter_port, reactor_port)
         self._deploy_apps()
-        self._seed_cd_objects(management)
+        self._wait_mirrored()
         self._write_state()
 
     def _start_management(self, kube_dir: Path) -> ManagementProcess:
-        """The management cluster, holding a Cluster API Secret per demo cluster."""
+        """The management cluster: a Cluster API Secret per demo cluster, and the Flux and
+        Argo CD objects of those clusters (``fleetwatch.demo_cd``)."""
         management = ManagementProcess(self.root / "management").start()
         self.procs["management"] = management.process
         self.urls["management"] = management.url
         self.management_kubeconfig = management.kubeconfig
         kubeconfigs = {name: (kube_dir / f"{name}.yaml").read_text() for name in self.names}
         management.seed(demo_cd.cluster_secrets(kubeconfigs))
+        management.seed(demo_cd.demo_objects(self.names))
         return management
 
-    def _seed_cd_objects(self, management: ManagementProcess) -> None:
-        """The Flux and Argo CD objects, once the reactor knows the clusters they name (an
-        object seen before its cluster waits for the next resync), until it mirrors them."""
-        objects = demo_cd.demo_objects(self.names)
-        management.seed(objects)
+    def _wait_mirrored(self) -> None:
+        """Until the reactor mirrors every Flux and Argo CD object as an app."""
         reactor = JsonClient(self.urls["reactor"])
-        wanted = {demo_cd.mirrored_name(o) for o in objects}
+        wanted = {demo_cd.mirrored_name(o) for o in demo_cd.demo_objects(self.names)}
         wait_until(
             lambda: wanted <= {a["name"] for a in reactor.get("/apps")},
             30,
