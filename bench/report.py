@@ -456,8 +456,17 @@ def secret_discovery(name: str = "secret_discovery.json") -> str:
     return markdown(doc) if doc is not None else ""
 
 
+def cd(name: str = "cd.json") -> str:
+    """Flux and Argo CD objects mirrored, paused and resumed (``bench.cd``)."""
+    from bench.cd import markdown
+
+    doc = _load(name)
+    return markdown(doc) if doc is not None else ""
+
+
 def main() -> None:
     sections = {
+        "CD objects: mirrored, paused and resumed": cd(),
         "Clusters from Secrets against files": secret_discovery(),
         "Round 4: probe cycles": round3_cycles(round_files("r4")),
         "Round 4: memory (as built, 10,000 clusters)": round3_memory("r4"),

@@ -13,6 +13,7 @@ run $PY -m bench.e2e --runs 5 --threshold 2 --interval 1
 run $PY -m bench.e2e --runs 3 --threshold 3 --interval 1
 run $PY -m bench.reactor --duration 10 --runs 3
 run $PY -m bench.reactor --postgres --duration 10 --runs 3
+run $PY -m bench.cd
 run $PY -m bench.vs_blackbox --clusters 1000 --runs 3
 run $PY -m bench.probe_cycle --clusters 1000 10000 --runs 2 --steady 2 --no-checks
 run $PY -m bench.probe_cycle --clusters 10000 --hang-fraction 0.1 --timeout 5 --runs 2 --steady 1 --no-checks

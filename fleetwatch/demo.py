@@ -25,7 +25,8 @@ from typing import Any
 from common.contract import PROBE_FAILING_ALERT, STORM_ALERT
 from common.flags import add_old_spelling
 from common.logs import add_log_flags, setup_logging
-from fleetwatch import wiring
+from fleetwatch import demo_cd, wiring
+from fleetwatch.demo_cd import ObjectReader, ObjectState
 from fleetwatch.demo_stack import Demo, default_state_file
 from fleetwatch.procs import NotReadyError
 from fleetwatch.wiring import HttpStatusError, JsonClient
@@ -40,9 +41,12 @@ class Watcher:
     #: Alerts worth a line: they say why a failing cluster is not (yet) OFFLINE.
     EXPLAINING = f"{PROBE_FAILING_ALERT}|{STORM_ALERT}"
 
-    def __init__(self, reactor_url: str, prometheus_url: str | None) -> None:
+    def __init__(
+        self, reactor_url: str, prometheus_url: str | None, objects: ObjectReader | None = None
+    ) -> None:
         self.client = JsonClient(reactor_url, timeout=2.0)
         self.prometheus_url = prometheus_url
+        self.objects = objects
         self.seen: dict[str, str] = {}
 
     def _alerts(self) -> dict[str, str]:
@@ -62,14 +66,19 @@ class Watcher:
             clusters = self.client.get("/clusters")
             apps = self.client.get("/apps")
             alerts = self._alerts()
+            objects = self.objects.objects() if self.objects is not None else []
         except (HttpStatusError, OSError, ValueError, KeyError):
             return []
         now: dict[str, str] = {}
         for c in clusters:
             now[f"cluster {c['name']}"] = c["status"]
         for a in apps:
+            if a.get("source", "api") != "api":
+                continue  # a Flux or Argo CD object: its own line says more
             reason = f" ({a['reason']})" if a.get("reason") else ""
             now[f"app {a['name']} on {a['cluster']}"] = a["status"] + reason
+        for o in objects:
+            now[o.label] = demo_cd.brief(o)
         now.update(alerts)
         lines = [f"{key:32} {value}" for key, value in now.items() if self.seen.get(key) != value]
         lines += [f"{key:32} resolved" for key in self.seen if key not in now]
@@ -106,7 +115,8 @@ def run_demo(args: argparse.Namespace) -> int:
             print("warning: not every cluster is ONLINE yet", file=sys.stderr)
         print(demo.banner(installed), flush=True)
         print("ready", flush=True)
-        watcher = Watcher(demo.urls["reactor"], demo.urls.get("prometheus"))
+        objects = ObjectReader(demo.management_kubeconfig) if demo.management_kubeconfig else None
+        watcher = Watcher(demo.urls["reactor"], demo.urls.get("prometheus"), objects)
         while not stop.wait(0.5):
             for line in watcher.poll():
                 print(f"{datetime.now():%H:%M:%S}  {line}", flush=True)
@@ -134,6 +144,7 @@ def run_switch(args: argparse.Namespace) -> int:
         )
         return 1
     mode = "ok" if args.action == "up" else args.how
+    reader, before = _objects_before(state, args.name)
     try:
         JsonClient(state["control_url"]).put(f"/clusters/{args.name}/mode", {"mode": mode})
     except HttpStatusError as exc:
@@ -156,7 +167,72 @@ def run_switch(args: argparse.Namespace) -> int:
         )
     else:
         print(f"{args.name} answers again: the apps its outage degraded are restored shortly.")
+    if reader is not None and before:
+        _show_objects(reader, args.name, args.action, before, state)
     return 0
+
+
+def _objects_before(
+    state: dict[str, Any], cluster: str
+) -> tuple[ObjectReader | None, list[ObjectState]]:
+    """The cluster's Flux and Argo CD objects before the switch (none if unreadable)."""
+    path = state.get("management_kubeconfig")
+    if not path:
+        return None, []
+    try:
+        reader = ObjectReader(Path(path))
+        return reader, reader.of(cluster)
+    except (OSError, ValueError, KeyError):
+        return None, []
+
+
+def _show_objects(
+    reader: ObjectReader,
+    cluster: str,
+    action: str,
+    before: list[ObjectState],
+    state: dict[str, Any],
+) -> None:
+    """Wait (within a deadline) until the reactor has paused, or resumed, the objects it
+    should, then print each as read back from the management cluster."""
+    if action == "down":
+        wanted = [o.label for o in before if not o.paused]
+        done, verb = demo_cd.paused_by_fleetwatch, "paused"
+        timeout = float(state.get("detection_seconds", 0)) + 15.0
+    else:
+        wanted = [o.label for o in before if o.mark is not None]
+        done, verb = demo_cd.resumed, "resumed"
+        timeout = 15.0
+    in_time = True
+    try:
+        if wanted and state.get("reacts"):
+            print(
+                f"Waiting for the reactor to get its Flux and Argo CD objects {verb} (Ctrl-C "
+                "stops waiting) ...",
+                flush=True,
+            )
+            try:
+                found, in_time = reader.wait(cluster, done, wanted, timeout)
+            except KeyboardInterrupt:
+                found, in_time = reader.of(cluster), False
+        else:
+            found = reader.of(cluster)
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"fleetwatch demo: the management cluster does not answer: {exc}")
+        return
+    print(f"{cluster}'s Flux and Argo CD objects (read from the management cluster):")
+    for obj in found:
+        print(f"  {obj.label:34} {demo_cd.describe(obj)}")
+    if not state.get("reacts"):
+        print("Without Prometheus and Alertmanager nothing pauses or resumes them.")
+    elif not in_time and action == "down":
+        print(
+            "Not all paused yet: fleetwatch pauses them when the cluster's outage opens "
+            "(OFFLINE).\nIn a probe storm (half the fleet failing at once) the guard holds "
+            "OFFLINE back: nothing is paused."
+        )
+    elif not in_time:
+        print("Not all resumed yet: the demo's terminal shows the cluster's status.")
 
 
 def add_parsers(subparsers: Any) -> None:

@@ -21,14 +21,17 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fleetwatch import wiring
+from fleetwatch import demo_cd, wiring
 from fleetwatch.procs import ManagedProcess, wait_until
 from fleetwatch.rules import RuleSettings
+from fleetwatch.standin.management.process import ManagementProcess
 from fleetwatch.wiring import JsonClient
 
 #: Usual ports of each part; taken when free (``--web.free-ports`` never takes them).
 USUAL_PORTS = {"exporter": 9713, "reactor": 9714, "prometheus": 9090, "alertmanager": 9093}
 PREFIX = "demo"
+#: What ``kubectl get`` lists of the demo's CD objects.
+CD_RESOURCES = "kustomizations,helmreleases,applications"
 #: Apps deployed by the demo: name -> index of its cluster (the first has two).
 APPS = (("shop-frontend", 0), ("shop-api", 0), ("payments", 1), ("search", 2), ("reports", 3))
 
@@ -74,6 +77,7 @@ class Demo:
     urls: dict[str, str] = field(default_factory=dict)
     names: list[str] = field(default_factory=list)
     token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+    management_kubeconfig: Path | None = None
 
     # -- start ------------------------------------------------------------------------
 
@@ -106,28 +110,63 @@ class Demo:
         self.urls["control"] = f"http://127.0.0.1:{control_port}"
         control = JsonClient(self.urls["control"])
         self.names = [c["name"] for c in control.get("/clusters")]
-
+        management = self._start_management(kube_dir)
+        # The clusters come from the management cluster's Secrets, not from the files: so
+        # they are named by their Secrets, which the Flux and Argo CD objects name too.
+        from_secrets = [
+            "--discovery.kubernetes",
+            f"--discovery.kubernetes.kubeconfig={management.kubeconfig}",
+        ]
         self.procs["reactor"], reactor_port = wiring.start_reactor(
             self.root / "reactor",
             port=_port("reactor", self.free_ports),
             db_path=self.root / "reactor" / "fleetwatch.db",
             token_file=token_file,
             kubeconfig=empty,
-            kubeconfig_dir=kube_dir,
+            extra=[
+                *from_secrets,
+                "--cd.flux",
+                "--cd.argocd",
+                f"--cd.kubeconfig={management.kubeconfig}",
+            ],
         )
         self.urls["reactor"] = f"http://127.0.0.1:{reactor_port}"
         self.procs["exporter"], exporter_port = wiring.start_exporter(
             self.root / "exporter",
             port=_port("exporter", self.free_ports),
             kubeconfig=empty,
-            kubeconfig_dir=kube_dir,
             interval=self.interval,
+            extra=from_secrets,
         )
         self.urls["exporter"] = f"http://127.0.0.1:{exporter_port}"
         if self.with_prometheus:
             self._start_prometheus(token_file, exporter_port, reactor_port)
         self._deploy_apps()
+        self._wait_mirrored()
         self._write_state()
+
+    def _start_management(self, kube_dir: Path) -> ManagementProcess:
+        """The management cluster: a Cluster API Secret per demo cluster, and the Flux and
+        Argo CD objects of those clusters (``fleetwatch.demo_cd``)."""
+        management = ManagementProcess(self.root / "management").start()
+        self.procs["management"] = management.process
+        self.urls["management"] = management.url
+        self.management_kubeconfig = management.kubeconfig
+        kubeconfigs = {name: (kube_dir / f"{name}.yaml").read_text() for name in self.names}
+        management.seed(demo_cd.cluster_secrets(kubeconfigs))
+        management.seed(demo_cd.demo_objects(self.names))
+        return management
+
+    def _wait_mirrored(self) -> None:
+        """Until the reactor mirrors every Flux and Argo CD object as an app."""
+        reactor = JsonClient(self.urls["reactor"])
+        wanted = {demo_cd.mirrored_name(o) for o in demo_cd.demo_objects(self.names)}
+        wait_until(
+            lambda: wanted <= {a["name"] for a in reactor.get("/apps")},
+            30,
+            interval=0.1,
+            what="the Flux and Argo CD objects mirrored by the reactor",
+        )
 
     def _start_prometheus(self, token_file: Path, exporter_port: int, reactor_port: int) -> None:
         self.procs["alertmanager"], am_port = wiring.start_alertmanager(
@@ -160,6 +199,13 @@ class Demo:
 
     def _deploy_apps(self) -> None:
         reactor = JsonClient(self.urls["reactor"], self.token)
+        # Discovery reads the Secrets on its own schedule: the clusters first.
+        wait_until(
+            lambda: set(self.names) <= {c["name"] for c in reactor.get("/clusters")},
+            30,
+            interval=0.1,
+            what="the reactor's clusters discovered from the Secrets",
+        )
         for app, index in APPS:
             cluster = self.names[index % len(self.names)]
             reactor.post("/apps", {"name": app, "cluster": cluster})
@@ -174,6 +220,8 @@ class Demo:
             "children": {name: proc.pid for name, proc in self.procs.items()},
             "folder": str(self.root),
             "detection_seconds": self.threshold * self.interval,
+            "management_kubeconfig": str(self.management_kubeconfig),
+            "reacts": self.with_prometheus,
         }
         tmp = self.state_file.with_suffix(".tmp")
         tmp.write_text(json.dumps(state))
@@ -202,7 +250,7 @@ class Demo:
         return None
 
     def stop(self) -> None:
-        for name in ("exporter", "prometheus", "alertmanager", "reactor", "standin"):
+        for name in ("exporter", "prometheus", "alertmanager", "reactor", "management", "standin"):
             proc = self.procs.get(name)
             if proc is not None:
                 with contextlib.suppress(Exception):
@@ -225,6 +273,9 @@ class Demo:
             f"  stand-in clusters  {', '.join(self.names)} (TLS API servers on 127.0.0.1)",
             f"  exporter           {self.urls['exporter']}/metrics",
             f"  reactor            {self.urls['reactor']}/apps  and  /clusters",
+            f"  management cluster {self.urls['management']} (the clusters' Cluster API "
+            "Secrets, Flux and Argo CD objects):",
+            f"    kubectl --kubeconfig {self.management_kubeconfig} get {CD_RESOURCES} -A",
         ]
         if "prometheus" in self.urls:
             lines += [

@@ -230,6 +230,7 @@ def start_reactor(
     kubeconfig: Path,
     port: int | None = None,
     kubeconfig_dir: Path | None = None,
+    extra: Sequence[str] = (),
 ) -> tuple[ManagedProcess, int]:
     def build(port: int) -> ManagedProcess:
         args = [
@@ -242,7 +243,7 @@ def start_reactor(
         if kubeconfig_dir is not None:
             args.append(f"--kubeconfig.dir={kubeconfig_dir}")
         return ManagedProcess(
-            fleetwatch_argv(*args),
+            fleetwatch_argv(*args, *extra),
             folder / "reactor.log",
             ready_url=f"http://127.0.0.1:{port}/healthz",
             env=_RESET_ENV,

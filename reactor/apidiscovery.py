@@ -171,6 +171,11 @@ class ApiDiscovery:
                         c.kubeconfig_secret_ref,
                         c.not_probeable,
                     )
+        if added or updated:
+            # The CD mirror resolves its objects against the clusters: one listed before its
+            # cluster was upserted is mirrored now, not at the next resync.
+            for listener in backend.outage_listeners:
+                listener()
         gone = sorted(set(self._upserted) - set(secrets))
         for name in gone:
             _, ref = self._upserted.pop(name)

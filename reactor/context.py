@@ -228,7 +228,9 @@ class Backend:
         self.writers: list[tuple[StoreThread, Service]] = []
         self.unavailable = UnavailableLog()
         #: Called on the event loop after a write that moved apps in or out of an outage
-        #: committed (a notification, a reconciliation, a reset): the CD actuator's wake-up.
+        #: committed (a notification, a reconciliation, a reset), and after discovery
+        #: added or changed clusters (the CD objects resolve against them): the CD
+        #: actuator's wake-up.
         self.outage_listeners: list[Callable[[], None]] = []
 
     @property

@@ -1,4 +1,5 @@
-"""Stopping a `fleetwatch demo` started by a test, whatever the test's outcome."""
+"""Stopping a `fleetwatch demo` started by a test, whatever the test's outcome; reading its
+management cluster's Flux and Argo CD objects with kubectl, as the banner says."""
 
 from __future__ import annotations
 
@@ -8,6 +9,12 @@ import os
 import signal
 import subprocess
 from pathlib import Path
+from typing import Any
+
+#: The kinds the demo's banner tells people to list.
+CD_RESOURCES = "kustomizations,helmreleases,applications"
+SKIP_RECONCILE = "argocd.argoproj.io/skip-reconcile"
+MARK = "fleetwatch.io/paused-by-outage"
 
 
 def alive(pid: int) -> bool:
@@ -38,3 +45,28 @@ def stop_demo(demo: subprocess.Popen[bytes], state_file: Path) -> None:
             if alive(pid):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
+
+
+def cd_objects(kubeconfig: Path, workdir: Path) -> dict[str, tuple[bool, str | None]]:
+    """``KIND NAMESPACE/NAME`` -> (paused, fleetwatch's mark), read with kubectl (its own
+    home and cache: a port reused later must not find this server's discovery there)."""
+    env = {**os.environ, "HOME": str(workdir), "KUBECONFIG": str(kubeconfig)}
+    cache = str(workdir / "kube-cache")
+    done = subprocess.run(
+        ["kubectl", "--cache-dir", cache, "get", CD_RESOURCES, "-A", "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=True,
+    )
+    found: dict[str, tuple[bool, str | None]] = {}
+    for item in json.loads(done.stdout)["items"]:
+        meta: dict[str, Any] = item["metadata"]
+        notes = meta.get("annotations") or {}
+        if item["kind"] == "Application":
+            paused = notes.get(SKIP_RECONCILE) == "true"
+        else:
+            paused = item["spec"].get("suspend") is True
+        found[f"{item['kind']} {meta['namespace']}/{meta['name']}"] = (paused, notes.get(MARK))
+    return found

@@ -1,4 +1,9 @@
-"""`fleetwatch demo` as a newcomer runs it: start, take a cluster down, bring it back, Ctrl-C."""
+"""`fleetwatch demo` as a newcomer runs it: start, take a cluster down, bring it back, Ctrl-C.
+
+The demo's management cluster holds the clusters' Secrets and a few Flux and Argo CD
+objects: `demo down` prints those of the cluster paused by fleetwatch (read back, and
+read again here with kubectl), `demo up` resumed, and the one paused by hand stays paused.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from e2e_demo import alive, stop_demo
+from e2e_demo import alive, cd_objects, stop_demo
 
 from fleetwatch.procs import wait_until
 from fleetwatch.wiring import JsonClient
@@ -25,6 +30,25 @@ def _fleetwatch(*args: str) -> subprocess.CompletedProcess[str]:
         timeout=30,
         check=False,
     )
+
+
+#: demo-001's Flux and Argo CD objects as `demo down`/`up` and kubectl name them.
+ON_001 = (
+    "Kustomization demo-001/apps",
+    "Kustomization demo-001/monitoring",
+    "Application argocd/shop",
+)
+HELD = ON_001[1]
+
+
+def _object_lines(stdout: str) -> dict[str, str]:
+    """``KIND NAMESPACE/NAME`` -> what `demo down`/`up` says of it."""
+    found: dict[str, str] = {}
+    for line in stdout.splitlines():
+        parts = line.split(maxsplit=2)
+        if line.startswith("  ") and len(parts) == 3 and "/" in parts[1]:
+            found[f"{parts[0]} {parts[1]}"] = parts[2]
+    return found
 
 
 def test_demo_down_up_and_ctrl_c(tmp_path: Path) -> None:
@@ -58,12 +82,36 @@ def test_demo_down_up_and_ctrl_c(tmp_path: Path) -> None:
             assert url in text
         # The hint is copied as printed: it must name this demo's state file.
         assert f"fleetwatch demo down demo-001 --state.file {state_file}" in text
+        kubeconfig = Path(state["management_kubeconfig"])
+        assert f"kubectl --kubeconfig {kubeconfig} get" in text
         reactor = JsonClient(state["reactor_url"])
         apps_on_001 = {a["name"] for a in reactor.get("/apps") if a["cluster"] == "demo-001"}
-        assert apps_on_001
+        # The API's apps and the mirrored Flux and Argo CD objects of demo-001.
+        assert {a for a in apps_on_001 if ":" not in a} == {"shop-frontend", "shop-api"}
+        assert {a for a in apps_on_001 if ":" in a} == {
+            "flux:Kustomization/demo-001/apps",
+            "flux:Kustomization/demo-001/monitoring",
+            "argocd:Application/argocd/shop",
+        }
+        objects = cd_objects(kubeconfig, tmp_path)
+        assert objects[HELD] == (True, None)  # paused by hand before the demo
+        assert {s for label, s in objects.items() if label != HELD} == {(False, None)}
 
         result = _fleetwatch("demo", "down", "demo-001", f"--state.file={state_file}")
         assert result.returncode == 0, result.stderr + out.read_text()
+        # It waits for the reactor, then prints demo-001's objects as read back.
+        printed = _object_lines(result.stdout)
+        assert set(printed) == set(ON_001), result.stdout
+        assert "paused by fleetwatch (suspend: true, paused-by-outage: " in printed[ON_001[0]]
+        assert "paused by hand (suspend: true, no mark" in printed[HELD]
+        assert "paused by fleetwatch (skip-reconcile: true" in printed[ON_001[2]]
+        paused = cd_objects(kubeconfig, tmp_path)
+        mark = paused[ON_001[0]][1]
+        assert mark is not None and mark.isdigit(), paused  # the outage's id
+        assert paused[ON_001[0]] == paused[ON_001[2]] == (True, mark), paused
+        assert paused[HELD] == (True, None)  # never marked: not fleetwatch's to resume
+        others = {label: s for label, s in paused.items() if label not in ON_001}
+        assert others and set(others.values()) == {(False, None)}, paused
 
         def statuses() -> dict[str, str]:
             return {a["name"]: a["status"] for a in reactor.get("/apps")}
@@ -78,7 +126,17 @@ def test_demo_down_up_and_ctrl_c(tmp_path: Path) -> None:
 
         result = _fleetwatch("demo", "up", "demo-001", f"--state.file={state_file}")
         assert result.returncode == 0, result.stderr + out.read_text()
+        printed = _object_lines(result.stdout)
+        assert printed[ON_001[0]] == "running (suspend: false, no mark)", result.stdout
+        assert printed[ON_001[2]] == "running (no skip-reconcile, no mark)", result.stdout
+        assert printed[HELD].startswith("paused by hand"), result.stdout
+        # Exactly as before the outage: the hand-paused one still paused, the rest running.
+        assert cd_objects(kubeconfig, tmp_path) == objects
         wait_until(lambda: set(statuses().values()) == {"DEPLOYED"}, 30, what="every app DEPLOYED")
+        # The demo's own account of it, in its terminal.
+        log = out.read_text()
+        assert "Kustomization demo-001/apps      paused by outage " in log
+        assert "Application argocd/shop          running" in log
         bad = _fleetwatch("demo", "down", "nope", f"--state.file={state_file}")
         assert bad.returncode == 1
         assert "no cluster named 'nope'" in bad.stderr
@@ -86,7 +144,14 @@ def test_demo_down_up_and_ctrl_c(tmp_path: Path) -> None:
         demo.send_signal(signal.SIGINT)
         assert demo.wait(30) == 0, out.read_text()
         children = state["children"]
-        assert set(children) == {"standin", "reactor", "exporter", "prometheus", "alertmanager"}
+        assert set(children) == {
+            "standin",
+            "management",
+            "reactor",
+            "exporter",
+            "prometheus",
+            "alertmanager",
+        }
         wait_until(
             lambda: not any(alive(pid) for pid in children.values()), 10, what="children gone"
         )

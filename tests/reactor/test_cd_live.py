@@ -5,6 +5,7 @@ PostgreSQL (docs/cd.md): pause on an outage, resume exactly those."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -17,7 +18,9 @@ from reactor_helpers import postgres_url
 from reactor_payloads import OFFLINE, ONLINE, alert, webhook
 
 from common import metricnames
+from discovery.apisource import KubernetesDiscovery
 from discovery.informer import InformerSettings
+from fleetwatch.demo_cd import cluster_secret, flux_object
 from fleetwatch.standin.management import ManagementCluster, ManagementSettings
 from fleetwatch.standin.management.kinds import BY_API_KIND
 from reactor.app import create_app
@@ -74,6 +77,12 @@ FLEET = [
     application("away", name="c2"),
 ]
 OBJECTS = {obj["metadata"]["name"]: obj for obj in FLEET}
+C3_KUBECONFIG = """\
+clusters: [{name: c3, cluster: {server: "https://c3.test:6443"}}]
+users: [{name: c3, user: {token: not-a-secret}}]
+contexts: [{name: c3, context: {cluster: c3, user: c3}}]
+current-context: c3
+"""
 
 
 @pytest.fixture
@@ -327,3 +336,27 @@ async def test_no_outage_no_pause(start: Start, mgmt: ManagementCluster) -> None
 
 async def _true(value: bool) -> bool:
     return value
+
+
+async def test_an_object_listed_before_discovery_found_its_cluster_is_mirrored_at_the_upsert(
+    mgmt: ManagementCluster, aiohttp_client: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A fresh store: the CD list is done before discovery's first upsert (held back by its
+    debounce), so the object is unresolved at first; the upsert wakes the actuator, which
+    mirrors it then, not at the resync a minute later."""
+    caplog.set_level(logging.INFO)
+    mgmt.seed([cluster_secret("c3", "apiVersion: v1\nkind: Config\n" + C3_KUBECONFIG)])
+    mgmt.seed([flux_object("Kustomization", "c3", "apps")])
+    fast = InformerSettings(backoff_initial=0.05, backoff_max=0.5)
+    settings = ReactorSettings(
+        db_path=tmp_path / "fleetwatch.db",
+        kubernetes=KubernetesDiscovery(kubeconfig=str(mgmt.kubeconfig), informer=fast),
+        discovery_debounce_s=1.0,
+    )
+    cd = CdSettings(flux=True, kubeconfig=str(mgmt.kubeconfig), informer=fast)
+    client = await aiohttp_client(create_app(settings, cd=cd))
+    name = "flux:Kustomization/c3/apps"
+    await until(lambda: mirrored(client, lambda apps: name in apps), within=10.0)
+    unresolved = f"cd: {name} is not mirrored: no cluster discovered from Secret"
+    assert any(r.getMessage().startswith(unresolved) for r in caplog.records)
+    assert (await (await client.get(f"/apps/{name}")).json())["cluster"] == "c3"

@@ -11,7 +11,7 @@ import pytest
 from standin_management import NS, kustomization, secret
 
 from fleetwatch.standin.management.fields import Ownership, fields_v1
-from fleetwatch.standin.management.kinds import BY_PATH, SECRETS
+from fleetwatch.standin.management.kinds import BY_PATH, NAMESPACES, SECRETS
 from fleetwatch.standin.management.patches import PatchFailed, json_patch, merge_patch
 from fleetwatch.standin.management.selectors import field_selector, label_selector
 from fleetwatch.standin.management.status import ApiError
@@ -184,6 +184,26 @@ def test_a_list_at_an_older_revision_is_rebuilt_from_the_history() -> None:
         o["metadata"]["name"] for o in store.items(SECRETS, "default", lambda o: True, before)
     ] == ["a"]
     assert [o["metadata"]["name"] for o in store.items(SECRETS, "default", lambda o: True)] == ["b"]
+
+
+def test_pages_follow_etcd_key_order_and_hold_every_object_once() -> None:
+    """``a-b/x`` sorts before ``a/x`` in etcd (``-`` before ``/``): a page after ``a/x``
+    must not lose it, as a (namespace, name) order would."""
+    store = ObjectStore()
+    for namespace, name in (("a", "x"), ("a-b", "y"), ("a", "z"), ("b", "w")):
+        store.apply(NAMESPACES, "", namespace, {"metadata": {"name": namespace}}, "test", True)
+        store.create(SECRETS, namespace, secret(name, namespace), "test")
+    seen: list[str] = []
+    after = ""
+    while True:
+        page, more = store.page(SECRETS, "", lambda o: True, after=after, limit=1)
+        meta = page[0]["metadata"]
+        after = f"{meta['namespace']}/{meta['name']}"
+        seen.append(after)
+        assert more == 4 - len(seen)
+        if not more:
+            break
+    assert seen == ["a-b/y", "a/x", "a/z", "b/w"]
 
 
 @pytest.mark.parametrize(

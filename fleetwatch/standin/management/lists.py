@@ -95,15 +95,12 @@ async def list_objects(store: ObjectStore, target: Target, query: dict[str, str]
             if wanted < store.compacted:
                 raise expired("The resourceVersion for the provided list is too old.")
             at = wanted
-    items = store.items(kind, target.namespace, predicate, at)
-    revision = at or store.revision
-    if after:
-        items = [i for i in items if _name_key(i) > after]
-    meta: dict[str, Any] = {"resourceVersion": str(revision)}
     # "0" is served from the watch cache, which ignores limit (the documented behaviour).
-    if limit > 0 and rv != "0" and len(items) > limit:
-        rest = len(items) - limit
-        items = items[:limit]
+    page = limit if limit > 0 and rv != "0" else 0
+    items, rest = store.page(kind, target.namespace, predicate, at, after, page)
+    revision = at or store.revision
+    meta: dict[str, Any] = {"resourceVersion": str(revision)}
+    if rest:
         meta["continue"] = _encode_continue(revision, _name_key(items[-1]))
         if not query.get("labelSelector") and not query.get("fieldSelector"):
             meta["remainingItemCount"] = rest

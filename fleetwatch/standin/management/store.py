@@ -18,6 +18,7 @@ so a watch either delivers every event or ends, and its client resumes from the 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import copy
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -184,10 +185,28 @@ class ObjectStore:
         return (namespace, name) in self._objects[kind.key]
 
     def items(self, kind: Kind, namespace: str, predicate: Predicate, at: int = 0) -> list[Obj]:
-        """Matching objects sorted by namespace and name (as etcd's keys sort), at revision
-        ``at`` (0: now; older ones rebuilt from the history, which must still hold them)."""
-        table = dict(self._objects[kind.key])
+        """Every matching object (:meth:`page` without paging)."""
+        return self.page(kind, namespace, predicate, at)[0]
+
+    def page(
+        self,
+        kind: Kind,
+        namespace: str,
+        predicate: Predicate,
+        at: int = 0,
+        after: str = "",
+        limit: int = 0,
+    ) -> tuple[list[Obj], int]:
+        """Matching objects in etcd's key order (``NAMESPACE/NAME``), at revision ``at`` (0:
+        now; older ones rebuilt from the history, which must still hold them), those whose
+        key sorts after ``after``, ``limit`` at most (0: all); and how many more match.
+
+        Only the page is copied: a list of 10,000 objects in pages of 500 copies each
+        object once, not the whole table for every page.
+        """
+        table = self._objects[kind.key]
         if at and at < self.revision:
+            table = dict(table)
             for event in reversed(self._history):
                 if event.revision <= at:
                     break
@@ -198,12 +217,20 @@ class ObjectStore:
                     table.pop(key, None)
                 else:
                     table[key] = event.old
-        chosen = [
-            obj
-            for key, obj in sorted(table.items())
-            if (not namespace or key[0] == namespace) and predicate(obj)
-        ]
-        return copy.deepcopy(chosen)
+        keys = sorted(
+            (_etcd_key(key), key) for key in table if not namespace or key[0] == namespace
+        )
+        start = bisect.bisect_right([name for name, _ in keys], after) if after else 0
+        chosen: list[Obj] = []
+        more = 0
+        for _, key in keys[start:]:
+            if not predicate(table[key]):
+                continue
+            if limit and len(chosen) >= limit:
+                more += 1
+            else:
+                chosen.append(table[key])
+        return copy.deepcopy(chosen), more
 
     # --- writes -----------------------------------------------------------------------
 
@@ -389,6 +416,12 @@ class ObjectStore:
 def _key(obj: Obj) -> Key:
     meta = obj["metadata"]
     return (meta.get("namespace", ""), meta["name"])
+
+
+def _etcd_key(key: Key) -> str:
+    """Where etcd keeps the object, less the resource's prefix: lists and continue tokens
+    follow this order (``a-b/x`` sorts before ``a/x``, unlike the pair)."""
+    return f"{key[0]}/{key[1]}"
 
 
 __all__ = ["ApiError", "Event", "ObjectStore", "WatchStream"]
