@@ -54,7 +54,10 @@ PYTHON_TOOLS = frozenset({"dashboards"})
 #: goes to schemathesis' worker (its 1 test runs 3-8 minutes), so it is a short one.
 SLOW_FIRST = (
     "tests/reactor/test_schemathesis.py",
+    "tests/deploy/test_discovery_pods.py",
     "tests/deploy/test_image.py",
+    "tests/bench/test_secret_discovery.py",
+    "tests/deploy/test_image_build.py",
     "tests/deploy/test_manifest_smoke.py",
     "tests/e2e/test_resilience.py",
     "tests/test_layout.py",
