@@ -17,6 +17,12 @@ backend's outage listeners), and the resync timer (``--cd.resync-interval``). Ea
    through ``reactor.cd.kubewrite``), several at once, each with the ``resourceVersion``
    it was decided on as a precondition.
 
+With ``--cd.argocd.pause cluster-secret`` the informer also holds Argo CD's cluster
+Secrets, and each is decided as one app standing for its cluster's Applications
+(``reactor.cd.clustersecrets``): one patch per cluster. The Applications are then only
+resumed or unmarked when an earlier pause of theirs is found (``reactor.cd.rules``). Each
+thing to patch is a :class:`Step`, whichever it is.
+
 A patch that succeeded is not sent again for the same ``resourceVersion``: the watch
 brings the object's new version, which the rules then find in order. A ``409`` (the object
 changed since) and a ``404`` (deleted) wait for the watch the same way; any other failure
@@ -47,18 +53,20 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
 from discovery.kubeapi import KubeApiError
-from reactor.cd.metrics import STATES, CdMetrics
+from reactor.cd.clustersecrets import ClusterSecret, decide_secrets, read_cluster_secret
+from reactor.cd.metrics import CdMetrics
 from reactor.cd.mirror import MirrorRow, plan
-from reactor.cd.objects import KINDS, CdObject, Unreadable, read_object
+from reactor.cd.objects import ARGOCD, CdObject, Unreadable, read_object
 from reactor.cd.patches import patch_for
-from reactor.cd.rules import Decision, Observed, StoreView, Verb, decide
+from reactor.cd.rules import Decision, Observed, StoreView, Verb, decide, decide_without_pausing
 from reactor.cd.settings import CdSettings
-from reactor.cd.storeops import apply_mirror, leave_outages, mirrored_apps, read_mirror
-from reactor.cd.targets import ClusterIndex
+from reactor.cd.storeops import apply_mirror, leave_outages, read_mirror
+from reactor.cd.targets import ClusterIndex, KnownCluster
 from reactor.service import Service
 from reactor.store import MirroredApp, StoreUnavailable
 
@@ -115,14 +123,16 @@ class CdActuator:
         self.wake = wake
         self.clock = clock
         #: uid -> (resourceVersion, what the object reads as)
-        self._reads: dict[str, tuple[str, Seen | None]] = {}
+        self._reads: dict[str, tuple[str, Seen | ClusterSecret | None]] = {}
         #: app name -> the object, and what of it the mirror and the rules look at
         self._objects: dict[str, Seen] = {}
+        #: the Argo CD cluster Secrets (``--cd.argocd.pause cluster-secret``), by key
+        self._secrets: dict[str, ClusterSecret] = {}
         self._shapes: dict[str, object] = {}
         self._outages_moved = False
-        #: app name -> the resourceVersion an action was sent (or logged) for
+        #: app name (or Secret key) -> the resourceVersion an action was sent (or logged) for
         self._acted: dict[str, str] = {}
-        #: app name -> when an action for it was first decided and not yet done
+        #: app name (or Secret key) -> when an action was first decided and not yet done
         self._pending_since: dict[str, float] = {}
         self._unresolved: dict[str, str] = {}
         self.passes = 0
@@ -176,95 +186,115 @@ class CdActuator:
                 result.updated,
                 result.deleted,
             )
-            rows = await self.backend.read(mirrored_apps)
-        self._report_unresolved(mirror.unresolved)
-        await self._act(rows)
-        self._export()
+            clusters, rows = await self.backend.read(read_mirror)
+        steps, unresolved = self._decide(clusters, rows)
+        self._report_unresolved({**mirror.unresolved, **unresolved})
+        await self._act(steps)
+        self._export(rows, steps)
         if full:
             self.metrics.last_resync.set(self.clock())
 
     def _read_objects(self) -> bool:
         """Read what changed since the last pass; True when something the mirror or the
         rules look at changed (not merely a status)."""
-        reads: dict[str, tuple[str, Seen | None]] = {}
+        reads: dict[str, tuple[str, Seen | ClusterSecret | None]] = {}
         for uid, obj in self.informer.objects().items():
             version = str((obj.get("metadata") or {}).get("resourceVersion", ""))
             known = self._reads.get(uid)
-            reads[uid] = known if known and known[0] == version else (version, read_object(obj))
+            reads[uid] = known if known and known[0] == version else (version, _read(obj))
         self._reads = reads
-        objects = {seen.app_name: seen for _, seen in reads.values() if seen is not None}
-        shapes = {name: _shape(seen) for name, seen in objects.items()}
+        seen = [seen for _, seen in reads.values() if seen is not None]
+        objects = {s.app_name: s for s in seen if not isinstance(s, ClusterSecret)}
+        secrets = {s.key: s for s in seen if isinstance(s, ClusterSecret)}
+        shapes = {name: _shape(s) for name, s in (*objects.items(), *secrets.items())}
         changed = shapes != self._shapes
-        self._objects, self._shapes = objects, shapes
+        self._objects, self._secrets, self._shapes = objects, secrets, shapes
         return changed
 
-    async def _act(self, rows: list[MirroredApp]) -> None:
-        now = self.clock()
-        todo: list[tuple[MirroredApp, CdObject, Decision]] = []
+    def _decide(
+        self, clusters: list[KnownCluster], rows: list[MirroredApp]
+    ) -> tuple[list[Step], dict[str, str]]:
+        """What to do with every mirrored object (and cluster Secret), and the Secrets
+        that name no cluster. With ``--cd.argocd.pause cluster-secret`` the Applications
+        are not paused themselves: their cluster's Secret is (``reactor.cd.rules``)."""
+        secrets_pause = self.settings.pause_cluster_secrets
+        steps: list[Step] = []
         for row in rows:
             obj = self._objects.get(row.name)
             if not isinstance(obj, CdObject):
                 continue  # gone or unreadable since: the next mirror removes the row
             view = StoreView(row.cluster_status, row.cluster_outage_id, row.status, row.outage_id)
-            decision = decide(view, Observed(obj.paused, obj.mark, obj.resumed_by_owner))
-            if decision.verb is Verb.NOTHING:
-                self._pending_since.pop(row.name, None)
+            seen = Observed(obj.paused, obj.mark, obj.resumed_by_owner)
+            if secrets_pause and obj.kind.source == ARGOCD:
+                decision = decide_without_pausing(view, seen)
+            else:
+                decision = decide(view, seen)
+            leave = decision.leave_outage
+            steps.append(Step(row.name, row.cluster, obj, decision, _leaving(row.id, leave)))
+        if not secrets_pause:
+            return steps, {}
+        decided, unresolved = decide_secrets(self._secrets.values(), clusters, rows)
+        steps += [Step(d.secret.key, d.cluster, d.secret, d.decision, d.leaving) for d in decided]
+        return steps, unresolved
+
+    async def _act(self, steps: list[Step]) -> None:
+        now = self.clock()
+        todo: list[Step] = []
+        for step in steps:
+            if step.decision.verb is Verb.NOTHING:
+                self._pending_since.pop(step.key, None)
                 continue
-            self._pending_since.setdefault(row.name, now)
-            if self._acted.get(row.name) != obj.resource_version:
-                todo.append((row, obj, decision))
-        live = {row.name for row in rows}
-        for name in [n for n in self._pending_since if n not in live]:
-            del self._pending_since[name]
+            self._pending_since.setdefault(step.key, now)
+            if self._acted.get(step.key) != step.target.resource_version:
+                todo.append(step)
+        live = {step.key for step in steps}
+        self._pending_since = {k: t for k, t in self._pending_since.items() if k in live}
+        self._acted = {k: v for k, v in self._acted.items() if k in live}
         if not todo:
             return
         if self.settings.dry_run:
-            for row, obj, decision in todo:
-                log.info("cd (dry run): would %s", _what(row, decision))
-                self.metrics.actions.labels(decision.verb.value, "dry_run").inc()
-                self._acted[row.name] = obj.resource_version
+            for step in todo:
+                log.info("cd (dry run): would %s", _what(step))
+                self.metrics.actions.labels(step.decision.verb.value, "dry_run").inc()
+                self._acted[step.key] = step.target.resource_version
             return
-        leaving = [(r.id, d.leave_outage) for r, _, d in todo if d.leave_outage is not None]
+        leaving = [pair for step in todo for pair in step.leaving]
         if leaving:
             await self.backend.run(lambda s: leave_outages(s, leaving))
         results: Counter[tuple[str, str, str]] = Counter()
         limit = asyncio.Semaphore(self.settings.patches_in_flight)
         stamp = datetime.fromtimestamp(now, UTC).isoformat().replace("+00:00", "Z")
 
-        async def one(row: MirroredApp, obj: CdObject, decision: Decision) -> None:
-            patch = patch_for(decision, obj, stamp)
+        async def one(step: Step) -> None:
+            patch = patch_for(step.decision, step.target, stamp)
             assert patch is not None
             async with limit:
-                result = await self._patch(row, obj, decision, patch)
-            results[(row.cluster, decision.verb.value, result)] += 1
+                result = await self._patch(step, patch)
+            results[(step.cluster, step.decision.verb.value, result)] += 1
 
-        await asyncio.gather(*(one(*item) for item in todo))
+        await asyncio.gather(*(one(step) for step in todo))
         for (cluster, verb, result), count in sorted(results.items()):
             log.info("cd: cluster %s: %s %d object(s): %s", cluster, verb, count, result)
 
-    async def _patch(
-        self, row: MirroredApp, obj: CdObject, decision: Decision, patch: dict[str, Any]
-    ) -> str:
-        verb = decision.verb.value
+    async def _patch(self, step: Step, patch: dict[str, Any]) -> str:
+        verb = step.decision.verb.value
         try:
-            await self.api.merge_patch(obj.path, patch)
+            await self.api.merge_patch(step.target.path, patch)
         except KubeApiError as exc:
             if exc.status in (404, 409):
                 result = "gone" if exc.status == 404 else "conflict"
-                self._acted[row.name] = obj.resource_version  # the watch brings what is new
-                log.debug("cd: %s: %s (%s)", _what(row, decision), result, exc)
+                self._acted[step.key] = step.target.resource_version  # the watch brings it
+                log.debug("cd: %s: %s (%s)", _what(step), result, exc)
             else:
                 result = "failed"
                 self.metrics.failures.labels(exc.reason).inc()
-                log.warning(
-                    "cd: %s failed, retried at the next pass: %s", _what(row, decision), exc
-                )
+                log.warning("cd: %s failed, retried at the next pass: %s", _what(step), exc)
             self.metrics.actions.labels(verb, result).inc()
             return result
-        self._acted[row.name] = obj.resource_version
-        self._pending_since.pop(row.name, None)
+        self._acted[step.key] = step.target.resource_version
+        self._pending_since.pop(step.key, None)
         self.metrics.actions.labels(verb, "applied").inc()
-        log.debug("cd: %s: done", _what(row, decision))
+        log.debug("cd: %s: done", _what(step))
         return "applied"
 
     def _report_unresolved(self, unresolved: dict[str, str]) -> None:
@@ -274,15 +304,24 @@ class CdActuator:
         self._unresolved = dict(unresolved)
         self.metrics.unresolved.set(len(unresolved))
 
-    def _export(self) -> None:
-        counts = Counter(
-            (obj.kind.source, _state(obj))
-            for obj in self._objects.values()
-            if isinstance(obj, CdObject) and obj.app_name not in self._unresolved
-        )
-        for source in sorted({k.source for k in KINDS}):
-            for state in STATES:
-                self.metrics.objects.labels(source, state).set(counts[(source, state)])
+    def _export(self, rows: list[MirroredApp], steps: list[Step]) -> None:
+        secrets: dict[str, str] = {}  # cluster -> the state its Applications take
+        secret_states: Counter[str] = Counter()
+        for step in steps:
+            if isinstance(step.target, ClusterSecret):
+                state = _state(step.target)
+                secret_states[state] += 1
+                secrets[step.cluster] = max(state, secrets.get(step.cluster, state), key=_RANK)
+        counts: Counter[tuple[str, str, str]] = Counter()
+        for row in rows:
+            obj = self._objects.get(row.name)
+            if isinstance(obj, CdObject):
+                state = _state(obj)
+                if state == "running" and obj.kind.source == ARGOCD:
+                    state = secrets.get(row.cluster, state)  # paused by its cluster Secret
+                counts[(row.cluster, obj.kind.source, state)] += 1
+        by_secret = self.settings.pause_cluster_secrets
+        self.metrics.set_objects(counts, secret_states if by_secret else None)
         now = self.clock()
         self.metrics.pending.set(len(self._pending_since))
         oldest = min(self._pending_since.values(), default=now)
@@ -293,19 +332,47 @@ def _row(app: MirroredApp) -> MirrorRow:
     return MirrorRow(app.id, app.name, app.source, app.cluster, app.uid, app.paused, app.mark)
 
 
-def _shape(seen: Seen) -> object:
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One decision to carry out on one object: an app's object, or a cluster Secret."""
+
+    key: str  #: the app's name, or the Secret's ``argocd:Secret/NAMESPACE/NAME``
+    cluster: str
+    target: CdObject | ClusterSecret
+    decision: Decision
+    #: (app id, outage id): apps that leave the outage before the patch is sent
+    leaving: tuple[tuple[int, int], ...] = ()
+
+
+def _leaving(app_id: int, outage: int | None) -> tuple[tuple[int, int], ...]:
+    return () if outage is None else ((app_id, outage),)
+
+
+def _read(obj: dict[str, Any]) -> Seen | ClusterSecret | None:
+    if obj.get("kind") == "Secret":
+        return read_cluster_secret(obj)
+    return read_object(obj)
+
+
+def _shape(seen: Seen | ClusterSecret) -> object:
     """What the mirror and the rules read of an object: all of it but its resourceVersion."""
     if isinstance(seen, Unreadable):
         return seen
+    if isinstance(seen, ClusterSecret):
+        return (seen.uid, seen.argocd_name, seen.paused, seen.mark, seen.resumed_by_owner)
     return (seen.uid, seen.destination, seen.paused, seen.mark, seen.resumed_by_owner)
 
 
-def _state(obj: CdObject) -> str:
+def _state(obj: CdObject | ClusterSecret) -> str:
     if not obj.paused:
         return "running"
     return "paused_by_outage" if obj.mark is not None else "paused"
 
 
-def _what(row: MirroredApp, decision: Decision) -> str:
-    verb = decision.verb.value.replace("_", " ")
-    return f"{verb} {row.name} (cluster {row.cluster}: {decision.why})"
+#: Which state of two Secrets of one cluster its Applications show: a pause beats none.
+_RANK = {"running": 0, "paused": 1, "paused_by_outage": 2}.__getitem__
+
+
+def _what(step: Step) -> str:
+    verb = step.decision.verb.value.replace("_", " ")
+    return f"{verb} {step.key} (cluster {step.cluster}: {step.decision.why})"
