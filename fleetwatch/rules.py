@@ -4,7 +4,8 @@
 them equal). The rules are built by role: the status rules (``fleetwatch.rules_status``),
 the exporter's own alerts (``fleetwatch.rules_exporter``), the alert on discovery from
 the management cluster's API (``fleetwatch.rules_discovery``), the alert on shards that do
-not split the fleet between them (``fleetwatch.rules_sharding``), the etcd and control-plane
+not split the fleet between them (``fleetwatch.rules_sharding``), the alert on the CD
+integration's pending actions (``fleetwatch.rules_cd``), the etcd and control-plane
 groups (``fleetwatch.rules_controlplane``), on the settings and the rules as data of
 ``fleetwatch.rules_model``, written as YAML by ``fleetwatch.rules_render``. This module is
 the command line, and what the rest of fleetwatch imports of the rules.
