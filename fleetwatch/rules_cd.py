@@ -89,8 +89,8 @@ def cd_group() -> Group:
                             "components of deploy/ grant it; cluster Secrets need "
                             "cd-argocd-cluster-secret); network or timeout: the management "
                             "cluster's API is unreachable (the gate and the store keep "
-                            "working, only these wait); invalid: a webhook or a schema "
-                            "refuses the patch."
+                            "working, only these wait); bad_request: a webhook or the "
+                            "object's schema refuses the patch."
                         ),
                     },
                 },
