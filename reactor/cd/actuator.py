@@ -23,6 +23,11 @@ Secrets, and each is decided as one app standing for its cluster's Applications
 resumed or unmarked when an earlier pause of theirs is found (``reactor.cd.rules``). Each
 thing to patch is a :class:`Step`, whichever it is.
 
+An owner that undoes a pause (``reactor.cd.rules``) has it applied again at most once per
+resync interval for the same outage (:meth:`CdActuator._held`): an ApplicationSet
+without ``preservedFields`` reverts the annotation the moment it is written, and
+re-pausing at once would make the two patch the object back and forth without end.
+
 A patch that succeeded is not sent again for the same ``resourceVersion``: the watch
 brings the object's new version, which the rules then find in order. A ``409`` (the object
 changed since) and a ``404`` (deleted) wait for the watch the same way; any other failure
@@ -132,6 +137,8 @@ class CdActuator:
         self._outages_moved = False
         #: app name (or Secret key) -> the resourceVersion an action was sent (or logged) for
         self._acted: dict[str, str] = {}
+        #: app name (or Secret key) -> the mark of its last pause applied, and when
+        self._paused: dict[str, tuple[str | None, float]] = {}
         #: app name (or Secret key) -> when an action was first decided and not yet done
         self._pending_since: dict[str, float] = {}
         self._unresolved: dict[str, str] = {}
@@ -245,11 +252,13 @@ class CdActuator:
                 self._pending_since.pop(step.key, None)
                 continue
             self._pending_since.setdefault(step.key, now)
-            if self._acted.get(step.key) != step.target.resource_version:
+            acted = self._acted.get(step.key) == step.target.resource_version
+            if not acted and not self._held(step, now):
                 todo.append(step)
         live = {step.key for step in steps}
         self._pending_since = {k: t for k, t in self._pending_since.items() if k in live}
         self._acted = {k: v for k, v in self._acted.items() if k in live}
+        self._paused = {k: v for k, v in self._paused.items() if k in live}
         if not todo:
             return
         if self.settings.dry_run:
@@ -293,9 +302,21 @@ class CdActuator:
             return result
         self._acted[step.key] = step.target.resource_version
         self._pending_since.pop(step.key, None)
+        if step.decision.verb is Verb.PAUSE:
+            self._paused[step.key] = (step.decision.mark, self.clock())
         self.metrics.actions.labels(verb, "applied").inc()
         log.debug("cd: %s: done", _what(step))
         return "applied"
+
+    def _held(self, step: Step, now: float) -> bool:
+        """A pause of this outage applied less than a resync interval ago, undone since by
+        the object's owner, waits (pending) for the interval to pass: an ApplicationSet
+        that does not preserve the annotation reverts it as soon as it changes, and both
+        would otherwise patch the object back and forth as fast as the watches go."""
+        if step.decision.verb is not Verb.PAUSE:
+            return False
+        mark, when = self._paused.get(step.key, (None, float("-inf")))
+        return mark == step.decision.mark and now - when < self.settings.resync_interval_s
 
     def _report_unresolved(self, unresolved: dict[str, str]) -> None:
         for name, reason in unresolved.items():

@@ -1,8 +1,9 @@
-"""``--cd.argocd.pause cluster-secret`` end to end: the reactor driven by its webhook, Argo
-CD's cluster Secrets and Applications in the stand-in management cluster (list, watch and
-patch over HTTPS, with a token granted only get, list, watch and patch on Applications
-and Secrets, as deploy/'s components grant), the store SQLite or PostgreSQL: one patch
-pauses a cluster, one resumes it (docs/cd.md)."""
+"""Argo CD end to end: ``--cd.argocd.pause cluster-secret`` (one patch pauses a cluster,
+one resumes it) and an ApplicationSet that reverts the pause. The reactor driven by its
+webhook, Argo CD's cluster Secrets and Applications in the stand-in management cluster
+(list, watch and patch over HTTPS, with a token granted only get, list, watch and patch
+on Applications and Secrets, as deploy/'s components grant), the store SQLite or
+PostgreSQL (docs/cd.md)."""
 
 from __future__ import annotations
 
@@ -96,11 +97,13 @@ def start(mgmt: ManagementCluster, aiohttp_client: Any, db_path: Path, tmp_path:
         kubeconfig = mgmt.write_kubeconfig(tmp_path / "reactor.kubeconfig", token=token)
         settings = ReactorSettings(db_path=db_path, db_url=postgres_url(db_path))
         cd_settings = CdSettings(
-            argocd=True,
-            argocd_pause="cluster-secret",
-            kubeconfig=str(kubeconfig),
-            informer=InformerSettings(backoff_initial=0.05, backoff_max=0.5),
-            **cd,
+            **{
+                "argocd": True,
+                "argocd_pause": "cluster-secret",
+                "kubeconfig": str(kubeconfig),
+                "informer": InformerSettings(backoff_initial=0.05, backoff_max=0.5),
+                **cd,
+            }
         )
         client = await aiohttp_client(create_app(settings, registry=registry, cd=cd_settings))
         for name in ("c1", "c2"):
@@ -323,3 +326,57 @@ async def test_a_dry_run_patches_no_secret(start: Start, mgmt: ManagementCluster
     assert sample(registry, metricnames.REACTOR_CD_PENDING) == 2
     info = {"argocd_pause": "cluster-secret", "dry_run": "true"}
     assert sample(registry, metricnames.REACTOR_CD_INFO, **info) == 1
+
+
+async def test_an_applicationset_reverting_the_pause_is_not_fought_faster_than_the_resync(
+    start: Start, mgmt: ManagementCluster
+) -> None:
+    """An ApplicationSet without ``preservedFields`` rewrites its Application's annotations
+    as soon as they change (its controller requeues on any annotation change of an
+    Application it owns). fleetwatch pauses again, as its owner undid the pause, but at
+    most once per resync interval: not as fast as the two watches go."""
+    interval = 1.5
+    client = await start(argocd_pause="application", resync_interval_s=interval)
+    url = f"{mgmt.url}/apis/argoproj.io/v1alpha1/namespaces/argocd/applications/guestbook"
+    headers = {
+        "Authorization": f"Bearer {mgmt.token}",
+        "Content-Type": "application/merge-patch+json",
+    }
+    revert = {"metadata": {"annotations": {SKIP_RECONCILE: None, MARK: None}}}
+    reverts = 0
+
+    def guestbook_paused() -> bool:
+        found = mgmt.state.store.get(APPLICATIONS, "argocd", "guestbook")
+        notes = found["metadata"].get("annotations") or {}
+        return notes.get(SKIP_RECONCILE) == "true"
+
+    async def applicationset() -> None:
+        nonlocal reverts
+        ssl_context = mgmt.certs.client_context(with_cert=False)
+        async with aiohttp.ClientSession() as session:
+            while True:
+                if guestbook_paused():
+                    params = {"fieldManager": "argocd-applicationset-controller"}
+                    async with session.patch(
+                        url, json=revert, headers=headers, params=params, ssl=ssl_context
+                    ) as resp:
+                        assert resp.status == 200, await resp.text()
+                    reverts += 1
+                await asyncio.sleep(0.01)  # the controller's reaction time, not a wait
+
+    controller = asyncio.create_task(applicationset())
+    try:
+        await notify(client, alert(OFFLINE, "c1", 5))
+        await until(lambda: holds(reverts >= 1))
+        began, counted = time.monotonic(), reverts
+        await until(lambda: holds(reverts >= counted + 3), within=10 * interval)
+        took = time.monotonic() - began
+    finally:
+        controller.cancel()
+        await asyncio.gather(controller, return_exceptions=True)
+    # Each revert answered by one pause, each pause at least a resync interval after the
+    # one before: three more took three intervals (without the hold: 2 s in all, here).
+    assert took > 3 * interval - 0.5, took
+    ours = patches(mgmt)["patch applications.argoproj.io"] - reverts
+    # c1's three Applications paused once, "earlier" resumed, and one pause per revert.
+    assert ours - len(C1_APPS) - 1 <= reverts
