@@ -12,7 +12,9 @@ Each function is one transaction over the service's store, run on a store thread
   cascade, or placed after it, in its outage;
 - :func:`leave_outages`: the apps a person resumed leave their outage (``reactor.cd.rules``
   says why that comes before the mark is dropped); an app the store restored or moved
-  meanwhile is left alone.
+  meanwhile is left alone;
+- :func:`outage_stamp`: a small read that changes whenever apps move in or out of an
+  outage, whichever replica took the notification (the acting replica polls it).
 """
 
 from __future__ import annotations
@@ -88,3 +90,8 @@ def leave_outages(service: Service, members: Sequence[tuple[int, int]]) -> int:
     """Each (app id, outage id): the app leaves that outage; how many did."""
     with service.store.write() as tx:
         return sum(tx.leave_outage(app_id, outage_id) for app_id, outage_id in members)
+
+
+def outage_stamp(service: Service) -> tuple[tuple[int, str, int | None], ...]:
+    with service.store.read() as tx:
+        return tx.outage_stamp()
