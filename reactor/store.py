@@ -230,10 +230,11 @@ class Transaction(Protocol):
         for ``cluster_offline``; False when it was not (restored or moved meanwhile)."""
         ...
 
-    def outage_stamp(self) -> tuple[tuple[int, str, int | None], ...]:
-        """(id, status, open outage) of every cluster OFFLINE or in an open outage, by id:
-        it changes whenever a write of any replica moves apps in or out of an outage, and
-        the CD actuator of the replica that acts reads it every second."""
+    def cluster_stamp(self) -> tuple[object, ...]:
+        """The clusters' count and highest id, and (id, status, open outage) of every
+        cluster OFFLINE or in an open outage: it changes whenever a write of any replica
+        adds or deletes a cluster or moves apps in or out of an outage, and the CD actuator
+        of the replica that acts reads it every second."""
         ...
 
 

@@ -345,12 +345,13 @@ class SQLTransaction:
             ).rowcount
         )
 
-    def outage_stamp(self) -> tuple[tuple[int, str, int | None], ...]:
+    def cluster_stamp(self) -> tuple[object, ...]:
+        count, highest = self._db.execute("SELECT count(*), max(id) FROM clusters").fetchone()
         rows = self._db.execute(
             "SELECT id, status, outage_id FROM clusters "
             "WHERE outage_id IS NOT NULL OR status = 'OFFLINE' ORDER BY id"
         )
-        return tuple((int(r[0]), str(r[1]), r[2]) for r in rows)
+        return (int(count), highest, *((int(r[0]), str(r[1]), r[2]) for r in rows))
 
 
 # -- rows <-> records --------------------------------------------------------------------

@@ -29,10 +29,11 @@ replica holding the Lease (``reactor.cd.lease``, ``reactor.cd.election``) mirror
 patches; the others keep their informers listing and watching, and write nothing. It
 checks :meth:`CdActuator.acting` before each write (the mirror's transaction, the store
 changes, every patch), so a replica whose renewals fail stops before another may begin.
-A notification may reach any replica, and only that one's backend hears of it; so the
-acting one also reads a small stamp of the store's open outages (``outage_stamp``) every
-:data:`POLL_S`, and a change is a pass. Taking the Lease starts from scratch: what this
-replica remembered of earlier actions is dropped, and its first pass is a full resync.
+A notification (or discovery's upsert) may reach any replica, and only that one's backend
+hears of it; so the acting one also reads a small stamp of the store's clusters and open
+outages (``cluster_stamp``) every :data:`POLL_S`, and a change is a pass. Taking the
+Lease starts from scratch: what this replica remembered of earlier actions is dropped,
+and its first pass is a full resync.
 
 **Orphans.** An object fleetwatch paused whose cluster left the store is resumed once it
 has been one for a resync interval (``reactor.cd.orphans`` says why).
@@ -61,9 +62,9 @@ from reactor.cd.rules import Decision, Observed, StoreView, Verb, decide
 from reactor.cd.settings import CdSettings
 from reactor.cd.storeops import (
     apply_mirror,
+    cluster_stamp,
     leave_outages,
     mirrored_apps,
-    outage_stamp,
     read_mirror,
 )
 from reactor.cd.targets import ClusterIndex
@@ -205,12 +206,12 @@ class CdActuator:
             self.wake.clear()
 
     async def _poll_outages(self) -> None:
-        """With several replicas: has a notification another replica took moved apps in
-        or out of an outage? Read at most every :data:`POLL_S`."""
+        """With several replicas: has another replica added or deleted a cluster, or moved
+        apps in or out of an outage? Read at most every :data:`POLL_S`."""
         if self.leader is None or time.monotonic() < self._next_poll:
             return
         self._next_poll = time.monotonic() + POLL_S
-        stamp = await self.backend.read(outage_stamp)
+        stamp = await self.backend.read(cluster_stamp)
         if self._stamp is not None and stamp != self._stamp:
             self._outages_moved = True
         self._stamp = stamp

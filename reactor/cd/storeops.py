@@ -13,8 +13,9 @@ Each function is one transaction over the service's store, run on a store thread
 - :func:`leave_outages`: the apps a person resumed leave their outage (``reactor.cd.rules``
   says why that comes before the mark is dropped); an app the store restored or moved
   meanwhile is left alone;
-- :func:`outage_stamp`: a small read that changes whenever apps move in or out of an
-  outage, whichever replica took the notification (the acting replica polls it).
+- :func:`cluster_stamp`: a small read that changes whenever a cluster is added or
+  deleted or apps move in or out of an outage, whichever replica made the change (the
+  acting replica polls it).
 """
 
 from __future__ import annotations
@@ -92,6 +93,6 @@ def leave_outages(service: Service, members: Sequence[tuple[int, int]]) -> int:
         return sum(tx.leave_outage(app_id, outage_id) for app_id, outage_id in members)
 
 
-def outage_stamp(service: Service) -> tuple[tuple[int, str, int | None], ...]:
+def cluster_stamp(service: Service) -> tuple[object, ...]:
     with service.store.read() as tx:
-        return tx.outage_stamp()
+        return tx.cluster_stamp()
