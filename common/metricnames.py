@@ -119,6 +119,15 @@ REACTOR_CD_FAILURES: Final = "fleetwatch_reactor_cd_failures"
 REACTOR_CD_PENDING: Final = "fleetwatch_reactor_cd_pending_actions"
 REACTOR_CD_PENDING_AGE: Final = "fleetwatch_reactor_cd_oldest_pending_action_age_seconds"
 REACTOR_CD_LAST_RESYNC: Final = "fleetwatch_reactor_cd_last_resync_timestamp_seconds"
+#: counter: objects fleetwatch paused and resumed because no cluster of the store holds
+#: them any more (their cluster was deleted, or their destination changed to none)
+REACTOR_CD_ORPHANS_RESUMED: Final = "fleetwatch_reactor_cd_orphans_resumed"
+#: leader election among reactor replicas (``reactor.cd.election``): gauge 1 while this
+#: replica acts; counter of the times it began to; counter of failed Lease requests,
+#: label ``reason``
+REACTOR_CD_LEADER: Final = "fleetwatch_reactor_cd_leader"
+REACTOR_CD_LEADER_TRANSITIONS: Final = "fleetwatch_reactor_cd_leader_transitions"
+REACTOR_CD_LEASE_FAILURES: Final = "fleetwatch_reactor_cd_lease_failures"
 
 
 def total(counter: str) -> str:

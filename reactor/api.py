@@ -269,13 +269,16 @@ async def get_clusters(request: web.Request) -> web.Response:
 
 
 async def get_cluster(request: web.Request) -> web.Response:
-    """The cluster, with its latest outages (as many as ``--db.retention`` has kept)."""
+    """The cluster, with its latest outages (as many as ``--db.retention`` has kept) and its
+    apps, each with its source (the API, or the Flux or Argo CD object it mirrors)."""
     name = path_name(request, "cluster")
-    cluster, outages = await request.app[BACKEND].read(lambda s: s.cluster_history(name))
-    return answer(
-        "ClusterWithOutages",
-        {**cluster_json(cluster), "outages": [outage_json(o) for o in outages]},
-    )
+    cluster, outages, apps = await request.app[BACKEND].read(lambda s: s.cluster_history(name))
+    body = {
+        **cluster_json(cluster),
+        "outages": [outage_json(o) for o in outages],
+        "apps": [app_json(a) for a in apps],
+    }
+    return answer("ClusterDetail", body)
 
 
 async def post_clusters(request: web.Request) -> web.Response:

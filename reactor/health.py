@@ -4,9 +4,12 @@ As Prometheus' own servers: ``/-/healthy`` answers 200 while the process serves 
 cannot help otherwise), ``/-/ready`` answers 503 while the database cannot answer a query,
 so a load balancer sends the calls to a replica that can serve them, and, with
 ``--discovery.kubernetes``, until the management cluster's Secrets were listed once (before
-that a ``secret://`` reference looks unknown to ``POST /clusters``). An API that fails
-later does not make the reactor unready: it keeps the clusters it has. Both are GETs, so
-the bearer token never guards them.
+that a ``secret://`` reference looks unknown to ``POST /clusters``); with ``--cd.flux`` or
+``--cd.argocd``, until the Flux and Argo CD objects were listed once (before that
+``GET /apps`` lacks them, and a rolling update would hand the work to a replica that knows
+none of them). An API that fails later does not make the reactor unready: it keeps what it
+has. Whether this replica acts on the objects (leader election) is no part of readiness:
+every replica serves the API. Both are GETs, so the bearer token never guards them.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from aiohttp import web
 
 from common.landing import landing_page
 from reactor.apidiscovery import API_DISCOVERY
+from reactor.cd.setup import CD_ACTUATOR
 from reactor.context import BACKEND
 from reactor.service import Service
 from reactor.store import StoreUnavailable
@@ -49,6 +53,14 @@ async def get_ready(request: web.Request) -> web.Response:
             status=503,
             text="fleetwatch reactor is not ready: the first list of the management "
             "cluster's Secrets has not completed.\n",
+            headers={"Retry-After": "1"},
+        )
+    cd = request.app.get(CD_ACTUATOR)
+    if cd is not None and not cd.informer.synced:
+        return web.Response(
+            status=503,
+            text="fleetwatch reactor is not ready: the first list of the Flux and Argo CD "
+            "objects has not completed.\n",
             headers={"Retry-After": "1"},
         )
     return web.Response(text="fleetwatch reactor is ready.\n")

@@ -24,17 +24,19 @@ is counted by reason and decided again at the next pass (the resync at the lates
 ``--cd.dry-run`` the decisions are logged and counted once per object version, and
 neither the store nor the API is written.
 
-**One replica for now.** Two reactors acting at once would send the same patches (the
-preconditions make the second a harmless 409) but also race on a person's resume. With
-several replicas on PostgreSQL one must act at a time; the plan: a ``coordination.k8s.io``
-Lease in the management cluster (as controllers elect a leader; the stand-in serves
-Leases), renewed every few seconds with the holder's identity, taken over when it has
-not been renewed for its duration. It is the API the actuator already needs, so a replica
-cut off from it stops acting as it stops being able to act; and a crash hands over within
-one lease duration. Every replica keeps its informer warm and mirrors nothing (the leader
-alone writes the mirror), so the new leader's first pass is a resync. The database, the
-other candidate (a session advisory lock held by the leader's connection), would tie the
-hand-over to TCP keep-alives of a dead peer's connection, which are minutes by default.
+**Several replicas: one acts.** With ``--cd.leader-election`` (on by default) only the
+replica holding the Lease (``reactor.cd.lease``, ``reactor.cd.election``) mirrors and
+patches; the others keep their informers listing and watching, and write nothing. It
+checks :meth:`CdActuator.acting` before each write (the mirror's transaction, the store
+changes, every patch), so a replica whose renewals fail stops before another may begin.
+A notification (or discovery's upsert) may reach any replica, and only that one's backend
+hears of it; so the acting one also reads a small stamp of the store's clusters and open
+outages (``cluster_stamp``) every :data:`POLL_S`, and a change is a pass. Taking the
+Lease starts from scratch: what this replica remembered of earlier actions is dropped,
+and its first pass is a full resync.
+
+**Orphans.** An object fleetwatch paused whose cluster left the store is resumed once it
+has been one for a resync interval (``reactor.cd.orphans`` says why).
 
 I/O (asyncio, the store threads, the management API).
 """
@@ -54,10 +56,17 @@ from discovery.kubeapi import KubeApiError
 from reactor.cd.metrics import STATES, CdMetrics
 from reactor.cd.mirror import MirrorRow, plan
 from reactor.cd.objects import KINDS, CdObject, Unreadable, read_object
+from reactor.cd.orphans import RESUME_ORPHAN, Orphans
 from reactor.cd.patches import patch_for
 from reactor.cd.rules import Decision, Observed, StoreView, Verb, decide
 from reactor.cd.settings import CdSettings
-from reactor.cd.storeops import apply_mirror, leave_outages, mirrored_apps, read_mirror
+from reactor.cd.storeops import (
+    apply_mirror,
+    cluster_stamp,
+    leave_outages,
+    mirrored_apps,
+    read_mirror,
+)
 from reactor.cd.targets import ClusterIndex
 from reactor.service import Service
 from reactor.store import MirroredApp, StoreUnavailable
@@ -68,6 +77,9 @@ T = TypeVar("T")
 
 #: After a wake, gather the changes of this long before a pass (a burst is one pass).
 GATHER_S = 0.05
+#: Seconds between two reads of the store's outage stamp by the acting replica of several:
+#: how late it may learn of a notification another replica took.
+POLL_S = 1.0
 
 
 class StoreRunner(Protocol):
@@ -91,6 +103,12 @@ class Patcher(Protocol):
     async def merge_patch(self, path: str, patch: Mapping[str, Any]) -> dict[str, Any]: ...
 
 
+class Leadership(Protocol):
+    """What it needs of ``reactor.cd.election.LeaderElector``."""
+
+    def is_leader(self) -> bool: ...
+
+
 Seen = CdObject | Unreadable
 
 
@@ -106,6 +124,7 @@ class CdActuator:
         metrics: CdMetrics,
         wake: asyncio.Event,
         clock: Callable[[], float] = time.time,
+        leader: Leadership | None = None,
     ) -> None:
         self.backend = backend
         self.informer = informer
@@ -126,10 +145,35 @@ class CdActuator:
         self._pending_since: dict[str, float] = {}
         self._unresolved: dict[str, str] = {}
         self.passes = 0
+        #: None: this replica acts alone (no leader election)
+        self.leader = leader
+        self._resync_now = False
+        self._stamp: object = None
+        self._next_poll = 0.0
+        self._orphans = Orphans(settings.resync_interval_s)
 
     def outages_moved(self) -> None:
         """A write moved apps in or out of an outage (``Backend.outage_listeners``)."""
         self._outages_moved = True
+        self.wake.set()
+
+    def acting(self) -> bool:
+        """Does this replica act on the objects now (it alone, or it holds the Lease)?"""
+        return self.leader is None or self.leader.is_leader()
+
+    def leadership_changed(self, leading: bool) -> None:
+        """The elector's listener: a replica that begins to act starts from scratch, with a
+        full resync; one that stops has nothing pending any more."""
+        self._acted.clear()
+        self._pending_since.clear()
+        self._orphans.reset()
+        self._stamp = None
+        self._resync_now = leading
+        if not leading:  # the acting replica alone exports the objects and their actions
+            self.metrics.objects.clear()
+            self.metrics.unresolved.set(0)
+            self.metrics.pending.set(0)
+            self.metrics.pending_age.set(0)
         self.wake.set()
 
     async def run(self) -> None:
@@ -141,19 +185,36 @@ class CdActuator:
         log.info("cd: first list complete, %d object(s)", len(self.informer.objects()))
         next_resync = 0.0
         while True:
-            full = time.monotonic() >= next_resync
+            full = self._resync_now or time.monotonic() >= next_resync
             if full:
                 next_resync = time.monotonic() + self.settings.resync_interval_s
+                self._resync_now = False
             try:
-                await self.run_pass(full)
+                if self.acting():
+                    await self._poll_outages()
+                    await self.run_pass(full)
             except StoreUnavailable as exc:
                 log.warning("cd: the store cannot answer (%s): retried at the next pass", exc)
             except Exception:  # a bug or a surprise: logged, and the next pass tries again
                 log.exception("cd: the pass failed; retried at the next one")
+            wait = max(0.0, next_resync - time.monotonic())
+            if self.leader is not None and self.acting():
+                wait = min(wait, max(0.0, self._next_poll - time.monotonic()))
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.wake.wait(), max(0.0, next_resync - time.monotonic()))
+                await asyncio.wait_for(self.wake.wait(), wait)
                 await asyncio.sleep(GATHER_S)  # product pacing: one pass for a burst
             self.wake.clear()
+
+    async def _poll_outages(self) -> None:
+        """With several replicas: has another replica added or deleted a cluster, or moved
+        apps in or out of an outage? Read at most every :data:`POLL_S`."""
+        if self.leader is None or time.monotonic() < self._next_poll:
+            return
+        self._next_poll = time.monotonic() + POLL_S
+        stamp = await self.backend.read(cluster_stamp)
+        if self._stamp is not None and stamp != self._stamp:
+            self._outages_moved = True
+        self._stamp = stamp
 
     # -- one pass ------------------------------------------------------------------------
 
@@ -166,6 +227,8 @@ class CdActuator:
         clusters, rows = await self.backend.read(read_mirror)
         mirror = plan(self._objects, ClusterIndex.of(clusters), {r.name: _row(r) for r in rows})
         if mirror.writes:
+            if not self.acting():
+                return
             result = await self.backend.run(lambda s: apply_mirror(s, mirror))
             mirror.unresolved.update(result.skipped)
             log.info(
@@ -179,6 +242,9 @@ class CdActuator:
             rows = await self.backend.read(mirrored_apps)
         self._report_unresolved(mirror.unresolved)
         await self._act(rows)
+        orphans = self._orphans.due(self._objects, {r.name for r in rows}, self.clock())
+        if orphans:
+            await self._resume_orphans(orphans)
         self._export()
         if full:
             self.metrics.last_resync.set(self.clock())
@@ -225,6 +291,8 @@ class CdActuator:
                 self._acted[row.name] = obj.resource_version
             return
         leaving = [(r.id, d.leave_outage) for r, _, d in todo if d.leave_outage is not None]
+        if not self.acting():
+            return
         if leaving:
             await self.backend.run(lambda s: leave_outages(s, leaving))
         results: Counter[tuple[str, str, str]] = Counter()
@@ -235,7 +303,7 @@ class CdActuator:
             patch = patch_for(decision, obj, stamp)
             assert patch is not None
             async with limit:
-                result = await self._patch(row, obj, decision, patch)
+                result = await self._patch(obj, decision, patch, _what(row, decision))
             results[(row.cluster, decision.verb.value, result)] += 1
 
         await asyncio.gather(*(one(*item) for item in todo))
@@ -243,29 +311,63 @@ class CdActuator:
             log.info("cd: cluster %s: %s %d object(s): %s", cluster, verb, count, result)
 
     async def _patch(
-        self, row: MirroredApp, obj: CdObject, decision: Decision, patch: dict[str, Any]
+        self, obj: CdObject, decision: Decision, patch: dict[str, Any], what: str
     ) -> str:
-        verb = decision.verb.value
+        name, verb = obj.app_name, decision.verb.value
+        if not self.acting():  # the Lease was lost while the pass ran: another one acts
+            log.debug("cd: %s: not sent, this replica no longer acts", what)
+            return "abandoned"
         try:
             await self.api.merge_patch(obj.path, patch)
         except KubeApiError as exc:
             if exc.status in (404, 409):
                 result = "gone" if exc.status == 404 else "conflict"
-                self._acted[row.name] = obj.resource_version  # the watch brings what is new
-                log.debug("cd: %s: %s (%s)", _what(row, decision), result, exc)
+                self._acted[name] = obj.resource_version  # the watch brings what is new
+                log.debug("cd: %s: %s (%s)", what, result, exc)
             else:
                 result = "failed"
                 self.metrics.failures.labels(exc.reason).inc()
-                log.warning(
-                    "cd: %s failed, retried at the next pass: %s", _what(row, decision), exc
-                )
+                log.warning("cd: %s failed, retried at the next pass: %s", what, exc)
             self.metrics.actions.labels(verb, result).inc()
             return result
-        self._acted[row.name] = obj.resource_version
-        self._pending_since.pop(row.name, None)
+        self._acted[name] = obj.resource_version
+        self._pending_since.pop(name, None)
         self.metrics.actions.labels(verb, "applied").inc()
-        log.debug("cd: %s: done", _what(row, decision))
+        log.debug("cd: %s: done", what)
         return "applied"
+
+    async def _resume_orphans(self, orphans: list[CdObject]) -> None:
+        """Resume what fleetwatch paused and no cluster of the store holds any more."""
+        stamp = datetime.fromtimestamp(self.clock(), UTC).isoformat().replace("+00:00", "Z")
+        limit = asyncio.Semaphore(self.settings.patches_in_flight)
+
+        async def one(obj: CdObject) -> None:
+            what = f"resume {obj.app_name} ({RESUME_ORPHAN.why}; paused for outage {obj.mark})"
+            if self.settings.dry_run:
+                log.info("cd (dry run): would %s", what)
+                self.metrics.actions.labels(Verb.RESUME.value, "dry_run").inc()
+                self._acted[obj.app_name] = obj.resource_version
+                return
+            patch = patch_for(RESUME_ORPHAN, obj, stamp)
+            assert patch is not None
+            async with limit:
+                result = await self._patch(obj, RESUME_ORPHAN, patch, what)
+            if result == "applied":
+                self.metrics.orphans_resumed.inc()
+                resumed.append(obj.app_name)
+                log.info("cd: %s: done", what)
+
+        resumed: list[str] = []
+        todo = [o for o in orphans if self._acted.get(o.app_name) != o.resource_version]
+        await asyncio.gather(*(one(obj) for obj in todo))
+        if resumed:
+            shown = ", ".join(sorted(resumed)[:5]) + (", ..." if len(resumed) > 5 else "")
+            log.warning(
+                "cd: resumed %d object(s) fleetwatch had paused for an outage and whose "
+                "cluster left the store (no outage can end their pause): %s",
+                len(resumed),
+                shown,
+            )
 
     def _report_unresolved(self, unresolved: dict[str, str]) -> None:
         for name, reason in unresolved.items():

@@ -7,6 +7,7 @@
     fleetwatch_reactor_cd_pending_actions 0
     fleetwatch_reactor_cd_oldest_pending_action_age_seconds 0
     fleetwatch_reactor_cd_last_resync_timestamp_seconds 1.7e9
+    fleetwatch_reactor_cd_orphans_resumed_total 0
 
 Label values come from fixed sets (sources, states, verbs, results, the management API's
 error reasons): never from an object's name.
@@ -64,5 +65,11 @@ class CdMetrics:
         self.last_resync = Gauge(
             metricnames.REACTOR_CD_LAST_RESYNC,
             "When the last full check of every object against the store ended (Unix time).",
+            registry=registry,
+        )
+        self.orphans_resumed = Counter(
+            metricnames.REACTOR_CD_ORPHANS_RESUMED,
+            "Objects fleetwatch paused and then resumed because no cluster of the store "
+            "holds them any more (reactor.cd.orphans).",
             registry=registry,
         )
