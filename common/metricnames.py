@@ -94,6 +94,9 @@ REACTOR_DEPLOYMENTS_REFUSED: Final = "fleetwatch_reactor_deployments_refused"
 #: label ``outcome``
 REACTOR_NOTIFICATIONS: Final = "fleetwatch_reactor_notifications"
 REACTOR_LAST_NOTIFICATION: Final = "fleetwatch_reactor_last_notification_timestamp_seconds"
+#: 1 when the scrape could read the counts from the database, else 0 (and the gauges of
+#: apps and clusters by status are absent)
+REACTOR_DATABASE_UP: Final = "fleetwatch_reactor_database_up"
 #: counters of the reconciliation with Alertmanager; failures have label ``alertmanager``
 REACTOR_RECONCILE_RUNS: Final = "fleetwatch_reactor_reconcile_runs"
 REACTOR_RECONCILE_FAILURES: Final = "fleetwatch_reactor_reconcile_failures"

@@ -55,6 +55,7 @@ from reactor.store import (
     AppRecord,
     ClusterRecord,
     Placement,
+    StoreBusy,
     StoreConflict,
     StoreUnavailable,
     Transaction,
@@ -278,7 +279,7 @@ class PostgresStore:
         if isinstance(exc, _CONFLICTS):
             return StoreConflict(f"lost a race with another transaction: {first_line(exc)}")
         if isinstance(exc, errors.LockNotAvailable):
-            return StoreUnavailable(
+            return StoreBusy(
                 f"a lock was not granted within {self.busy_timeout_s:g} s "
                 "(another transaction holds it)"
             )

@@ -104,7 +104,7 @@ def test_a_connection_ended_while_idle_is_replaced_before_use(
             end_reactor_backends(postgres_server, name)
             try:
                 operation()
-            except Exception as exc:  # noqa: BLE001 - the message says which way in failed
+            except Exception as exc:  # the message says which way in failed
                 pytest.fail(f"{what} on a connection that died idle: {exc!r}")
     finally:
         store.close()
@@ -131,18 +131,15 @@ class Reactor:
     def __init__(self, folder: Path, url: str) -> None:
         port = free_port()
         self.base = f"http://127.0.0.1:{port}"
-        self.proc = ManagedProcess(
-            [
-                sys.executable, "-m", "fleetwatch.cli", "reactor",
-                f"--web.listen-address=127.0.0.1:{port}",
-                f"--db.url={url}",
-                f"--db.writers={WRITERS}",
-                f"--kubeconfig={folder / 'none'}",
-                "--log.level=warning",
-            ],  # fmt: skip
-            folder / "reactor.log",
-            ready_url=f"{self.base}/-/ready",
-        )
+        argv = [
+            sys.executable, "-m", "fleetwatch.cli", "reactor",
+            f"--web.listen-address=127.0.0.1:{port}",
+            f"--db.url={url}",
+            f"--db.writers={WRITERS}",
+            f"--kubeconfig={folder / 'none'}",
+            "--log.level=warning",
+        ]  # fmt: skip
+        self.proc = ManagedProcess(argv, folder / "reactor.log", ready_url=f"{self.base}/-/ready")
 
     def call(self, method: str, path: str, body: Any = None) -> int:
         data = None if body is None else json.dumps(body).encode()
