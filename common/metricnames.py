@@ -104,6 +104,8 @@ REACTOR_RECONCILE_CHANGES: Final = "fleetwatch_reactor_reconcile_changes"
 REACTOR_RECONCILE_LAST_SUCCESS: Final = (
     "fleetwatch_reactor_reconcile_last_success_timestamp_seconds"
 )
+#: gauge: seconds between two reconciliations, 0 when there are none
+REACTOR_RECONCILE_INTERVAL: Final = "fleetwatch_reactor_reconcile_interval_seconds"
 #: the CD actuator (``reactor.cd``): gauge of mirrored objects, labels ``source``, ``state``
 #: (running, paused_by_outage, paused)
 REACTOR_CD_OBJECTS: Final = "fleetwatch_reactor_cd_objects"

@@ -16,11 +16,17 @@ from fleetwatch import rules_controlplane
 from fleetwatch.rules_discovery import discovery_group
 from fleetwatch.rules_exporter import exporter_group
 from fleetwatch.rules_model import Group, RuleSettings, indent
+from fleetwatch.rules_reactor import reactor_group
 from fleetwatch.rules_status import status_group
 
 
 def groups(settings: RuleSettings) -> list[Group]:
-    return [status_group(settings), exporter_group(settings), discovery_group()]
+    return [
+        status_group(settings),
+        exporter_group(settings),
+        discovery_group(),
+        reactor_group(settings),
+    ]
 
 
 class _Dumper(yaml.SafeDumper):
@@ -92,7 +98,8 @@ def _header(settings: RuleSettings) -> str:
         f"--probe.interval {settings.probe_interval:g} "
         f"--storm-fraction {settings.storm_fraction:g} "
         f"--storm-min-clusters {settings.storm_min_clusters} "
-        f"--exporter-job {settings.exporter_job}`.\n"
+        f"--exporter-job {settings.exporter_job} "
+        f"--reactor-job {settings.reactor_job}`.\n"
         "# Do not edit by hand: change fleetwatch/rules.py (or render other values) instead.\n"
     )
 

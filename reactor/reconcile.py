@@ -105,6 +105,12 @@ class ReconcileMetrics:
             "what it learnt ended (Unix time); 0 before the first one.",
             registry=registry,
         )
+        self.interval = Gauge(
+            metricnames.REACTOR_RECONCILE_INTERVAL,
+            "Seconds between two reconciliations with Alertmanager; 0: none (no "
+            "--alertmanager.url, or an interval of 0).",
+            registry=registry,
+        )
 
 
 RECONCILE_METRICS = web.AppKey("reconcile_metrics", ReconcileMetrics)
@@ -354,6 +360,7 @@ def setup_reconciliation(app: web.Application) -> None:
     interval_s = settings.reconcile_interval_s
     if not urls or interval_s <= 0:
         return
+    metrics.interval.set(interval_s)
 
     async def reconciliation(app: web.Application) -> AsyncIterator[None]:
         timeout = request_timeout(interval_s)
