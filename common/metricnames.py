@@ -98,6 +98,9 @@ REACTOR_DEPLOYMENTS_REFUSED: Final = "fleetwatch_reactor_deployments_refused"
 #: label ``outcome``
 REACTOR_NOTIFICATIONS: Final = "fleetwatch_reactor_notifications"
 REACTOR_LAST_NOTIFICATION: Final = "fleetwatch_reactor_last_notification_timestamp_seconds"
+#: 1 when the scrape could read the counts from the database, else 0 (and the gauges of
+#: apps and clusters by status are absent)
+REACTOR_DATABASE_UP: Final = "fleetwatch_reactor_database_up"
 #: counters of the reconciliation with Alertmanager; failures have label ``alertmanager``
 REACTOR_RECONCILE_RUNS: Final = "fleetwatch_reactor_reconcile_runs"
 REACTOR_RECONCILE_FAILURES: Final = "fleetwatch_reactor_reconcile_failures"
@@ -105,6 +108,8 @@ REACTOR_RECONCILE_CHANGES: Final = "fleetwatch_reactor_reconcile_changes"
 REACTOR_RECONCILE_LAST_SUCCESS: Final = (
     "fleetwatch_reactor_reconcile_last_success_timestamp_seconds"
 )
+#: gauge: seconds between two reconciliations, 0 when there are none
+REACTOR_RECONCILE_INTERVAL: Final = "fleetwatch_reactor_reconcile_interval_seconds"
 #: the CD actuator (``reactor.cd``): gauge of mirrored objects, labels ``source``, ``state``
 #: (running, paused_by_outage, paused)
 REACTOR_CD_OBJECTS: Final = "fleetwatch_reactor_cd_objects"

@@ -34,13 +34,29 @@ T = TypeVar("T")
 
 class StoreUnavailable(RuntimeError):
     """The database cannot serve right now (locked, busy, disk full, unreachable): a retry
-    may succeed. The API answers 503 with ``Retry-After``."""
+    may succeed. The API answers 503 with ``Retry-After``.
+
+    The message is for the log: it may name the database's host, port or file and repeat
+    the driver's error. An answer says :attr:`public` only, since the API's reads need no
+    token and those details map the network behind the reactor.
+    """
+
+    #: What an answer may say of it.
+    public = "the database is unavailable"
 
 
 class StoreConflict(StoreUnavailable):
     """The transaction lost a race with another one (a serialization failure, a deadlock, a
     name inserted meanwhile) and was rolled back: running the whole call again will see the
     winner's commit. :func:`retry_conflicts` does that, a bounded number of times."""
+
+    public = "the database is busy (the call kept losing races with other transactions)"
+
+
+class StoreBusy(StoreUnavailable):
+    """A lock was not granted within the busy timeout: another transaction holds it."""
+
+    public = "the database is busy (a lock was not granted in time)"
 
 
 #: Attempts of one call that keeps losing races before it answers 503.
