@@ -98,6 +98,9 @@ REACTOR_DEPLOYMENTS_REFUSED: Final = "fleetwatch_reactor_deployments_refused"
 #: label ``outcome``
 REACTOR_NOTIFICATIONS: Final = "fleetwatch_reactor_notifications"
 REACTOR_LAST_NOTIFICATION: Final = "fleetwatch_reactor_last_notification_timestamp_seconds"
+#: 1 when the scrape could read the counts from the database, else 0 (and the gauges of
+#: apps and clusters by status are absent)
+REACTOR_DATABASE_UP: Final = "fleetwatch_reactor_database_up"
 #: counters of the reconciliation with Alertmanager; failures have label ``alertmanager``
 REACTOR_RECONCILE_RUNS: Final = "fleetwatch_reactor_reconcile_runs"
 REACTOR_RECONCILE_FAILURES: Final = "fleetwatch_reactor_reconcile_failures"
@@ -105,6 +108,8 @@ REACTOR_RECONCILE_CHANGES: Final = "fleetwatch_reactor_reconcile_changes"
 REACTOR_RECONCILE_LAST_SUCCESS: Final = (
     "fleetwatch_reactor_reconcile_last_success_timestamp_seconds"
 )
+#: gauge: seconds between two reconciliations, 0 when there are none
+REACTOR_RECONCILE_INTERVAL: Final = "fleetwatch_reactor_reconcile_interval_seconds"
 #: the CD actuator (``reactor.cd``): gauge of mirrored objects, labels ``cluster``,
 #: ``source``, ``state`` (running, paused_by_outage, paused)
 REACTOR_CD_OBJECTS: Final = "fleetwatch_reactor_cd_objects"
@@ -124,6 +129,15 @@ REACTOR_CD_LAST_RESYNC: Final = "fleetwatch_reactor_cd_last_resync_timestamp_sec
 #: gauge: ``--cd.resync-interval``; and 1 with labels ``argocd_pause``, ``dry_run``
 REACTOR_CD_RESYNC_INTERVAL: Final = "fleetwatch_reactor_cd_resync_interval_seconds"
 REACTOR_CD_INFO: Final = "fleetwatch_reactor_cd_info"
+#: counter: objects fleetwatch paused and resumed because no cluster of the store holds
+#: them any more (their cluster was deleted, or their destination changed to none)
+REACTOR_CD_ORPHANS_RESUMED: Final = "fleetwatch_reactor_cd_orphans_resumed"
+#: leader election among reactor replicas (``reactor.cd.election``): gauge 1 while this
+#: replica acts; counter of the times it began to; counter of failed Lease requests,
+#: label ``reason``
+REACTOR_CD_LEADER: Final = "fleetwatch_reactor_cd_leader"
+REACTOR_CD_LEADER_TRANSITIONS: Final = "fleetwatch_reactor_cd_leader_transitions"
+REACTOR_CD_LEASE_FAILURES: Final = "fleetwatch_reactor_cd_lease_failures"
 
 
 def total(counter: str) -> str:

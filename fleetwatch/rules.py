@@ -4,8 +4,9 @@
 them equal). The rules are built by role: the status rules (``fleetwatch.rules_status``),
 the exporter's own alerts (``fleetwatch.rules_exporter``), the alert on discovery from
 the management cluster's API (``fleetwatch.rules_discovery``), the alert on shards that do
-not split the fleet between them (``fleetwatch.rules_sharding``), the alert on the CD
-integration's pending actions (``fleetwatch.rules_cd``), the etcd and control-plane
+not split the fleet between them (``fleetwatch.rules_sharding``), the reactor's own alerts
+(``fleetwatch.rules_reactor``), the alert on the CD integration's pending actions
+(``fleetwatch.rules_cd``), the etcd and control-plane
 groups (``fleetwatch.rules_controlplane``), on the settings and the rules as data of
 ``fleetwatch.rules_model``, written as YAML by ``fleetwatch.rules_render``. This module is
 the command line, and what the rest of fleetwatch imports of the rules.
@@ -70,6 +71,7 @@ def settings_from_args(args: argparse.Namespace) -> RuleSettings:
         storm_fraction=args.storm_fraction,
         storm_min_clusters=args.storm_min_clusters,
         exporter_job=args.exporter_job,
+        reactor_job=args.reactor_job,
     )
 
 
@@ -152,6 +154,13 @@ def add_parsers(subparsers: Any) -> None:
         default=defaults.exporter_job,
         metavar="JOB",
         help="job label of the exporter's scrape config (default %(default)s)",
+    )
+    p.add_argument(
+        "--reactor.job",
+        dest="reactor_job",
+        default=defaults.reactor_job,
+        metavar="JOB",
+        help="job label of the reactor's scrape config (default %(default)s)",
     )
     p.add_argument(
         "--format",

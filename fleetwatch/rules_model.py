@@ -3,7 +3,8 @@
 A :class:`Rule` is the rule's body (a plain dict, as Prometheus reads it) and the reason
 for its shape, written as a comment above it in the rules file; a :class:`Group` holds
 them. ``fleetwatch.rules_status``, ``fleetwatch.rules_exporter``,
-``fleetwatch.rules_discovery`` and ``fleetwatch.rules_cd`` build the groups,
+``fleetwatch.rules_discovery``, ``fleetwatch.rules_reactor`` and ``fleetwatch.rules_cd``
+build the groups,
 ``fleetwatch.rules_render`` writes them as YAML.
 """
 
@@ -40,6 +41,9 @@ class RuleSettings:
     exporter_job: str = "fleetwatch-exporter"
     """Prometheus ``job`` label of the exporter's scrape config (for the exporter alerts)."""
 
+    reactor_job: str = "fleetwatch-reactor"
+    """Prometheus ``job`` label of the reactor's scrape config (for the reactor alerts)."""
+
     def __post_init__(self) -> None:
         if self.failure_threshold < 1:
             raise RulesError(f"failure threshold must be at least 1, got {self.failure_threshold}")
@@ -55,6 +59,8 @@ class RuleSettings:
             )
         if not self.exporter_job or '"' in self.exporter_job or "\\" in self.exporter_job:
             raise RulesError(f"exporter job must be a plain job name, got {self.exporter_job!r}")
+        if not self.reactor_job or '"' in self.reactor_job or "\\" in self.reactor_job:
+            raise RulesError(f"reactor job must be a plain job name, got {self.reactor_job!r}")
 
     @property
     def hold(self) -> str:

@@ -17,6 +17,7 @@ from fleetwatch.rules_cd import cd_group
 from fleetwatch.rules_discovery import discovery_group
 from fleetwatch.rules_exporter import exporter_group
 from fleetwatch.rules_model import Group, RuleSettings, indent
+from fleetwatch.rules_reactor import reactor_group
 from fleetwatch.rules_sharding import sharding_group
 from fleetwatch.rules_status import status_group
 
@@ -28,6 +29,7 @@ def groups(settings: RuleSettings) -> list[Group]:
         discovery_group(),
         sharding_group(settings),
         cd_group(),
+        reactor_group(settings),
     ]
 
 
@@ -100,7 +102,8 @@ def _header(settings: RuleSettings) -> str:
         f"--probe.interval {settings.probe_interval:g} "
         f"--storm.fraction {settings.storm_fraction:g} "
         f"--storm.min-clusters {settings.storm_min_clusters} "
-        f"--exporter.job {settings.exporter_job}`.\n"
+        f"--exporter.job {settings.exporter_job} "
+        f"--reactor.job {settings.reactor_job}`.\n"
         "# Do not edit by hand: change fleetwatch/rules.py (or render other values) instead.\n"
     )
 

@@ -12,9 +12,17 @@ are not strings) is not an alert the reactor may take as gone: the listing says 
 clusters such entries name (:attr:`Listing.unreadable_for`), or that one may name any
 (:attr:`Listing.unreadable_unknown`), and reconciliation resolves nothing there.
 
-A URL may carry credentials (``http://user:password@host:9093``, sent as basic auth): they
-never appear in a log line, an error or a metric label, which name the Alertmanager by
-``host:port`` only.
+Only fleetwatch's status alerts are asked for (``filter``, as amtool sends it), so a busy
+Alertmanager's other alerts are not read. A listing bigger than the bound
+(``--alertmanager.max-listing-bytes``) is not read at all: a counted failure that says so.
+One that fits is parsed and read off the event loop, entry by entry, so the GIL is handed
+back between entries and the API keeps answering while tens of megabytes are read (one
+``json.loads`` of the whole body would hold it throughout: 0.6 s for 40 MB here).
+
+Credentials come from ``--alertmanager.http-config.file`` (``reactor.alertmanager_http``)
+or from the URL (``http://user:password@host:9093``, sent as basic auth): they never appear
+in a log line, an error or a metric label, which name the Alertmanager by ``host:port``
+only.
 """
 
 from __future__ import annotations
@@ -22,18 +30,24 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 import aiohttp
 from yarl import URL
 
+from reactor.alertmanager_http import (
+    DEFAULT_MAX_LISTING_BYTES,
+    AlertmanagerAuth,
+    HTTPConfigError,
+)
 from reactor.signals import PayloadError, is_name, parse_time
 from reactor.statemachine import StatusAlert
 
-#: Responses bigger than this are parsed off the event loop (10,000 alerts are ~4 MB).
-PARSE_OFF_LOOP_BYTES = 64 * 1024
+#: Bodies are read in pieces of this size, so a listing over the bound stops early.
+READ_CHUNK_BYTES = 256 * 1024
 
 
 class AlertmanagerError(RuntimeError):
@@ -75,27 +89,41 @@ def display_name(url: str) -> str:
 
 
 class AlertmanagerClient:
-    """Reads one Alertmanager through ``session``, each request within ``timeout_s``."""
+    """Reads one Alertmanager through ``session``, each request within ``timeout_s``.
 
-    def __init__(self, url: str, session: aiohttp.ClientSession, timeout_s: float) -> None:
+    ``auth``: credentials from ``--alertmanager.http-config.file`` (the URL's own, if it
+    has some, otherwise); ``max_bytes``: the bound of one listing.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        session: aiohttp.ClientSession,
+        timeout_s: float,
+        *,
+        auth: AlertmanagerAuth | None = None,
+        max_bytes: int = DEFAULT_MAX_LISTING_BYTES,
+    ) -> None:
         self.name = display_name(url)
         base = URL(url)
-        self._headers: dict[str, str] = {}
+        self._basic: str | None = None
         if base.user is not None:
             pair = f"{base.user}:{base.password or ''}".encode()
-            self._headers["Authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")
+            self._basic = "Basic " + base64.b64encode(pair).decode("ascii")
+        self._auth = auth
         self._base = base.with_user(None).with_password(None)
         self._session = session
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self.max_bytes = max_bytes
 
     async def listing(self) -> Listing:
         """The alerts it lists (silenced and inhibited included), then since when it runs."""
-        raw_alerts = await self._get(
-            "api/v2/alerts", active="true", silenced="true", inhibited="true"
+        body = await self._get(
+            "api/v2/alerts", filter=STATUS_FILTER, active="true", silenced="true", inhibited="true"
         )
-        raw_status = await self._get("api/v2/status")
-        if not isinstance(raw_alerts, list):
-            raise AlertmanagerError("/api/v2/alerts did not answer a JSON array")
+        status = await self._get("api/v2/status")
+        listing = await asyncio.to_thread(read_listing, body, 0)
+        raw_status = _json(status, "api/v2/status")
         if not isinstance(raw_status, dict):
             raise AlertmanagerError("/api/v2/status did not answer a JSON object")
         try:
@@ -104,44 +132,121 @@ class AlertmanagerClient:
             raise AlertmanagerError(f"/api/v2/status: {exc}") from None
         if started_at is None:
             raise AlertmanagerError("/api/v2/status: uptime is the zero time")
-        alerts: list[ListedAlert] = []
-        unreadable = 0
-        unreadable_for: set[str] = set()
-        unreadable_unknown = False
-        for raw in raw_alerts:
-            alert = read_alert(raw)
-            if alert is not None:
-                alerts.append(alert)
-                continue
-            unreadable += 1
-            cluster = unreadable_cluster(raw)
-            if cluster is not None:
-                unreadable_for.add(cluster)
-            elif _labels(raw) is None:
-                unreadable_unknown = True
-        return Listing(
-            tuple(alerts), started_at, unreadable, frozenset(unreadable_for), unreadable_unknown
-        )
+        return replace(listing, started_at=started_at)
 
-    async def _get(self, path: str, **query: str) -> Any:
+    def _headers(self) -> dict[str, str]:
+        if self._auth is not None:
+            try:
+                return {"Authorization": self._auth.header()}
+            except HTTPConfigError as exc:
+                raise AlertmanagerError(f"--alertmanager.http-config.file {exc}") from None
+        return {} if self._basic is None else {"Authorization": self._basic}
+
+    async def _get(self, path: str, **query: str) -> bytes:
         url = (self._base / path).with_query(query) if query else self._base / path
+        headers = self._headers()
         try:
-            async with self._session.get(url, headers=self._headers, timeout=self._timeout) as resp:
+            async with self._session.get(url, headers=headers, timeout=self._timeout) as resp:
                 if resp.status != 200:
                     raise AlertmanagerError(f"/{path} answered HTTP {resp.status}")
-                body = await resp.read()
+                return await self._read(resp, path)
         except TimeoutError:
             raise AlertmanagerError(f"/{path}: no answer within {self._timeout.total:g}s") from None
         except aiohttp.ClientError as exc:
             # Connection errors name host and port only; the URL (and its credentials) stays out.
             reason = str(exc) if isinstance(exc, aiohttp.ClientConnectionError) else ""
             raise AlertmanagerError(f"/{path}: {type(exc).__name__} {reason}".rstrip()) from None
-        try:
-            if len(body) > PARSE_OFF_LOOP_BYTES:
-                return await asyncio.to_thread(json.loads, body)
-            return json.loads(body)
-        except (ValueError, RecursionError):
-            raise AlertmanagerError(f"/{path} did not answer JSON") from None
+
+    async def _read(self, resp: aiohttp.ClientResponse, path: str) -> bytes:
+        """The body, unless it is bigger than the bound: then not read to its end."""
+        too_big = AlertmanagerError(
+            f"/{path}: the answer is larger than {self.max_bytes} bytes, not read "
+            "(--alertmanager.max-listing-bytes)"
+        )
+        if resp.content_length is not None and resp.content_length > self.max_bytes:
+            raise too_big
+        body = bytearray()
+        async for chunk in resp.content.iter_chunked(READ_CHUNK_BYTES):
+            body += chunk
+            if len(body) > self.max_bytes:
+                raise too_big
+        return bytes(body)
+
+
+#: ``filter`` of ``GET /api/v2/alerts``: the status alerts only (Alertmanager's matchers).
+STATUS_FILTER = 'alertname=~"{}"'.format("|".join(sorted(kind.value for kind in StatusAlert)))
+
+
+def read_listing(body: bytes, started_at: int) -> Listing:
+    """A listing from the body of ``GET /api/v2/alerts``. Blocking and long for a big
+    body: run it off the event loop (it hands the GIL back between entries)."""
+    alerts: list[ListedAlert] = []
+    unreadable = 0
+    unreadable_for: set[str] = set()
+    unreadable_unknown = False
+    for raw in json_array(body, "api/v2/alerts"):
+        alert = read_alert(raw)
+        if alert is not None:
+            alerts.append(alert)
+            continue
+        unreadable += 1
+        cluster = unreadable_cluster(raw)
+        if cluster is not None:
+            unreadable_for.add(cluster)
+        elif _labels(raw) is None:
+            unreadable_unknown = True
+    return Listing(
+        tuple(alerts), started_at, unreadable, frozenset(unreadable_for), unreadable_unknown
+    )
+
+
+_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+def _skip(text: str, at: int) -> int:
+    """Past the JSON whitespace at ``at``."""
+    found = _SPACE.match(text, at)
+    return at if found is None else found.end()
+
+
+def json_array(body: bytes, path: str) -> Iterator[Any]:
+    """The elements of a JSON array, decoded one at a time (each a short C call)."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise AlertmanagerError(f"/{path} did not answer JSON") from None
+    at = _skip(text, 0)
+    if not text.startswith("[", at):
+        _json(body, path)  # JSON, but no array? Or no JSON at all?
+        raise AlertmanagerError(f"/{path} did not answer a JSON array")
+    decoder = json.JSONDecoder()
+    at = _skip(text, at + 1)
+    if text.startswith("]", at):
+        at += 1
+    else:
+        while True:
+            try:
+                value, at = decoder.raw_decode(text, at)
+            except (ValueError, RecursionError):
+                raise AlertmanagerError(f"/{path} did not answer JSON") from None
+            yield value
+            at = _skip(text, at)
+            if text.startswith(",", at):
+                at = _skip(text, at + 1)
+            elif text.startswith("]", at):
+                at += 1
+                break
+            else:
+                raise AlertmanagerError(f"/{path} did not answer JSON")
+    if _skip(text, at) != len(text):
+        raise AlertmanagerError(f"/{path} did not answer JSON")
+
+
+def _json(body: bytes, path: str) -> Any:
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError):
+        raise AlertmanagerError(f"/{path} did not answer JSON") from None
 
 
 def read_alert(raw: Any) -> ListedAlert | None:

@@ -51,6 +51,9 @@ MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 #: Bodies above this size are parsed off the event loop.
 PARSE_OFF_LOOP_BYTES = 64 * 1024
 
+#: How long a scrape waits for the database's counts before it answers without them.
+METRICS_DB_TIMEOUT_S = 2.0
+
 #: True when ``--web.config.file`` has basic-auth users (the document then says so).
 BASIC_AUTH = web.AppKey("basic_auth", bool)
 
@@ -77,8 +80,9 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
     except Conflict as exc:
         return error(409, str(exc))
     except StoreUnavailable as exc:
+        # The reason (host, file, driver error) goes to the log, not to whoever asked.
         request.app[BACKEND].unavailable.refused_call(f"{request.method} {request.path}", exc)
-        return error(503, f"the database is unavailable, retry later: {exc}", {"Retry-After": "1"})
+        return error(503, f"{exc.public}, retry later", {"Retry-After": "1"})
     except web.HTTPRequestEntityTooLarge:
         return error(413, too_large(request))
     except web.RequestPayloadError:
@@ -269,13 +273,16 @@ async def get_clusters(request: web.Request) -> web.Response:
 
 
 async def get_cluster(request: web.Request) -> web.Response:
-    """The cluster, with its latest outages (as many as ``--db.retention`` has kept)."""
+    """The cluster, with its latest outages (as many as ``--db.retention`` has kept) and its
+    apps, each with its source (the API, or the Flux or Argo CD object it mirrors)."""
     name = path_name(request, "cluster")
-    cluster, outages = await request.app[BACKEND].read(lambda s: s.cluster_history(name))
-    return answer(
-        "ClusterWithOutages",
-        {**cluster_json(cluster), "outages": [outage_json(o) for o in outages]},
-    )
+    cluster, outages, apps = await request.app[BACKEND].read(lambda s: s.cluster_history(name))
+    body = {
+        **cluster_json(cluster),
+        "outages": [outage_json(o) for o in outages],
+        "apps": [app_json(a) for a in apps],
+    }
+    return answer("ClusterDetail", body)
 
 
 async def post_clusters(request: web.Request) -> web.Response:
@@ -374,9 +381,14 @@ async def get_healthz(request: web.Request) -> web.Response:
 
 
 async def get_metrics(request: web.Request) -> web.Response:
+    """From memory when the database cannot give its counts (``reactor.metrics``)."""
     metrics = request.app[METRICS]
-    counts = await request.app[BACKEND].read(lambda s: s.counts())
-    metrics.status.apps, metrics.status.clusters = counts.apps, counts.clusters
+    try:
+        read = request.app[BACKEND].read(lambda s: s.counts())
+        metrics.status.counts = await asyncio.wait_for(read, METRICS_DB_TIMEOUT_S)
+    except (StoreUnavailable, TimeoutError) as exc:
+        metrics.status.counts = None
+        log.debug("/metrics without the database's counts: %s", exc or "timed out")
     body = generate_latest(metrics.registry)
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 

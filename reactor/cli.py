@@ -28,6 +28,8 @@ from discovery import main_kubeconfig
 from discovery.apisource import add_flags as add_kubernetes_flags
 from discovery.apisource import from_args as kubernetes_from_args
 from discovery.kubeauth import KubeAuthError
+from reactor.alertmanager_http import add_flags as add_alertmanager_http_flags
+from reactor.alertmanager_http import from_args as alertmanager_http_from
 from reactor.auth import TokenFileError, read_token, reload_token_on_sighup
 from reactor.cd.settings import add_cd_flags, cd_settings_from
 from reactor.context import (
@@ -210,6 +212,7 @@ def add_parsers(subparsers: Any) -> None:
         help="an alert the reactor holds as firing and no Alertmanager lists any more is "
         "resolved only once one of them has been up this long (default: 300)",
     )
+    add_alertmanager_http_flags(p)
     add_kubernetes_flags(p)
     add_cd_flags(p)
     add_log_flags(p)
@@ -265,6 +268,7 @@ def settings_from(args: argparse.Namespace, env: dict[str, str]) -> ReactorSetti
     if not 1 <= args.db_writers <= 64:
         raise ValueError("--db.writers must be between 1 and 64")
     alertmanager_urls = tuple(check_alertmanager_url(url) for url in args.alertmanager_urls)
+    alertmanager_auth, max_listing_bytes = alertmanager_http_from(args, alertmanager_urls)
     if args.reconcile_interval < 0:
         raise ValueError("--alertmanager.reconcile-interval must be 0 (off) or more seconds")
     if args.min_uptime < 0:
@@ -284,6 +288,8 @@ def settings_from(args: argparse.Namespace, env: dict[str, str]) -> ReactorSetti
         kubeconfig_path=kubeconfig,
         kubeconfig_dir=kubeconfig_dir,
         alertmanager_urls=alertmanager_urls,
+        alertmanager_auth=alertmanager_auth,
+        alertmanager_max_listing_bytes=max_listing_bytes,
         reconcile_interval_s=args.reconcile_interval,
         min_uptime_s=args.min_uptime,
         kubernetes=kubernetes,

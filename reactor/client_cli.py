@@ -33,10 +33,11 @@ def add_parsers(subparsers: Any) -> None:
         help="print the reactor's clusters and apps as a table",
         description=(
             "Ask a running reactor (GET /clusters and GET /apps; no token needed) for its "
-            "clusters (status, since when, source) and apps (cluster, status, reason) and "
-            "print them as two tables. Exits 1 when the reactor cannot be read. A reactor "
-            "whose --web.config.file requires basic auth accepts its bearer token instead: "
-            "it is sent when one is given; $SSL_CERT_FILE names a private CA for https."
+            "clusters (status, since when, source) and apps (cluster, status, source: api, "
+            "flux or argocd, reason) and print them as two tables. Exits 1 when the reactor "
+            "cannot be read. A reactor whose --web.config.file requires basic auth accepts "
+            "its bearer token instead: it is sent when one is given; $SSL_CERT_FILE names a "
+            "private CA for https."
         ),
     )
     add_token_file_flag(s, "(default: $FLEETWATCH_TOKEN; none: no Authorization header)")
@@ -209,11 +210,12 @@ def run_cluster(args: argparse.Namespace) -> int:
 
 
 def render_status(clusters: list[dict[str, Any]], apps: list[dict[str, Any]], now: datetime) -> str:
-    """Two plain-text tables: clusters (status, since, open outage) and apps (status, reason).
+    """Two plain-text tables: clusters (status, since, open outage) and apps (status, source:
+    ``api``, or ``flux``/``argocd`` for the objects those tools deploy, reason).
 
-    The OUTAGE column is there for the reader at 3 a.m.: a cluster can read ONLINE while
-    its outage is still open (the ONLINE that closes it has not been delivered yet), and
-    that is why its apps are still DEGRADED.
+        The OUTAGE column is there for the reader at 3 a.m.: a cluster can read ONLINE while
+        its outage is still open (the ONLINE that closes it has not been delivered yet), and
+        that is why its apps are still DEGRADED.
     """
     cluster_rows = [
         [
@@ -225,11 +227,14 @@ def render_status(clusters: list[dict[str, Any]], apps: list[dict[str, Any]], no
         ]
         for c in clusters
     ]
-    app_rows = [[a["name"], a["cluster"], a["status"], a.get("reason") or ""] for a in apps]
+    app_rows = [
+        [a["name"], a["cluster"], a["status"], a.get("source") or "", a.get("reason") or ""]
+        for a in apps
+    ]
     parts = [
         _table(["CLUSTER", "STATUS", "SINCE", "SOURCE", "OUTAGE"], cluster_rows, "no clusters"),
         "",
-        _table(["APP", "CLUSTER", "STATUS", "REASON"], app_rows, "no apps"),
+        _table(["APP", "CLUSTER", "STATUS", "SOURCE", "REASON"], app_rows, "no apps"),
     ]
     return "\n".join(parts)
 

@@ -17,6 +17,7 @@ from aiohttp import web
 
 from discovery import MainKubeconfig
 from discovery.apisource import KubernetesDiscovery
+from reactor.alertmanager_http import DEFAULT_MAX_LISTING_BYTES, AlertmanagerAuth
 from reactor.metrics import ReactorMetrics
 from reactor.service import NotificationResult, ResetResult, Service
 from reactor.signals import DEFAULT_MAX_FUTURE_SKEW_S
@@ -71,6 +72,11 @@ class ReactorSettings:
     alertmanager_urls: tuple[str, ...] = field(default=(), repr=False)
     """Alertmanagers (peers of one cluster) to reconcile with (``reactor.reconcile``); a URL
     may hold basic-auth credentials, hence no repr."""
+    alertmanager_auth: AlertmanagerAuth | None = field(default=None, repr=False)
+    """Credentials for every Alertmanager, from ``--alertmanager.http-config.file``
+    (``reactor.alertmanager_http``); None: the URL's own, if any."""
+    alertmanager_max_listing_bytes: int = DEFAULT_MAX_LISTING_BYTES
+    """A listing bigger than this is not read: that reconciliation fails, counted."""
     reconcile_interval_s: float = 60.0
     """Seconds between two reconciliations; 0: none (webhooks only)."""
     min_uptime_s: float = 300.0

@@ -14,6 +14,12 @@ The gauges of apps and clusters by status come from the store: the ``/metrics`` 
 reads the counts (one ``GROUP BY`` each, on the store thread) and hands them to
 :class:`StatusCollector` just before rendering, so they are never out of step with the
 database, whoever wrote it. The counters count what this process did since it started.
+
+``/metrics`` answers while the database cannot: the reactor's own health matters most
+then. A scrape whose read fails (or takes over ``reactor.api.METRICS_DB_TIMEOUT_S``)
+renders what is in memory, ``fleetwatch_reactor_database_up 0``, and no gauge of apps or
+clusters: absent, as Prometheus' own exporters leave out what they could not read, never
+a stale or zero count that a dashboard or a rule would take for the truth.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from common.metricnames import (
     REACTOR_APPS_DEGRADED,
     REACTOR_APPS_RESTORED,
     REACTOR_CLUSTERS,
+    REACTOR_DATABASE_UP,
     REACTOR_DEPLOYMENTS,
     REACTOR_DEPLOYMENTS_REFUSED,
     REACTOR_LAST_NOTIFICATION,
@@ -36,7 +43,7 @@ from common.metricnames import (
     REACTOR_OUTAGES_CLOSED,
     REACTOR_OUTAGES_OPENED,
 )
-from reactor.statemachine import AppStatus, Status
+from reactor.store import StatusCounts
 
 #: Outcomes of ``POST /alerts``: applied (200), rejected (400/413), unauthorized (401),
 #: error (503: the store could not serve; Alertmanager retries).
@@ -44,17 +51,26 @@ OUTCOMES = ("applied", "rejected", "unauthorized", "error")
 
 
 class StatusCollector(Collector):
-    """Apps and clusters by status, from the last counts read from the store."""
+    """Apps and clusters by status, from the counts the last scrape read from the store,
+    and whether it could read them (``counts`` None: it could not)."""
 
     def __init__(self) -> None:
-        self.apps: dict[AppStatus, int] = {s: 0 for s in AppStatus}
-        self.clusters: dict[Status, int] = {s: 0 for s in Status}
+        self.counts: StatusCounts | None = None
 
     def collect(self) -> Iterator[Metric]:
+        counts = self.counts
+        yield GaugeMetricFamily(
+            REACTOR_DATABASE_UP,
+            "1 when this scrape read the counts from the database, 0 when it could not (the "
+            "gauges of apps and clusters by status are then absent).",
+            value=0 if counts is None else 1,
+        )
+        if counts is None:
+            return
         apps = GaugeMetricFamily(
             REACTOR_APPS, "Apps known to the reactor, by status.", labels=["status"]
         )
-        for app_status, count in self.apps.items():
+        for app_status, count in counts.apps.items():
             apps.add_metric([app_status.value], count)
         yield apps
         clusters = GaugeMetricFamily(
@@ -62,7 +78,7 @@ class StatusCollector(Collector):
             "Clusters known to the reactor, by status.",
             labels=["status"],
         )
-        for cluster_status, count in self.clusters.items():
+        for cluster_status, count in counts.clusters.items():
             clusters.add_metric([cluster_status.value], count)
         yield clusters
 

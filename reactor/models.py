@@ -193,13 +193,6 @@ class Outage(TypedDict):
     apps_restored: int
 
 
-class ClusterWithOutages(ClusterBody):
-    """One cluster, with its latest outages, newest first (at most 10; closed ones are
-    kept for --db.retention)."""
-
-    outages: list[Outage]
-
-
 class App(TypedDict):
     name: str
     cluster: str
@@ -207,6 +200,14 @@ class App(TypedDict):
     reason: str | None
     #: "api", or the Flux or Argo CD object it mirrors (named SOURCE:KIND/NAMESPACE/NAME)
     source: AppSource
+
+
+class ClusterDetail(ClusterBody):
+    """One cluster, with its latest outages, newest first (at most 10; closed ones are
+    kept for --db.retention), and its apps by name, each with its source."""
+
+    outages: list[Outage]
+    apps: list[App]
 
 
 class Error(TypedDict):
@@ -221,6 +222,11 @@ class RefusalBody(TypedDict):
     error: str
     cluster: str
     status: ClusterStatus
+
+
+#: 409 of a deployment or an app's change: the gate's refusal, or an app that Flux or Argo
+#: CD deploys (reactor.managed), refused with the words only
+Conflict = RefusalBody | Error
 
 
 class NotificationResultBody(TypedDict):
@@ -252,8 +258,9 @@ class Liveness(TypedDict):
 SCHEMAS: dict[str, Any] = {
     "Error": Error,
     "Refusal": RefusalBody,
+    "Conflict": Conflict,
     "Cluster": ClusterBody,
-    "ClusterWithOutages": ClusterWithOutages,
+    "ClusterDetail": ClusterDetail,
     "Outage": Outage,
     "App": App,
     "NewCluster": NewCluster,

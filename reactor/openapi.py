@@ -7,9 +7,8 @@ can answer is in :data:`OPERATIONS`, with its body's schema, once.
 
 Auth: a mutating call needs the bearer token (``security: bearer``); reading calls need
 nothing, unless ``--web.config.file`` has basic-auth users: then every path needs basic
-auth or the bearer token, and the document says so (``openapi_document(basic=True)``).
-tests/reactor/test_openapi.py checks the document against the routes, with
-openapi-spec-validator, and with schemathesis against a running reactor.
+auth or the bearer token (``openapi_document(basic=True)``). tests/reactor/test_openapi.py
+checks it against the routes, openapi-spec-validator and (schemathesis) a live reactor.
 """
 
 from __future__ import annotations
@@ -79,7 +78,10 @@ E503 = Reply(
     "Error",
     headers=("Retry-After",),
 )
-GATED = Reply("Gated: the target cluster is OFFLINE; nothing changed.", "Refusal")
+GATED = Reply(
+    "Gated: the cluster is OFFLINE (Refusal); or Flux or Argo CD deploys the app (Error).",
+    "Conflict",
+)
 WRITE = {400: E400, 401: E401, 413: E413, 503: E503}
 
 NAME_IN_PATH: dict[str, Any] = {
@@ -150,7 +152,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "/clusters/{name}",
         "getCluster",
         "One cluster, with its latest outages",
-        answers={200: Reply("The cluster.", "ClusterWithOutages"), 404: E404},
+        answers={200: Reply("The cluster, its outages and apps.", "ClusterDetail"), 404: E404},
     ),
     Operation(
         "delete",
@@ -273,11 +275,7 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation("get", "/", "index", "Landing page", answers={200: Reply("Links.", media=HTML)}),
     Operation(
-        "get",
-        "/healthz",
-        "healthz",
-        "Liveness (JSON)",
-        answers={200: Reply("Alive.", "Liveness")},
+        "get", "/healthz", "healthz", "Liveness (JSON)", answers={200: Reply("Alive.", "Liveness")}
     ),
     Operation(
         "get",
@@ -290,10 +288,10 @@ OPERATIONS: tuple[Operation, ...] = (
         "get",
         "/-/ready",
         "ready",
-        "Readiness: can the database answer a query?",
+        "Readiness: can the database answer; are the management cluster's lists done?",
         answers={
             200: Reply("Ready.", media=TEXT),
-            503: Reply("The database is unreachable.", media=TEXT, headers=("Retry-After",)),
+            503: Reply("Not yet (the text says why).", media=TEXT, headers=("Retry-After",)),
         },
     ),
     Operation(

@@ -56,7 +56,9 @@ from reactor.alertmanager import (
     AlertmanagerClient,
     AlertmanagerError,
     Listing,
+    display_name,
 )
+from reactor.alertmanager_http import has_credentials
 from reactor.context import BACKEND, METRICS, SETTINGS, Backend
 from reactor.signals import (
     DEFAULT_MAX_FUTURE_SKEW_S,
@@ -103,6 +105,12 @@ class ReconcileMetrics:
             metricnames.REACTOR_RECONCILE_LAST_SUCCESS,
             "When the last reconciliation that read at least one Alertmanager and applied "
             "what it learnt ended (Unix time); 0 before the first one.",
+            registry=registry,
+        )
+        self.interval = Gauge(
+            metricnames.REACTOR_RECONCILE_INTERVAL,
+            "Seconds between two reconciliations with Alertmanager; 0: none (no "
+            "--alertmanager.url, or an interval of 0).",
             registry=registry,
         )
 
@@ -240,7 +248,10 @@ class Reconciler:
                 peers.append(PeerListing(client.name, result, uptime_s >= self.min_uptime_s))
         if not peers:
             return 0
-        news = plan(held, peers, int(now * 1_000_000), self.max_future_skew_s)
+        # Off the loop: a listing of tens of thousands of alerts takes a while to fold.
+        news = await asyncio.to_thread(
+            plan, held, peers, int(now * 1_000_000), self.max_future_skew_s
+        )
         for line in news.skipped[:3]:
             log.debug("reconciliation skipped: %s", line)
         self._say_unreadable(peers)
@@ -354,11 +365,28 @@ def setup_reconciliation(app: web.Application) -> None:
     interval_s = settings.reconcile_interval_s
     if not urls or interval_s <= 0:
         return
+    metrics.interval.set(interval_s)
+    for url in urls:
+        if has_credentials(url):
+            log.warning(
+                "--alertmanager.url %s carries credentials, which the command line shows to "
+                "every user of the machine (ps): put them in --alertmanager.http-config.file",
+                display_name(url),
+            )
 
     async def reconciliation(app: web.Application) -> AsyncIterator[None]:
         timeout = request_timeout(interval_s)
         async with aiohttp.ClientSession() as session:
-            clients = [AlertmanagerClient(url, session, timeout) for url in urls]
+            clients = [
+                AlertmanagerClient(
+                    url,
+                    session,
+                    timeout,
+                    auth=settings.alertmanager_auth,
+                    max_bytes=settings.alertmanager_max_listing_bytes,
+                )
+                for url in urls
+            ]
             reconciler = Reconciler(
                 clients,
                 app[BACKEND],

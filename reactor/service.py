@@ -21,9 +21,10 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from reactor import gate
+from reactor.managed import managed_elsewhere
 from reactor.metrics import ReactorMetrics
 from reactor.signals import Signal, format_time
 from reactor.statemachine import (
@@ -287,16 +288,7 @@ class Service:
         if self.metrics is not None:
             self.metrics.outages_closed.inc(closed)
             self.metrics.apps_restored.inc(restored)
-        record = ClusterRecord(
-            cluster.id,
-            cluster.name,
-            cluster.endpoint,
-            cluster.kubeconfig_secret_ref,
-            cluster.source,
-            fresh,
-            None,
-        )
-        return ResetResult(record, closed, restored)
+        return ResetResult(replace(cluster, state=fresh, outage_id=None), closed, restored)
 
     def cluster(self, name: str) -> ClusterRecord:
         with self.store.read() as tx:
@@ -304,11 +296,11 @@ class Service:
 
     def cluster_history(
         self, name: str, limit: int = RECENT_OUTAGES
-    ) -> tuple[ClusterRecord, list[OutageRecord]]:
-        """The cluster and its latest outages (newest first), read together."""
+    ) -> tuple[ClusterRecord, list[OutageRecord], list[AppRecord]]:
+        """The cluster, its latest outages (newest first) and its apps, read together."""
         with self.store.read() as tx:
             cluster = _need_cluster(tx, name)
-            return cluster, tx.outages_of(cluster.id, limit)
+            return cluster, tx.outages_of(cluster.id, limit), tx.apps_of(cluster.id)
 
     def prune_outages(self, closed_before: int, batch: int) -> int:
         """Delete up to ``batch`` outages closed before ``closed_before`` (µs) in one short
@@ -346,7 +338,11 @@ class Service:
             return tx.apps()
 
     def deploy(self, app: str, cluster: str) -> AppRecord:
-        """The app is DEPLOYED on ``cluster`` (moved there if needed), unless the gate says no."""
+        """The app is DEPLOYED on ``cluster`` (moved there if needed), unless the gate says no
+        or Flux or Argo CD deploys it (``reactor.managed``)."""
+        if app.startswith(MIRRORED_PREFIXES):  # the one kind of name a mirrored app has
+            with self.store.read() as tx:
+                _not_managed_elsewhere(tx.app(app))
         place = self.store.deploy(app, cluster, gate.REFUSED)  # one transaction, gate included
         if place is None:  # say which name is unknown
             with self.store.read() as tx:
@@ -364,20 +360,19 @@ class Service:
         """Move the app to ``cluster`` as PENDING (gated); the same cluster changes nothing."""
         with self.store.write() as tx:
             record = _need_app(tx, app)
+            _not_managed_elsewhere(record)
             target = _need_cluster(tx, cluster)
             if target.id == record.cluster_id:
                 return record
             self._gate(target.name, target.state.status)
             tx.set_app(record.id, target.id, AppStatus.PENDING, None)
-        return AppRecord(
-            record.id,
-            record.name,
-            target.id,
-            target.name,
-            AppStatus.PENDING,
-            None,
-            None,
-            record.source,
+        return replace(
+            record,
+            cluster_id=target.id,
+            cluster=target.name,
+            status=AppStatus.PENDING,
+            reason=None,
+            outage_id=None,
         )
 
     def report(self, app: str, status: AppStatus, reason: str | None) -> AppRecord:
@@ -387,20 +382,12 @@ class Service:
         """
         with self.store.write() as tx:
             record = _need_app(tx, app)
+            _not_managed_elsewhere(record)
             if status is AppStatus.DEPLOYED:
                 target = _need_cluster(tx, record.cluster)
                 self._gate(target.name, target.state.status)
             tx.set_app(record.id, record.cluster_id, status, reason)
-        return AppRecord(
-            record.id,
-            record.name,
-            record.cluster_id,
-            record.cluster,
-            status,
-            reason,
-            None,
-            record.source,
-        )
+        return replace(record, status=status, reason=reason, outage_id=None)
 
     def counts(self) -> StatusCounts:
         with self.store.read() as tx:
@@ -443,3 +430,9 @@ def _need_app(tx: Transaction, name: str) -> AppRecord:
     if app is None:
         raise NotFound(f"app {name!r} not found")
     return app
+
+
+def _not_managed_elsewhere(app: AppRecord | None) -> None:
+    refusal = None if app is None else managed_elsewhere(app.name, app.source)
+    if refusal is not None:
+        raise Conflict(refusal)

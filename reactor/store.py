@@ -34,13 +34,29 @@ T = TypeVar("T")
 
 class StoreUnavailable(RuntimeError):
     """The database cannot serve right now (locked, busy, disk full, unreachable): a retry
-    may succeed. The API answers 503 with ``Retry-After``."""
+    may succeed. The API answers 503 with ``Retry-After``.
+
+    The message is for the log: it may name the database's host, port or file and repeat
+    the driver's error. An answer says :attr:`public` only, since the API's reads need no
+    token and those details map the network behind the reactor.
+    """
+
+    #: What an answer may say of it.
+    public = "the database is unavailable"
 
 
 class StoreConflict(StoreUnavailable):
     """The transaction lost a race with another one (a serialization failure, a deadlock, a
     name inserted meanwhile) and was rolled back: running the whole call again will see the
     winner's commit. :func:`retry_conflicts` does that, a bounded number of times."""
+
+    public = "the database is busy (the call kept losing races with other transactions)"
+
+
+class StoreBusy(StoreUnavailable):
+    """A lock was not granted within the busy timeout: another transaction holds it."""
+
+    public = "the database is busy (a lock was not granted in time)"
 
 
 #: Attempts of one call that keeps losing races before it answers 503.
@@ -178,6 +194,10 @@ class Transaction(Protocol):
     def close_outage(self, cluster_id: int, outage_id: int, closed_at: int) -> None: ...
     def app(self, name: str) -> AppRecord | None: ...
     def apps(self) -> list[AppRecord]: ...
+    def apps_of(self, cluster_id: int) -> list[AppRecord]:
+        """The apps on one cluster, by name."""
+        ...
+
     def placement(self, app: str, cluster: str) -> Placement | None: ...
     def insert_app(self, name: str, cluster_id: int) -> AppRecord: ...
     def set_app(
@@ -224,6 +244,13 @@ class Transaction(Protocol):
     def leave_outage(self, app_id: int, outage_id: int) -> bool:
         """The app leaves ``outage_id`` (DEPLOYED again) if it is still DEGRADED in it
         for ``cluster_offline``; False when it was not (restored or moved meanwhile)."""
+        ...
+
+    def cluster_stamp(self) -> tuple[object, ...]:
+        """The clusters' count and highest id, and (id, status, open outage) of every
+        cluster OFFLINE or in an open outage: it changes whenever a write of any replica
+        adds or deletes a cluster or moves apps in or out of an outage, and the CD actuator
+        of the replica that acts reads it every second."""
         ...
 
 

@@ -17,19 +17,16 @@ The same operations as the SQLite store, with the same guarantees across process
   again (``reactor.store.retry_conflicts``). A lock not granted within the busy timeout
   and an unreachable database are :class:`reactor.store.StoreUnavailable` (HTTP 503).
 
-Connections: each handle owns one connection, used by one thread (the app's store thread
-or reader thread), so no pool is needed. A broken connection is dropped and the next call
-opens a new one; while the database cannot be reached, calls fail at once for
-``RECONNECT_PAUSE_S`` after each failed attempt instead of each waiting for a connect
-timeout, so a queue of calls drains as 503s and the first call after the database is back
-reconnects. Nothing is cached between transactions: every gate decision reads the row.
-
-The password may come from a file that rotates (``--db.password-file``,
-``reactor.secretfile``): each connection is opened with the file's password of the
-moment, and a connection refused (a password changed with ``ALTER ROLE``, among other
-reasons) re-reads the file and, when that gives another password, is tried again at once.
-Open connections are not affected by a rotation: PostgreSQL checks a password only when a
-connection starts.
+Connections (``reactor.pg_connection``): each handle owns one connection, used by one
+thread (the app's store thread or reader thread), so no pool is needed. A connection is
+checked before each call (one ``poll`` that does not wait): one the server closed while it
+sat idle (a restart, ``pg_terminate_backend``) is replaced before anything is sent on it. A
+transaction whose ``BEGIN`` meets a dead connection is run once more on a new one: nothing
+of it reached the server. A connection that breaks later in a call is dropped and the call
+answers 503 (its statements may have run); the next call opens a new one. While the
+database cannot be reached, calls fail at once for a short pause after each failed attempt
+(shared by the handles of one store). Nothing is cached between transactions: every gate
+decision reads the row.
 
 The statements PostgreSQL runs as SQLite does are ``reactor.store_sql``'s; here are the
 set-based statements over many clusters, the connections and the error mapping.
@@ -37,33 +34,33 @@ set-based statements over many clusters, the connections and the error mapping.
 
 from __future__ import annotations
 
-import math
-import time
 from collections.abc import Collection, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from typing import Any
 
 import psycopg
 from psycopg import errors
 
 from reactor import schema
+from reactor.pg_connection import (
+    Connection,
+    Connector,
+    Reachability,
+    closed_by_server,
+    first_line,
+)
 from reactor.secretfile import SecretFile
 from reactor.statemachine import CLUSTER_OFFLINE, AppStatus, ClusterAlertState, Status
 from reactor.store import (
     AppRecord,
     ClusterRecord,
     Placement,
+    StoreBusy,
     StoreConflict,
     StoreUnavailable,
     Transaction,
 )
 from reactor.store_sql import CLUSTER_SELECT, SQLTransaction, cluster_record
-
-#: After a failed connection attempt, calls fail at once for this long.
-RECONNECT_PAUSE_S = 0.5
-#: A transaction left idle this long (its replica frozen or cut off) is ended by the
-#: server, which releases its cluster locks; ours never wait between statements.
-IDLE_IN_TRANSACTION_TIMEOUT_S = 30
 
 _DEPLOY = (
     "WITH c AS (SELECT id, status FROM clusters WHERE name = %s FOR SHARE), "
@@ -240,99 +237,86 @@ class PostgresStore:
         busy_timeout_s: float = 5.0,
         connect_timeout_s: float = 2.0,
         migrate: bool = True,
+        reachability: Reachability | None = None,
     ) -> None:
         self.conninfo = conninfo
         self.busy_timeout_s = busy_timeout_s
-        self._password = password
-        self._connect_timeout_s = connect_timeout_s
-        self._conn: psycopg.Connection[tuple[Any, ...]] | None = None
-        self._retry_at = 0.0
-        self._last_error = ""
+        self._connector = Connector(conninfo, password, connect_timeout_s)
+        #: shared with the handles made by :meth:`writer` and :meth:`reader`
+        self._reach = reachability if reachability is not None else Reachability()
+        self._conn: Connection | None = None
         if migrate:
             self.migrate()
 
     # -- connections -------------------------------------------------------------------
 
-    def _open(self, lock_timeout_s: float) -> psycopg.Connection[tuple[Any, ...]]:
-        """A new connection, with the password of the moment; refused, with the password
-        file's new one if it has changed (:class:`SecretFile`)."""
-        source = self._password
-        if not isinstance(source, SecretFile):
-            return self._connect(lock_timeout_s, source)
-        used = source.current()
-        try:
-            return self._connect(lock_timeout_s, used)
-        except psycopg.OperationalError:
-            fresh = source.reread()  # another handle may have read it already: compare
-            if fresh == used:
-                raise
-        return self._connect(lock_timeout_s, fresh)
-
-    def _connect(
-        self, lock_timeout_s: float, password: str | None
-    ) -> psycopg.Connection[tuple[Any, ...]]:
-        options = (
-            f"-c lock_timeout={int(lock_timeout_s * 1000)} "
-            f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_TIMEOUT_S * 1000}"
-        )
-        return psycopg.connect(
-            self.conninfo,
-            password=password,
-            autocommit=True,  # transactions are explicit (conn.transaction())
-            connect_timeout=max(1, math.ceil(self._connect_timeout_s)),
-            application_name="fleetwatch-reactor",
-            options=options,
-            # A server that vanishes (host down, network cut) is noticed in ~25 s
-            # instead of the system's two hours.
-            keepalives=1,
-            keepalives_idle=10,
-            keepalives_interval=5,
-            keepalives_count=3,
-        )
-
-    def _connection(self) -> psycopg.Connection[tuple[Any, ...]]:
+    def _connection(self) -> Connection:
+        """This handle's connection, open and checked: one the server closed while it was
+        idle is replaced now, before anything is sent on it."""
         conn = self._conn
-        if conn is not None and not conn.closed:
-            return conn
-        now = time.monotonic()
-        if now < self._retry_at:
-            raise StoreUnavailable(f"the database cannot be reached: {self._last_error}")
+        if conn is not None:
+            if not closed_by_server(conn):
+                return conn
+            self._drop()
+        reach = self._reach
+        if reach.paused():
+            raise StoreUnavailable(f"the database cannot be reached: {reach.last_error}")
         try:
-            self._conn = self._open(self.busy_timeout_s)
+            self._conn = self._connector.open(self.busy_timeout_s)
         except psycopg.Error as exc:
-            self._retry_at = time.monotonic() + RECONNECT_PAUSE_S
-            self._last_error = _first_line(exc)
-            raise StoreUnavailable(f"the database cannot be reached: {self._last_error}") from exc
+            reach.failed(first_line(exc))
+            raise StoreUnavailable(f"the database cannot be reached: {reach.last_error}") from exc
+        reach.reached()
         return self._conn
+
+    def _drop(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
 
     def _failed(self, exc: psycopg.Error) -> Exception:
         """What a psycopg error means to the caller; drops a broken connection."""
         if isinstance(exc, _CONFLICTS):
-            return StoreConflict(f"lost a race with another transaction: {_first_line(exc)}")
+            return StoreConflict(f"lost a race with another transaction: {first_line(exc)}")
         if isinstance(exc, errors.LockNotAvailable):
-            return StoreUnavailable(
+            return StoreBusy(
                 f"a lock was not granted within {self.busy_timeout_s:g} s "
                 "(another transaction holds it)"
             )
         conn = self._conn
         if conn is not None and (conn.closed or conn.broken):
-            conn.close()
-            self._conn = None
+            self._drop()
         if isinstance(exc, (*_BUSY, psycopg.OperationalError)):
-            return StoreUnavailable(f"the database cannot serve: {_first_line(exc)}")
+            return StoreUnavailable(f"the database cannot serve: {first_line(exc)}")
         return exc  # a bug (bad SQL, bad data): a 500 with the traceback in the log
 
     @contextmanager
     def _transaction(self, *, locking: bool) -> Iterator[Transaction]:
-        conn = self._connection()
         try:
-            with conn.transaction(), conn.cursor() as cur:
+            with ExitStack() as stack:
+                conn = self._begin(stack)
+                cur = stack.enter_context(conn.cursor())
                 yield PostgresTransaction(cur, locking=locking)
         except psycopg.Error as exc:
             failure = self._failed(exc)
             if failure is exc:
                 raise
             raise failure from exc
+
+    def _begin(self, stack: ExitStack) -> Connection:
+        """Enter a transaction on ``stack``. A ``BEGIN`` that meets a dead connection (the
+        server closed it after the check) is sent once more on a new one: nothing of the
+        transaction reached the server, so nothing can run twice."""
+        conn = self._connection()
+        try:
+            stack.enter_context(conn.transaction())
+        except psycopg.OperationalError:
+            if not (conn.closed or conn.broken):
+                raise
+            self._drop()
+            conn = self._connection()
+            stack.enter_context(conn.transaction())
+        return conn
 
     def write(self) -> AbstractContextManager[Transaction]:
         """A read-write transaction; the clusters it reads are locked until it ends."""
@@ -350,10 +334,11 @@ class PostgresStore:
         """Another connection: transactions on it run in parallel with this one's."""
         return PostgresStore(
             self.conninfo,
-            password=self._password,
+            password=self._connector.password,
             busy_timeout_s=self.busy_timeout_s,
-            connect_timeout_s=self._connect_timeout_s,
+            connect_timeout_s=self._connector.connect_timeout_s,
             migrate=False,
+            reachability=self._reach,
         )
 
     def deploy(self, app: str, cluster: str, refused: Collection[Status]) -> Placement | None:
@@ -387,9 +372,7 @@ class PostgresStore:
         return 0
 
     def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        self._drop()
 
     # -- schema ------------------------------------------------------------------------
 
@@ -409,9 +392,10 @@ class PostgresStore:
         second finds the schema current.
         """
         try:
-            conn = self._open(lock_timeout_s=0)  # 0: wait for the lock as long as it takes
+            # 0: wait for the migration lock as long as it takes
+            conn = self._connector.open(lock_timeout_s=0)
         except psycopg.Error as exc:
-            raise StoreUnavailable(f"the database cannot be reached: {_first_line(exc)}") from exc
+            raise StoreUnavailable(f"the database cannot be reached: {first_line(exc)}") from exc
         applied = 0
         try:
             with conn:
@@ -438,10 +422,5 @@ class PostgresStore:
                             conn.execute("UPDATE fleetwatch_schema SET version = version + 1")
                         applied += 1
         except psycopg.Error as exc:
-            raise StoreUnavailable(f"migrating the schema failed: {_first_line(exc)}") from exc
+            raise StoreUnavailable(f"migrating the schema failed: {first_line(exc)}") from exc
         return applied
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

@@ -183,6 +183,12 @@ class SQLTransaction:
     def apps(self) -> list[AppRecord]:
         return [app_record(r) for r in self._db.execute(f"{APP_SELECT} ORDER BY a.name")]
 
+    def apps_of(self, cluster_id: int) -> list[AppRecord]:
+        rows = self._db.execute(
+            f"{APP_SELECT} WHERE a.cluster_id = {self.MARK} ORDER BY a.name", (cluster_id,)
+        )
+        return [app_record(r) for r in rows]
+
     def placement(self, app: str, cluster: str) -> Placement | None:
         # Shared on PostgreSQL: deployments to one cluster do not wait for each other, but
         # wait for (and then see) a notification that holds the cluster FOR UPDATE.
@@ -338,6 +344,14 @@ class SQLTransaction:
                 (app_id, outage_id, CLUSTER_OFFLINE),
             ).rowcount
         )
+
+    def cluster_stamp(self) -> tuple[object, ...]:
+        count, highest = self._db.execute("SELECT count(*), max(id) FROM clusters").fetchone()
+        rows = self._db.execute(
+            "SELECT id, status, outage_id FROM clusters "
+            "WHERE outage_id IS NOT NULL OR status = 'OFFLINE' ORDER BY id"
+        )
+        return (int(count), highest, *((int(r[0]), str(r[1]), r[2]) for r in rows))
 
 
 # -- rows <-> records --------------------------------------------------------------------

@@ -22,6 +22,7 @@ from reactor.store import (
     AppRecord,
     ClusterRecord,
     Placement,
+    StoreBusy,
     StoreUnavailable,
     Transaction,
 )
@@ -207,7 +208,7 @@ class SQLiteStore:
         try:
             self.db.execute(begin)
         except sqlite3.OperationalError as exc:
-            raise StoreUnavailable(str(exc)) from exc
+            raise _unavailable(exc) from exc
         try:
             yield SQLiteTransaction(self.db)
             self.db.execute("COMMIT")
@@ -215,7 +216,7 @@ class SQLiteStore:
             if self.db.in_transaction:
                 self.db.execute("ROLLBACK")
             if isinstance(exc, sqlite3.OperationalError):
-                raise StoreUnavailable(str(exc)) from exc
+                raise _unavailable(exc) from exc
             raise
 
     def checkpoint(self) -> int:
@@ -247,3 +248,9 @@ class SQLiteStore:
             if self._checkpointer is not None:
                 self._checkpointer.close()
         self.db.close()  # the last connection to close checkpoints the WAL
+
+
+def _unavailable(exc: sqlite3.OperationalError) -> StoreUnavailable:
+    """A lock not granted within the busy timeout is :class:`StoreBusy`."""
+    text = str(exc)
+    return StoreBusy(text) if "locked" in text or "busy" in text else StoreUnavailable(text)

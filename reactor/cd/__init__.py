@@ -16,13 +16,18 @@ Pure (data in, data out; tested as tables):
 - ``mirror``: the objects vs the store's mirrored rows -> the writes to make;
 - ``rules``: the store's view of an app and its object as seen -> pause, resume, drop
   the mark, or nothing (the module docstring is the specification);
-- ``patches``: a decision -> the JSON merge patch, with its resourceVersion precondition.
+- ``patches``: a decision -> the JSON merge patch, with its resourceVersion precondition;
+- ``lease``: leader election's rules (who may take the Lease, what is written, how long
+  the holder acts), so that of several replicas one acts at a time;
+- ``orphans``: which objects fleetwatch paused no cluster of the store holds any more
+  (resumed).
 
 I/O (the edges):
 
 - ``storeops``: the mirror's and the rules' store transactions;
-- ``kubewrite``: PATCH to the management cluster's API (aiohttp, beside
-  ``discovery.kubeapi``);
+- ``kubewrite``: writes to the management cluster's API (aiohttp, beside
+  ``discovery.kubeapi``): the patches, the Lease's requests;
+- ``election``: the Lease taken, renewed and released, and its metrics;
 - ``watch``: the list+watch of the three kinds (``discovery.informer``);
 - ``actuator``: the loop that runs the mirror and the rules on every change and every
   resync interval, and counts what it did; ``settings``, ``metrics``, ``setup`` (flags,

@@ -35,17 +35,19 @@ is counted by reason and decided again at the next pass (the resync at the lates
 ``--cd.dry-run`` the decisions are logged and counted once per object version, and
 neither the store nor the API is written.
 
-**One replica for now.** Two reactors acting at once would send the same patches (the
-preconditions make the second a harmless 409) but also race on a person's resume. With
-several replicas on PostgreSQL one must act at a time; the plan: a ``coordination.k8s.io``
-Lease in the management cluster (as controllers elect a leader; the stand-in serves
-Leases), renewed every few seconds with the holder's identity, taken over when it has
-not been renewed for its duration. It is the API the actuator already needs, so a replica
-cut off from it stops acting as it stops being able to act; and a crash hands over within
-one lease duration. Every replica keeps its informer warm and mirrors nothing (the leader
-alone writes the mirror), so the new leader's first pass is a resync. The database, the
-other candidate (a session advisory lock held by the leader's connection), would tie the
-hand-over to TCP keep-alives of a dead peer's connection, which are minutes by default.
+**Several replicas: one acts.** With ``--cd.leader-election`` (on by default) only the
+replica holding the Lease (``reactor.cd.lease``, ``reactor.cd.election``) mirrors and
+patches; the others keep their informers listing and watching, and write nothing. It
+checks :meth:`CdActuator.acting` before each write (the mirror's transaction, the store
+changes, every patch), so a replica whose renewals fail stops before another may begin.
+A notification (or discovery's upsert) may reach any replica, and only that one's backend
+hears of it; so the acting one also reads a small stamp of the store's clusters and open
+outages (``cluster_stamp``) every :data:`POLL_S`, and a change is a pass. Taking the
+Lease starts from scratch: what this replica remembered of earlier actions is dropped,
+and its first pass is a full resync.
+
+**Orphans.** An object fleetwatch paused whose cluster left the store is resumed once it
+has been one for a resync interval (``reactor.cd.orphans`` says why).
 
 I/O (asyncio, the store threads, the management API).
 """
@@ -58,19 +60,29 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
 from discovery.kubeapi import KubeApiError
-from reactor.cd.clustersecrets import ClusterSecret, decide_secrets, read_cluster_secret
+from reactor.cd.clustersecrets import ClusterSecret, decide_secrets
 from reactor.cd.metrics import CdMetrics
-from reactor.cd.mirror import MirrorRow, plan
-from reactor.cd.objects import ARGOCD, CdObject, Unreadable, read_object
+from reactor.cd.mirror import plan
+from reactor.cd.objects import ARGOCD, CdObject
+from reactor.cd.orphans import RESUME_ORPHAN, Orphans
 from reactor.cd.patches import patch_for
-from reactor.cd.rules import Decision, Observed, StoreView, Verb, decide, decide_without_pausing
+from reactor.cd.rules import Observed, StoreView, Verb, decide, decide_without_pausing
 from reactor.cd.settings import CdSettings
-from reactor.cd.storeops import apply_mirror, leave_outages, read_mirror
+from reactor.cd.steps import (
+    Seen,
+    Step,
+    count_states,
+    describe,
+    leaving_of,
+    mirror_row,
+    read_seen,
+    shape_of,
+)
+from reactor.cd.storeops import apply_mirror, cluster_stamp, leave_outages, read_mirror
 from reactor.cd.targets import ClusterIndex, KnownCluster
 from reactor.service import Service
 from reactor.store import MirroredApp, StoreUnavailable
@@ -81,6 +93,9 @@ T = TypeVar("T")
 
 #: After a wake, gather the changes of this long before a pass (a burst is one pass).
 GATHER_S = 0.05
+#: Seconds between two reads of the store's outage stamp by the acting replica of several:
+#: how late it may learn of a notification another replica took.
+POLL_S = 1.0
 
 
 class StoreRunner(Protocol):
@@ -104,7 +119,10 @@ class Patcher(Protocol):
     async def merge_patch(self, path: str, patch: Mapping[str, Any]) -> dict[str, Any]: ...
 
 
-Seen = CdObject | Unreadable
+class Leadership(Protocol):
+    """What it needs of ``reactor.cd.election.LeaderElector``."""
+
+    def is_leader(self) -> bool: ...
 
 
 class CdActuator:
@@ -119,6 +137,7 @@ class CdActuator:
         metrics: CdMetrics,
         wake: asyncio.Event,
         clock: Callable[[], float] = time.time,
+        leader: Leadership | None = None,
     ) -> None:
         self.backend = backend
         self.informer = informer
@@ -143,6 +162,32 @@ class CdActuator:
         self._pending_since: dict[str, float] = {}
         self._unresolved: dict[str, str] = {}
         self.passes = 0
+        #: None: this replica acts alone (no leader election)
+        self.leader = leader
+        self._resync_now = False
+        self._stamp: object = None
+        self._next_poll = 0.0
+        self._orphans = Orphans(settings.resync_interval_s)
+
+    def acting(self) -> bool:
+        """Does this replica act on the objects now (it alone, or it holds the Lease)?"""
+        return self.leader is None or self.leader.is_leader()
+
+    def leadership_changed(self, leading: bool) -> None:
+        """The elector's listener: a replica that begins to act starts from scratch, with a
+        full resync; one that stops has nothing pending any more."""
+        self._acted.clear()
+        self._pending_since.clear()
+        self._paused.clear()
+        self._orphans.reset()
+        self._stamp = None
+        self._resync_now = leading
+        if not leading:  # the acting replica alone exports the objects and their actions
+            self.metrics.set_objects({}, None)
+            self.metrics.unresolved.set(0)
+            self.metrics.pending.set(0)
+            self.metrics.pending_age.set(0)
+        self.wake.set()
 
     def outages_moved(self) -> None:
         """A write moved apps in or out of an outage (``Backend.outage_listeners``)."""
@@ -158,19 +203,36 @@ class CdActuator:
         log.info("cd: first list complete, %d object(s)", len(self.informer.objects()))
         next_resync = 0.0
         while True:
-            full = time.monotonic() >= next_resync
+            full = self._resync_now or time.monotonic() >= next_resync
             if full:
                 next_resync = time.monotonic() + self.settings.resync_interval_s
+                self._resync_now = False
             try:
-                await self.run_pass(full)
+                if self.acting():
+                    await self._poll_outages()
+                    await self.run_pass(full)
             except StoreUnavailable as exc:
                 log.warning("cd: the store cannot answer (%s): retried at the next pass", exc)
             except Exception:  # a bug or a surprise: logged, and the next pass tries again
                 log.exception("cd: the pass failed; retried at the next one")
+            wait = max(0.0, next_resync - time.monotonic())
+            if self.leader is not None and self.acting():
+                wait = min(wait, max(0.0, self._next_poll - time.monotonic()))
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.wake.wait(), max(0.0, next_resync - time.monotonic()))
+                await asyncio.wait_for(self.wake.wait(), wait)
                 await asyncio.sleep(GATHER_S)  # product pacing: one pass for a burst
             self.wake.clear()
+
+    async def _poll_outages(self) -> None:
+        """With several replicas: has another replica added or deleted a cluster, or moved
+        apps in or out of an outage? Read at most every :data:`POLL_S`."""
+        if self.leader is None or time.monotonic() < self._next_poll:
+            return
+        self._next_poll = time.monotonic() + POLL_S
+        stamp = await self.backend.read(cluster_stamp)
+        if self._stamp is not None and stamp != self._stamp:
+            self._outages_moved = True
+        self._stamp = stamp
 
     # -- one pass ------------------------------------------------------------------------
 
@@ -181,8 +243,12 @@ class CdActuator:
             return
         self.passes += 1
         clusters, rows = await self.backend.read(read_mirror)
-        mirror = plan(self._objects, ClusterIndex.of(clusters), {r.name: _row(r) for r in rows})
+        mirror = plan(
+            self._objects, ClusterIndex.of(clusters), {r.name: mirror_row(r) for r in rows}
+        )
         if mirror.writes:
+            if not self.acting():
+                return
             result = await self.backend.run(lambda s: apply_mirror(s, mirror))
             mirror.unresolved.update(result.skipped)
             log.info(
@@ -197,6 +263,9 @@ class CdActuator:
         steps, unresolved = self._decide(clusters, rows)
         self._report_unresolved({**mirror.unresolved, **unresolved})
         await self._act(steps)
+        orphans = self._orphans.due(self._objects, {r.name for r in rows}, self.clock())
+        if orphans:
+            await self._resume_orphans(orphans)
         self._export(rows, steps)
         if full:
             self.metrics.last_resync.set(self.clock())
@@ -208,12 +277,12 @@ class CdActuator:
         for uid, obj in self.informer.objects().items():
             version = str((obj.get("metadata") or {}).get("resourceVersion", ""))
             known = self._reads.get(uid)
-            reads[uid] = known if known and known[0] == version else (version, _read(obj))
+            reads[uid] = known if known and known[0] == version else (version, read_seen(obj))
         self._reads = reads
         seen = [seen for _, seen in reads.values() if seen is not None]
         objects = {s.app_name: s for s in seen if not isinstance(s, ClusterSecret)}
         secrets = {s.key: s for s in seen if isinstance(s, ClusterSecret)}
-        shapes = {name: _shape(s) for name, s in (*objects.items(), *secrets.items())}
+        shapes = {name: shape_of(s) for name, s in (*objects.items(), *secrets.items())}
         changed = shapes != self._shapes
         self._objects, self._secrets, self._shapes = objects, secrets, shapes
         return changed
@@ -237,7 +306,7 @@ class CdActuator:
             else:
                 decision = decide(view, seen)
             leave = decision.leave_outage
-            steps.append(Step(row.name, row.cluster, obj, decision, _leaving(row.id, leave)))
+            steps.append(Step(row.name, row.cluster, obj, decision, leaving_of(row.id, leave)))
         if not secrets_pause:
             return steps, {}
         decided, unresolved = decide_secrets(self._secrets.values(), clusters, rows)
@@ -263,11 +332,13 @@ class CdActuator:
             return
         if self.settings.dry_run:
             for step in todo:
-                log.info("cd (dry run): would %s", _what(step))
+                log.info("cd (dry run): would %s", describe(step))
                 self.metrics.actions.labels(step.decision.verb.value, "dry_run").inc()
                 self._acted[step.key] = step.target.resource_version
             return
         leaving = [pair for step in todo for pair in step.leaving]
+        if not self.acting():
+            return
         if leaving:
             await self.backend.run(lambda s: leave_outages(s, leaving))
         results: Counter[tuple[str, str, str]] = Counter()
@@ -287,17 +358,20 @@ class CdActuator:
 
     async def _patch(self, step: Step, patch: dict[str, Any]) -> str:
         verb = step.decision.verb.value
+        if not self.acting():  # the Lease was lost while the pass ran: another one acts
+            log.debug("cd: %s: not sent, this replica no longer acts", describe(step))
+            return "abandoned"
         try:
             await self.api.merge_patch(step.target.path, patch)
         except KubeApiError as exc:
             if exc.status in (404, 409):
                 result = "gone" if exc.status == 404 else "conflict"
                 self._acted[step.key] = step.target.resource_version  # the watch brings it
-                log.debug("cd: %s: %s (%s)", _what(step), result, exc)
+                log.debug("cd: %s: %s (%s)", describe(step), result, exc)
             else:
                 result = "failed"
                 self.metrics.failures.labels(exc.reason).inc()
-                log.warning("cd: %s failed, retried at the next pass: %s", _what(step), exc)
+                log.warning("cd: %s failed, retried at the next pass: %s", describe(step), exc)
             self.metrics.actions.labels(verb, result).inc()
             return result
         self._acted[step.key] = step.target.resource_version
@@ -305,8 +379,41 @@ class CdActuator:
         if step.decision.verb is Verb.PAUSE:
             self._paused[step.key] = (step.decision.mark, self.clock())
         self.metrics.actions.labels(verb, "applied").inc()
-        log.debug("cd: %s: done", _what(step))
+        log.debug("cd: %s: done", describe(step))
         return "applied"
+
+    async def _resume_orphans(self, orphans: list[CdObject]) -> None:
+        """Resume what fleetwatch paused and no cluster of the store holds any more."""
+        stamp = datetime.fromtimestamp(self.clock(), UTC).isoformat().replace("+00:00", "Z")
+        limit = asyncio.Semaphore(self.settings.patches_in_flight)
+        resumed: list[str] = []
+
+        async def one(obj: CdObject) -> None:
+            step = Step(obj.app_name, "(none)", obj, RESUME_ORPHAN)
+            if self.settings.dry_run:
+                log.info("cd (dry run): would %s", describe(step))
+                self.metrics.actions.labels(Verb.RESUME.value, "dry_run").inc()
+                self._acted[obj.app_name] = obj.resource_version
+                return
+            patch = patch_for(RESUME_ORPHAN, obj, stamp)
+            assert patch is not None
+            async with limit:
+                result = await self._patch(step, patch)
+            if result == "applied":
+                self.metrics.orphans_resumed.inc()
+                resumed.append(obj.app_name)
+                log.info("cd: %s (paused for outage %s): done", describe(step), obj.mark)
+
+        todo = [o for o in orphans if self._acted.get(o.app_name) != o.resource_version]
+        await asyncio.gather(*(one(obj) for obj in todo))
+        if resumed:
+            shown = ", ".join(sorted(resumed)[:5]) + (", ..." if len(resumed) > 5 else "")
+            log.warning(
+                "cd: resumed %d object(s) fleetwatch had paused for an outage and whose "
+                "cluster left the store (no outage can end their pause): %s",
+                len(resumed),
+                shown,
+            )
 
     def _held(self, step: Step, now: float) -> bool:
         """A pause of this outage applied less than a resync interval ago, undone since by
@@ -326,74 +433,10 @@ class CdActuator:
         self.metrics.unresolved.set(len(unresolved))
 
     def _export(self, rows: list[MirroredApp], steps: list[Step]) -> None:
-        secrets: dict[str, str] = {}  # cluster -> the state its Applications take
-        secret_states: Counter[str] = Counter()
-        for step in steps:
-            if isinstance(step.target, ClusterSecret):
-                state = _state(step.target)
-                secret_states[state] += 1
-                secrets[step.cluster] = max(state, secrets.get(step.cluster, state), key=_RANK)
-        counts: Counter[tuple[str, str, str]] = Counter()
-        for row in rows:
-            obj = self._objects.get(row.name)
-            if isinstance(obj, CdObject):
-                state = _state(obj)
-                if state == "running" and obj.kind.source == ARGOCD:
-                    state = secrets.get(row.cluster, state)  # paused by its cluster Secret
-                counts[(row.cluster, obj.kind.source, state)] += 1
+        counts, secret_states = count_states(rows, steps, self._objects)
         by_secret = self.settings.pause_cluster_secrets
         self.metrics.set_objects(counts, secret_states if by_secret else None)
         now = self.clock()
         self.metrics.pending.set(len(self._pending_since))
         oldest = min(self._pending_since.values(), default=now)
         self.metrics.pending_age.set(max(0.0, now - oldest))
-
-
-def _row(app: MirroredApp) -> MirrorRow:
-    return MirrorRow(app.id, app.name, app.source, app.cluster, app.uid, app.paused, app.mark)
-
-
-@dataclass(frozen=True, slots=True)
-class Step:
-    """One decision to carry out on one object: an app's object, or a cluster Secret."""
-
-    key: str  #: the app's name, or the Secret's ``argocd:Secret/NAMESPACE/NAME``
-    cluster: str
-    target: CdObject | ClusterSecret
-    decision: Decision
-    #: (app id, outage id): apps that leave the outage before the patch is sent
-    leaving: tuple[tuple[int, int], ...] = ()
-
-
-def _leaving(app_id: int, outage: int | None) -> tuple[tuple[int, int], ...]:
-    return () if outage is None else ((app_id, outage),)
-
-
-def _read(obj: dict[str, Any]) -> Seen | ClusterSecret | None:
-    if obj.get("kind") == "Secret":
-        return read_cluster_secret(obj)
-    return read_object(obj)
-
-
-def _shape(seen: Seen | ClusterSecret) -> object:
-    """What the mirror and the rules read of an object: all of it but its resourceVersion."""
-    if isinstance(seen, Unreadable):
-        return seen
-    if isinstance(seen, ClusterSecret):
-        return (seen.uid, seen.argocd_name, seen.paused, seen.mark, seen.resumed_by_owner)
-    return (seen.uid, seen.destination, seen.paused, seen.mark, seen.resumed_by_owner)
-
-
-def _state(obj: CdObject | ClusterSecret) -> str:
-    if not obj.paused:
-        return "running"
-    return "paused_by_outage" if obj.mark is not None else "paused"
-
-
-#: Which state of two Secrets of one cluster its Applications show: a pause beats none.
-_RANK = {"running": 0, "paused": 1, "paused_by_outage": 2}.__getitem__
-
-
-def _what(step: Step) -> str:
-    verb = step.decision.verb.value.replace("_", " ")
-    return f"{verb} {step.key} (cluster {step.cluster}: {step.decision.why})"

@@ -10,6 +10,7 @@
     fleetwatch_reactor_cd_last_resync_timestamp_seconds 1.7e9
     fleetwatch_reactor_cd_resync_interval_seconds 60
     fleetwatch_reactor_cd_info{argocd_pause="application",dry_run="false"} 1
+    fleetwatch_reactor_cd_orphans_resumed_total 0
 
 ``objects`` is per cluster: what an outage of that cluster paused, and what someone else
 did (``paused``: paused without fleetwatch's mark, never resumed by fleetwatch). An
@@ -124,6 +125,12 @@ class CdMetrics:
             metricnames.REACTOR_CD_INFO,
             "1, with how the CD integration runs (--cd.argocd.pause, --cd.dry-run).",
             ["argocd_pause", "dry_run"],
+            registry=registry,
+        )
+        self.orphans_resumed = Counter(
+            metricnames.REACTOR_CD_ORPHANS_RESUMED,
+            "Objects fleetwatch paused and then resumed because no cluster of the store "
+            "holds them any more (reactor.cd.orphans).",
             registry=registry,
         )
 

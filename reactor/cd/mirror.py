@@ -20,7 +20,7 @@ the writes (:class:`MirrorPlan`), which ``reactor.cd.storeops`` runs in one tran
   kept on the row when they change, for the API; the rules read the object itself;
 - the row of an object that is gone, or that no longer resolves to a cluster, is
   deleted (it cannot be an app of no cluster). An object fleetwatch paused whose cluster
-  left the store therefore stays paused, with its mark: see docs/cd.md.
+  left the store is then resumed by the actuator (``reactor.cd.orphans`` says why).
 
 A name held by a row of the API (an app made through the API before its prefix was
 reserved) is left to it: the insert skips it and the object is reported unresolved.

@@ -17,6 +17,15 @@ flag                        default      meaning
                                          write request reaches the API)
 ``--cd.kubeconfig``         (see right)  the management cluster's kubeconfig; default: the
                                          pod's service account, else ``KUBECONFIG``
+``--cd.leader-election``    on           replicas act one at a time, by a Lease of the
+                                         management cluster (``reactor.cd.lease``); off:
+                                         this replica acts alone (one replica only)
+``--cd.leader-election.     (see right)  the Lease's namespace; default: the pod's, else
+namespace``                              ``default``
+``--cd.leader-election.     fleetwatch-  the Lease's name
+lease-name``                reactor-cd
+``--cd.leader-election.     15s          a dead replica's hand-over time; the holder stops
+lease-duration``                         acting after two thirds of it without renewal
 ==========================  ===========  =================================================
 
 Neither ``--cd.flux`` nor ``--cd.argocd``: no CD integration at all (nothing is listed).
@@ -25,15 +34,19 @@ With ``cluster-secret``, the Argo CD cluster Secrets are watched where discovery
 Secrets (``--discovery.kubernetes.namespace``, every namespace without it): the clusters
 the Applications resolve to are the ones discovery found there, and its RBAC already lets
 the reactor list them.
+A dry run takes no part in leader election: it writes nothing to the management cluster,
+not even a Lease, so a dry run beside acting replicas never takes their turn.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from discovery.informer import InformerSettings
+from reactor.cd.lease import DEFAULT_LEASE_DURATION_S, DEFAULT_LEASE_NAME, LeaderElection
 from reactor.cd.objects import APPLICATION, HELMRELEASE, KUSTOMIZATION, CdKind
 
 DEFAULT_RESYNC_INTERVAL_S = 60.0
@@ -72,6 +85,8 @@ class CdSettings:
     """Longest wait for one patch (or list page)."""
     informer: InformerSettings = field(default_factory=InformerSettings)
     """How the list+watch of the objects paces itself."""
+    leader_election: LeaderElection | None = field(default_factory=LeaderElection)
+    """The Lease that makes replicas act one at a time; None: this replica acts alone."""
 
     @property
     def enabled(self) -> bool:
@@ -136,6 +151,7 @@ def add_cd_flags(parser: argparse.ArgumentParser) -> None:
         help="kubeconfig of the management cluster holding the Flux and Argo CD objects "
         "(default: the pod's service account, else $KUBECONFIG)",
     )
+    add_leader_election_flags(parser)
 
 
 def cd_settings_from(args: Any) -> CdSettings | None:
@@ -145,6 +161,7 @@ def cd_settings_from(args: Any) -> CdSettings | None:
             ("--cd.dry-run", args.cd_dry_run),
             ("--cd.kubeconfig", args.cd_kubeconfig),
             ("--cd.argocd.pause", args.cd_argocd_pause),
+            ("--cd.leader-election.namespace", args.cd_leader_election_namespace),
         ):
             if given:
                 raise ValueError(f"{flag} needs --cd.flux or --cd.argocd")
@@ -164,4 +181,66 @@ def cd_settings_from(args: Any) -> CdSettings | None:
         resync_interval_s=float(args.cd_resync_interval),
         dry_run=bool(args.cd_dry_run),
         kubeconfig=args.cd_kubeconfig or None,
+        leader_election=leader_election_from(args),
     )
+
+
+def add_leader_election_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--cd.leader-election",
+        dest="cd_leader_election",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="act on the CD objects only while holding a Lease of the management cluster, so "
+        "that of several replicas one acts at a time (default: on; off only for a single "
+        "replica without the Lease's RBAC)",
+    )
+    parser.add_argument(
+        "--cd.leader-election.namespace",
+        dest="cd_leader_election_namespace",
+        metavar="NS",
+        help="namespace of the Lease (default: the reactor pod's namespace, else default)",
+    )
+    parser.add_argument(
+        "--cd.leader-election.lease-name",
+        dest="cd_leader_election_lease_name",
+        metavar="NAME",
+        default=DEFAULT_LEASE_NAME,
+        help=f"name of the Lease; replicas sharing it act one at a time "
+        f"(default: {DEFAULT_LEASE_NAME})",
+    )
+    parser.add_argument(
+        "--cd.leader-election.lease-duration",
+        dest="cd_leader_election_lease_duration",
+        metavar="SECONDS",
+        type=float,
+        default=DEFAULT_LEASE_DURATION_S,
+        help="seconds a Lease not renewed keeps the other replicas waiting: the hand-over "
+        "time after the acting one dies; it renews every 2/15 of it and stops acting after "
+        f"2/3 without a renewal (default: {DEFAULT_LEASE_DURATION_S:g})",
+    )
+
+
+def leader_election_from(args: Any) -> LeaderElection | None:
+    """None with ``--no-cd.leader-election``; ValueError. (A dry run elects nobody:
+    ``reactor.cd.setup``.)"""
+    if not args.cd_leader_election:
+        return None
+    duration = args.cd_leader_election_lease_duration
+    if not 3 <= duration <= 3600:
+        raise ValueError("--cd.leader-election.lease-duration must be between 3 and 3600 seconds")
+    name = args.cd_leader_election_lease_name
+    if not _DNS_SUBDOMAIN.fullmatch(name):
+        raise ValueError(f"--cd.leader-election.lease-name: {name!r} is not a Kubernetes name")
+    namespace = args.cd_leader_election_namespace
+    if namespace is not None and not _DNS_LABEL.fullmatch(namespace):
+        raise ValueError(
+            f"--cd.leader-election.namespace: {namespace!r} is not a Kubernetes namespace"
+        )
+    return LeaderElection(namespace=namespace, name=name, lease_duration_s=float(duration))
+
+
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(
+    r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+)

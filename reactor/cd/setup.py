@@ -1,13 +1,16 @@
-"""The CD integration in the reactor's app: its metrics, client, informer and actuator.
+"""The CD integration in the reactor's app: its metrics, client, informer, election, actuator.
 
 :func:`setup_cd` is called by ``reactor.app.create_app`` after the store's and the
 reconciliation's ``cleanup_ctx``: the actuator starts once the store is open and is
 cancelled (and awaited) before it closes. Inside, in order: the management cluster's
 credentials (``--cd.kubeconfig``, else in-cluster, else ``KUBECONFIG``: an error here
 stops the start with its reason), one client (:class:`~reactor.cd.kubewrite.KubeWriter`)
-for the list+watch and the patches, the informer of the kinds turned on, and the actuator
-as a named task, woken by the informer's changes (a second task forwards them) and by the
-backend's writes that move apps in or out of an outage.
+for the list+watch, the Lease and the patches, the informer of the kinds turned on, the
+leader elector (``--cd.leader-election``, not in a dry run) and the actuator as named
+tasks, the actuator woken by the informer's changes (a second task forwards them), by
+the backend's writes that move apps in or out of an outage, and by a change of
+leadership. On a clean stop the actuator stops first, then the Lease is released, so the
+next replica takes over at its next try.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from aiohttp import web
 from discovery.informer import Informer
 from discovery.kubeauth import ApiCredentials, from_kubeconfig, load_credentials
 from reactor.cd.actuator import CdActuator
+from reactor.cd.election import LeaderElector, LeaderMetrics, lease_namespace
 from reactor.cd.kubewrite import KubeWriter
 from reactor.cd.metrics import CdMetrics
 from reactor.cd.settings import CdSettings
@@ -55,6 +59,8 @@ def setup_cd(app: web.Application, settings: CdSettings | None) -> None:
         return
     metrics = CdMetrics(app[METRICS].registry)
     metrics.describe_settings(settings.resync_interval_s, settings.argocd_pause, settings.dry_run)
+    election = None if settings.dry_run else settings.leader_election
+    leader_metrics = LeaderMetrics(app[METRICS].registry) if election is not None else None
 
     async def cd(app: web.Application) -> AsyncIterator[None]:
         credentials = credentials_of(settings)
@@ -63,7 +69,13 @@ def setup_cd(app: web.Application, settings: CdSettings | None) -> None:
         api = KubeWriter(credentials, request_timeout=settings.request_timeout_s)
         async with api:
             informer = Informer(api, cd_watches(settings), settings.informer, transform=stored)
-            actuator = CdActuator(backend, informer, api, settings, metrics, wake)
+            elector = None
+            if election is not None and leader_metrics is not None:
+                namespace = lease_namespace(election)
+                elector = LeaderElector(api, election, namespace, leader_metrics)
+            actuator = CdActuator(backend, informer, api, settings, metrics, wake, leader=elector)
+            if elector is not None:
+                elector.listeners.append(actuator.leadership_changed)
             app[CD_ACTUATOR] = actuator
             backend.outage_listeners.append(actuator.outages_moved)
             log.info(
@@ -74,12 +86,15 @@ def setup_cd(app: web.Application, settings: CdSettings | None) -> None:
                 settings.resync_interval_s,
                 ", Argo CD paused on its cluster Secrets" if settings.pause_cluster_secrets else "",
                 ", dry run: nothing is patched" if settings.dry_run else "",
+                f", one replica acts at a time ({elector.where})" if elector else "",
             )
             async with informer:
                 tasks = [
                     asyncio.create_task(actuator.run(), name="fleetwatch-cd-actuator"),
                     asyncio.create_task(forward(informer, wake), name="fleetwatch-cd-changes"),
                 ]
+                if elector is not None:
+                    tasks.append(asyncio.create_task(elector.run(), name="fleetwatch-cd-lease"))
                 try:
                     yield
                 finally:
@@ -87,5 +102,7 @@ def setup_cd(app: web.Application, settings: CdSettings | None) -> None:
                     for task in tasks:
                         task.cancel()
                     await asyncio.gather(*tasks, return_exceptions=True)
+                    if elector is not None:
+                        await elector.release()
 
     app.cleanup_ctx.append(cd)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fleetwatch.cli import build_parser
+from reactor.cd.lease import LeaderElection
 from reactor.cd.objects import APPLICATION, HELMRELEASE, KUSTOMIZATION
 from reactor.cd.settings import CdSettings, cd_settings_from
 from reactor.cd.watch import cd_watches
@@ -88,9 +89,50 @@ def test_an_unknown_pause_place_is_refused_by_the_parser() -> None:
             ["--cd.flux", "--cd.resync-interval=inf"],
             "--cd.resync-interval must be at least 1 second",
         ),
+        (
+            ["--cd.leader-election.namespace=ops"],
+            "--cd.leader-election.namespace needs --cd.flux or --cd.argocd",
+        ),
+        (
+            ["--cd.flux", "--cd.leader-election.lease-duration=2"],
+            "--cd.leader-election.lease-duration must be between 3 and 3600 seconds",
+        ),
+        (
+            ["--cd.flux", "--cd.leader-election.lease-duration=nan"],
+            "--cd.leader-election.lease-duration must be between 3 and 3600 seconds",
+        ),
+        (
+            ["--cd.flux", "--cd.leader-election.lease-name=Fleet_Watch"],
+            "--cd.leader-election.lease-name: 'Fleet_Watch' is not a Kubernetes name",
+        ),
+        (
+            ["--cd.flux", "--cd.leader-election.namespace=ops.team"],
+            "--cd.leader-election.namespace: 'ops.team' is not a Kubernetes namespace",
+        ),
     ],
 )
 def test_refused_flags_say_why(argv: list[str], message: str) -> None:
     with pytest.raises(ValueError) as refused:
         cd(argv)
     assert str(refused.value) == message
+
+
+def test_leader_election_is_on_by_default_and_its_lease_can_be_named() -> None:
+    """On by default: two replicas started without thinking of it never act at once."""
+    assert cd(["--cd.flux"]).leader_election == LeaderElection()
+    assert cd(["--cd.flux", "--no-cd.leader-election"]).leader_election is None
+    named = cd(
+        [
+            "--cd.argocd",
+            "--cd.leader-election.namespace=fleetwatch",
+            "--cd.leader-election.lease-name=fleetwatch-reactor-cd.staging",
+            "--cd.leader-election.lease-duration=30",
+        ]
+    )
+    assert named.leader_election == LeaderElection(
+        "fleetwatch", "fleetwatch-reactor-cd.staging", 30
+    )
+    assert (named.leader_election.renew_deadline_s, named.leader_election.retry_period_s) == (
+        20.0,
+        4.0,
+    )

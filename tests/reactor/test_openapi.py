@@ -64,7 +64,11 @@ def test_every_error_answer_has_a_body_schema() -> None:
             for code, answer in op["responses"].items():
                 if int(code) >= 400 and path not in ("/-/ready",):
                     schema = answer["content"]["application/json"]["schema"]["$ref"]
-                    assert schema.rsplit("/", 1)[1] in ("Error", "Refusal"), (method, path, code)
+                    named = schema.rsplit("/", 1)[1]
+                    assert named in ("Error", "Refusal", "Conflict"), (method, path, code)
+    # A 409 of a deployment is the gate's Refusal, or an Error (an app Flux or Argo CD deploy).
+    conflict = openapi_document()["components"]["schemas"]["Conflict"]
+    assert [c["$ref"].rsplit("/", 1)[1] for c in conflict["anyOf"]] == ["Refusal", "Error"]
 
 
 def test_the_name_pattern_is_exactly_the_server_rule() -> None:

@@ -297,6 +297,8 @@ def test_postgresql_stopped_and_started_under_load(tmp_path: Path) -> None:
 
 def _load_through_a_restart(server: PostgresServer, url: str, group: list[Replica]) -> None:
     answers: list[tuple[int, int, float]] = []  # (app number, HTTP status, when)
+    after_recovery: list[int] = []  # statuses of the calls sent once both replicas served
+    recovered = threading.Event()
     stop = threading.Event()
     counter = iter(range(1, 20_001))
     lock = threading.Lock()
@@ -305,6 +307,7 @@ def _load_through_a_restart(server: PostgresServer, url: str, group: list[Replic
         while not stop.is_set():
             with lock:
                 i = next(counter)
+            late = recovered.is_set()
             code, body = group[i % 2].call(
                 "POST", "/deployments", {"app": f"new-{i}", "cluster": "c1"}, timeout=30
             )
@@ -312,6 +315,8 @@ def _load_through_a_restart(server: PostgresServer, url: str, group: list[Replic
                 assert "retry" in body["error"]
                 time.sleep(0.01)  # a client honouring Retry-After would wait longer
             answers.append((i, code, time.monotonic()))
+            if late:
+                after_recovery.append(code)
 
     with ThreadPoolExecutor(max_workers=6) as pool:
         futures = [pool.submit(worker, w) for w in range(6)]
@@ -331,11 +336,16 @@ def _load_through_a_restart(server: PostgresServer, url: str, group: list[Replic
                 30,
                 what="both replicas serving again",
             )
+            # Once both have reached the database again, no call may meet a connection
+            # that died while idle, nor a pause of a handle that failed during the outage.
+            recovered.set()
+            wait_until(lambda: len(after_recovery) >= 600, 60, what="load after the recovery")
         finally:
             stop.set()
             for future in futures:
                 future.result(60)
 
+    assert Counter(after_recovery)[503] == 0, Counter(after_recovery)
     codes = Counter(code for _, code, _ in answers)
     assert set(codes) <= {201, 503}, codes  # never a 500
     deployed = {

@@ -66,7 +66,7 @@ def test_retention_deletes_old_closed_outages_in_batches_and_nothing_else(
 
         # Even with every outage "old", the open one (and the app it degraded) stays.
         assert service.prune_outages(micros(10_000), batch=500) == 1
-        cluster, outages = service.cluster_history("c1")
+        cluster, outages, _ = service.cluster_history("c1")
         assert [o.closed_at for o in outages] == [None]
         assert cluster.outage_id == outages[0].id
         assert service.app("a1").reason == "cluster_offline"

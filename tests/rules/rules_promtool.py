@@ -27,10 +27,22 @@ from common.metricnames import (
     REACTOR_CD_INFO,
     REACTOR_CD_PENDING_AGE,
     REACTOR_CD_RESYNC_INTERVAL,
+    REACTOR_DATABASE_UP,
+    REACTOR_NOTIFICATIONS,
+    REACTOR_RECONCILE_INTERVAL,
+    REACTOR_RECONCILE_LAST_SUCCESS,
+    total,
 )
 from fleetwatch.rules import RuleSettings, groups
 from fleetwatch.rules_cd import CD_PENDING_ALERT
 from fleetwatch.rules_discovery import DISCOVERY_DOWN_ALERT
+from fleetwatch.rules_reactor import (
+    DATABASE_ALERT,
+    NOTIFICATIONS_ALERT,
+    REACTOR_DOWN_ALERT,
+    REACTOR_REPLICA_DOWN_ALERT,
+    RECONCILE_ALERT,
+)
 
 JOB = 'job="fleetwatch-exporter", instance="127.0.0.1:9713"'
 
@@ -748,6 +760,136 @@ def cd_pending_case(s: RuleSettings) -> dict[str, Any]:
     }
 
 
+def _reactor_series(s: RuleSettings, metric: str, instance: str, values: str) -> dict[str, str]:
+    return {
+        "series": f'{metric}{{job="{s.reactor_job}", instance="{instance}"}}',
+        "values": values,
+    }
+
+
+def _reactor(s: RuleSettings, instance: str) -> tuple[dict[str, str], None]:
+    return {"job": s.reactor_job, "instance": instance}, None
+
+
+def reactor_down_case(s: RuleSettings) -> dict[str, Any]:
+    """Two replicas: r1 down from minute 2 (a warning while r2 serves), r2 from minute 5
+    (then both are the critical alert, and the warning resolves)."""
+    return {
+        "name": "reactor replicas down",
+        "interval": "1m",
+        "input_series": [
+            _reactor_series(s, "up", "r1:9714", "1 1 0 0 0 0 0 0 0"),
+            _reactor_series(s, "up", "r2:9714", "1 1 1 1 1 0 0 0 0"),
+        ],
+        "alert_rule_test": [
+            _alerts(s, 3, REACTOR_REPLICA_DOWN_ALERT, []),  # pending: for 2m
+            _alerts(s, 4, REACTOR_REPLICA_DOWN_ALERT, [_reactor(s, "r1:9714")]),
+            _alerts(s, 4, REACTOR_DOWN_ALERT, []),
+            _alerts(s, 6, REACTOR_DOWN_ALERT, []),
+            _alerts(s, 6, REACTOR_REPLICA_DOWN_ALERT, []),  # r2 gone too: not a warning
+            _alerts(s, 7, REACTOR_DOWN_ALERT, [_reactor(s, "r1:9714"), _reactor(s, "r2:9714")]),
+        ],
+    }
+
+
+def reactor_database_case(s: RuleSettings) -> dict[str, Any]:
+    """r1 cannot read its database from minute 2 to 5 (a page from minute 4), r2 can."""
+    return {
+        "name": "reactor database unavailable",
+        "interval": "1m",
+        "input_series": [
+            _reactor_series(s, REACTOR_DATABASE_UP, "r1:9714", "1 1 0 0 0 0 1 1"),
+            _reactor_series(s, REACTOR_DATABASE_UP, "r2:9714", "1x7"),
+        ],
+        "alert_rule_test": [
+            _alerts(s, 3, DATABASE_ALERT, []),
+            _alerts(s, 4, DATABASE_ALERT, [_reactor(s, "r1:9714")]),
+            _alerts(s, 5, DATABASE_ALERT, [_reactor(s, "r1:9714")]),
+            _alerts(s, 6, DATABASE_ALERT, []),
+        ],
+    }
+
+
+def reactor_reconcile_case(s: RuleSettings) -> dict[str, Any]:
+    """Reconciliation every 60 s, each process started at minute 0:
+
+    - ``stuck`` succeeds until minute 2, then never: older than 3 intervals from minute 6,
+      firing from minute 8 (``for: 2m``);
+    - ``never`` has not succeeded since it started: firing from minute 6;
+    - ``off`` has no --alertmanager.url (interval 0): never;
+    - ``dbdown`` never succeeded because its database is down: that alert's, not this one;
+    - ``fine`` succeeds every minute: never.
+    """
+    minutes = 10
+
+    def each(instance: str, last: list[int], interval: int, db: int) -> list[dict[str, str]]:
+        return [
+            _reactor_series(s, REACTOR_RECONCILE_LAST_SUCCESS, instance, _values(list(last))),
+            _reactor_series(s, REACTOR_RECONCILE_INTERVAL, instance, f"{interval}x{minutes}"),
+            _reactor_series(s, "process_start_time_seconds", instance, f"0x{minutes}"),
+            _reactor_series(s, REACTOR_DATABASE_UP, instance, f"{db}x{minutes}"),
+        ]
+
+    series = [
+        *each("stuck:9714", [60 * min(m, 2) for m in range(minutes + 1)], 60, 1),
+        *each("never:9714", [0] * (minutes + 1), 60, 1),
+        *each("off:9714", [0] * (minutes + 1), 0, 1),
+        *each("dbdown:9714", [0] * (minutes + 1), 60, 0),
+        *each("fine:9714", [60 * m for m in range(minutes + 1)], 60, 1),
+    ]
+    never, stuck = _reactor(s, "never:9714"), _reactor(s, "stuck:9714")
+    return {
+        "name": "reactor reconciliation failing",
+        "interval": "1m",
+        "input_series": series,
+        "alert_rule_test": [
+            _alerts(s, 5, RECONCILE_ALERT, []),  # never: pending since minute 4
+            _alerts(s, 6, RECONCILE_ALERT, [never]),
+            _alerts(s, 7, RECONCILE_ALERT, [never]),  # stuck: pending since minute 6
+            _alerts(s, 8, RECONCILE_ALERT, [never, stuck]),
+        ],
+    }
+
+
+def reactor_notifications_case(s: RuleSettings) -> dict[str, Any]:
+    """Counters of POST /alerts by outcome, one refusal a minute on some replicas:
+
+    - ``refusing`` refuses every notification (401) and applies none: a page after 5m;
+    - ``mixed`` refuses some (a stray 401) and applies others: never;
+    - ``dbdown`` fails them with 503 while its database is down: that alert's, not this;
+    - ``quiet`` receives nothing: never.
+    """
+    minutes = 12
+    counter = total(REACTOR_NOTIFICATIONS)
+    rising, flat = f"0+1x{minutes}", f"0x{minutes}"
+
+    def each(instance: str, refused: str, applied: str, db: int) -> list[dict[str, str]]:
+        labels = f'job="{s.reactor_job}", instance="{instance}"'
+        return [
+            {"series": f'{counter}{{{labels}, outcome="unauthorized"}}', "values": refused},
+            {"series": f'{counter}{{{labels}, outcome="error"}}', "values": flat},
+            {"series": f'{counter}{{{labels}, outcome="applied"}}', "values": applied},
+            _reactor_series(s, REACTOR_DATABASE_UP, instance, f"{db}x{minutes}"),
+        ]
+
+    refusing = _reactor(s, "refusing:9714")
+    return {
+        "name": "reactor notifications failing",
+        "interval": "1m",
+        "input_series": [
+            *each("refusing:9714", rising, flat, 1),
+            *each("mixed:9714", rising, rising, 1),
+            *each("dbdown:9714", rising, flat, 0),
+            *each("quiet:9714", flat, flat, 1),
+        ],
+        "alert_rule_test": [
+            _alerts(s, 5, NOTIFICATIONS_ALERT, []),  # pending since minute 1: for 5m
+            _alerts(s, 6, NOTIFICATIONS_ALERT, [refusing]),
+            _alerts(s, 11, NOTIFICATIONS_ALERT, [refusing]),
+        ],
+    }
+
+
 def test_file(settings: RuleSettings, rule_file: str) -> dict[str, Any]:
     """A whole promtool test file for rules rendered with ``settings``."""
     return {
@@ -768,6 +910,10 @@ def test_file(settings: RuleSettings, rule_file: str) -> dict[str, Any]:
             absent_case(settings),
             discovery_case(settings),
             cd_pending_case(settings),
+            reactor_down_case(settings),
+            reactor_database_case(settings),
+            reactor_reconcile_case(settings),
+            reactor_notifications_case(settings),
         ],
     }
 
