@@ -79,7 +79,7 @@ def setup_cd(app: web.Application, settings: CdSettings | None) -> None:
             app[CD_ACTUATOR] = actuator
             backend.outage_listeners.append(actuator.outages_moved)
             log.info(
-                "cd: %s of %s (%s), resync every %gs%s%s",
+                "cd: %s of %s (%s), resync every %gs%s%s%s",
                 " and ".join(k.kind for k in settings.kinds),
                 credentials.server,
                 credentials.origin,

@@ -146,6 +146,10 @@ async def test_the_reactor_pauses_and_resumes_with_exactly_the_rendered_rbac(
             informer=InformerSettings(backoff_initial=0.05, backoff_max=0.5),
             resync_interval_s=1.0,
         )
+        if cd.leader_election is not None:  # in its pod, the namespace file says fleetwatch
+            election = dataclasses.replace(cd.leader_election, namespace="fleetwatch")
+            cd = dataclasses.replace(cd, leader_election=election)
+            m.seed([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "fleetwatch"}}])
         app = create_app(ReactorSettings(db_path=tmp_path / "reactor.db"), cd=cd)
         client = await aiohttp_client(app)
         clusters = {"c1": "secret://argocd/cluster-c1", "c3": "secret://team-a/c3-kubeconfig"}

@@ -102,6 +102,7 @@ def start(mgmt: ManagementCluster, aiohttp_client: Any, db_path: Path, tmp_path:
                 "argocd_pause": "cluster-secret",
                 "kubeconfig": str(kubeconfig),
                 "informer": InformerSettings(backoff_initial=0.05, backoff_max=0.5),
+                "leader_election": None,  # one replica; the token grants no Lease
                 **cd,
             }
         )
