@@ -305,10 +305,14 @@ async def test_a_failed_patch_of_the_secret_is_retried(
     mgmt.arm_fault(kind="error", count=1, verb="patch", resource="secrets")
     await notify(client, alert(OFFLINE, "c1", 5))
     await until(lambda: holds(secret_state(mgmt, "c1")[0]))
+
+    async def exported() -> bool:  # the pass that applied it exports at its end
+        return sample(registry, metricnames.REACTOR_CD_PENDING) == 0
+
+    await until(exported)
     failures = metricnames.total(metricnames.REACTOR_CD_FAILURES)
     assert sample(registry, failures, reason="server_error") == 1
     assert patches(mgmt)["patch secrets"] == 2
-    assert sample(registry, metricnames.REACTOR_CD_PENDING) == 0
 
 
 async def test_a_dry_run_patches_no_secret(start: Start, mgmt: ManagementCluster) -> None:
