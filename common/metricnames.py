@@ -110,9 +110,11 @@ REACTOR_RECONCILE_LAST_SUCCESS: Final = (
 )
 #: gauge: seconds between two reconciliations, 0 when there are none
 REACTOR_RECONCILE_INTERVAL: Final = "fleetwatch_reactor_reconcile_interval_seconds"
-#: the CD actuator (``reactor.cd``): gauge of mirrored objects, labels ``source``, ``state``
-#: (running, paused_by_outage, paused)
+#: the CD actuator (``reactor.cd``): gauge of mirrored objects, labels ``cluster``,
+#: ``source``, ``state`` (running, paused_by_outage, paused)
 REACTOR_CD_OBJECTS: Final = "fleetwatch_reactor_cd_objects"
+#: gauge of Argo CD cluster Secrets (``--cd.argocd.pause cluster-secret``), label ``state``
+REACTOR_CD_CLUSTER_SECRETS: Final = "fleetwatch_reactor_cd_cluster_secrets"
 #: gauge: objects of the watched kinds that name no cluster of the store
 REACTOR_CD_UNRESOLVED: Final = "fleetwatch_reactor_cd_unresolved_objects"
 #: counter; labels ``action`` (pause, resume, drop_mark, remark), ``result`` (applied,
@@ -124,6 +126,9 @@ REACTOR_CD_FAILURES: Final = "fleetwatch_reactor_cd_failures"
 REACTOR_CD_PENDING: Final = "fleetwatch_reactor_cd_pending_actions"
 REACTOR_CD_PENDING_AGE: Final = "fleetwatch_reactor_cd_oldest_pending_action_age_seconds"
 REACTOR_CD_LAST_RESYNC: Final = "fleetwatch_reactor_cd_last_resync_timestamp_seconds"
+#: gauge: ``--cd.resync-interval``; and 1 with labels ``argocd_pause``, ``dry_run``
+REACTOR_CD_RESYNC_INTERVAL: Final = "fleetwatch_reactor_cd_resync_interval_seconds"
+REACTOR_CD_INFO: Final = "fleetwatch_reactor_cd_info"
 #: counter: objects fleetwatch paused and resumed because no cluster of the store holds
 #: them any more (their cluster was deleted, or their destination changed to none)
 REACTOR_CD_ORPHANS_RESUMED: Final = "fleetwatch_reactor_cd_orphans_resumed"

@@ -1,4 +1,5 @@
-"""The reactor dashboard: apps by status, cascades and restores, the gate, notifications.
+"""The reactor dashboard: apps by status, cascades and restores, the gate, notifications,
+and the Flux and Argo CD objects paused with outages (``dashboards.reactor_cd``).
 
 Each function below draws one line of panels (``y`` is its top on Grafana's grid) and
 returns where the next line starts. The "time since last notification" thresholds follow
@@ -37,6 +38,7 @@ from dashboards.panels import (
     thresholds,
     timeseries,
 )
+from dashboards.reactor_cd import cd
 from dashboards.status import COLOR_FAILING, COLOR_OFFLINE, COLOR_ONLINE, STATUS_COLORS
 from reactor.statemachine import CLUSTER_OFFLINE, AppStatus
 
@@ -289,12 +291,13 @@ def reactor() -> Json:
     y = apps_and_clusters(b, y)
     y = cascades_and_restores(b, y)
     y = gate_and_notifications(b, y)
-    notification_age(b, y, repeat_s)
+    y = notification_age(b, y, repeat_s)
+    cd(b, y)
     return dashboard(
         UID_REACTOR,
         "fleetwatch / Reactor",
         "The reactor: apps by status, cascades and restores, the deployment gate, "
-        "Alertmanager notifications.",
+        "Alertmanager notifications, Flux and Argo CD objects paused by outages.",
         b,
         [cluster_variable(multi=True)],
         ANY_CLUSTER,

@@ -5,7 +5,8 @@ them equal). The rules are built by role: the status rules (``fleetwatch.rules_s
 the exporter's own alerts (``fleetwatch.rules_exporter``), the alert on discovery from
 the management cluster's API (``fleetwatch.rules_discovery``), the alert on shards that do
 not split the fleet between them (``fleetwatch.rules_sharding``), the reactor's own alerts
-(``fleetwatch.rules_reactor``), the etcd and control-plane
+(``fleetwatch.rules_reactor``), the alert on the CD integration's pending actions
+(``fleetwatch.rules_cd``), the etcd and control-plane
 groups (``fleetwatch.rules_controlplane``), on the settings and the rules as data of
 ``fleetwatch.rules_model``, written as YAML by ``fleetwatch.rules_render``. This module is
 the command line, and what the rest of fleetwatch imports of the rules.

@@ -3,7 +3,8 @@
 A :class:`Rule` is the rule's body (a plain dict, as Prometheus reads it) and the reason
 for its shape, written as a comment above it in the rules file; a :class:`Group` holds
 them. ``fleetwatch.rules_status``, ``fleetwatch.rules_exporter``,
-``fleetwatch.rules_discovery`` and ``fleetwatch.rules_reactor`` build the groups,
+``fleetwatch.rules_discovery``, ``fleetwatch.rules_reactor`` and ``fleetwatch.rules_cd``
+build the groups,
 ``fleetwatch.rules_render`` writes them as YAML.
 """
 

@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from fleetwatch import rules_controlplane
+from fleetwatch.rules_cd import cd_group
 from fleetwatch.rules_discovery import discovery_group
 from fleetwatch.rules_exporter import exporter_group
 from fleetwatch.rules_model import Group, RuleSettings, indent
@@ -27,6 +28,7 @@ def groups(settings: RuleSettings) -> list[Group]:
         exporter_group(settings),
         discovery_group(),
         sharding_group(settings),
+        cd_group(),
         reactor_group(settings),
     ]
 

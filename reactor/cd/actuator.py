@@ -17,6 +17,17 @@ backend's outage listeners), and the resync timer (``--cd.resync-interval``). Ea
    through ``reactor.cd.kubewrite``), several at once, each with the ``resourceVersion``
    it was decided on as a precondition.
 
+With ``--cd.argocd.pause cluster-secret`` the informer also holds Argo CD's cluster
+Secrets, and each is decided as one app standing for its cluster's Applications
+(``reactor.cd.clustersecrets``): one patch per cluster. The Applications are then only
+resumed or unmarked when an earlier pause of theirs is found (``reactor.cd.rules``). Each
+thing to patch is a :class:`Step`, whichever it is.
+
+An owner that undoes a pause (``reactor.cd.rules``) has it applied again at most once per
+resync interval for the same outage (:meth:`CdActuator._held`): an ApplicationSet
+without ``preservedFields`` reverts the annotation the moment it is written, and
+re-pausing at once would make the two patch the object back and forth without end.
+
 A patch that succeeded is not sent again for the same ``resourceVersion``: the watch
 brings the object's new version, which the rules then find in order. A ``409`` (the object
 changed since) and a ``404`` (deleted) wait for the watch the same way; any other failure
@@ -53,21 +64,26 @@ from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
 from discovery.kubeapi import KubeApiError
-from reactor.cd.metrics import STATES, CdMetrics
-from reactor.cd.mirror import MirrorRow, plan
-from reactor.cd.objects import KINDS, CdObject, Unreadable, read_object
+from reactor.cd.clustersecrets import ClusterSecret, decide_secrets
+from reactor.cd.metrics import CdMetrics
+from reactor.cd.mirror import plan
+from reactor.cd.objects import ARGOCD, CdObject
 from reactor.cd.orphans import RESUME_ORPHAN, Orphans
 from reactor.cd.patches import patch_for
-from reactor.cd.rules import Decision, Observed, StoreView, Verb, decide
+from reactor.cd.rules import Observed, StoreView, Verb, decide, decide_without_pausing
 from reactor.cd.settings import CdSettings
-from reactor.cd.storeops import (
-    apply_mirror,
-    cluster_stamp,
-    leave_outages,
-    mirrored_apps,
-    read_mirror,
+from reactor.cd.steps import (
+    Seen,
+    Step,
+    count_states,
+    describe,
+    leaving_of,
+    mirror_row,
+    read_seen,
+    shape_of,
 )
-from reactor.cd.targets import ClusterIndex
+from reactor.cd.storeops import apply_mirror, cluster_stamp, leave_outages, read_mirror
+from reactor.cd.targets import ClusterIndex, KnownCluster
 from reactor.service import Service
 from reactor.store import MirroredApp, StoreUnavailable
 
@@ -109,9 +125,6 @@ class Leadership(Protocol):
     def is_leader(self) -> bool: ...
 
 
-Seen = CdObject | Unreadable
-
-
 class CdActuator:
     """The loop of the module docstring."""
 
@@ -134,14 +147,18 @@ class CdActuator:
         self.wake = wake
         self.clock = clock
         #: uid -> (resourceVersion, what the object reads as)
-        self._reads: dict[str, tuple[str, Seen | None]] = {}
+        self._reads: dict[str, tuple[str, Seen | ClusterSecret | None]] = {}
         #: app name -> the object, and what of it the mirror and the rules look at
         self._objects: dict[str, Seen] = {}
+        #: the Argo CD cluster Secrets (``--cd.argocd.pause cluster-secret``), by key
+        self._secrets: dict[str, ClusterSecret] = {}
         self._shapes: dict[str, object] = {}
         self._outages_moved = False
-        #: app name -> the resourceVersion an action was sent (or logged) for
+        #: app name (or Secret key) -> the resourceVersion an action was sent (or logged) for
         self._acted: dict[str, str] = {}
-        #: app name -> when an action for it was first decided and not yet done
+        #: app name (or Secret key) -> the mark of its last pause applied, and when
+        self._paused: dict[str, tuple[str | None, float]] = {}
+        #: app name (or Secret key) -> when an action was first decided and not yet done
         self._pending_since: dict[str, float] = {}
         self._unresolved: dict[str, str] = {}
         self.passes = 0
@@ -152,11 +169,6 @@ class CdActuator:
         self._next_poll = 0.0
         self._orphans = Orphans(settings.resync_interval_s)
 
-    def outages_moved(self) -> None:
-        """A write moved apps in or out of an outage (``Backend.outage_listeners``)."""
-        self._outages_moved = True
-        self.wake.set()
-
     def acting(self) -> bool:
         """Does this replica act on the objects now (it alone, or it holds the Lease)?"""
         return self.leader is None or self.leader.is_leader()
@@ -166,14 +178,20 @@ class CdActuator:
         full resync; one that stops has nothing pending any more."""
         self._acted.clear()
         self._pending_since.clear()
+        self._paused.clear()
         self._orphans.reset()
         self._stamp = None
         self._resync_now = leading
         if not leading:  # the acting replica alone exports the objects and their actions
-            self.metrics.objects.clear()
+            self.metrics.set_objects({}, None)
             self.metrics.unresolved.set(0)
             self.metrics.pending.set(0)
             self.metrics.pending_age.set(0)
+        self.wake.set()
+
+    def outages_moved(self) -> None:
+        """A write moved apps in or out of an outage (``Backend.outage_listeners``)."""
+        self._outages_moved = True
         self.wake.set()
 
     async def run(self) -> None:
@@ -225,7 +243,9 @@ class CdActuator:
             return
         self.passes += 1
         clusters, rows = await self.backend.read(read_mirror)
-        mirror = plan(self._objects, ClusterIndex.of(clusters), {r.name: _row(r) for r in rows})
+        mirror = plan(
+            self._objects, ClusterIndex.of(clusters), {r.name: mirror_row(r) for r in rows}
+        )
         if mirror.writes:
             if not self.acting():
                 return
@@ -239,58 +259,84 @@ class CdActuator:
                 result.updated,
                 result.deleted,
             )
-            rows = await self.backend.read(mirrored_apps)
-        self._report_unresolved(mirror.unresolved)
-        await self._act(rows)
+            clusters, rows = await self.backend.read(read_mirror)
+        steps, unresolved = self._decide(clusters, rows)
+        self._report_unresolved({**mirror.unresolved, **unresolved})
+        await self._act(steps)
         orphans = self._orphans.due(self._objects, {r.name for r in rows}, self.clock())
         if orphans:
             await self._resume_orphans(orphans)
-        self._export()
+        self._export(rows, steps)
         if full:
             self.metrics.last_resync.set(self.clock())
 
     def _read_objects(self) -> bool:
         """Read what changed since the last pass; True when something the mirror or the
         rules look at changed (not merely a status)."""
-        reads: dict[str, tuple[str, Seen | None]] = {}
+        reads: dict[str, tuple[str, Seen | ClusterSecret | None]] = {}
         for uid, obj in self.informer.objects().items():
             version = str((obj.get("metadata") or {}).get("resourceVersion", ""))
             known = self._reads.get(uid)
-            reads[uid] = known if known and known[0] == version else (version, read_object(obj))
+            reads[uid] = known if known and known[0] == version else (version, read_seen(obj))
         self._reads = reads
-        objects = {seen.app_name: seen for _, seen in reads.values() if seen is not None}
-        shapes = {name: _shape(seen) for name, seen in objects.items()}
+        seen = [seen for _, seen in reads.values() if seen is not None]
+        objects = {s.app_name: s for s in seen if not isinstance(s, ClusterSecret)}
+        secrets = {s.key: s for s in seen if isinstance(s, ClusterSecret)}
+        shapes = {name: shape_of(s) for name, s in (*objects.items(), *secrets.items())}
         changed = shapes != self._shapes
-        self._objects, self._shapes = objects, shapes
+        self._objects, self._secrets, self._shapes = objects, secrets, shapes
         return changed
 
-    async def _act(self, rows: list[MirroredApp]) -> None:
-        now = self.clock()
-        todo: list[tuple[MirroredApp, CdObject, Decision]] = []
+    def _decide(
+        self, clusters: list[KnownCluster], rows: list[MirroredApp]
+    ) -> tuple[list[Step], dict[str, str]]:
+        """What to do with every mirrored object (and cluster Secret), and the Secrets
+        that name no cluster. With ``--cd.argocd.pause cluster-secret`` the Applications
+        are not paused themselves: their cluster's Secret is (``reactor.cd.rules``)."""
+        secrets_pause = self.settings.pause_cluster_secrets
+        steps: list[Step] = []
         for row in rows:
             obj = self._objects.get(row.name)
             if not isinstance(obj, CdObject):
                 continue  # gone or unreadable since: the next mirror removes the row
             view = StoreView(row.cluster_status, row.cluster_outage_id, row.status, row.outage_id)
-            decision = decide(view, Observed(obj.paused, obj.mark, obj.resumed_by_owner))
-            if decision.verb is Verb.NOTHING:
-                self._pending_since.pop(row.name, None)
+            seen = Observed(obj.paused, obj.mark, obj.resumed_by_owner)
+            if secrets_pause and obj.kind.source == ARGOCD:
+                decision = decide_without_pausing(view, seen)
+            else:
+                decision = decide(view, seen)
+            leave = decision.leave_outage
+            steps.append(Step(row.name, row.cluster, obj, decision, leaving_of(row.id, leave)))
+        if not secrets_pause:
+            return steps, {}
+        decided, unresolved = decide_secrets(self._secrets.values(), clusters, rows)
+        steps += [Step(d.secret.key, d.cluster, d.secret, d.decision, d.leaving) for d in decided]
+        return steps, unresolved
+
+    async def _act(self, steps: list[Step]) -> None:
+        now = self.clock()
+        todo: list[Step] = []
+        for step in steps:
+            if step.decision.verb is Verb.NOTHING:
+                self._pending_since.pop(step.key, None)
                 continue
-            self._pending_since.setdefault(row.name, now)
-            if self._acted.get(row.name) != obj.resource_version:
-                todo.append((row, obj, decision))
-        live = {row.name for row in rows}
-        for name in [n for n in self._pending_since if n not in live]:
-            del self._pending_since[name]
+            self._pending_since.setdefault(step.key, now)
+            acted = self._acted.get(step.key) == step.target.resource_version
+            if not acted and not self._held(step, now):
+                todo.append(step)
+        live = {step.key for step in steps}
+        self._pending_since = {k: t for k, t in self._pending_since.items() if k in live}
+        self._acted = {k: v for k, v in self._acted.items() if k in live}
+        self._paused = {k: v for k, v in self._paused.items() if k in live}
         if not todo:
             return
         if self.settings.dry_run:
-            for row, obj, decision in todo:
-                log.info("cd (dry run): would %s", _what(row, decision))
-                self.metrics.actions.labels(decision.verb.value, "dry_run").inc()
-                self._acted[row.name] = obj.resource_version
+            for step in todo:
+                log.info("cd (dry run): would %s", describe(step))
+                self.metrics.actions.labels(step.decision.verb.value, "dry_run").inc()
+                self._acted[step.key] = step.target.resource_version
             return
-        leaving = [(r.id, d.leave_outage) for r, _, d in todo if d.leave_outage is not None]
+        leaving = [pair for step in todo for pair in step.leaving]
         if not self.acting():
             return
         if leaving:
@@ -299,65 +345,65 @@ class CdActuator:
         limit = asyncio.Semaphore(self.settings.patches_in_flight)
         stamp = datetime.fromtimestamp(now, UTC).isoformat().replace("+00:00", "Z")
 
-        async def one(row: MirroredApp, obj: CdObject, decision: Decision) -> None:
-            patch = patch_for(decision, obj, stamp)
+        async def one(step: Step) -> None:
+            patch = patch_for(step.decision, step.target, stamp)
             assert patch is not None
             async with limit:
-                result = await self._patch(obj, decision, patch, _what(row, decision))
-            results[(row.cluster, decision.verb.value, result)] += 1
+                result = await self._patch(step, patch)
+            results[(step.cluster, step.decision.verb.value, result)] += 1
 
-        await asyncio.gather(*(one(*item) for item in todo))
+        await asyncio.gather(*(one(step) for step in todo))
         for (cluster, verb, result), count in sorted(results.items()):
             log.info("cd: cluster %s: %s %d object(s): %s", cluster, verb, count, result)
 
-    async def _patch(
-        self, obj: CdObject, decision: Decision, patch: dict[str, Any], what: str
-    ) -> str:
-        name, verb = obj.app_name, decision.verb.value
+    async def _patch(self, step: Step, patch: dict[str, Any]) -> str:
+        verb = step.decision.verb.value
         if not self.acting():  # the Lease was lost while the pass ran: another one acts
-            log.debug("cd: %s: not sent, this replica no longer acts", what)
+            log.debug("cd: %s: not sent, this replica no longer acts", describe(step))
             return "abandoned"
         try:
-            await self.api.merge_patch(obj.path, patch)
+            await self.api.merge_patch(step.target.path, patch)
         except KubeApiError as exc:
             if exc.status in (404, 409):
                 result = "gone" if exc.status == 404 else "conflict"
-                self._acted[name] = obj.resource_version  # the watch brings what is new
-                log.debug("cd: %s: %s (%s)", what, result, exc)
+                self._acted[step.key] = step.target.resource_version  # the watch brings it
+                log.debug("cd: %s: %s (%s)", describe(step), result, exc)
             else:
                 result = "failed"
                 self.metrics.failures.labels(exc.reason).inc()
-                log.warning("cd: %s failed, retried at the next pass: %s", what, exc)
+                log.warning("cd: %s failed, retried at the next pass: %s", describe(step), exc)
             self.metrics.actions.labels(verb, result).inc()
             return result
-        self._acted[name] = obj.resource_version
-        self._pending_since.pop(name, None)
+        self._acted[step.key] = step.target.resource_version
+        self._pending_since.pop(step.key, None)
+        if step.decision.verb is Verb.PAUSE:
+            self._paused[step.key] = (step.decision.mark, self.clock())
         self.metrics.actions.labels(verb, "applied").inc()
-        log.debug("cd: %s: done", what)
+        log.debug("cd: %s: done", describe(step))
         return "applied"
 
     async def _resume_orphans(self, orphans: list[CdObject]) -> None:
         """Resume what fleetwatch paused and no cluster of the store holds any more."""
         stamp = datetime.fromtimestamp(self.clock(), UTC).isoformat().replace("+00:00", "Z")
         limit = asyncio.Semaphore(self.settings.patches_in_flight)
+        resumed: list[str] = []
 
         async def one(obj: CdObject) -> None:
-            what = f"resume {obj.app_name} ({RESUME_ORPHAN.why}; paused for outage {obj.mark})"
+            step = Step(obj.app_name, "(none)", obj, RESUME_ORPHAN)
             if self.settings.dry_run:
-                log.info("cd (dry run): would %s", what)
+                log.info("cd (dry run): would %s", describe(step))
                 self.metrics.actions.labels(Verb.RESUME.value, "dry_run").inc()
                 self._acted[obj.app_name] = obj.resource_version
                 return
             patch = patch_for(RESUME_ORPHAN, obj, stamp)
             assert patch is not None
             async with limit:
-                result = await self._patch(obj, RESUME_ORPHAN, patch, what)
+                result = await self._patch(step, patch)
             if result == "applied":
                 self.metrics.orphans_resumed.inc()
                 resumed.append(obj.app_name)
-                log.info("cd: %s: done", what)
+                log.info("cd: %s (paused for outage %s): done", describe(step), obj.mark)
 
-        resumed: list[str] = []
         todo = [o for o in orphans if self._acted.get(o.app_name) != o.resource_version]
         await asyncio.gather(*(one(obj) for obj in todo))
         if resumed:
@@ -369,6 +415,16 @@ class CdActuator:
                 shown,
             )
 
+    def _held(self, step: Step, now: float) -> bool:
+        """A pause of this outage applied less than a resync interval ago, undone since by
+        the object's owner, waits (pending) for the interval to pass: an ApplicationSet
+        that does not preserve the annotation reverts it as soon as it changes, and both
+        would otherwise patch the object back and forth as fast as the watches go."""
+        if step.decision.verb is not Verb.PAUSE:
+            return False
+        mark, when = self._paused.get(step.key, (None, float("-inf")))
+        return mark == step.decision.mark and now - when < self.settings.resync_interval_s
+
     def _report_unresolved(self, unresolved: dict[str, str]) -> None:
         for name, reason in unresolved.items():
             if self._unresolved.get(name) != reason:
@@ -376,38 +432,11 @@ class CdActuator:
         self._unresolved = dict(unresolved)
         self.metrics.unresolved.set(len(unresolved))
 
-    def _export(self) -> None:
-        counts = Counter(
-            (obj.kind.source, _state(obj))
-            for obj in self._objects.values()
-            if isinstance(obj, CdObject) and obj.app_name not in self._unresolved
-        )
-        for source in sorted({k.source for k in KINDS}):
-            for state in STATES:
-                self.metrics.objects.labels(source, state).set(counts[(source, state)])
+    def _export(self, rows: list[MirroredApp], steps: list[Step]) -> None:
+        counts, secret_states = count_states(rows, steps, self._objects)
+        by_secret = self.settings.pause_cluster_secrets
+        self.metrics.set_objects(counts, secret_states if by_secret else None)
         now = self.clock()
         self.metrics.pending.set(len(self._pending_since))
         oldest = min(self._pending_since.values(), default=now)
         self.metrics.pending_age.set(max(0.0, now - oldest))
-
-
-def _row(app: MirroredApp) -> MirrorRow:
-    return MirrorRow(app.id, app.name, app.source, app.cluster, app.uid, app.paused, app.mark)
-
-
-def _shape(seen: Seen) -> object:
-    """What the mirror and the rules read of an object: all of it but its resourceVersion."""
-    if isinstance(seen, Unreadable):
-        return seen
-    return (seen.uid, seen.destination, seen.paused, seen.mark, seen.resumed_by_owner)
-
-
-def _state(obj: CdObject) -> str:
-    if not obj.paused:
-        return "running"
-    return "paused_by_outage" if obj.mark is not None else "paused"
-
-
-def _what(row: MirroredApp, decision: Decision) -> str:
-    verb = decision.verb.value.replace("_", " ")
-    return f"{verb} {row.name} (cluster {row.cluster}: {decision.why})"

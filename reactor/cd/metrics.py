@@ -1,21 +1,40 @@
 """The CD actuator's metrics, on the reactor's registry, e.g.::
 
-    fleetwatch_reactor_cd_objects{source="flux",state="paused_by_outage"} 12
+    fleetwatch_reactor_cd_objects{cluster="prod-1",source="flux",state="paused_by_outage"} 12
+    fleetwatch_reactor_cd_cluster_secrets{state="paused_by_outage"} 1
     fleetwatch_reactor_cd_unresolved_objects 1
     fleetwatch_reactor_cd_actions_total{action="pause",result="applied"} 12
     fleetwatch_reactor_cd_failures_total{reason="server_error"} 2
     fleetwatch_reactor_cd_pending_actions 0
     fleetwatch_reactor_cd_oldest_pending_action_age_seconds 0
     fleetwatch_reactor_cd_last_resync_timestamp_seconds 1.7e9
+    fleetwatch_reactor_cd_resync_interval_seconds 60
+    fleetwatch_reactor_cd_info{argocd_pause="application",dry_run="false"} 1
     fleetwatch_reactor_cd_orphans_resumed_total 0
 
+``objects`` is per cluster: what an outage of that cluster paused, and what someone else
+did (``paused``: paused without fleetwatch's mark, never resumed by fleetwatch). An
+Application whose cluster Secret carries the pause counts as the Secret does. Each
+(cluster, source) with objects has its three states, zeros included; a cluster whose
+last object went away drops out (a collector, not a labelled gauge that would keep it).
+
+The interval and ``info`` are for the alert on pending actions (``fleetwatch.rules_cd``):
+an action is retried at every pass, the resync at the latest, so "pending for longer
+than two intervals" needs the interval the reactor runs with; and a dry run keeps every
+action pending by design.
+
 Label values come from fixed sets (sources, states, verbs, results, the management API's
-error reasons): never from an object's name.
+error reasons) and the store's cluster names (the fleet's, as on every fleetwatch
+series): never from an object's name.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+
 from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from common import metricnames
 
@@ -25,15 +44,45 @@ STATES = ("running", "paused_by_outage", "paused")
 RESULTS = ("applied", "dry_run", "conflict", "gone", "failed")
 
 
+class ObjectsCollector(Collector):
+    """``fleetwatch_reactor_cd_objects`` and ``_cluster_secrets``, from the last pass."""
+
+    def __init__(self) -> None:
+        self.objects: Mapping[tuple[str, str, str], int] = {}
+        self.secrets: Mapping[str, int] | None = None
+
+    def describe(self) -> list[Metric]:
+        return []  # nothing collected at registration: the first pass fills it
+
+    def collect(self) -> Iterator[Metric]:
+        objects = GaugeMetricFamily(
+            metricnames.REACTOR_CD_OBJECTS,
+            "Flux and Argo CD objects mirrored as apps, by cluster, source and state "
+            "(paused_by_outage: paused with fleetwatch's mark; paused: by someone else).",
+            labels=["cluster", "source", "state"],
+        )
+        counts = self.objects
+        for cluster, source in sorted({(c, s) for c, s, _ in counts}):
+            for state in STATES:
+                count = counts.get((cluster, source, state), 0)
+                objects.add_metric([cluster, source, state], count)
+        yield objects
+        if self.secrets is not None:
+            secrets = GaugeMetricFamily(
+                metricnames.REACTOR_CD_CLUSTER_SECRETS,
+                "Argo CD cluster Secrets of the store's clusters, by state "
+                "(--cd.argocd.pause cluster-secret).",
+                labels=["state"],
+            )
+            for state in STATES:
+                secrets.add_metric([state], self.secrets.get(state, 0))
+            yield secrets
+
+
 class CdMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.objects = Gauge(
-            metricnames.REACTOR_CD_OBJECTS,
-            "Flux and Argo CD objects mirrored as apps, by source and state (paused_by_outage: "
-            "paused with fleetwatch's mark).",
-            ["source", "state"],
-            registry=registry,
-        )
+        self.collector = ObjectsCollector()
+        registry.register(self.collector)
         self.unresolved = Gauge(
             metricnames.REACTOR_CD_UNRESOLVED,
             "Objects of the watched kinds that name no cluster of the store (not mirrored).",
@@ -67,9 +116,32 @@ class CdMetrics:
             "When the last full check of every object against the store ended (Unix time).",
             registry=registry,
         )
+        self.resync_interval = Gauge(
+            metricnames.REACTOR_CD_RESYNC_INTERVAL,
+            "Seconds between two full checks (--cd.resync-interval).",
+            registry=registry,
+        )
+        self.info = Gauge(
+            metricnames.REACTOR_CD_INFO,
+            "1, with how the CD integration runs (--cd.argocd.pause, --cd.dry-run).",
+            ["argocd_pause", "dry_run"],
+            registry=registry,
+        )
         self.orphans_resumed = Counter(
             metricnames.REACTOR_CD_ORPHANS_RESUMED,
             "Objects fleetwatch paused and then resumed because no cluster of the store "
             "holds them any more (reactor.cd.orphans).",
             registry=registry,
         )
+
+    def describe_settings(self, resync_interval_s: float, argocd_pause: str, dry_run: bool) -> None:
+        self.resync_interval.set(resync_interval_s)
+        self.info.labels(argocd_pause, "true" if dry_run else "false").set(1)
+
+    def set_objects(
+        self, objects: Mapping[tuple[str, str, str], int], secrets: Mapping[str, int] | None
+    ) -> None:
+        """The counts of the last pass: (cluster, source, state) -> objects, and the
+        cluster Secrets by state (None: Argo CD is not paused on Secrets)."""
+        self.collector.objects = dict(objects)
+        self.collector.secrets = dict(secrets) if secrets is not None else None

@@ -82,7 +82,7 @@ class CdKind:
 
     def path(self, namespace: str | None = None, name: str | None = None) -> str:
         """The collection (all namespaces, or one), or one object's path."""
-        base = f"/apis/{self.group}/{self.version}"
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
         if namespace is None:
             return f"{base}/{self.plural}"
         path = f"{base}/namespaces/{namespace}/{self.plural}"

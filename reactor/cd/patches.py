@@ -8,7 +8,7 @@ no patch ever lands on a state the rules did not see. The next evaluation (the w
 brings the new version) decides again.
 
 =============  =====================================  =========================================
-verb           Flux (Kustomization, HelmRelease)      Argo CD (Application)
+verb           Flux (Kustomization, HelmRelease)      Argo CD (Application, or cluster Secret)
 =============  =====================================  =========================================
 PAUSE          ``spec.suspend: true``, the mark       ``skip-reconcile: "true"``, the mark
 RESUME         ``spec.suspend: false``, the mark      ``skip-reconcile`` and the mark removed
@@ -27,16 +27,25 @@ Pure: a decision and an object in, a dict out.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
-from reactor.cd.objects import FLUX, MARK, REQUESTED_AT, SKIP_RECONCILE, CdObject
+from reactor.cd.objects import FLUX, MARK, REQUESTED_AT, SKIP_RECONCILE, CdKind
 from reactor.cd.rules import Decision, Verb
 
 #: The field manager of every write.
 FIELD_MANAGER = "fleetwatch"
 
 
-def patch_for(decision: Decision, obj: CdObject, requested_at: str) -> dict[str, Any] | None:
+class Patched(Protocol):
+    """What a patch needs of the object: a ``CdObject`` or a ``ClusterSecret``."""
+
+    @property
+    def kind(self) -> CdKind: ...
+    @property
+    def resource_version(self) -> str: ...
+
+
+def patch_for(decision: Decision, obj: Patched, requested_at: str) -> dict[str, Any] | None:
     """The merge patch of ``decision`` on ``obj``; None for NOTHING.
 
     ``requested_at``: the value of Flux's reconcile request when resuming (any new value

@@ -59,6 +59,20 @@ running; a pause an owner undid is applied again while the outage lasts; no obje
 ever resumed while its cluster is OFFLINE; and without an outage (a storm the guard
 inhibited, a silenced cluster) nothing is paused.
 
+**A cluster Secret** (``--cd.argocd.pause cluster-secret``): Argo CD is paused once per
+cluster, by the same annotation on its Argo CD cluster Secret, which stops every
+Application of that cluster at once. The Secret is decided by the same table, as one app
+standing for the cluster's mirrored Applications (:func:`secret_view`): it is in the
+outage while any of them is (the outage degraded them), so it is paused when the first
+outage opens and only then, and a person's resume of the Secret takes all of them out of
+the outage; it is resumed once none of them is in an outage, the cluster is not OFFLINE,
+and one of them is DEPLOYED (or none is left: a pause of ours is never left behind for
+want of an app). A Secret pauses all or nothing, so an Application the store holds
+DEGRADED for another reason runs again with the others when one of them is restored;
+per Application, it would stay paused. The Applications themselves are then decided by
+:func:`decide_without_pausing`: nothing of theirs is paused, and a pause of ours left on
+one (made before the mode changed) is finished as the table says.
+
 Why the store changes first on a person's resume: the mark is the only trace that the
 object was paused by us, and once it is dropped the object looks like one whose owner
 reverted both. With the app out of the outage before the mark goes, a crash between the
@@ -68,7 +82,8 @@ DROP_MARK; the other order would pause it again against the person's choice.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from reactor.statemachine import AppStatus, Status
@@ -155,3 +170,25 @@ def _in_outage(outage: str, outage_id: int, seen: Observed) -> Decision:
         leave_outage=outage_id,
         why="resumed by a person during the outage: their choice stands",
     )
+
+
+def decide_without_pausing(view: StoreView, seen: Observed) -> Decision:
+    """The rules for an object fleetwatch no longer pauses itself (an Application whose
+    cluster Secret carries the pause): never PAUSE nor REMARK; a pause of ours found on it
+    is resumed, and a mark dropped, as the table says outside an outage."""
+    return decide(replace(view, app_outage=None), seen)
+
+
+def secret_view(
+    cluster_status: Status,
+    open_outage: int | None,
+    apps: Iterable[tuple[AppStatus, int | None]],
+) -> StoreView:
+    """The store's view of a cluster Secret: one app standing for the cluster's mirrored
+    Applications, given as (status, outage) (module docstring)."""
+    apps = list(apps)
+    if open_outage is not None and any(outage == open_outage for _, outage in apps):
+        return StoreView(cluster_status, open_outage, AppStatus.DEGRADED, open_outage)
+    deployed = not apps or any(status is AppStatus.DEPLOYED for status, _ in apps)
+    status = AppStatus.DEPLOYED if deployed else AppStatus.DEGRADED
+    return StoreView(cluster_status, open_outage, status)

@@ -6,6 +6,10 @@ flag                        default      meaning
 ``--cd.flux``               off          mirror Flux ``Kustomization`` and ``HelmRelease``
                                          objects, pause and resume them
 ``--cd.argocd``             off          the same for Argo CD ``Application`` objects
+``--cd.argocd.pause``       application  where Argo CD's pause goes: on each ``Application``,
+                                         or ``cluster-secret``: once per cluster, on its Argo
+                                         CD cluster Secret (honoured by Argo CD 3.4.0 and
+                                         later only: ``reactor.cd.clustersecrets``)
 ``--cd.resync-interval``    60s          every interval, every object is checked against
                                          the store again (a pause its owner undid, an
                                          action an API error stopped)
@@ -25,6 +29,11 @@ lease-duration``                         acting after two thirds of it without r
 ==========================  ===========  =================================================
 
 Neither ``--cd.flux`` nor ``--cd.argocd``: no CD integration at all (nothing is listed).
+
+With ``cluster-secret``, the Argo CD cluster Secrets are watched where discovery reads
+Secrets (``--discovery.kubernetes.namespace``, every namespace without it): the clusters
+the Applications resolve to are the ones discovery found there, and its RBAC already lets
+the reactor list them.
 A dry run takes no part in leader election: it writes nothing to the management cluster,
 not even a Lease, so a dry run beside acting replicas never takes their turn.
 """
@@ -42,6 +51,11 @@ from reactor.cd.objects import APPLICATION, HELMRELEASE, KUSTOMIZATION, CdKind
 
 DEFAULT_RESYNC_INTERVAL_S = 60.0
 
+#: ``--cd.argocd.pause``: on each Application, or on the cluster's Argo CD cluster Secret.
+PAUSE_APPLICATION = "application"
+PAUSE_CLUSTER_SECRET = "cluster-secret"
+ARGOCD_PAUSES = (PAUSE_APPLICATION, PAUSE_CLUSTER_SECRET)
+
 
 @dataclass(frozen=True)
 class CdSettings:
@@ -51,6 +65,12 @@ class CdSettings:
     """Mirror and act on Flux Kustomizations and HelmReleases."""
     argocd: bool = False
     """Mirror and act on Argo CD Applications."""
+    argocd_pause: str = PAUSE_APPLICATION
+    """Where Argo CD is paused: each Application, or each cluster's Argo CD cluster Secret
+    (one patch per cluster; Argo CD 3.4.0 and later honour it there)."""
+    secret_namespaces: tuple[str, ...] = ()
+    """With ``cluster-secret``: the namespaces whose Argo CD cluster Secrets are watched
+    (discovery's ``--discovery.kubernetes.namespace``); empty: every namespace."""
     resync_interval_s: float = DEFAULT_RESYNC_INTERVAL_S
     """Seconds between two checks of every object; bounds how long a pause an owner undid,
     or a resume an API error stopped, goes unnoticed."""
@@ -73,6 +93,11 @@ class CdSettings:
         return self.flux or self.argocd
 
     @property
+    def pause_cluster_secrets(self) -> bool:
+        """Argo CD is paused on its cluster Secrets, not on each Application."""
+        return self.argocd and self.argocd_pause == PAUSE_CLUSTER_SECRET
+
+    @property
     def kinds(self) -> tuple[CdKind, ...]:
         flux = (KUSTOMIZATION, HELMRELEASE) if self.flux else ()
         return (*flux, *((APPLICATION,) if self.argocd else ()))
@@ -93,6 +118,15 @@ def add_cd_flags(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="the same for Argo CD Applications (spec.destination), paused with the "
         "annotation argocd.argoproj.io/skip-reconcile",
+    )
+    parser.add_argument(
+        "--cd.argocd.pause",
+        dest="cd_argocd_pause",
+        choices=ARGOCD_PAUSES,
+        default=None,
+        help="where Argo CD's skip-reconcile annotation goes: on each Application "
+        "(default), or cluster-secret: once per cluster, on its Argo CD cluster Secret "
+        "(honoured by Argo CD 3.4.0 and later only; older versions ignore it there)",
     )
     parser.add_argument(
         "--cd.resync-interval",
@@ -126,16 +160,24 @@ def cd_settings_from(args: Any) -> CdSettings | None:
         for flag, given in (
             ("--cd.dry-run", args.cd_dry_run),
             ("--cd.kubeconfig", args.cd_kubeconfig),
+            ("--cd.argocd.pause", args.cd_argocd_pause),
             ("--cd.leader-election.namespace", args.cd_leader_election_namespace),
         ):
             if given:
                 raise ValueError(f"{flag} needs --cd.flux or --cd.argocd")
         return None
+    if args.cd_argocd_pause is not None and not args.cd_argocd:
+        raise ValueError("--cd.argocd.pause needs --cd.argocd")
     if not 1 <= args.cd_resync_interval < float("inf"):
         raise ValueError("--cd.resync-interval must be at least 1 second")
+    pause = args.cd_argocd_pause or PAUSE_APPLICATION
     return CdSettings(
         flux=bool(args.cd_flux),
         argocd=bool(args.cd_argocd),
+        argocd_pause=pause,
+        secret_namespaces=tuple(getattr(args, "discovery_kubernetes_namespaces", None) or ())
+        if pause == PAUSE_CLUSTER_SECRET
+        else (),
         resync_interval_s=float(args.cd_resync_interval),
         dry_run=bool(args.cd_dry_run),
         kubeconfig=args.cd_kubeconfig or None,

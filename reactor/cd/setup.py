@@ -58,6 +58,7 @@ def setup_cd(app: web.Application, settings: CdSettings | None) -> None:
     if settings is None or not settings.enabled:
         return
     metrics = CdMetrics(app[METRICS].registry)
+    metrics.describe_settings(settings.resync_interval_s, settings.argocd_pause, settings.dry_run)
     election = None if settings.dry_run else settings.leader_election
     leader_metrics = LeaderMetrics(app[METRICS].registry) if election is not None else None
 
@@ -78,11 +79,12 @@ def setup_cd(app: web.Application, settings: CdSettings | None) -> None:
             app[CD_ACTUATOR] = actuator
             backend.outage_listeners.append(actuator.outages_moved)
             log.info(
-                "cd: %s of %s (%s), resync every %gs%s%s",
+                "cd: %s of %s (%s), resync every %gs%s%s%s",
                 " and ".join(k.kind for k in settings.kinds),
                 credentials.server,
                 credentials.origin,
                 settings.resync_interval_s,
+                ", Argo CD paused on its cluster Secrets" if settings.pause_cluster_secrets else "",
                 ", dry run: nothing is patched" if settings.dry_run else "",
                 f", one replica acts at a time ({elector.where})" if elector else "",
             )

@@ -32,7 +32,8 @@ from reactor.store import MirroredApp
 def read_mirror(service: Service) -> tuple[list[KnownCluster], list[MirroredApp]]:
     with service.store.read() as tx:
         clusters = [
-            KnownCluster(c.name, c.endpoint, c.kubeconfig_secret_ref) for c in tx.clusters()
+            KnownCluster(c.name, c.endpoint, c.kubeconfig_secret_ref, c.state.status, c.outage_id)
+            for c in tx.clusters()
         ]
         return clusters, tx.mirrored_apps()
 

@@ -29,6 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from reactor.cd.objects import Destination
+from reactor.statemachine import Status
 
 SECRET_SCHEME = "secret://"
 
@@ -40,6 +41,9 @@ class KnownCluster:
     name: str
     endpoint: str | None
     kubeconfig_secret_ref: str | None
+    #: its status and open outage (a cluster Secret is decided on them)
+    status: Status | None = None
+    outage_id: int | None = None
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,10 @@ What the informer keeps of an object (:func:`stored`) is what it keeps of a Secr
 thing the rules need: who owns the field that holds the pause, kept as a one-field
 ``managedFields`` per owner (``reactor.cd.objects`` reads it to tell an owner's revert
 from a person's resume).
+
+With ``--cd.argocd.pause cluster-secret``, Argo CD's cluster Secrets too (by their label,
+in discovery's namespaces), of which the informer keeps no credential
+(``reactor.cd.clustersecrets.kept``).
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from discovery.informer import slim
+from reactor.cd import clustersecrets
+from reactor.cd.clustersecrets import CLUSTER_SECRET, SELECTOR, is_cluster_secret
 from reactor.cd.objects import CdKind, kind_of, owners_of
 from reactor.cd.settings import CdSettings
 
@@ -42,15 +48,22 @@ class CdWatch:
 
     def __str__(self) -> str:
         where = f"namespace {self.namespace}" if self.namespace else "all namespaces"
-        return f"{self.cd_kind.kind} objects in {where}"
+        selected = f" ({self.label_selector})" if self.label_selector else ""
+        return f"{self.cd_kind.kind} objects{selected} in {where}"
 
 
 def cd_watches(settings: CdSettings) -> list[CdWatch]:
-    return [CdWatch(kind) for kind in settings.kinds]
+    watches = [CdWatch(kind) for kind in settings.kinds]
+    if settings.pause_cluster_secrets:
+        namespaces: tuple[str | None, ...] = settings.secret_namespaces or (None,)
+        watches += [CdWatch(CLUSTER_SECRET, ns, label_selector=SELECTOR) for ns in namespaces]
+    return watches
 
 
 def stored(obj: dict[str, Any]) -> dict[str, Any]:
     """``obj`` slimmed as the informer keeps Secrets, with the owners of its pause field."""
+    if is_cluster_secret(obj):
+        return clustersecrets.kept(obj)
     kind = kind_of(obj)
     slimmed = slim(obj)
     metadata = obj.get("metadata")

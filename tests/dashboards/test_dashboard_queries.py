@@ -13,8 +13,10 @@ from collections.abc import Iterator
 import pytest
 from dashboards_grafana import Json, Query, dashboard_files, load, panels, queries, substitute
 from dashboards_prometheus import Prometheus, Scratch
+from prometheus_client import CollectorRegistry, generate_latest
 
 from fleetwatch.procs import wait_until
+from reactor.cd.metrics import CdMetrics
 
 pytestmark = pytest.mark.live
 
@@ -88,3 +90,45 @@ def test_watcher_says_down_then_watching_then_stalled(scratch: Scratch) -> None:
             return watcher(prom) == text
 
         wait_until(says, 10, what=f"watcher says {expected}")
+
+
+def cd_stat(prom: Prometheus, title: str, cluster: str = ".*") -> float | None:
+    """The number a stat of the reactor dashboard's CD row shows (None: no value)."""
+    p = next(p for p in panels(DASHBOARDS["reactor.json"]) if p.get("title") == title)
+    result = prom.instant(substitute(p["targets"][0]["expr"], {"cluster": cluster}))
+    return float(result[0]["value"][1]) if result else None
+
+
+def test_the_cd_row_shows_what_the_reactor_exports(scratch: Scratch) -> None:
+    """The CD integration's metrics as the reactor writes them (its own collector and
+    registry), scraped by a real Prometheus and read through the row's stats."""
+    prom = scratch.prometheus
+    registry = CollectorRegistry()
+    metrics = CdMetrics(registry)
+    metrics.describe_settings(60.0, "application", dry_run=False)
+    metrics.set_objects(
+        {
+            ("c1", "flux", "paused_by_outage"): 2,
+            ("c1", "argocd", "paused_by_outage"): 1,
+            ("c1", "flux", "running"): 4,
+            ("c2", "flux", "paused"): 1,
+            ("c2", "flux", "running"): 3,
+        },
+        None,
+    )
+    metrics.pending.set(2)
+    metrics.pending_age.set(150)
+    metrics.unresolved.set(1)
+    metrics.last_resync.set(time.time() - 5)
+    scratch.serve(generate_latest(registry).decode())
+    wait_until(lambda: cd_stat(prom, "Paused by outages") == 3, 15, what="the CD scrape")
+    assert cd_stat(prom, "Paused by outages", "c2") == 0
+    assert cd_stat(prom, "Paused by someone else") == 1
+    assert cd_stat(prom, "Paused by someone else", "c1") == 0
+    assert cd_stat(prom, "Actions pending") == 2
+    assert cd_stat(prom, "Oldest pending, in resync intervals") == 2.5
+    assert cd_stat(prom, "Objects naming no cluster") == 1
+    since = cd_stat(prom, "Since last resync")
+    assert since is not None and 4 < since < 60
+    scratch.serve("")  # the CD integration off: the stats say so instead of a number
+    wait_until(lambda: cd_stat(prom, "Actions pending") is None, 15, what="series gone")

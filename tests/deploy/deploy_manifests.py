@@ -27,6 +27,8 @@ OVERLAYS = (
     "overlays/prometheus-operator",
     "overlays/argocd",
     "overlays/cluster-api",
+    "overlays/cd",
+    "overlays/cd-cluster-secret",
 )
 #: The flag that makes a workload read clusters from the management cluster's API, and the
 #: one that narrows it to namespaces (none: every namespace).
@@ -85,6 +87,11 @@ def args_of(workload: Obj) -> list[str]:
 def reads_api(workload: Obj) -> bool:
     """The workload reads clusters from the management cluster's API."""
     return DISCOVERY_FLAG in args_of(workload)
+
+
+def is_cd(obj: Obj) -> bool:
+    """An object of the cd* components (the reactor's CD integration; test_cd_rbac.py)."""
+    return str(obj["metadata"]["name"]).startswith("fleetwatch-cd-")
 
 
 def watched_namespaces(workload: Obj) -> set[str]:

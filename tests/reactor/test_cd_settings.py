@@ -44,11 +44,46 @@ def test_the_flags_turn_on_the_kinds_and_their_watches() -> None:
     assert CdSettings(argocd=True).kinds == (APPLICATION,)
 
 
+def test_argocd_paused_on_cluster_secrets_watches_them_where_discovery_reads_secrets() -> None:
+    assert cd(["--cd.argocd", "--cd.argocd.pause=application"]) == CdSettings(argocd=True)
+    assert not CdSettings(argocd=True).pause_cluster_secrets
+    argv = ["--cd.argocd", "--cd.argocd.pause=cluster-secret", "--discovery.kubernetes"]
+    everywhere = cd(argv)
+    assert everywhere == CdSettings(argocd=True, argocd_pause="cluster-secret")
+    assert everywhere.pause_cluster_secrets
+    watches = cd_watches(everywhere)
+    assert [(w.path, w.label_selector) for w in watches] == [
+        ("/apis/argoproj.io/v1alpha1/applications", ""),
+        ("/api/v1/secrets", "argocd.argoproj.io/secret-type=cluster"),
+    ]
+    narrowed = cd(
+        [*argv, "--discovery.kubernetes.namespace=argocd", "--discovery.kubernetes.namespace=x"]
+    )
+    assert narrowed is not None and narrowed.secret_namespaces == ("argocd", "x")
+    assert [w.path for w in cd_watches(narrowed)][1:] == [
+        "/api/v1/namespaces/argocd/secrets",
+        "/api/v1/namespaces/x/secrets",
+    ]
+    assert str(cd_watches(narrowed)[1]) == (
+        "Secret objects (argocd.argoproj.io/secret-type=cluster) in namespace argocd"
+    )
+
+
+def test_an_unknown_pause_place_is_refused_by_the_parser() -> None:
+    with pytest.raises(SystemExit):
+        cd(["--cd.argocd", "--cd.argocd.pause=cluster"])
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
         (["--cd.dry-run"], "--cd.dry-run needs --cd.flux or --cd.argocd"),
         (["--cd.kubeconfig=k"], "--cd.kubeconfig needs --cd.flux or --cd.argocd"),
+        (
+            ["--cd.argocd.pause=cluster-secret"],
+            "--cd.argocd.pause needs --cd.flux or --cd.argocd",
+        ),
+        (["--cd.flux", "--cd.argocd.pause=cluster-secret"], "--cd.argocd.pause needs --cd.argocd"),
         (["--cd.flux", "--cd.resync-interval=0"], "--cd.resync-interval must be at least 1 second"),
         (
             ["--cd.flux", "--cd.resync-interval=inf"],

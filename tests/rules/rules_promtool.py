@@ -24,6 +24,9 @@ import yaml
 from common.contract import STORM_ALERT as STORM
 from common.metricnames import (
     DISCOVERY_KUBERNETES_UP,
+    REACTOR_CD_INFO,
+    REACTOR_CD_PENDING_AGE,
+    REACTOR_CD_RESYNC_INTERVAL,
     REACTOR_DATABASE_UP,
     REACTOR_NOTIFICATIONS,
     REACTOR_RECONCILE_INTERVAL,
@@ -31,6 +34,7 @@ from common.metricnames import (
     total,
 )
 from fleetwatch.rules import RuleSettings, groups
+from fleetwatch.rules_cd import CD_PENDING_ALERT
 from fleetwatch.rules_discovery import DISCOVERY_DOWN_ALERT
 from fleetwatch.rules_reactor import (
     DATABASE_ALERT,
@@ -693,6 +697,69 @@ def discovery_case(s: RuleSettings) -> dict[str, Any]:
     }
 
 
+def cd_pending_case(s: RuleSettings) -> dict[str, Any]:
+    """CD actions pending: past two resync intervals for 5 minutes, and only then.
+
+    Every reactor here resyncs each minute (60 s) but ``slow`` (300 s); ages are those of
+    the oldest pending action, growing 60 s a minute while it waits:
+
+    - ``stuck``: pending from minute 1 (age 180 > 120 from minute 4): pending for 5
+      minutes, firing from minute 9, resolved when the action is done at minute 14;
+    - ``blip``: over 120 s for 3 minutes, then done: never firing;
+    - ``slow``: the same ages as ``stuck`` but never done, over its 600 s from minute 12,
+      firing from minute 17;
+    - ``dry``: a dry run, whose actions are never done: never firing.
+    """
+    minutes = 18
+
+    def ages(start: int, end: int) -> list[int]:
+        return [60 * (m - start) if start <= m < end else 0 for m in range(minutes)]
+
+    reactors = {
+        "stuck:9714": (ages(1, 14), 60, "false"),
+        "blip:9714": (ages(1, 7), 60, "false"),
+        "slow:9714": (ages(1, minutes), 300, "false"),
+        "dry:9714": (ages(1, minutes), 60, "true"),
+    }
+    series: list[dict[str, str]] = []
+    for instance, (age, interval, dry_run) in reactors.items():
+        labels = f'job="fleetwatch-reactor", instance="{instance}"'
+        series += [
+            {"series": f"{REACTOR_CD_PENDING_AGE}{{{labels}}}", "values": _values(age)},
+            {
+                "series": f"{REACTOR_CD_RESYNC_INTERVAL}{{{labels}}}",
+                "values": f"{interval}x{minutes}",
+            },
+            {
+                "series": (
+                    f'{REACTOR_CD_INFO}{{{labels}, argocd_pause="application", '
+                    f'dry_run="{dry_run}"}}'
+                ),
+                "values": f"1x{minutes}",
+            },
+        ]
+
+    def at(instance: str, minute: int) -> tuple[dict[str, str], float]:
+        age = reactors[instance][0][minute]
+        return {"job": "fleetwatch-reactor", "instance": instance}, float(age)
+
+    alert = CD_PENDING_ALERT
+    return {
+        "name": "CD actions pending",
+        "interval": "1m",
+        "input_series": series,
+        "alert_rule_test": [
+            _alerts(s, 4, alert, []),  # over two intervals: pending
+            _alerts(s, 8, alert, []),
+            _alerts(s, 9, alert, [at("stuck:9714", 9)]),
+            _alerts(s, 13, alert, [at("stuck:9714", 13)]),
+            _alerts(s, 14, alert, []),  # done: resolved
+            _alerts(s, 16, alert, []),  # slow: over 600 s from minute 12, pending
+            _alerts(s, 17, alert, [at("slow:9714", 17)]),
+        ],
+    }
+
+
 def _reactor_series(s: RuleSettings, metric: str, instance: str, values: str) -> dict[str, str]:
     return {
         "series": f'{metric}{{job="{s.reactor_job}", instance="{instance}"}}',
@@ -842,6 +909,7 @@ def test_file(settings: RuleSettings, rule_file: str) -> dict[str, Any]:
             stall_case(settings),
             absent_case(settings),
             discovery_case(settings),
+            cd_pending_case(settings),
             reactor_down_case(settings),
             reactor_database_case(settings),
             reactor_reconcile_case(settings),

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from standin_management import NS, kustomization, secret
 
+from fleetwatch.standin.management.auth import RbacRule, Tokens
 from fleetwatch.standin.management.fields import Ownership, fields_v1
 from fleetwatch.standin.management.kinds import BY_PATH, NAMESPACES, SECRETS
 from fleetwatch.standin.management.patches import PatchFailed, json_patch, merge_patch
@@ -282,3 +283,30 @@ def test_a_status_subresource_kind_drops_status_written_to_the_object() -> None:
     assert with_status["status"] == {"a": 1}
     again = store.update(KUSTOMIZATIONS, "default", "k", {**with_status, "status": {"a": 2}}, "t")
     assert again["status"] == {"a": 1} and again["metadata"]["generation"] == 1
+
+
+def test_a_token_of_rbac_rules_is_allowed_what_one_of_its_rules_allows() -> None:
+    """As RBAC unions the rules of every binding: patch on Secrets in ``argocd`` only, list
+    of Kustomizations everywhere; anything else 403."""
+    tokens = Tokens()
+    token = tokens.issue(
+        "reactor",
+        rules=[
+            RbacRule(frozenset({"patch"}), frozenset({"secrets"}), frozenset({"argocd"})),
+            RbacRule(frozenset({"list", "watch"}), frozenset({KUSTOMIZATIONS.key})),
+        ],
+    )
+    grant = tokens.grant(f"Bearer {token}")
+    assert grant is not None
+    grant.check(SECRETS, "patch", "argocd", "cluster-a")
+    grant.check(KUSTOMIZATIONS, "list", "", "")  # cluster-wide: a ClusterRoleBinding's
+    grant.check(KUSTOMIZATIONS, "watch", "team-a", "")
+    for kind, verb, namespace in (
+        (SECRETS, "patch", "team-a"),
+        (SECRETS, "list", "argocd"),
+        (SECRETS, "patch", ""),
+        (KUSTOMIZATIONS, "patch", "team-a"),
+    ):
+        with pytest.raises(ApiError) as refused:
+            grant.check(kind, verb, namespace, "x")
+        assert refused.value.code == 403

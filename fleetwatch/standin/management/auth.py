@@ -5,6 +5,11 @@ namespaces; the stand-in keeps the same shape small: each token names a user and
 restricted to namespaces, verbs and resources. Outside them a request gets the authorizer's
 403 ``Forbidden`` (cluster-scoped requests by a namespace-restricted token included, as a
 RoleBinding grants nothing at the cluster scope); no or an unknown token gets 401.
+
+Where one such product is too coarse (a patch on Secrets in one namespace, a list of
+Applications everywhere), a token may instead hold :class:`RbacRule` s, one per rule of a
+bound Role or ClusterRole: a request is allowed when one of them allows it, as RBAC
+unions the rules of every binding.
 """
 
 from __future__ import annotations
@@ -38,6 +43,34 @@ class Grant:
             raise forbidden(kind.resource, name, self.user, verb, namespace)
 
 
+@dataclass(frozen=True)
+class RbacRule:
+    """One RBAC rule as bound: its verbs and resources, in the namespaces of a RoleBinding
+    (None: a ClusterRoleBinding, every namespace and the cluster scope)."""
+
+    verbs: frozenset[str]
+    resources: frozenset[str]
+    namespaces: frozenset[str] | None = None
+
+    def allows(self, kind: Kind, verb: str, namespace: str) -> bool:
+        return (
+            verb in self.verbs
+            and kind.key in self.resources
+            and (self.namespaces is None or (namespace != "" and namespace in self.namespaces))
+        )
+
+
+@dataclass(frozen=True)
+class RuleGrant(Grant):
+    """A token's grant as the union of RBAC rules (module docstring)."""
+
+    rules: tuple[RbacRule, ...] = ()
+
+    def check(self, kind: Kind, verb: str, namespace: str, name: str) -> None:
+        if not any(rule.allows(kind, verb, namespace) for rule in self.rules):
+            raise forbidden(kind.resource, name, self.user, verb, namespace)
+
+
 class Tokens:
     """Bearer tokens and what each grants; the first is the administrator's."""
 
@@ -53,8 +86,14 @@ class Tokens:
         verbs: list[str] | None = None,
         resources: list[str] | None = None,
         token: str | None = None,
+        rules: list[RbacRule] | None = None,
     ) -> str:
+        """A new token; ``rules`` (RBAC's) instead of the three restrictions."""
         chosen = token or secrets.token_urlsafe(24)
+        if rules is not None:
+            assert namespaces is verbs is resources is None, "rules or restrictions, not both"
+            self._grants[chosen] = RuleGrant(user, rules=tuple(rules))
+            return chosen
         self._grants[chosen] = Grant(
             user,
             frozenset(namespaces) if namespaces is not None else None,
@@ -76,4 +115,4 @@ class Tokens:
         return self._grants.get(token.strip())
 
 
-__all__ = ["ApiError", "Grant", "Tokens"]
+__all__ = ["ApiError", "Grant", "RbacRule", "RuleGrant", "Tokens"]

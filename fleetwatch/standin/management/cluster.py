@@ -24,6 +24,7 @@ from aiohttp import web
 
 from fleetwatch.standin.certs import FleetCerts
 from fleetwatch.standin.management.api import Management, create_app
+from fleetwatch.standin.management.auth import RbacRule
 from fleetwatch.standin.management.control import create_control_app
 from fleetwatch.standin.management.faults import parse_fault
 from fleetwatch.standin.management.seed import seed_objects
@@ -182,10 +183,12 @@ class ManagementCluster:
         namespaces: list[str] | None = None,
         verbs: list[str] | None = None,
         resources: list[str] | None = None,
+        rules: list[RbacRule] | None = None,
     ) -> str:
-        """A token of ``user`` restricted as given (like a service account with Roles)."""
+        """A token of ``user`` restricted as given (like a service account with Roles), or
+        holding exactly ``rules`` (``auth.RbacRule``: RBAC's, as bound)."""
         return self.state.tokens.issue(
-            user, namespaces=namespaces, verbs=verbs, resources=resources
+            user, namespaces=namespaces, verbs=verbs, resources=resources, rules=rules
         )
 
     def seed(self, objects: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -1,0 +1,99 @@
+"""The alert on the CD integration: pauses and resumes of Flux and Argo CD objects left undone.
+
+With ``--cd.flux``/``--cd.argocd`` the reactor patches the management cluster's objects
+to match its store (``reactor.cd``); a patch that fails is counted by reason and decided
+again at every pass, the resync at the latest. What costs something is an action that
+keeps failing: a cluster's Kustomizations not paused while it is OFFLINE (they retry
+against it), or, worse, not resumed after it came back (nothing deploys there). The
+reactor exports how long the oldest such action has waited
+(``fleetwatch_reactor_cd_oldest_pending_action_age_seconds``) beside its resync interval,
+so one alert says so whatever ``--cd.resync-interval`` is.
+
+Why two intervals and ``for: 5m``: one failure leaves an action pending until the next
+pass, at most one interval; past two, it has failed at least twice in a row, which a 409
+(decided again at once on the new version) or one lost request never does. The 5
+minutes then ride out what heals by itself at the next retries (the management
+cluster's API servers restarted in an upgrade, a throttling burst), which would
+otherwise page at every control-plane upgrade. At the default 60 s interval the alert
+fires 7 minutes after the first failed attempt. A dry run keeps every action pending by
+design (nothing is ever done): its reactor never fires it (``fleetwatch_reactor_cd_info``).
+"""
+
+from __future__ import annotations
+
+from common.metricnames import (
+    REACTOR_CD_ACTIONS,
+    REACTOR_CD_FAILURES,
+    REACTOR_CD_INFO,
+    REACTOR_CD_PENDING,
+    REACTOR_CD_PENDING_AGE,
+    REACTOR_CD_RESYNC_INTERVAL,
+    total,
+)
+from fleetwatch.rules_model import Group, Rule
+
+CD_PENDING_ALERT = "FleetwatchCDActionsPending"
+#: How many resync intervals an action may wait (each a retry), and then for how long.
+CD_PENDING_INTERVALS = 2
+CD_PENDING_FOR = "5m"
+
+
+def cd_group() -> Group:
+    where = '{instance="{{ $labels.instance }}"}'
+    return Group(
+        name="fleetwatch-cd",
+        why=(
+            "Flux and Argo CD objects paused and resumed by the reactor (--cd.flux, --cd.argocd).\n"
+            "Only a reactor started with one of them exports these series: without them, no\n"
+            "series and no alert."
+        ),
+        rules=(
+            Rule(
+                why=(
+                    "An action on a Flux or Argo CD object (pause, resume, drop the mark) "
+                    "decided and\n"
+                    f"not done for more than {CD_PENDING_INTERVALS} resync intervals, for "
+                    f"{CD_PENDING_FOR}: every retry failed. Two intervals:\n"
+                    "one failure waits one interval for its retry, so two mean two failures "
+                    "in a row;\n"
+                    "5 minutes: a management API restarting in an upgrade heals by itself. "
+                    "Never in a\n"
+                    "dry run, where nothing is ever done. Each reactor exports its own."
+                ),
+                body={
+                    "alert": CD_PENDING_ALERT,
+                    "expr": (
+                        f"{REACTOR_CD_PENDING_AGE}\n"
+                        f"  > {CD_PENDING_INTERVALS} * {REACTOR_CD_RESYNC_INTERVAL}\n"
+                        f'unless on (job, instance) {REACTOR_CD_INFO}{{dry_run="true"}}\n'
+                    ),
+                    "for": CD_PENDING_FOR,
+                    "labels": {"severity": "warning"},
+                    "annotations": {
+                        "summary": (
+                            "{{ $labels.job }} {{ $labels.instance }} cannot pause or resume "
+                            "Flux or Argo CD objects"
+                        ),
+                        "description": (
+                            "The oldest pause or resume {{ $labels.job }} at "
+                            "{{ $labels.instance }} decided has waited {{ $value }} seconds, "
+                            f"more than {CD_PENDING_INTERVALS} resync intervals: every retry "
+                            "failed. A pause not done leaves a down cluster's objects retrying "
+                            "against it; a resume not done leaves a cluster that came back "
+                            "without deployments. How many wait: "
+                            f"{REACTOR_CD_PENDING}{where}; why: "
+                            f"{total(REACTOR_CD_FAILURES)}{where} by reason and "
+                            f'{total(REACTOR_CD_ACTIONS)}{{result="failed"}}, and its log '
+                            '("cd: ... failed, retried at the next pass"). forbidden: its '
+                            "service account lacks patch on the objects' kind (the cd-* "
+                            "components of deploy/ grant it; cluster Secrets need "
+                            "cd-argocd-cluster-secret); network or timeout: the management "
+                            "cluster's API is unreachable (the gate and the store keep "
+                            "working, only these wait); bad_request: a webhook or the "
+                            "object's schema refuses the patch."
+                        ),
+                    },
+                },
+            ),
+        ),
+    )
