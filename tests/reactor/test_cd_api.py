@@ -162,7 +162,8 @@ async def test_an_object_paused_for_an_outage_is_resumed_when_its_cluster_leaves
     assert state(mgmt, "held") == (True, None)  # a person's pause: never fleetwatch's to undo
     assert state(mgmt, "other") == (False, None)  # c2's, untouched
     orphans = metricnames.total(metricnames.REACTOR_CD_ORPHANS_RESUMED)
-    assert registry.get_sample_value(orphans) == len(C1_PAUSED)
+    # Counted when each patch's answer is back: a moment after the stand-in shows it.
+    await until(lambda: _true(registry.get_sample_value(orphans) == len(C1_PAUSED)))
     # Each paused once and resumed once.
     assert patches(mgmt) == {
         "patch kustomizations.kustomize.toolkit.fluxcd.io": 4,
