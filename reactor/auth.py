@@ -22,10 +22,9 @@ from pathlib import Path
 
 from aiohttp import web
 
-log = logging.getLogger(__name__)
+from reactor.secretfile import SecretFileError, read_secret
 
-#: A token file bigger than this is not a token (a wrong path, e.g. a log file).
-MAX_TOKEN_BYTES = 4096
+log = logging.getLogger(__name__)
 
 #: Seconds between two looks at the token file.
 RECHECK_S = 1.0
@@ -36,20 +35,12 @@ class TokenFileError(ValueError):
 
 
 def read_token(path: Path) -> str:
-    """The token in ``path``, surrounding whitespace removed."""
+    """The token in ``path``, surrounding whitespace removed (read as every secret file is,
+    ``reactor.secretfile.read_secret``), and one word."""
     try:
-        with path.open("rb") as f:
-            data = f.read(MAX_TOKEN_BYTES + 1)
-    except OSError as exc:
-        raise TokenFileError(f"{path}: {exc.strerror or exc}") from None
-    if len(data) > MAX_TOKEN_BYTES:
-        raise TokenFileError(f"{path}: more than {MAX_TOKEN_BYTES} bytes, not a token")
-    try:
-        token = data.decode("utf-8").strip()
-    except UnicodeDecodeError:
-        raise TokenFileError(f"{path}: not UTF-8 text") from None
-    if not token:
-        raise TokenFileError(f"{path} is empty")
+        token = read_secret(path)
+    except SecretFileError as exc:
+        raise TokenFileError(str(exc)) from None
     if any(ch.isspace() or not ch.isprintable() for ch in token):
         # A bearer token is one word (RFC 6750's token68). Two lines are a file caught
         # mid-write or two tokens pasted together: taking them as the token would lock
