@@ -40,27 +40,9 @@ from discovery import (
     merge,
     probeable,
 )
-from discovery.apimetrics import InformerCollector
-from discovery.apisource import (
-    KubernetesDiscovery,
-    SecretReads,
-    add_flags,
-    build_informer,
-    from_args,
-)
+from discovery.apisource import KubernetesDiscovery, SecretReads
 from discovery.informer import Informer
 from discovery.shard import Shard
-
-#: What the exporter's modules (and tests) import from here; defined in discovery, shared
-#: with the reactor and ``fleetwatch discover``.
-__all__ = [
-    "InformerCollector",
-    "KubernetesDiscovery",
-    "SecretSource",
-    "add_flags",
-    "build_informer",
-    "from_args",
-]
 
 
 class SecretSource:

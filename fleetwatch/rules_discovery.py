@@ -2,7 +2,7 @@
 
 With ``--discovery.kubernetes`` the exporter (and the reactor) keeps the Secrets of a
 management cluster by list+watch (``discovery.informer``) and exports its health
-(``exporter.secretsource.InformerCollector``). While the API fails, the clusters last seen
+(``discovery.apimetrics.InformerCollector``). While the API fails, the clusters last seen
 stay published and probed, so nothing goes dark at once; what is lost is news: a new
 cluster, a deleted one, a rotated credential. One alert says so when it lasts.
 

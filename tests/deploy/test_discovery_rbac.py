@@ -37,9 +37,8 @@ from deploy_manifests import (
     workloads,
 )
 
-from discovery import DEFAULT_SELECTOR, read_secret
+from discovery import DEFAULT_SELECTOR, apisource, read_secret
 from discovery.secrets import kind_of
-from exporter import secretsource
 from fleetwatch.cli import build_parser
 
 #: The one rule a Role or ClusterRole of the components may hold.
@@ -288,7 +287,7 @@ def _reader_args(overlay: str, name: str) -> Iterator[list[str]]:
 @pytest.mark.parametrize("overlay", ["overlays/argocd", "overlays/cluster-api"])
 def test_the_exporter_takes_the_components_flags(overlay: str) -> None:
     (args,) = _reader_args(overlay, "fleetwatch-exporter")
-    settings = secretsource.from_args(_parse(args))
+    settings = apisource.from_args(_parse(args))
     assert settings is not None
     assert set(settings.namespaces) == watched_namespaces({"spec": {"template": {"spec": {
         "containers": [{"args": args}]}}}})  # fmt: skip

@@ -31,10 +31,10 @@ from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 from test_exporter_proxy import Tinyproxy
 
+from discovery.apisource import KubernetesDiscovery
 from discovery.informer import InformerSettings
 from discovery.shard import Shard
 from exporter import server
-from exporter.secretsource import KubernetesDiscovery
 from exporter.server import INFORMER, MONITOR, create_app
 from exporter.settings import ExporterSettings
 from fleetwatch.standin import StandinFleet

@@ -20,8 +20,8 @@ import pytest
 from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 
+from discovery.apisource import KubernetesDiscovery
 from discovery.informer import InformerSettings
-from exporter.secretsource import KubernetesDiscovery
 from exporter.server import INFORMER, MONITOR, create_app
 from exporter.settings import ExporterSettings
 from fleetwatch.standin import StandinFleet

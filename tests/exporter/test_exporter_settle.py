@@ -21,7 +21,8 @@ import pytest
 import yaml
 
 from discovery import Cluster, ContextConfig, Discoverer, Discovery
-from exporter.secretsource import KubernetesDiscovery, SecretSource
+from discovery.apisource import KubernetesDiscovery
+from exporter.secretsource import SecretSource
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
 
 if TYPE_CHECKING:
