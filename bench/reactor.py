@@ -350,8 +350,14 @@ def bench_stores(
             }
             if postgres_async is not None:
                 row["postgres_1_async_commit"] = once(postgres_async[1], postgres_async[0])
-            for key in [k for k in row if k != "bare"]:
-                row[key]["rps_ratio"] = round(row[key]["rps"] / row["bare"]["rps"], 3)
+            for key in row:
+                run = row[key]
+                # CPU of the serving process(es) per request: what the goal counts.
+                run["cpu_us_per_request"] = round(
+                    run["server_cpu_s"] * 1e6 / max(run["requests"], 1), 1
+                )
+                if key != "bare":
+                    run["rps_ratio"] = round(run["rps"] / row["bare"]["rps"], 3)
             rounds.append(row)
     finally:
         bare.stop()
@@ -360,6 +366,7 @@ def bench_stores(
         out[key] = {
             "rps": summary([r[key]["rps"] for r in rounds]),
             "p99_ms": summary([r[key]["p99_ms"] for r in rounds]),
+            "cpu_us_per_request": summary([r[key]["cpu_us_per_request"] for r in rounds]),
             "non_2xx": sum(r[key]["non_2xx"] for r in rounds),
         }
         if key != "bare":
@@ -441,7 +448,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--writers", type=int, default=8, help="--db.writers of each replica")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
-    if args.postgres and not args.only_deployments:
+    if args.postgres:
         result = main_postgres(args)
         write_result("reactor_postgres", result, args.out)
         return result
@@ -509,7 +516,8 @@ def main_postgres(args: argparse.Namespace) -> dict[str, Any]:
         tmp = Path(tmpdir)
         db = tmp / "fleet.db"
         seed(db, args.clusters, args.apps_per_cluster)
-        seed(db, 1, args.cascade_apps, prefix="big")
+        if not args.only_deployments:
+            seed(db, 1, args.cascade_apps, prefix="big")
         # A folder of its own: the server's user must reach it, and cannot enter ours.
         server = PostgresServer(Path(tempfile.mkdtemp(prefix="fw-bench-pg-")), durable=True)
         server.init().start()
@@ -517,7 +525,8 @@ def main_postgres(args: argparse.Namespace) -> dict[str, Any]:
         try:
             url = server.create_database("bench")
             seed_postgres(url, args.clusters, args.apps_per_cluster)
-            seed_postgres(url, 1, args.cascade_apps, prefix="big")
+            if not args.only_deployments:
+                seed_postgres(url, 1, args.cascade_apps, prefix="big")
             sqlite_proc, sqlite_base = start_reactor(tmp, db, name="sqlite")
             procs.append(sqlite_proc)
             replicas = []
@@ -546,6 +555,11 @@ def main_postgres(args: argparse.Namespace) -> dict[str, Any]:
                 args.runs,
                 postgres_async=(proc.pid, base),
             )
+            if args.only_deployments:
+                return {
+                    "deployments": side_by_side,
+                    "postgres": {"durable": True, "writers_per_replica": args.writers},
+                }
             pid, base = replicas[0]
             with machine_load() as load_hooks:
                 hooks = bench_webhooks(base, pid, names, args.runs)

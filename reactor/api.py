@@ -371,8 +371,7 @@ async def patch_app(request: web.Request) -> web.Response:
 
 async def post_deployments(request: web.Request) -> web.Response:
     deployment = check(models.Deployment, await read_object(request))
-    app_name, cluster = deployment.app, deployment.cluster
-    app = await request.app[BACKEND].run(lambda s: s.deploy(app_name, cluster))
+    app = await request.app[BACKEND].deploy(deployment.app, deployment.cluster)
     return answer("App", app_json(app), status=201)
 
 

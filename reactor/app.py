@@ -43,9 +43,11 @@ from reactor.context import BACKEND, METRICS, SETTINGS, Backend, ReactorSettings
 from reactor.database import parse_db_url, sqlite_url
 from reactor.health import add_health_routes
 from reactor.metrics import ReactorMetrics
+from reactor.pg_pipeline import PipelinedDeploys
 from reactor.reconcile import setup_reconciliation
 from reactor.service import DiscoveredCluster, Service
 from reactor.store import Store, StoreUnavailable
+from reactor.store_postgres import PostgresStore
 
 log = logging.getLogger(__name__)
 
@@ -145,6 +147,13 @@ def create_app(
                 thread = StoreThread()
                 thread.start()
                 backend.writers.append((thread, Service(writer, app[METRICS])))
+            if isinstance(store, PostgresStore):
+                backend.deploys = PipelinedDeploys(
+                    store.connector,
+                    store.reach,
+                    busy_timeout_s=store.busy_timeout_s,
+                    lanes=settings.db_writers,
+                )
             reader_store = await backend.reads.call(store.reader)
             if reader_store is not None:
                 backend.reader = Service(reader_store)
@@ -173,6 +182,9 @@ def create_app(
                 # the store closes under it (SIGSEGV). Let it finish, then stop.
                 stop_housekeeping.set()
                 await housekeeping
+            deploys, backend.deploys = backend.deploys, None
+            if deploys is not None:
+                deploys.close()
             backend.reader = None
             if reader_store is not None:
                 await backend.reads.call(reader_store.close)

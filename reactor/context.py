@@ -17,11 +17,13 @@ from aiohttp import web
 
 from discovery import MainKubeconfig
 from discovery.apisource import KubernetesDiscovery
+from reactor import gate
 from reactor.alertmanager_http import DEFAULT_MAX_LISTING_BYTES, AlertmanagerAuth
 from reactor.metrics import ReactorMetrics
+from reactor.pg_pipeline import PipelinedDeploys
 from reactor.service import NotificationResult, ResetResult, Service
 from reactor.signals import DEFAULT_MAX_FUTURE_SKEW_S
-from reactor.store import retry_conflicts
+from reactor.store import MIRRORED_PREFIXES, AppRecord, retry_conflicts
 
 log = logging.getLogger(__name__)
 
@@ -238,6 +240,8 @@ class Backend:
         #: added or changed clusters (the CD objects resolve against them): the CD
         #: actuator's wake-up.
         self.outage_listeners: list[Callable[[], None]] = []
+        #: On PostgreSQL: deployments sent from the event loop, without a store thread.
+        self.deploys: PipelinedDeploys | None = None
 
     @property
     def service(self) -> Service:
@@ -262,6 +266,19 @@ class Backend:
             for listener in self.outage_listeners:
                 listener()
         return result
+
+    async def deploy(self, app: str, cluster: str) -> AppRecord:
+        """``Service.deploy``; on PostgreSQL decided from the event loop (the hot path,
+        ``reactor.pg_pipeline``), the rare answers that need more reads on a store thread:
+        a mirrored app's name (managed by Flux or Argo CD?) and an unknown name (which?)."""
+        deploys = self.deploys
+        if deploys is None or app.startswith(MIRRORED_PREFIXES):
+            return await self.run(lambda s: s.deploy(app, cluster))
+        place = await deploys.deploy(app, cluster, gate.REFUSED)
+        self.unavailable.answered()
+        if place is None:
+            return await self.run(lambda s: s.deploy(app, cluster))
+        return self.service.placed(app, cluster, place)
 
     async def read(self, operation: Callable[[Service], T]) -> T:
         """Run a read-only ``operation`` on the reader thread (the store thread if none)."""

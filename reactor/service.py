@@ -44,6 +44,7 @@ from reactor.store import (
     AppRecord,
     ClusterRecord,
     OutageRecord,
+    Placement,
     StatusCounts,
     Store,
     Transaction,
@@ -349,7 +350,13 @@ class Service:
                 _need_app(tx, app)
                 _need_cluster(tx, cluster)
             raise AssertionError("placement found neither app nor cluster missing")
-        self._gate(cluster, place.cluster_status)  # refused: the store wrote nothing
+        return self.placed(app, cluster, place)
+
+    def placed(self, app: str, cluster: str, place: Placement) -> AppRecord:
+        """What a deployment the store has decided answers: the app, or the gate's refusal
+        (the store wrote nothing then); counted either way. No I/O: also called on the
+        event loop for a deployment decided there (``reactor.pg_pipeline``)."""
+        self._gate(cluster, place.cluster_status)
         if self.metrics is not None:
             self.metrics.deployments.inc()
         return AppRecord(

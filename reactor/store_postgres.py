@@ -62,7 +62,13 @@ from reactor.store import (
 )
 from reactor.store_sql import CLUSTER_SELECT, SQLTransaction, cluster_record
 
-_DEPLOY = (
+#: A deployment in one statement, so one round trip and its own transaction: the cluster
+#: read ``FOR SHARE`` (waiting for, then seeing, a notification that holds it), the app
+#: written only when the status read under that lock is not refused. Parameters: the
+#: cluster, the app, the refused statuses; the row: the app's id, the cluster's id and
+#: status, 1 if the app was written. Run by :meth:`PostgresStore.deploy` and, from the
+#: event loop, by ``reactor.pg_pipeline``.
+DEPLOY = (
     "WITH c AS (SELECT id, status FROM clusters WHERE name = %s FOR SHARE), "
     "a AS (SELECT id FROM apps WHERE name = %s), "
     "u AS (UPDATE apps SET cluster_id = c.id, status = 'DEPLOYED', reason = NULL, "
@@ -75,6 +81,22 @@ _DEPLOY = (
 _CONFLICTS = (errors.SerializationFailure, errors.DeadlockDetected, errors.UniqueViolation)
 #: Errors of a database that is there but cannot serve this call now.
 _BUSY = (errors.LockNotAvailable, errors.QueryCanceled, errors.AdminShutdown)
+
+
+def store_error(exc: psycopg.Error, busy_timeout_s: float) -> Exception:
+    """What a psycopg error means to the caller of a store operation: a lost race
+    (:class:`StoreConflict`, run it again), a lock not granted (:class:`StoreBusy`), a
+    database that cannot serve (:class:`StoreUnavailable`), or ``exc`` itself: a bug (bad
+    SQL, bad data), a 500 with the traceback in the log."""
+    if isinstance(exc, _CONFLICTS):
+        return StoreConflict(f"lost a race with another transaction: {first_line(exc)}")
+    if isinstance(exc, errors.LockNotAvailable):
+        return StoreBusy(
+            f"a lock was not granted within {busy_timeout_s:g} s (another transaction holds it)"
+        )
+    if isinstance(exc, (*_BUSY, psycopg.OperationalError)):
+        return StoreUnavailable(f"the database cannot serve: {first_line(exc)}")
+    return exc
 
 
 class PostgresTransaction(SQLTransaction):
@@ -241,9 +263,10 @@ class PostgresStore:
     ) -> None:
         self.conninfo = conninfo
         self.busy_timeout_s = busy_timeout_s
-        self._connector = Connector(conninfo, password, connect_timeout_s)
+        #: opens this store's connections (shared with ``reactor.pg_pipeline``)
+        self.connector = Connector(conninfo, password, connect_timeout_s)
         #: shared with the handles made by :meth:`writer` and :meth:`reader`
-        self._reach = reachability if reachability is not None else Reachability()
+        self.reach = reachability if reachability is not None else Reachability()
         self._conn: Connection | None = None
         if migrate:
             self.migrate()
@@ -258,11 +281,11 @@ class PostgresStore:
             if not closed_by_server(conn):
                 return conn
             self._drop()
-        reach = self._reach
+        reach = self.reach
         if reach.paused():
             raise StoreUnavailable(f"the database cannot be reached: {reach.last_error}")
         try:
-            self._conn = self._connector.open(self.busy_timeout_s)
+            self._conn = self.connector.open(self.busy_timeout_s)
         except psycopg.Error as exc:
             reach.failed(first_line(exc))
             raise StoreUnavailable(f"the database cannot be reached: {reach.last_error}") from exc
@@ -276,19 +299,10 @@ class PostgresStore:
 
     def _failed(self, exc: psycopg.Error) -> Exception:
         """What a psycopg error means to the caller; drops a broken connection."""
-        if isinstance(exc, _CONFLICTS):
-            return StoreConflict(f"lost a race with another transaction: {first_line(exc)}")
-        if isinstance(exc, errors.LockNotAvailable):
-            return StoreBusy(
-                f"a lock was not granted within {self.busy_timeout_s:g} s "
-                "(another transaction holds it)"
-            )
         conn = self._conn
         if conn is not None and (conn.closed or conn.broken):
             self._drop()
-        if isinstance(exc, (*_BUSY, psycopg.OperationalError)):
-            return StoreUnavailable(f"the database cannot serve: {first_line(exc)}")
-        return exc  # a bug (bad SQL, bad data): a 500 with the traceback in the log
+        return store_error(exc, self.busy_timeout_s)
 
     @contextmanager
     def _transaction(self, *, locking: bool) -> Iterator[Transaction]:
@@ -334,11 +348,11 @@ class PostgresStore:
         """Another connection: transactions on it run in parallel with this one's."""
         return PostgresStore(
             self.conninfo,
-            password=self._connector.password,
+            password=self.connector.password,
             busy_timeout_s=self.busy_timeout_s,
-            connect_timeout_s=self._connector.connect_timeout_s,
+            connect_timeout_s=self.connector.connect_timeout_s,
             migrate=False,
-            reachability=self._reach,
+            reachability=self.reach,
         )
 
     def deploy(self, app: str, cluster: str, refused: Collection[Status]) -> Placement | None:
@@ -347,7 +361,7 @@ class PostgresStore:
         written only when the status read under that lock is not refused."""
         conn = self._connection()
         try:
-            row = conn.execute(_DEPLOY, (cluster, app, [s.value for s in refused])).fetchone()
+            row = conn.execute(DEPLOY, (cluster, app, [s.value for s in refused])).fetchone()
         except psycopg.Error as exc:
             failure = self._failed(exc)
             if failure is exc:
@@ -393,7 +407,7 @@ class PostgresStore:
         """
         try:
             # 0: wait for the migration lock as long as it takes
-            conn = self._connector.open(lock_timeout_s=0)
+            conn = self.connector.open(lock_timeout_s=0)
         except psycopg.Error as exc:
             raise StoreUnavailable(f"the database cannot be reached: {first_line(exc)}") from exc
         applied = 0

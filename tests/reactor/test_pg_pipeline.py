@@ -1,0 +1,314 @@
+"""Deployments pipelined from the event loop (``reactor.pg_pipeline``) on a real PostgreSQL.
+
+What must hold as it did on a store thread: each deployment is its own transaction (an
+error in one leaves the next on its lane alone), the gate is decided under the cluster's
+lock (a deployment that waited for a notification sees what it committed), a connection
+the server ended is replaced with no caller seeing it when nothing had run, and one lost
+with deployments in flight answers them 503.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from reactor_postgres import PostgresServer
+
+from reactor.pg_connection import Connector, Reachability
+from reactor.pg_pipeline import PipelinedDeploys, numbered, text_array
+from reactor.service import Service
+from reactor.statemachine import Status
+from reactor.store import Placement, StoreBusy, StoreConflict, StoreUnavailable
+from reactor.store_postgres import DEPLOY, PostgresStore
+
+pytestmark = pytest.mark.live
+
+REFUSED = (Status.OFFLINE,)
+APPS = 200
+APP_NAME = "fleetwatch-reactor"  #: the application_name of the reactor's connections
+
+
+@pytest.fixture
+def url(postgres_server: PostgresServer) -> Iterator[str]:
+    """Clusters c1 and c2 (UNKNOWN), apps app-1 ... app-N PENDING on c1."""
+    url = postgres_server.create_database("pipe")
+    store = PostgresStore(url)
+    service = Service(store)
+    service.add_cluster("c1", "https://127.0.0.1:6443", "c1-secret")
+    service.add_cluster("c2", "https://127.0.0.1:6444", "c2-secret")
+    with store.write() as tx:
+        tx.cur.execute(  # type: ignore[attr-defined]
+            "INSERT INTO apps (name, cluster_id, status) SELECT 'app-' || i, "
+            "(SELECT id FROM clusters WHERE name = 'c1'), 'PENDING' "
+            "FROM generate_series(1, %s) i",
+            (APPS,),
+        )
+    store.close()
+    yield url
+    postgres_server.drop_database(url)
+
+
+def pipelined(url: str, lanes: int = 2, busy_timeout_s: float = 5.0) -> PipelinedDeploys:
+    return PipelinedDeploys(
+        Connector(url, None, 2.0), Reachability(), busy_timeout_s=busy_timeout_s, lanes=lanes
+    )
+
+
+def app_row(url: str, app: str) -> tuple[str, str]:
+    """(its cluster, its status), read on a connection of its own: what was committed."""
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "SELECT c.name, a.status FROM apps a JOIN clusters c ON c.id = a.cluster_id "
+            "WHERE a.name = %s",
+            (app,),
+        ).fetchone()
+    assert row is not None
+    return row[0], row[1]
+
+
+def lane_backends(url: str) -> set[int]:
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = %s AND datname = "
+            "current_database()",
+            (APP_NAME,),
+        ).fetchall()
+    return {int(pid) for (pid,) in rows}
+
+
+def lock_waits(url: str) -> int:
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def until(check: Callable[[], Any], what: str, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+async def held(url: str, deploys: PipelinedDeploys, app: str) -> tuple[Any, asyncio.Future[Any]]:
+    """A transaction holding c1's row, as a notification does, and a deployment of ``app``
+    to c1 waiting for it (seen waiting by the server)."""
+    holder = psycopg.connect(url)
+    holder.execute("BEGIN")
+    holder.execute("SELECT 1 FROM clusters WHERE name = 'c1' FOR UPDATE")
+    deployment = asyncio.ensure_future(deploys.deploy(app, "c1", REFUSED))
+    await until(lambda: lock_waits(url) > 0, "the deployment to wait for the lock")
+    return holder, deployment
+
+
+def test_the_statement_and_its_array_in_the_servers_own_forms() -> None:
+    assert numbered("a = %s AND b = %s OR c <> ALL(%s)") == b"a = $1 AND b = $2 OR c <> ALL($3)"
+    assert numbered(DEPLOY).count(b"$") == 3
+    assert text_array(["OFFLINE"]) == b'{"OFFLINE"}'
+    assert text_array(['a"b', "c\\d"]) == b'{"a\\"b","c\\\\d"}'
+
+
+async def test_a_deployment_answers_as_the_store_does(url: str) -> None:
+    deploys = pipelined(url)
+    store = PostgresStore(url, migrate=False)
+    try:
+        place = await deploys.deploy("app-1", "c2", REFUSED)
+        by_store = store.deploy("app-2", "c2", REFUSED)
+        assert by_store is not None and place is not None
+        assert place.cluster_id == by_store.cluster_id
+        assert place.cluster_status is by_store.cluster_status is Status.UNKNOWN
+        assert place.app_id == by_store.app_id - 1  # app-1, then app-2
+        assert app_row(url, "app-1") == ("c2", "DEPLOYED")
+        assert await deploys.deploy("no-such-app", "c2", REFUSED) is None
+        assert await deploys.deploy("app-3", "no-such-cluster", REFUSED) is None
+        assert app_row(url, "app-3") == ("c1", "PENDING")
+        with psycopg.connect(url) as conn:
+            conn.execute("UPDATE clusters SET status = 'OFFLINE' WHERE name = 'c2'")
+        refused = await deploys.deploy("app-4", "c2", REFUSED)
+        assert refused is not None and refused.cluster_status is Status.OFFLINE
+        assert app_row(url, "app-4") == ("c1", "PENDING")  # the gate wrote nothing
+    finally:
+        deploys.close()
+        store.close()
+
+
+async def test_many_at_once_each_commit_and_share_the_lanes(url: str) -> None:
+    deploys = pipelined(url, lanes=4)
+    try:
+        places = await asyncio.gather(
+            *(deploys.deploy(f"app-{i}", "c2", REFUSED) for i in range(1, APPS + 1))
+        )
+        assert all(isinstance(p, Placement) for p in places)
+        with psycopg.connect(url) as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM apps a JOIN clusters c ON c.id = a.cluster_id "
+                "WHERE c.name = 'c2' AND a.status = 'DEPLOYED'"
+            ).fetchone()
+        assert row == (APPS,)
+        opened = [lane for lane in deploys.lanes if lane.conn is not None]
+        assert 1 < len(opened) <= 4
+        assert len(lane_backends(url)) == len(opened)
+    finally:
+        deploys.close()
+
+
+async def test_an_error_in_one_deployment_leaves_the_next_on_its_lane_alone(url: str) -> None:
+    """One lane: the second deployment is sent behind the first, which waits for a lock
+    and fails; the second still commits, since each ends with its own Sync."""
+    deploys = pipelined(url, lanes=1, busy_timeout_s=0.3)
+    holder = psycopg.connect(url)
+    try:
+        holder.execute("BEGIN")
+        holder.execute("SELECT 1 FROM clusters WHERE name = 'c1' FOR UPDATE")
+        first = asyncio.ensure_future(deploys.deploy("app-1", "c1", REFUSED))
+        second = asyncio.ensure_future(deploys.deploy("app-2", "c2", REFUSED))
+        with pytest.raises(StoreBusy):
+            await first
+        place = await second
+        assert place is not None and place.cluster_status is Status.UNKNOWN
+        assert app_row(url, "app-2") == ("c2", "DEPLOYED")
+        assert app_row(url, "app-1") == ("c1", "PENDING")
+    finally:
+        holder.close()
+        deploys.close()
+
+
+async def test_the_gate_sees_what_the_notification_holding_the_cluster_committed(
+    url: str,
+) -> None:
+    """The deployment waits for the cluster's row while a notification holds it, then is
+    judged on what that notification committed: OFFLINE, so refused and nothing written."""
+    deploys = pipelined(url, lanes=1)
+    notification, deployment = await held(url, deploys, "app-5")
+    try:
+        notification.execute("UPDATE clusters SET status = 'OFFLINE' WHERE name = 'c1'")
+        notification.execute("UPDATE apps SET status = 'DEGRADED' WHERE name = 'app-6'")
+        notification.execute("COMMIT")
+        place = await deployment
+        assert place is not None and place.cluster_status is Status.OFFLINE
+        assert app_row(url, "app-5") == ("c1", "PENDING")
+    finally:
+        notification.close()
+        deploys.close()
+
+
+async def test_a_connection_ended_while_idle_costs_no_caller_anything(
+    url: str, postgres_server: PostgresServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Ended and its goodbye not yet read (the loop has not run since): the socket is
+    asked before use, and the deployment never goes out on the dead connection."""
+    caplog.set_level(logging.INFO, logger="reactor.pg_pipeline")
+    deploys = pipelined(url, lanes=1)
+    try:
+        await deploys.deploy("app-1", "c2", REFUSED)
+        (before,) = lane_backends(url)
+        with postgres_server.admin() as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (before,))
+        deadline = time.monotonic() + 10
+        while before in lane_backends(url):  # blocking: the loop reads nothing meanwhile
+            assert time.monotonic() < deadline, "the backend did not end"
+        await deploys.deploy("app-2", "c2", REFUSED)
+        assert app_row(url, "app-2") == ("c2", "DEPLOYED")
+        assert lane_backends(url) - {before}
+        assert "closed it while idle" in caplog.text
+        assert "sent again" not in caplog.text
+    finally:
+        deploys.close()
+
+
+async def test_a_session_ended_under_a_waiting_deployment_runs_it_again(
+    url: str, postgres_server: PostgresServer
+) -> None:
+    """Ended while the deployment waited for a lock: the server said so before answering
+    it, so it never committed, and it is sent again on a new connection."""
+    deploys = pipelined(url, lanes=1)
+    await deploys.deploy("app-1", "c2", REFUSED)  # the lane is open
+    (before,) = lane_backends(url)
+    holder, deployment = await held(url, deploys, "app-7")
+    try:
+        with postgres_server.admin() as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (before,))
+        await until(lambda: lane_backends(url) - {before}, "a new connection")
+        await until(lambda: lock_waits(url) > 0, "the deployment, again, to wait for the lock")
+        holder.execute("COMMIT")
+        place = await deployment
+        assert place is not None and place.cluster_status is Status.UNKNOWN
+        assert app_row(url, "app-7") == ("c1", "DEPLOYED")
+    finally:
+        holder.close()
+        deploys.close()
+
+
+async def test_a_connection_lost_with_deployments_in_flight_answers_them_503(url: str) -> None:
+    """Lost without a word from the server: each may have committed, so none is sent again."""
+    deploys = pipelined(url, lanes=1)
+    holder, deployment = await held(url, deploys, "app-8")
+    try:
+        lane = deploys.lanes[0]
+        assert lane.conn is not None
+        lane.close("cut by the test")  # as a network cut: the socket gone, no answer
+        with pytest.raises(StoreUnavailable):
+            await deployment
+        holder.execute("ROLLBACK")
+        assert await deploys.deploy("app-9", "c2", REFUSED) is not None  # a new connection
+    finally:
+        holder.close()
+        deploys.close()
+
+
+async def test_an_unreachable_database_answers_503_at_once_then_recovers(
+    postgres_server: PostgresServer, url: str
+) -> None:
+    reach = Reachability()
+    deploys = PipelinedDeploys(Connector(url, None, 2.0), reach, busy_timeout_s=5.0, lanes=1)
+    try:
+        postgres_server.stop()
+        try:
+            with pytest.raises(StoreUnavailable):
+                await deploys.deploy("app-1", "c2", REFUSED)
+            assert reach.paused()  # the next calls fail at once, without a connect
+            started = time.monotonic()
+            with pytest.raises(StoreUnavailable):
+                await deploys.deploy("app-1", "c2", REFUSED)
+            assert time.monotonic() - started < 0.1
+        finally:
+            postgres_server.start()
+
+        async def deployed() -> bool:
+            try:
+                return await deploys.deploy("app-1", "c2", REFUSED) is not None
+            except StoreUnavailable:
+                return False
+
+        deadline = time.monotonic() + 10
+        while not await deployed():
+            assert time.monotonic() < deadline, "no deployment after the database came back"
+            await asyncio.sleep(0.1)
+    finally:
+        deploys.close()
+
+
+async def test_a_lost_race_runs_again(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A serialization failure or a deadlock is a StoreConflict: the deployment runs again
+    (the store's retry_conflicts, on the loop)."""
+    deploys = pipelined(url, lanes=1)
+    real = deploys._run
+    losses = iter([True, True, False])
+
+    async def losing(params: list[bytes]) -> Any:
+        if next(losses):
+            raise StoreConflict("lost a race with another transaction")
+        return await real(params)
+
+    monkeypatch.setattr(deploys, "_run", losing)
+    try:
+        assert await deploys.deploy("app-1", "c2", REFUSED) is not None
+        assert app_row(url, "app-1") == ("c2", "DEPLOYED")
+    finally:
+        deploys.close()
