@@ -119,8 +119,9 @@ def add_parsers(subparsers: Any) -> None:
         metavar="N",
         type=int,
         default=DEFAULT_DB_WRITERS,
-        help="PostgreSQL: transactions this replica runs at once, each on its own connection "
-        f"(plus one for reads); SQLite: always 1 (default: {DEFAULT_DB_WRITERS})",
+        help="PostgreSQL: write transactions this replica runs at once, each on its own "
+        "connection, and at most as many connections for deployments, pipelined (plus one "
+        f"for reads); SQLite: always 1 (default: {DEFAULT_DB_WRITERS})",
     )
     p.add_argument(
         "--db.retention",

@@ -56,7 +56,9 @@ class ReactorSettings:
     None: the SQLite file ``db_path``."""
     db_writers: int = DEFAULT_DB_WRITERS
     """Store threads writing in parallel, each on its own connection, when the store allows
-    it (PostgreSQL; a SQLite file has one writer). More: throughput on a remote database."""
+    it (PostgreSQL; a SQLite file has one writer), and on PostgreSQL the most connections
+    deployments are pipelined on (``reactor.pg_pipeline``). More: throughput on a remote
+    database."""
     db_retention_s: float = DEFAULT_DB_RETENTION_S
     """Closed outages older than this are deleted, in small batches off the request path;
     0 keeps everything. Open outages, and what anything points at, always stay."""
