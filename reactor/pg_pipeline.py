@@ -121,11 +121,11 @@ class Lane:
         """This lane's connection, opened now if it has none (one opening at a time)."""
         if self.conn is not None:
             return self.conn
-        if self.opening is None:
-            self.opening = asyncio.ensure_future(self.pool.open())
-            # every waiter may have gone (their requests cancelled): nobody left to read it
-            self.opening.add_done_callback(_seen)
         opening = self.opening
+        if opening is None or _failed(opening):  # a failure is not kept for later callers
+            opening = self.opening = asyncio.ensure_future(self.pool.open())
+            # every waiter may have gone (their requests cancelled): nobody left to read it
+            opening.add_done_callback(_seen)
         try:
             conn = await asyncio.shield(opening)
         finally:
@@ -253,6 +253,15 @@ def _seen(task: asyncio.Future[Connection]) -> None:
         task.exception()
 
 
+def _close_when_open(task: asyncio.Future[Connection]) -> None:
+    if not _failed(task):
+        task.result().close()
+
+
+def _failed(task: asyncio.Future[Connection]) -> bool:
+    return task.done() and (task.cancelled() or task.exception() is not None)
+
+
 def _error(result: pq.abc.PGresult) -> psycopg.Error:
     """The psycopg exception a failed statement stands for (its class from the SQLSTATE)."""
     code = result.error_field(pq.DiagnosticField.SQLSTATE)
@@ -360,3 +369,8 @@ class PipelinedDeploys:
         """Close every lane (on the event loop, once no deployment is in flight)."""
         for lane in self.lanes:
             lane.close("the reactor is stopping")
+            opening, lane.opening = lane.opening, None
+            if opening is not None and opening.done() and not _failed(opening):
+                opening.result().close()  # opened for callers that went away
+            elif opening is not None:
+                opening.add_done_callback(_close_when_open)

@@ -312,3 +312,22 @@ async def test_a_lost_race_runs_again(url: str, monkeypatch: pytest.MonkeyPatch)
         assert app_row(url, "app-1") == ("c2", "DEPLOYED")
     finally:
         deploys.close()
+
+
+async def test_a_caller_that_goes_away_leaves_its_lane_working(url: str) -> None:
+    """A deployment already sent runs on (as it would on a store thread): the caller's
+    answer is dropped, and the deployments behind it still get theirs."""
+    deploys = pipelined(url, lanes=1)
+    holder, deployment = await held(url, deploys, "app-10")
+    try:
+        behind = asyncio.ensure_future(deploys.deploy("app-11", "c2", REFUSED))
+        await asyncio.sleep(0)  # sent behind it
+        deployment.cancel()
+        holder.execute("COMMIT")
+        assert await behind is not None
+        assert app_row(url, "app-10") == ("c1", "DEPLOYED")
+        assert app_row(url, "app-11") == ("c2", "DEPLOYED")
+        assert await deploys.deploy("app-12", "c2", REFUSED) is not None
+    finally:
+        holder.close()
+        deploys.close()
