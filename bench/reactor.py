@@ -224,23 +224,7 @@ def bench_deployments(
     tmp: Path, base: str, pid: int, names: list[str], duration: float, runs: int
 ) -> dict[str, Any]:
     """wrk POST /deployments on the reactor, alternating with the bare server, same run."""
-    bodies = [json.dumps({"app": f"{n}-app0", "cluster": n}) for n in names]
-    script = tmp / "deployments.lua"
-    lua_bodies = ",\n".join(json.dumps(b) for b in bodies)  # JSON strings are Lua strings
-    script.write_text(
-        f"""local bodies = {{
-{lua_bodies}
-}}
-local i = 0
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-wrk.headers["Authorization"] = "Bearer {TOKEN}"
-request = function()
-  i = i % #bodies + 1
-  return wrk.format(nil, nil, nil, bodies[i])
-end
-"""
-    )
+    script = deployments_script(tmp, names)
     bare, bare_base = start_bare(tmp)
     pairs = []
     try:
@@ -267,7 +251,7 @@ end
 
 
 def deployments_script(tmp: Path, names: list[str]) -> Path:
-    """The wrk Lua script of bench_deployments (it writes the same file)."""
+    """The wrk Lua script of the deployments: POST each app of ``names`` in turn."""
     bodies = [json.dumps({"app": f"{n}-app0", "cluster": n}) for n in names]
     script = tmp / "deployments.lua"
     lua_bodies = ",\n".join(json.dumps(b) for b in bodies)

@@ -9,6 +9,8 @@ failed, and why; which clusters' objects are paused.
 
 from __future__ import annotations
 
+from typing import Any
+
 from common.metricnames import (
     REACTOR_CD_ACTIONS,
     REACTOR_CD_FAILURES,
@@ -21,7 +23,7 @@ from common.metricnames import (
     total,
 )
 from dashboards.frame import ANY_CLUSTER
-from dashboards.panels import Board, color_override, stat, target, thresholds, timeseries
+from dashboards.panels import Board, Json, color_override, stat, target, thresholds, timeseries
 from dashboards.status import COLOR_FAILING, COLOR_OFFLINE, COLOR_ONLINE
 
 OFF = "CD integration off"
@@ -36,93 +38,75 @@ def _objects(state: str) -> str:
     return f'sum({REACTOR_CD_OBJECTS}{{{ANY_CLUSTER}, state="{state}"}})'
 
 
+def _number(title: str, description: str, expr: str, legend: str, **options: Any) -> Json:
+    """One of the row's numbers: ``expr``'s last value, whole unless ``decimals`` says
+    otherwise, and "CD integration off" when the reactor exports none."""
+    options.setdefault("decimals", 0)
+    return stat(title, description, [target(expr, legend, instant=True)], no_value=OFF, **options)
+
+
 def cd(b: Board, y: int) -> int:
     """The row: a line of numbers, then what happened over time."""
     b.row("Flux and Argo CD objects (--cd.flux, --cd.argocd)", y)
     y += 1
-    b.add(
-        stat(
+    numbers = [
+        _number(
             "Paused by outages",
             "Flux and Argo CD objects of the selected clusters that fleetwatch paused (they "
             "carry its mark fleetwatch.io/paused-by-outage): resumed when their outage ends.",
-            [target(_objects("paused_by_outage"), "paused", instant=True)],
+            _objects("paused_by_outage"),
+            "paused",
             steps=thresholds((None, COLOR_ONLINE), (1, COLOR_OFFLINE)),
-            decimals=0,
-            no_value=OFF,
         ),
-        at=(0, y, 4, 4),
-    )
-    b.add(
-        stat(
+        _number(
             "Paused by someone else",
             "Objects paused without fleetwatch's mark (a person, a pipeline): fleetwatch "
             "never resumes them.",
-            [target(_objects("paused"), "paused", instant=True)],
+            _objects("paused"),
+            "paused",
             color_mode="value",
-            decimals=0,
-            no_value=OFF,
         ),
-        at=(4, y, 4, 4),
-    )
-    b.add(
-        stat(
+        _number(
             "Actions pending",
             "Pauses, resumes and marks decided and not done yet: retried at every pass. "
             "Above 0 for long: see the failures below (a dry run keeps them all pending).",
-            [target(f"sum({REACTOR_CD_PENDING})", "pending", instant=True)],
+            f"sum({REACTOR_CD_PENDING})",
+            "pending",
             steps=thresholds((None, COLOR_ONLINE), (1, COLOR_FAILING)),
-            decimals=0,
-            no_value=OFF,
         ),
-        at=(8, y, 4, 4),
-    )
-    b.add(
-        stat(
+        _number(
             "Oldest pending, in resync intervals",
             "How long the oldest pending action has waited, in resync intervals "
             "(--cd.resync-interval): each interval is one more retry. FleetwatchCDActionsPending "
             "fires after 2 for 5 minutes.",
-            [
-                target(
-                    f"max({REACTOR_CD_PENDING_AGE} / {REACTOR_CD_RESYNC_INTERVAL})",
-                    "intervals",
-                    instant=True,
-                )
-            ],
+            f"max({REACTOR_CD_PENDING_AGE} / {REACTOR_CD_RESYNC_INTERVAL})",
+            "intervals",
             steps=thresholds((None, COLOR_ONLINE), (1, COLOR_FAILING), (2, COLOR_OFFLINE)),
             decimals=1,
-            no_value=OFF,
         ),
-        at=(12, y, 4, 4),
-    )
-    b.add(
-        stat(
+        _number(
             "Since last resync",
             "Time since the last full check of every object against the store; it should "
             "stay under the resync interval (60 s by default). Growing: the first list of "
             "the objects has not completed (RBAC, the management API) or the store fails.",
-            [target(f"time() - max({REACTOR_CD_LAST_RESYNC} > 0)", "since", instant=True)],
+            f"time() - max({REACTOR_CD_LAST_RESYNC} > 0)",
+            "since",
             unit="s",
             color_mode="value",
-            decimals=0,
-            no_value=OFF,
         ),
-        at=(16, y, 4, 4),
-    )
-    b.add(
-        stat(
+        _number(
             "Objects naming no cluster",
             "Objects of the watched kinds whose destination is no cluster of the store "
             "(not mirrored; the reactor logs why once): a Secret discovery does not read, "
             "a kubeconfig with several contexts, an Application with both name and server.",
-            [target(f"max({REACTOR_CD_UNRESOLVED})", "unresolved", instant=True)],
+            f"max({REACTOR_CD_UNRESOLVED})",
+            "unresolved",
             steps=thresholds((None, "text"), (1, COLOR_FAILING)),
             color_mode="value",
-            decimals=0,
-            no_value=OFF,
         ),
-        at=(20, y, 4, 4),
-    )
+    ]
+    for i, panel in enumerate(numbers):
+        b.add(panel, at=(4 * i, y, 4, 4))
     y += 4
     b.add(
         timeseries(

@@ -31,14 +31,13 @@ I/O (files, ``ssl``): exempt from the pure-discovery contract in ``.importlinter
 from __future__ import annotations
 
 import base64
-import contextlib
 import os
 import ssl
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from common.pem import load_cert_chain_pem
 from discovery.contextauth import ContextAuth, Fault
 from discovery.files import ReadError, absolute, main_kubeconfig, read_file
 from discovery.kubeconfig import Document, parse_document, resolve_contexts
@@ -227,34 +226,10 @@ def _ssl_context(auth: ContextAuth, where: str) -> ssl.SSLContext:
                 ctx.check_hostname = False
                 ctx.verify_mode = ssl.CERT_NONE
         if cert is not None and key is not None:
-            _load_chain(ctx, cert + b"\n" + key)
+            load_cert_chain_pem(ctx, cert + b"\n" + key, "management")
     except (ssl.SSLError, ValueError) as exc:
         raise KubeAuthError(f"{where}: TLS material: {_why(exc)}") from None
     return ctx
-
-
-def _load_chain(ctx: ssl.SSLContext, pem: bytes) -> None:
-    """``load_cert_chain`` reads files only: an in-memory one, never a disk file."""
-    memfd_create = getattr(os, "memfd_create", None)
-    if memfd_create is not None and os.path.isdir("/proc/self/fd"):
-        fd = memfd_create("fleetwatch-management-cert", os.MFD_CLOEXEC)
-        try:
-            os.write(fd, pem)
-            ctx.load_cert_chain(f"/proc/self/fd/{fd}")
-        finally:
-            os.close(fd)
-        return
-    folder = tempfile.mkdtemp(prefix="fleetwatch-management-tls-")  # 0700
-    path = os.path.join(folder, "client.pem")
-    try:
-        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
-            f.write(pem)
-        ctx.load_cert_chain(path)
-    finally:
-        with contextlib.suppress(OSError):
-            os.remove(path)
-        with contextlib.suppress(OSError):
-            os.rmdir(folder)
 
 
 def _why(exc: Exception) -> str:

@@ -203,23 +203,8 @@ def start_exporter(
     kubeconfig_dir: Path | None = None,
     extra: Sequence[str] = (),
 ) -> tuple[ManagedProcess, int]:
-    def build(port: int) -> ManagedProcess:
-        args = [
-            "exporter",
-            f"--web.listen-address=127.0.0.1:{port}",
-            f"--probe.interval={interval:g}",
-            f"--kubeconfig={kubeconfig}",
-        ]
-        if kubeconfig_dir is not None:
-            args.append(f"--kubeconfig.dir={kubeconfig_dir}")
-        return ManagedProcess(
-            fleetwatch_argv(*args, *extra),
-            folder / "exporter.log",
-            ready_url=f"http://127.0.0.1:{port}/healthz",
-            env=_RESET_ENV,
-        )
-
-    return start_on_port(build, port)
+    flags = [f"--probe.interval={interval:g}"]
+    return _start_fleetwatch("exporter", folder, port, flags, kubeconfig, kubeconfig_dir, extra)
 
 
 def start_reactor(
@@ -232,19 +217,30 @@ def start_reactor(
     kubeconfig_dir: Path | None = None,
     extra: Sequence[str] = (),
 ) -> tuple[ManagedProcess, int]:
+    flags = [f"--db.path={db_path}", f"--web.token-file={token_file}"]
+    return _start_fleetwatch("reactor", folder, port, flags, kubeconfig, kubeconfig_dir, extra)
+
+
+def _start_fleetwatch(
+    command: str,
+    folder: Path,
+    port: int | None,
+    flags: Sequence[str],
+    kubeconfig: Path,
+    kubeconfig_dir: Path | None,
+    extra: Sequence[str],
+) -> tuple[ManagedProcess, int]:
+    """``fleetwatch COMMAND`` on 127.0.0.1 (``port``, or a free one), logging to
+    ``folder/COMMAND.log``, ready when ``/healthz`` answers."""
+
     def build(port: int) -> ManagedProcess:
-        args = [
-            "reactor",
-            f"--web.listen-address=127.0.0.1:{port}",
-            f"--db.path={db_path}",
-            f"--web.token-file={token_file}",
-            f"--kubeconfig={kubeconfig}",
-        ]
+        args = [command, f"--web.listen-address=127.0.0.1:{port}", *flags]
+        args.append(f"--kubeconfig={kubeconfig}")
         if kubeconfig_dir is not None:
             args.append(f"--kubeconfig.dir={kubeconfig_dir}")
         return ManagedProcess(
             fleetwatch_argv(*args, *extra),
-            folder / "reactor.log",
+            folder / f"{command}.log",
             ready_url=f"http://127.0.0.1:{port}/healthz",
             env=_RESET_ENV,
         )

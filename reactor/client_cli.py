@@ -40,19 +40,11 @@ def add_parsers(subparsers: Any) -> None:
             "private CA for https."
         ),
     )
-    add_token_file_flag(s, "(default: $FLEETWATCH_TOKEN; none: no Authorization header)")
-    s.add_argument(
-        "--reactor",
-        metavar="URL",
-        default=DEFAULT_REACTOR_URL,
-        help=f"base URL of the reactor (default: {DEFAULT_REACTOR_URL})",
-    )
-    s.add_argument(
-        "--timeout",
-        metavar="SECONDS",
-        type=float,
-        default=10.0,
-        help="seconds per request (default: 10)",
+    add_client_flags(
+        s,
+        token_default="(default: $FLEETWATCH_TOKEN; none: no Authorization header)",
+        timeout_s=10.0,
+        per="per request",
     )
     s.set_defaults(func=run_status)
     add_cluster_parsers(subparsers)
@@ -84,34 +76,41 @@ def add_cluster_parsers(subparsers: Any) -> None:
                 action="store_true",
                 help="delete the apps on the cluster with it (without: 409 while apps are on it)",
             )
-        a.add_argument(
-            "--reactor",
-            metavar="URL",
-            default=DEFAULT_REACTOR_URL,
-            help=f"base URL of the reactor (default: {DEFAULT_REACTOR_URL})",
-        )
-        add_token_file_flag(a, "(default: $FLEETWATCH_TOKEN)")
-        a.add_argument(
-            "--timeout",
-            metavar="SECONDS",
-            type=float,
-            default=30.0,
-            help="seconds for the request (default: 30)",
-        )
+        add_client_flags(a, token_default="(default: $FLEETWATCH_TOKEN)", timeout_s=30.0)
         a.set_defaults(func=run_cluster)
 
 
-def add_token_file_flag(parser: argparse.ArgumentParser, default: str) -> None:
-    """``--web.token-file``, spelled as the reactor's own flag (its old spelling
-    ``--token-file`` a hidden alias): one name for the token file on both sides."""
+def add_client_flags(
+    parser: argparse.ArgumentParser,
+    *,
+    token_default: str,
+    timeout_s: float,
+    per: str = "for the request",
+) -> None:
+    """How a command reaches a running reactor: ``--reactor``, ``--web.token-file`` (spelled
+    as the reactor's own flag, its old spelling ``--token-file`` a hidden alias: one name
+    for the token file on both sides) and ``--timeout``."""
+    parser.add_argument(
+        "--reactor",
+        metavar="URL",
+        default=DEFAULT_REACTOR_URL,
+        help=f"base URL of the reactor (default: {DEFAULT_REACTOR_URL})",
+    )
     parser.add_argument(
         "--web.token-file",
         dest="token_file",
         metavar="FILE",
         type=Path,
-        help=f"file holding the reactor's bearer token {default}",
+        help=f"file holding the reactor's bearer token {token_default}",
     )
     add_old_spelling(parser, "--token-file", "--web.token-file")
+    parser.add_argument(
+        "--timeout",
+        metavar="SECONDS",
+        type=float,
+        default=timeout_s,
+        help=f"seconds {per} (default: {timeout_s:g})",
+    )
 
 
 # -- fleetwatch status ----------------------------------------------------------------

@@ -27,8 +27,7 @@ from urllib.parse import quote
 
 from reactor.auth import TokenFileError
 from reactor.client_cli import (
-    DEFAULT_REACTOR_URL,
-    add_token_file_flag,
+    add_client_flags,
     client_token,
     error_message,
     get_json,
@@ -52,20 +51,7 @@ def add_parsers(subparsers: Any) -> None:
         ),
     )
     g.add_argument("cluster", metavar="CLUSTER", help="the cluster's name")
-    g.add_argument(
-        "--reactor",
-        metavar="URL",
-        default=DEFAULT_REACTOR_URL,
-        help=f"base URL of the reactor (default: {DEFAULT_REACTOR_URL})",
-    )
-    add_token_file_flag(g, "(default: $FLEETWATCH_TOKEN)")
-    g.add_argument(
-        "--timeout",
-        metavar="SECONDS",
-        type=float,
-        default=10.0,
-        help="seconds for the request (default: 10)",
-    )
+    add_client_flags(g, token_default="(default: $FLEETWATCH_TOKEN)", timeout_s=10.0)
     g.add_argument(
         "--output",
         choices=("text", "json"),

@@ -38,15 +38,14 @@ must agree on the same keys and lifetimes.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import ssl
-import tempfile
 import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from common.pem import load_cert_chain_pem
 from discovery.clusters import ContextConfig
 from discovery.contextauth import ContextAuth
 from discovery.files import FileVersion
@@ -157,7 +156,7 @@ def _make_ssl_context(tls: _TlsMaterial) -> ssl.SSLContext:
         else:
             cert = tls.cert_data or _read(tls.cert_file)
             key = tls.key_data or _read(tls.key_file)
-            _load_chain_from_memory(ctx, cert + b"\n" + key)
+            load_cert_chain_pem(ctx, cert + b"\n" + key, "client")
     return ctx
 
 
@@ -173,30 +172,6 @@ def _read(path: str | None) -> bytes:
     assert path is not None
     with open(path, "rb") as f:
         return f.read()
-
-
-def _load_chain_from_memory(ctx: ssl.SSLContext, pem: bytes) -> None:
-    """``load_cert_chain`` reads files only: hand it an in-memory one, never a disk file."""
-    memfd_create = getattr(os, "memfd_create", None)
-    if memfd_create is not None and os.path.isdir("/proc/self/fd"):
-        fd = memfd_create("fleetwatch-client-cert", os.MFD_CLOEXEC)
-        try:
-            os.write(fd, pem)
-            ctx.load_cert_chain(f"/proc/self/fd/{fd}")
-        finally:
-            os.close(fd)
-        return
-    folder = tempfile.mkdtemp(prefix="fleetwatch-exporter-tls-")  # 0700
-    path = os.path.join(folder, "client.pem")
-    try:
-        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
-            f.write(pem)
-        ctx.load_cert_chain(path)
-    finally:
-        with contextlib.suppress(OSError):
-            os.remove(path)
-        with contextlib.suppress(OSError):
-            os.rmdir(folder)
 
 
 def build_credentials(

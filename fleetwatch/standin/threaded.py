@@ -2,23 +2,24 @@
 
 from __future__ import annotations
 
-import asyncio
-import threading
-from collections.abc import Coroutine, Iterable
+from collections.abc import Iterable
 from pathlib import Path
-from types import TracebackType
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from fleetwatch.standin.certs import ClientCert
 from fleetwatch.standin.controlplane import ControlPlane
 from fleetwatch.standin.fleet import StandinCluster, StandinFleet
 from fleetwatch.standin.kubeconfig import CaKind, Credential
+from fleetwatch.standin.loopthread import OnLoopThread
 
 T = TypeVar("T")
 
 
-class ThreadedFleet:
+class ThreadedFleet(OnLoopThread):
     """``StandinFleet`` with blocking methods; the servers run on a private event loop."""
+
+    thread_name = "standin-fleet"
+    what = "the fleet"
 
     def __init__(
         self,
@@ -28,52 +29,15 @@ class ThreadedFleet:
         first_index: int = 0,
         call_timeout: float = 60.0,
     ) -> None:
+        super().__init__(call_timeout)
         self.fleet = StandinFleet(directory, control_plane=control_plane, first_index=first_index)
-        self.call_timeout = call_timeout
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
 
-    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
-        if self._loop is None:
-            coro.close()
-            raise RuntimeError("the fleet is not started")
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(self.call_timeout)
+    async def _start_servers(self) -> None:
+        await self.fleet.start()
 
-    def start(self) -> ThreadedFleet:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        self._thread = threading.Thread(target=loop.run_forever, name="standin-fleet", daemon=True)
-        self._thread.start()
-        try:
-            self._call(self.fleet.start())
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def stop(self) -> None:
-        loop, thread = self._loop, self._thread
-        if loop is None or thread is None:
-            return
-        try:
-            if self.fleet.running:
-                self._call(self.fleet.stop())
-        finally:
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(self.call_timeout)
-            loop.close()
-            self._loop = self._thread = None
-
-    def __enter__(self) -> ThreadedFleet:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+    async def _stop_servers(self) -> None:
+        if self.fleet.running:
+            await self.fleet.stop()
 
     @property
     def directory(self) -> Path:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import sqlite3
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -10,6 +13,7 @@ from typing import Any
 
 import psycopg
 from aiohttp.test_utils import TestClient
+from reactor_payloads import webhook
 
 from reactor.store import Store
 from reactor.store_postgres import PostgresStore
@@ -91,3 +95,29 @@ def dump_db(path: Path) -> dict[str, list[tuple[Any, ...]]]:
         return {t: db.execute(f"SELECT * FROM {t} ORDER BY id").fetchall() for t in TABLES}
     finally:
         db.close()
+
+
+async def until(check: Callable[[], Any], within: float = 15.0, what: str = "") -> Any:
+    """Poll ``check`` (a function, or one that returns an awaitable) until its value is
+    truthy, and return that value: a deadline, never a fixed sleep."""
+    deadline = time.monotonic() + within
+    while True:
+        value = check()
+        if inspect.isawaitable(value):
+            value = await value
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"not within {within:g} s: {what or 'the condition'}"
+        await asyncio.sleep(0.02)
+
+
+async def notify(client: Any, *alerts: dict[str, Any]) -> None:
+    """POST a webhook of ``alerts``; it must be taken (200)."""
+    resp = await client.post("/alerts", json=webhook(*alerts))
+    assert resp.status == 200, await resp.text()
+
+
+async def mirrored(client: Any, check: Callable[[dict[str, Any]], bool]) -> bool:
+    """``check`` over the reactor's apps by name (``GET /apps``)."""
+    apps = {a["name"]: a for a in await (await client.get("/apps")).json()}
+    return check(apps)

@@ -4,7 +4,6 @@ PostgreSQL (docs/cd.md): pause on an outage, resume exactly those."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -14,8 +13,8 @@ from typing import Any
 import aiohttp
 import pytest
 from prometheus_client import CollectorRegistry
-from reactor_helpers import postgres_url
-from reactor_payloads import OFFLINE, ONLINE, alert, webhook
+from reactor_helpers import mirrored, notify, postgres_url, until
+from reactor_payloads import OFFLINE, ONLINE, alert
 
 from common import metricnames
 from discovery.apisource import KubernetesDiscovery
@@ -128,23 +127,6 @@ def start(mgmt: ManagementCluster, aiohttp_client: Any, db_path: Path) -> Start:
         return client
 
     return started
-
-
-async def notify(client: Any, *alerts: dict[str, Any]) -> None:
-    resp = await client.post("/alerts", json=webhook(*alerts))
-    assert resp.status == 200, await resp.text()
-
-
-async def until(check: Callable[[], Awaitable[bool]], within: float = 15.0) -> None:
-    deadline = time.monotonic() + within
-    while not await check():
-        assert time.monotonic() < deadline, "not reached in time"
-        await asyncio.sleep(0.02)
-
-
-async def mirrored(client: Any, check: Callable[[dict[str, Any]], bool]) -> bool:
-    apps = {a["name"]: a for a in await (await client.get("/apps")).json()}
-    return check(apps)
 
 
 def obj(mgmt: ManagementCluster, name: str) -> dict[str, Any]:

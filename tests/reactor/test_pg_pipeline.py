@@ -12,11 +12,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
+from reactor_helpers import until
 from reactor_postgres import PostgresServer
 
 from reactor.pg_connection import Connector, Reachability
@@ -88,14 +89,6 @@ def lock_waits(url: str) -> int:
     return int(row[0])
 
 
-async def until(check: Callable[[], Any], what: str, timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
-
-
 async def held(url: str, deploys: PipelinedDeploys, app: str) -> tuple[Any, asyncio.Future[Any]]:
     """A transaction holding c1's row, as a notification does, and a deployment of ``app``
     to c1 waiting for it (seen waiting by the server)."""
@@ -103,7 +96,7 @@ async def held(url: str, deploys: PipelinedDeploys, app: str) -> tuple[Any, asyn
     holder.execute("BEGIN")
     holder.execute("SELECT 1 FROM clusters WHERE name = 'c1' FOR UPDATE")
     deployment = asyncio.ensure_future(deploys.deploy(app, "c1", REFUSED))
-    await until(lambda: lock_waits(url) > 0, "the deployment to wait for the lock")
+    await until(lambda: lock_waits(url) > 0, what="the deployment to wait for the lock")
     return holder, deployment
 
 
@@ -234,8 +227,8 @@ async def test_a_session_ended_under_a_waiting_deployment_runs_it_again(
     try:
         with postgres_server.admin() as admin:
             admin.execute("SELECT pg_terminate_backend(%s)", (before,))
-        await until(lambda: lane_backends(url) - {before}, "a new connection")
-        await until(lambda: lock_waits(url) > 0, "the deployment, again, to wait for the lock")
+        await until(lambda: lane_backends(url) - {before}, what="a new connection")
+        await until(lambda: lock_waits(url) > 0, what="the deployment, again, to wait for the lock")
         holder.execute("COMMIT")
         place = await deployment
         assert place is not None and place.cluster_status is Status.UNKNOWN

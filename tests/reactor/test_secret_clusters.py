@@ -10,12 +10,10 @@ no log line may hold.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -33,7 +31,7 @@ from discovery_informer import (
     plain_secret,
 )
 from prometheus_client.parser import text_string_to_metric_families
-from reactor_helpers import MakeClient, db_flag
+from reactor_helpers import MakeClient, db_flag, until
 from reactor_payloads import ONLINE, alert, webhook
 
 from discovery.apisource import KubernetesDiscovery
@@ -92,13 +90,6 @@ def kubernetes(mgmt: ManagementCluster, **settings: Any) -> KubernetesDiscovery:
 
 async def clusters(client: Client) -> dict[str, dict[str, Any]]:
     return {c["name"]: c for c in await (await client.get("/clusters")).json()}
-
-
-async def until(check: Callable[[], Awaitable[bool]], within: float = 10.0, what: str = "") -> None:
-    deadline = time.monotonic() + within
-    while not await check():
-        assert time.monotonic() < deadline, f"not within {within} s: {what}"
-        await asyncio.sleep(0.02)
 
 
 async def ready(client: Client) -> bool:

@@ -12,17 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import threading
-from collections.abc import Coroutine, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Any, TypeVar
 
 import yaml
 from aiohttp import web
 
 from fleetwatch.standin.certs import FleetCerts
+from fleetwatch.standin.loopthread import OnLoopThread
 from fleetwatch.standin.management.api import Management, create_app
 from fleetwatch.standin.management.auth import RbacRule
 from fleetwatch.standin.management.control import create_control_app
@@ -215,8 +214,11 @@ class ManagementCluster:
         return len(self.state.store.watchers)
 
 
-class ThreadedManagementCluster:
+class ThreadedManagementCluster(OnLoopThread):
     """``ManagementCluster`` with blocking methods; its servers run on a private loop."""
+
+    thread_name = "standin-mgmt"
+    what = "the management cluster"
 
     def __init__(
         self,
@@ -225,16 +227,14 @@ class ThreadedManagementCluster:
         *,
         call_timeout: float = 30.0,
     ) -> None:
+        super().__init__(call_timeout)
         self.cluster = ManagementCluster(directory, settings)
-        self.call_timeout = call_timeout
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
 
-    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
-        if self._loop is None:
-            coro.close()
-            raise RuntimeError("the management cluster is not started")
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(self.call_timeout)
+    async def _start_servers(self) -> None:
+        await self.cluster.start()
+
+    async def _stop_servers(self) -> None:
+        await self.cluster.stop()
 
     def _run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """``fn`` on the server's loop: the store is only ever touched from there."""
@@ -243,41 +243,6 @@ class ThreadedManagementCluster:
             return fn(*args, **kwargs)
 
         return self._call(call())
-
-    def start(self) -> ThreadedManagementCluster:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        self._thread = threading.Thread(target=loop.run_forever, name="standin-mgmt", daemon=True)
-        self._thread.start()
-        try:
-            self._call(self.cluster.start())
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def stop(self) -> None:
-        loop, thread = self._loop, self._thread
-        if loop is None or thread is None:
-            return
-        try:
-            self._call(self.cluster.stop())
-        finally:
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(self.call_timeout)
-            loop.close()
-            self._loop = self._thread = None
-
-    def __enter__(self) -> ThreadedManagementCluster:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     @property
     def url(self) -> str:
