@@ -25,6 +25,8 @@ from common.metricnames import (
     REACTOR_CD_ACTIONS,
     REACTOR_CD_FAILURES,
     REACTOR_CD_INFO,
+    REACTOR_CD_LEADER,
+    REACTOR_CD_LEASE_FAILURES,
     REACTOR_CD_PENDING,
     REACTOR_CD_PENDING_AGE,
     REACTOR_CD_RESYNC_INTERVAL,
@@ -33,6 +35,10 @@ from common.metricnames import (
 from fleetwatch.rules_model import Group, Rule
 
 CD_PENDING_ALERT = "FleetwatchCDActionsPending"
+CD_NO_ACTOR_ALERT = "FleetwatchCDNoActingReplica"
+#: How long no replica may hold the Lease: many lease durations (15 s by default), so a
+#: hand-over (a replica's death, a rolling upgrade) never fires it.
+CD_NO_ACTOR_FOR = "2m"
 #: How many resync intervals an action may wait (each a retry), and then for how long.
 CD_PENDING_INTERVALS = 2
 CD_PENDING_FOR = "5m"
@@ -91,6 +97,39 @@ def cd_group() -> Group:
                             "cluster's API is unreachable (the gate and the store keep "
                             "working, only these wait); bad_request: a webhook or the "
                             "object's schema refuses the patch."
+                        ),
+                    },
+                },
+            ),
+            Rule(
+                why=(
+                    "No replica of a reactor job holds the CD Lease (--cd.leader-election), "
+                    f"for {CD_NO_ACTOR_FOR}:\n"
+                    "nothing pauses or resumes an object, and only the acting replica "
+                    "exports pending\n"
+                    "actions, so FleetwatchCDActionsPending cannot say it. A hand-over "
+                    "takes one lease\n"
+                    "duration (15 s). Without the election (a dry run, "
+                    "--no-cd.leader-election) there\n"
+                    "is no such series and no alert."
+                ),
+                body={
+                    "alert": CD_NO_ACTOR_ALERT,
+                    "expr": f"max by (job) ({REACTOR_CD_LEADER}) == 0\n",
+                    "for": CD_NO_ACTOR_FOR,
+                    "labels": {"severity": "warning"},
+                    "annotations": {
+                        "summary": ("No {{ $labels.job }} replica acts on Flux or Argo CD objects"),
+                        "description": (
+                            "No replica of {{ $labels.job }} has held the CD Lease for "
+                            f"{CD_NO_ACTOR_FOR}: an outage now pauses no Flux or Argo CD "
+                            "object, and nothing paused is resumed. Why: "
+                            f'{total(REACTOR_CD_LEASE_FAILURES)}{{job="{{{{ $labels.job }}}}"}} '
+                            'by reason and the replicas\' log ("cd: Lease ..."). forbidden: '
+                            "the service account may not get, create or update the Lease "
+                            "(the cd component of deploy/ grants it, in the reactor's "
+                            "namespace); network or timeout: the management cluster's API "
+                            "is unreachable."
                         ),
                     },
                 },

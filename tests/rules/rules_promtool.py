@@ -25,6 +25,7 @@ from common.contract import STORM_ALERT as STORM
 from common.metricnames import (
     DISCOVERY_KUBERNETES_UP,
     REACTOR_CD_INFO,
+    REACTOR_CD_LEADER,
     REACTOR_CD_PENDING_AGE,
     REACTOR_CD_RESYNC_INTERVAL,
     REACTOR_DATABASE_UP,
@@ -34,7 +35,7 @@ from common.metricnames import (
     total,
 )
 from fleetwatch.rules import RuleSettings, groups
-from fleetwatch.rules_cd import CD_PENDING_ALERT
+from fleetwatch.rules_cd import CD_NO_ACTOR_ALERT, CD_PENDING_ALERT
 from fleetwatch.rules_discovery import DISCOVERY_DOWN_ALERT
 from fleetwatch.rules_reactor import (
     DATABASE_ALERT,
@@ -760,6 +761,45 @@ def cd_pending_case(s: RuleSettings) -> dict[str, Any]:
     }
 
 
+def cd_no_actor_case(s: RuleSettings) -> dict[str, Any]:
+    """No replica acting on the CD objects: after 2 minutes with no Lease holder, and only then.
+
+    Job ``fleetwatch-reactor``, two replicas: r1 acts until minute 4 and r2 takes over at
+    minute 5 (one minute without a holder: a hand-over, never firing); nobody acts from
+    minute 8 (a Lease the replicas may not update) to 14: firing from minute 10, resolved
+    at 14. Job ``fleetwatch-reactor-b``, one replica acting throughout: never firing.
+    """
+    minutes = 18
+
+    def acting(*spans: tuple[int, int]) -> str:
+        return _values([int(any(a <= m < b for a, b in spans)) for m in range(minutes)])
+
+    def leader(job: str, instance: str, values: str) -> dict[str, str]:
+        return {
+            "series": f'{REACTOR_CD_LEADER}{{job="{job}", instance="{instance}"}}',
+            "values": values,
+        }
+
+    job = {"job": "fleetwatch-reactor"}
+    alert = CD_NO_ACTOR_ALERT
+    return {
+        "name": "no replica acts on the CD objects",
+        "interval": "1m",
+        "input_series": [
+            leader("fleetwatch-reactor", "r1:9714", acting((0, 4))),
+            leader("fleetwatch-reactor", "r2:9714", acting((5, 8), (14, minutes))),
+            leader("fleetwatch-reactor-b", "r3:9714", acting((0, minutes))),
+        ],
+        "alert_rule_test": [
+            _alerts(s, 5, alert, []),  # the hand-over's minute: never long enough
+            _alerts(s, 9, alert, []),  # pending since minute 8
+            _alerts(s, 10, alert, [(job, None)]),
+            _alerts(s, 13, alert, [(job, None)]),
+            _alerts(s, 14, alert, []),  # r2 took the Lease
+        ],
+    }
+
+
 def _reactor_series(s: RuleSettings, metric: str, instance: str, values: str) -> dict[str, str]:
     return {
         "series": f'{metric}{{job="{s.reactor_job}", instance="{instance}"}}',
@@ -910,6 +950,7 @@ def test_file(settings: RuleSettings, rule_file: str) -> dict[str, Any]:
             absent_case(settings),
             discovery_case(settings),
             cd_pending_case(settings),
+            cd_no_actor_case(settings),
             reactor_down_case(settings),
             reactor_database_case(settings),
             reactor_reconcile_case(settings),
