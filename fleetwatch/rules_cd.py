@@ -25,17 +25,23 @@ from common.metricnames import (
     REACTOR_CD_ACTIONS,
     REACTOR_CD_FAILURES,
     REACTOR_CD_INFO,
+    REACTOR_CD_LAST_RESYNC,
     REACTOR_CD_LEADER,
     REACTOR_CD_LEASE_FAILURES,
     REACTOR_CD_PENDING,
     REACTOR_CD_PENDING_AGE,
     REACTOR_CD_RESYNC_INTERVAL,
+    REACTOR_DATABASE_UP,
     total,
 )
 from fleetwatch.rules_model import Group, Rule
 
 CD_PENDING_ALERT = "FleetwatchCDActionsPending"
 CD_NO_ACTOR_ALERT = "FleetwatchCDNoActingReplica"
+CD_STALLED_ALERT = "FleetwatchCDResyncStalled"
+#: Resync intervals without a full pass, and then for how long, before it fires.
+CD_STALLED_INTERVALS = 3
+CD_STALLED_FOR = "5m"
 #: How long no replica may hold the Lease: many lease durations (15 s by default), so a
 #: hand-over (a replica's death, a rolling upgrade) never fires it.
 CD_NO_ACTOR_FOR = "2m"
@@ -130,6 +136,46 @@ def cd_group() -> Group:
                             "(the cd component of deploy/ grants it, in the reactor's "
                             "namespace); network or timeout: the management cluster's API "
                             "is unreachable."
+                        ),
+                    },
+                },
+            ),
+            Rule(
+                why=(
+                    f"The replica that acts (or the only one) has made no full pass over the "
+                    f"objects for\n"
+                    f"{CD_STALLED_INTERVALS} resync intervals, for {CD_STALLED_FOR}: the "
+                    "first list of the objects never completed (a\n"
+                    "missing list grant: nothing is mirrored, nothing would be paused) or "
+                    "every pass fails.\n"
+                    "Held back while its database is unavailable (that alert says it); "
+                    "replicas that\n"
+                    "wait for the Lease do not count."
+                ),
+                body={
+                    "alert": CD_STALLED_ALERT,
+                    "expr": (
+                        f"time() - {REACTOR_CD_LAST_RESYNC}\n"
+                        f"  > {CD_STALLED_INTERVALS} * {REACTOR_CD_RESYNC_INTERVAL}\n"
+                        f"unless on (job, instance) ({REACTOR_CD_LEADER} == 0)\n"
+                        f"unless on (job, instance) ({REACTOR_DATABASE_UP} == 0)\n"
+                    ),
+                    "for": CD_STALLED_FOR,
+                    "labels": {"severity": "warning"},
+                    "annotations": {
+                        "summary": (
+                            "{{ $labels.job }} {{ $labels.instance }} no longer checks the Flux "
+                            "and Argo CD objects"
+                        ),
+                        "description": (
+                            "{{ $labels.job }} at {{ $labels.instance }} acts on the Flux and "
+                            "Argo CD objects but has made no full pass over them for "
+                            f"{CD_STALLED_INTERVALS} resync intervals: outages may pause "
+                            'nothing. Its log says why: without a "cd: first list complete" '
+                            'line, the list of a kind is refused or fails ("management '
+                            'cluster API: ..."; forbidden: its service account lacks list or '
+                            "watch on the kind, which deploy/'s cd-* components grant); "
+                            '"cd: the store cannot answer": its database.'
                         ),
                     },
                 },

@@ -25,6 +25,7 @@ from common.contract import STORM_ALERT as STORM
 from common.metricnames import (
     DISCOVERY_KUBERNETES_UP,
     REACTOR_CD_INFO,
+    REACTOR_CD_LAST_RESYNC,
     REACTOR_CD_LEADER,
     REACTOR_CD_PENDING_AGE,
     REACTOR_CD_RESYNC_INTERVAL,
@@ -35,7 +36,7 @@ from common.metricnames import (
     total,
 )
 from fleetwatch.rules import RuleSettings, groups
-from fleetwatch.rules_cd import CD_NO_ACTOR_ALERT, CD_PENDING_ALERT
+from fleetwatch.rules_cd import CD_NO_ACTOR_ALERT, CD_PENDING_ALERT, CD_STALLED_ALERT
 from fleetwatch.rules_discovery import DISCOVERY_DOWN_ALERT
 from fleetwatch.rules_reactor import (
     DATABASE_ALERT,
@@ -800,6 +801,50 @@ def cd_no_actor_case(s: RuleSettings) -> dict[str, Any]:
     }
 
 
+def cd_stalled_case(s: RuleSettings) -> dict[str, Any]:
+    """No full pass over the CD objects for 3 resync intervals (60 s here), for 5 minutes.
+
+    ``promtool``'s ``time()`` is the evaluation time since 0, so a pass at minute m stamps
+    60 m. ``ok`` passes every minute: never. ``stuck`` (holds the Lease) passes until
+    minute 4, then not until 16: over 180 s from minute 8, firing from 13, resolved at 16.
+    ``never`` (no election) never completes its first list: over 180 s from minute 4,
+    firing from 9. ``waiting`` waits for the Lease (never passes, and need not): never.
+    ``dbdown`` never passes while its database is down: the database's alert says it.
+    """
+    minutes = 18
+    passes = {
+        "ok:9714": [60 * m for m in range(minutes)],
+        "stuck:9714": [60 * m if m <= 4 or m >= 16 else 240 for m in range(minutes)],
+        "never:9714": [0] * minutes,
+        "waiting:9714": [0] * minutes,
+        "dbdown:9714": [0] * minutes,
+    }
+    series = [_reactor_series(s, REACTOR_CD_LAST_RESYNC, i, _values(v)) for i, v in passes.items()]
+    series += [_reactor_series(s, REACTOR_CD_RESYNC_INTERVAL, i, f"60x{minutes}") for i in passes]
+    series += [
+        _reactor_series(s, REACTOR_CD_LEADER, "stuck:9714", f"1x{minutes}"),
+        _reactor_series(s, REACTOR_CD_LEADER, "waiting:9714", f"0x{minutes}"),
+        _reactor_series(s, REACTOR_DATABASE_UP, "dbdown:9714", f"0x{minutes}"),
+    ]
+
+    def at(*instances: str) -> list[tuple[dict[str, str], None]]:
+        return [_reactor(s, i) for i in instances]
+
+    alert = CD_STALLED_ALERT
+    return {
+        "name": "CD resync stalled",
+        "interval": "1m",
+        "input_series": series,
+        "alert_rule_test": [
+            _alerts(s, 8, alert, []),  # never: pending since minute 4
+            _alerts(s, 9, alert, at("never:9714")),
+            _alerts(s, 12, alert, at("never:9714")),  # stuck: pending since minute 8
+            _alerts(s, 13, alert, at("never:9714", "stuck:9714")),
+            _alerts(s, 16, alert, at("never:9714")),  # stuck passed again
+        ],
+    }
+
+
 def _reactor_series(s: RuleSettings, metric: str, instance: str, values: str) -> dict[str, str]:
     return {
         "series": f'{metric}{{job="{s.reactor_job}", instance="{instance}"}}',
@@ -951,6 +996,7 @@ def test_file(settings: RuleSettings, rule_file: str) -> dict[str, Any]:
             discovery_case(settings),
             cd_pending_case(settings),
             cd_no_actor_case(settings),
+            cd_stalled_case(settings),
             reactor_down_case(settings),
             reactor_database_case(settings),
             reactor_reconcile_case(settings),
