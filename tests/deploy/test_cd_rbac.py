@@ -62,14 +62,20 @@ SECRETS_ROLE: tuple[str, str | None, list[Obj]] = (
     "argocd",
     [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["patch"]}],
 )
-LEASE_ROLE: tuple[str, str | None, list[Obj]] = (
-    "Role",
-    "fleetwatch",
-    [
-        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-         "verbs": ["get", "create", "update", "patch"]},
-    ],
-)  # fmt: skip
+
+
+def lease_role(lease: str) -> tuple[str, str | None, list[Obj]]:
+    """create (which RBAC cannot limit by name), and the rest on the reactor's Lease only."""
+    return (
+        "Role",
+        "fleetwatch",
+        [
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+             "verbs": ["create"]},
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+             "resourceNames": [lease], "verbs": ["get", "update", "patch"]},
+        ],
+    )  # fmt: skip
 
 
 def _reactor(objects: list[Obj]) -> Obj:
@@ -89,7 +95,8 @@ Role = tuple[str, str | None, list[Obj]]
 def expected_roles(cd: CdSettings | None) -> dict[str, Role]:
     if cd is None:
         return {}
-    roles: dict[str, Role] = {"fleetwatch-cd-lease": LEASE_ROLE}
+    assert cd.leader_election is not None, "the manifests run the election"
+    roles: dict[str, Role] = {"fleetwatch-cd-lease": lease_role(cd.leader_election.name)}
     if cd.flux:
         roles["fleetwatch-cd-flux"] = FLUX_ROLE
     if cd.argocd:

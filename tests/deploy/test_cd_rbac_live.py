@@ -66,7 +66,8 @@ def rbac_rules(objects: list[Obj]) -> list[RbacRule]:
                     for r in rule["resources"]
                 }
                 where = None if kind == "ClusterRoleBinding" else frozenset({namespace})
-                rules.append(RbacRule(frozenset(rule["verbs"]), frozenset(resources), where))
+                names = frozenset(rule["resourceNames"]) if "resourceNames" in rule else None
+                rules.append(RbacRule(frozenset(rule["verbs"]), frozenset(resources), where, names))
     return rules
 
 

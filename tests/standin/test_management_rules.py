@@ -310,3 +310,35 @@ def test_a_token_of_rbac_rules_is_allowed_what_one_of_its_rules_allows() -> None
         with pytest.raises(ApiError) as refused:
             grant.check(kind, verb, namespace, "x")
         assert refused.value.code == 403
+
+
+def test_a_rule_with_resource_names_allows_those_objects_only_and_never_a_create() -> None:
+    """``resourceNames`` as kube-apiserver's authorizer reads them: the named object only; a
+    request without a name (a create, a list) is never one of them."""
+    leases = BY_PATH[("coordination.k8s.io", "v1", "leases")]
+    tokens = Tokens()
+    token = tokens.issue(
+        "reactor",
+        rules=[
+            RbacRule(frozenset({"create"}), frozenset({leases.key}), frozenset({"fleetwatch"})),
+            RbacRule(
+                frozenset({"get", "update", "patch"}),
+                frozenset({leases.key}),
+                frozenset({"fleetwatch"}),
+                frozenset({"fleetwatch-reactor-cd"}),
+            ),
+        ],
+    )
+    grant = tokens.grant(f"Bearer {token}")
+    assert grant is not None
+    grant.check(leases, "create", "fleetwatch", "")
+    for verb in ("get", "update", "patch"):
+        grant.check(leases, verb, "fleetwatch", "fleetwatch-reactor-cd")
+    for verb, name in (("get", "another-lease"), ("update", "another-lease"), ("list", "")):
+        with pytest.raises(ApiError) as refused:
+            grant.check(leases, verb, "fleetwatch", name)
+        assert refused.value.code == 403
+    names_only = RbacRule(
+        frozenset({"create"}), frozenset({leases.key}), names=frozenset({"fleetwatch-reactor-cd"})
+    )
+    assert not names_only.allows(leases, "create", "fleetwatch", "")

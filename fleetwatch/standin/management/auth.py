@@ -51,12 +51,17 @@ class RbacRule:
     verbs: frozenset[str]
     resources: frozenset[str]
     namespaces: frozenset[str] | None = None
+    #: ``resourceNames``: only these objects. A request without a name (a create, a list)
+    #: is never one of them, as in kube-apiserver's authorizer: a Role cannot limit
+    #: ``create`` by name.
+    names: frozenset[str] | None = None
 
-    def allows(self, kind: Kind, verb: str, namespace: str) -> bool:
+    def allows(self, kind: Kind, verb: str, namespace: str, name: str) -> bool:
         return (
             verb in self.verbs
             and kind.key in self.resources
             and (self.namespaces is None or (namespace != "" and namespace in self.namespaces))
+            and (self.names is None or (name != "" and name in self.names))
         )
 
 
@@ -67,7 +72,7 @@ class RuleGrant(Grant):
     rules: tuple[RbacRule, ...] = ()
 
     def check(self, kind: Kind, verb: str, namespace: str, name: str) -> None:
-        if not any(rule.allows(kind, verb, namespace) for rule in self.rules):
+        if not any(rule.allows(kind, verb, namespace, name) for rule in self.rules):
             raise forbidden(kind.resource, name, self.user, verb, namespace)
 
 
