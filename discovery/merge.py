@@ -26,6 +26,13 @@ cluster's config (:meth:`Merged.context_config`, the Secret twin of
 ``Discoverer.context_config``) and the refs it can probe (:attr:`Merged.held`, for
 ``discovery.clusters.probeable``).
 
+:attr:`Merged.aliases`: a Secret skipped as a duplicate of a cluster kept under the same
+name *and at the same server* is one cluster known twice, which a management cluster
+running Argo CD and Cluster API (or Flux) always holds: Argo CD's cluster Secret and
+Cluster API's ``<cluster>-kubeconfig``. Its ref stays out of the fleet, but the reactor's
+CD mirror resolves Flux objects naming it to the kept cluster (``reactor.cd.targets``).
+A duplicate at another server is another cluster with a clashing name: no alias.
+
 Pure: records in, records out.
 """
 
@@ -48,6 +55,9 @@ class Merged:
     configs: Mapping[str, ContextConfig] = field(default_factory=dict, repr=False)
     #: the ``secret://`` refs of those clusters (``probeable(ref, held)``)
     held: frozenset[str] = frozenset()
+    #: ref of a Secret set aside as a duplicate -> the name of the cluster kept at the
+    #: same server (module docstring)
+    aliases: Mapping[str, str] = field(default_factory=dict)
 
     def context_config(self, cluster: Cluster) -> ContextConfig | None:
         """The config of a Secret cluster of this merge (None for a file's, or a stale one)."""
@@ -74,6 +84,8 @@ def merge(
     problems = [p for p in files.problems if mine(p.context)]
     new = [p for p in files.new_problems if mine(p.context)]
     seen = {c.name: c.kubeconfig_secret_ref for c in files.clusters}
+    servers = {c.name: c.endpoint for c in files.clusters}
+    aliases: dict[str, str] = {}
     fleet = files.fleet_size
     configs: dict[str, ContextConfig] = {}
     held: set[str] = set()
@@ -89,8 +101,11 @@ def merge(
                     secret_problems.append(
                         DiscoveryProblem(cluster.kubeconfig_secret_ref, cluster.name, reason)
                     )
+                    if same_server(servers[cluster.name], cluster.endpoint):
+                        aliases[cluster.kubeconfig_secret_ref] = cluster.name
                 continue
             seen[cluster.name] = cluster.kubeconfig_secret_ref
+            servers[cluster.name] = cluster.endpoint
             fleet += 1
             if not mine(cluster.name):
                 continue
@@ -102,4 +117,9 @@ def merge(
     new.extend(p for p in secret_problems if p not in before)
     problems.extend(secret_problems)
     discovery = Discovery(tuple(clusters), tuple(problems), tuple(new), fleet, files.rescan_in)
-    return Merged(discovery, configs, frozenset(held))
+    return Merged(discovery, configs, frozenset(held), aliases)
+
+
+def same_server(a: str, b: str) -> bool:
+    """Two endpoints of one API server (a trailing slash aside); an empty one is none."""
+    return bool(a) and a.rstrip("/") == b.rstrip("/")

@@ -88,6 +88,9 @@ class ApiDiscovery:
         self.held: frozenset[str] = frozenset()
         #: ref -> why its cluster cannot be probed (``Cluster.not_probeable``)
         self.refused: Mapping[str, str] = {}
+        #: ref of a duplicate Secret -> its cluster (``Merged.aliases``; the CD mirror's)
+        self.aliases: Mapping[str, str] = {}
+        self._aliases_changed = False
         self._reads = SecretReads(settings)
         self._problems: tuple[DiscoveryProblem, ...] = ()
         #: name -> (endpoint, ref) as last upserted by this process
@@ -135,9 +138,12 @@ class ApiDiscovery:
         return merged
 
     def publish(self, merged: Merged, synced: bool) -> None:
-        """What ``POST /clusters`` reads: the refs held and refused. ``synced``: the
-        objects merged were taken once every watch had listed."""
+        """What ``POST /clusters`` reads: the refs held and refused; and the CD mirror:
+        the aliases. ``synced``: the objects merged were taken once every watch had
+        listed."""
         self.held = merged.held
+        self._aliases_changed = self._aliases_changed or merged.aliases != self.aliases
+        self.aliases = merged.aliases
         self.refused = {
             c.kubeconfig_secret_ref: c.not_probeable
             for c in secret_clusters(merged.discovery)
@@ -171,9 +177,11 @@ class ApiDiscovery:
                         c.kubeconfig_secret_ref,
                         c.not_probeable,
                     )
-        if added or updated:
-            # The CD mirror resolves its objects against the clusters: one listed before its
-            # cluster was upserted is mirrored now, not at the next resync.
+        if added or updated or self._aliases_changed:
+            # The CD mirror resolves its objects against the clusters (and the aliases):
+            # one listed before its cluster was upserted is mirrored now, not at the next
+            # resync.
+            self._aliases_changed = False
             for listener in backend.outage_listeners:
                 listener()
         gone = sorted(set(self._upserted) - set(secrets))

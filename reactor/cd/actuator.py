@@ -138,8 +138,11 @@ class CdActuator:
         wake: asyncio.Event,
         clock: Callable[[], float] = time.time,
         leader: Leadership | None = None,
+        aliases: Callable[[], Mapping[str, str]] = dict,
     ) -> None:
         self.backend = backend
+        #: discovery's duplicate Secret refs -> their cluster (``reactor.cd.targets``)
+        self.aliases = aliases
         self.informer = informer
         self.api = api
         self.settings = settings
@@ -244,7 +247,9 @@ class CdActuator:
         self.passes += 1
         clusters, rows = await self.backend.read(read_mirror)
         mirror = plan(
-            self._objects, ClusterIndex.of(clusters), {r.name: mirror_row(r) for r in rows}
+            self._objects,
+            ClusterIndex.of(clusters, self.aliases()),
+            {r.name: mirror_row(r) for r in rows},
         )
         if mirror.writes:
             if not self.acting():

@@ -25,6 +25,7 @@ from aiohttp import web
 
 from discovery.informer import Informer
 from discovery.kubeauth import ApiCredentials, from_kubeconfig, load_credentials
+from reactor.apidiscovery import API_DISCOVERY
 from reactor.cd.actuator import CdActuator
 from reactor.cd.election import LeaderElector, LeaderMetrics, lease_namespace
 from reactor.cd.kubewrite import KubeWriter
@@ -73,7 +74,17 @@ def setup_cd(app: web.Application, settings: CdSettings | None) -> None:
             if election is not None and leader_metrics is not None:
                 namespace = lease_namespace(election)
                 elector = LeaderElector(api, election, namespace, leader_metrics)
-            actuator = CdActuator(backend, informer, api, settings, metrics, wake, leader=elector)
+            secrets = app.get(API_DISCOVERY)
+            actuator = CdActuator(
+                backend,
+                informer,
+                api,
+                settings,
+                metrics,
+                wake,
+                leader=elector,
+                aliases=(lambda: secrets.aliases) if secrets is not None else dict,
+            )
             if elector is not None:
                 elector.listeners.append(actuator.leadership_changed)
             app[CD_ACTUATOR] = actuator

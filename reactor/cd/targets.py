@@ -15,6 +15,10 @@ An object's :class:`~reactor.cd.objects.Destination` is resolved against those:
   Secrets, named by their ``name`` key; a Cluster API Secret is too, and is the same
   cluster by name as discovery keeps the first of two of one name).
 
+A Secret discovery set aside as a duplicate of a cluster of the same name at the same
+server (``discovery.merge``'s aliases: Argo CD's and Cluster API's Secrets of one cluster)
+names that cluster for Flux too, unless a cluster of the store holds that ref itself.
+
 Anything unresolved stays out of the store (an object is an app of one cluster) and is
 reported with its reason; it is tried again at every resync, so a cluster discovered
 later picks up its objects.
@@ -25,7 +29,7 @@ Pure: records in, names out.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from reactor.cd.objects import Destination
@@ -55,11 +59,16 @@ class ClusterIndex:
     argocd_by_server: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, clusters: Iterable[KnownCluster]) -> ClusterIndex:
+    def of(
+        cls, clusters: Iterable[KnownCluster], aliases: Mapping[str, str] | None = None
+    ) -> ClusterIndex:
+        """``aliases``: duplicate Secret ref -> its cluster's name (module docstring)."""
         by_ref: dict[str, list[str]] = defaultdict(list)
         names: set[str] = set()
         by_server: dict[str, list[str]] = defaultdict(list)
+        known: set[str] = set()
         for cluster in clusters:
+            known.add(cluster.name)
             ref = cluster.kubeconfig_secret_ref
             if ref is None or not ref.startswith(SECRET_SCHEME):
                 continue
@@ -68,6 +77,9 @@ class ClusterIndex:
                 names.add(cluster.name)
                 if cluster.endpoint:
                     by_server[cluster.endpoint.rstrip("/")].append(cluster.name)
+        for ref, name in (aliases or {}).items():
+            if name in known and ref not in by_ref:
+                by_ref[ref].append(name)
         return cls(
             {ref: tuple(n) for ref, n in by_ref.items()},
             frozenset(names),

@@ -582,6 +582,25 @@ def test_duplicates_files_first_then_secrets_by_namespace_and_name(tmp_path: Pat
     assert merged.context_config(both) is a_both.clusters[0].config
     assert merged.context_config(found.clusters[0]) is None  # a file's: the Discoverer's
     assert probeable("secret://a/x", merged.held) and not probeable("secret://b/a", merged.held)
+    # b/a is "both" at the same server: the same cluster known twice; the prods are not
+    assert merged.aliases == {"secret://b/a": "both"}
+
+
+def test_argo_cds_and_cluster_apis_secrets_of_one_cluster_alias_its_second() -> None:
+    """A management cluster running both: Argo CD's Secret (namespace argocd sorts first)
+    is kept, Cluster API's is set aside as a duplicate and names the same cluster; a
+    duplicate name at another server is another cluster, never an alias."""
+    kept = read(argo({"bearerToken": TOKEN}, name="prod", server=SERVER + "/"))
+    same = read(capi("prod", kubeconfig({"prod": ({"server": SERVER}, {})}, "prod")))
+    elsewhere = kubeconfig({"prod": ({"server": "https://elsewhere:6443"}, {})}, "prod")
+    other = read(capi("prod", elsewhere, "zz"))
+    merged = merge(Discovery((), ()), [same, other, kept])
+    assert [c.kubeconfig_secret_ref for c in merged.discovery.clusters] == [
+        "secret://argocd/cluster-prod"
+    ]
+    duplicates = {p.source for p in merged.discovery.problems if "duplicate" in p.reason}
+    assert duplicates == {"secret://fleet/prod-kubeconfig", "secret://zz/prod-kubeconfig"}
+    assert merged.aliases == {"secret://fleet/prod-kubeconfig": "prod"}
 
 
 def test_shard_keeps_its_names_and_problems_and_counts_the_whole_fleet(tmp_path: Path) -> None:

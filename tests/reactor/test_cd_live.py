@@ -342,3 +342,51 @@ async def test_an_object_listed_before_discovery_found_its_cluster_is_mirrored_a
     unresolved = f"cd: {name} is not mirrored: no cluster discovered from Secret"
     assert any(r.getMessage().startswith(unresolved) for r in caplog.records)
     assert (await (await client.get(f"/apps/{name}")).json())["cluster"] == "c3"
+
+
+async def test_flux_objects_naming_the_second_secret_of_a_cluster_follow_its_outage(
+    mgmt: ManagementCluster, aiohttp_client: Any, tmp_path: Path
+) -> None:
+    """A management cluster running Argo CD and Cluster API holds two Secrets of one
+    cluster: discovery keeps Argo CD's (its namespace sorts first) and sets Cluster API's
+    aside as a duplicate at the same server, which still names the cluster for the
+    Kustomization that deploys through it: mirrored on c3, paused by c3's outage."""
+    argocd_secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": "cluster-c3",
+            "namespace": "argocd",
+            "labels": {"argocd.argoproj.io/secret-type": "cluster"},
+        },
+        "stringData": {
+            "name": "c3",
+            "server": "https://c3.test:6443",
+            "config": '{"bearerToken": "not-a-secret"}',
+        },
+    }
+    mgmt.seed([argocd_secret])
+    mgmt.seed([cluster_secret("c3", "apiVersion: v1\nkind: Config\n" + C3_KUBECONFIG)])
+    mgmt.seed([flux_object("Kustomization", "c3", "apps")])
+    fast = InformerSettings(backoff_initial=0.05, backoff_max=0.5)
+    settings = ReactorSettings(
+        db_path=tmp_path / "fleetwatch.db",
+        kubernetes=KubernetesDiscovery(kubeconfig=str(mgmt.kubeconfig), informer=fast),
+        discovery_debounce_s=0.1,
+    )
+    cd = CdSettings(flux=True, kubeconfig=str(mgmt.kubeconfig), informer=fast)
+    client = await aiohttp_client(create_app(settings, cd=cd))
+    name = "flux:Kustomization/c3/apps"
+    await until(lambda: mirrored(client, lambda apps: name in apps), within=10.0)
+    cluster = await (await client.get("/clusters/c3")).json()
+    assert cluster["kubeconfig_secret_ref"] == "secret://argocd/cluster-c3"
+    assert (await (await client.get(f"/apps/{name}")).json())["cluster"] == "c3"
+    await notify(client, alert(ONLINE, "c3", 0))
+    await notify(client, alert(OFFLINE, "c3", 5))
+    kustomizations = BY_API_KIND[(KS, "Kustomization")]
+
+    def paused() -> bool:
+        found = mgmt.state.store.get(kustomizations, "c3", "apps")
+        return found["spec"].get("suspend") is True
+
+    await until(paused, within=10.0, what="the Kustomization paused by c3's outage")

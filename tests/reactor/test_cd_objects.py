@@ -181,6 +181,24 @@ def test_destinations_resolve_to_the_store_clusters(
         assert found == expected
 
 
+def test_a_duplicate_secret_of_a_store_cluster_names_it_for_flux() -> None:
+    """discovery.merge's aliases: Cluster API's Secret of a cluster kept by its Argo CD
+    Secret resolves to it; an alias of a cluster the store lacks does not; a ref a store
+    cluster holds itself is that cluster's, whatever an alias says."""
+    clusters = [KnownCluster("prod-1", "https://p1:6443", "secret://argocd/cluster-p1")]
+    aliases = {
+        "secret://team-a/prod-1-kubeconfig": "prod-1",
+        "secret://team-a/gone-kubeconfig": "gone",
+        "secret://argocd/cluster-p1": "prod-2",
+    }
+    index = ClusterIndex.of(clusters, aliases)
+    assert index.resolve(flux_to("team-a/prod-1-kubeconfig")) == "prod-1"
+    assert isinstance(index.resolve(flux_to("team-a/gone-kubeconfig")), Unresolved)
+    assert index.resolve(flux_to("argocd/cluster-p1")) == "prod-1"
+    without = ClusterIndex.of(clusters)
+    assert isinstance(without.resolve(flux_to("team-a/prod-1-kubeconfig")), Unresolved)
+
+
 # -- the mirror --------------------------------------------------------------------------
 
 
