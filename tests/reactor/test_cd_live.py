@@ -320,6 +320,26 @@ async def _true(value: bool) -> bool:
     return value
 
 
+async def discovering_c3(
+    mgmt: ManagementCluster, aiohttp_client: Any, tmp_path: Path, debounce_s: float
+) -> Any:
+    """Cluster API's Secret of c3 and a Kustomization through it, and a reactor discovering
+    clusters from the Secrets with ``--cd.flux``, once the Kustomization is mirrored."""
+    mgmt.seed([cluster_secret("c3", "apiVersion: v1\nkind: Config\n" + C3_KUBECONFIG)])
+    mgmt.seed([flux_object("Kustomization", "c3", "apps")])
+    fast = InformerSettings(backoff_initial=0.05, backoff_max=0.5)
+    settings = ReactorSettings(
+        db_path=tmp_path / "fleetwatch.db",
+        kubernetes=KubernetesDiscovery(kubeconfig=str(mgmt.kubeconfig), informer=fast),
+        discovery_debounce_s=debounce_s,
+    )
+    cd = CdSettings(flux=True, kubeconfig=str(mgmt.kubeconfig), informer=fast)
+    client = await aiohttp_client(create_app(settings, cd=cd))
+    name = "flux:Kustomization/c3/apps"
+    await until(lambda: mirrored(client, lambda apps: name in apps), within=10.0)
+    return client
+
+
 async def test_an_object_listed_before_discovery_found_its_cluster_is_mirrored_at_the_upsert(
     mgmt: ManagementCluster, aiohttp_client: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -327,18 +347,8 @@ async def test_an_object_listed_before_discovery_found_its_cluster_is_mirrored_a
     debounce), so the object is unresolved at first; the upsert wakes the actuator, which
     mirrors it then, not at the resync a minute later."""
     caplog.set_level(logging.INFO)
-    mgmt.seed([cluster_secret("c3", "apiVersion: v1\nkind: Config\n" + C3_KUBECONFIG)])
-    mgmt.seed([flux_object("Kustomization", "c3", "apps")])
-    fast = InformerSettings(backoff_initial=0.05, backoff_max=0.5)
-    settings = ReactorSettings(
-        db_path=tmp_path / "fleetwatch.db",
-        kubernetes=KubernetesDiscovery(kubeconfig=str(mgmt.kubeconfig), informer=fast),
-        discovery_debounce_s=1.0,
-    )
-    cd = CdSettings(flux=True, kubeconfig=str(mgmt.kubeconfig), informer=fast)
-    client = await aiohttp_client(create_app(settings, cd=cd))
+    client = await discovering_c3(mgmt, aiohttp_client, tmp_path, debounce_s=1.0)
     name = "flux:Kustomization/c3/apps"
-    await until(lambda: mirrored(client, lambda apps: name in apps), within=10.0)
     unresolved = f"cd: {name} is not mirrored: no cluster discovered from Secret"
     assert any(r.getMessage().startswith(unresolved) for r in caplog.records)
     assert (await (await client.get(f"/apps/{name}")).json())["cluster"] == "c3"
@@ -366,18 +376,8 @@ async def test_flux_objects_naming_the_second_secret_of_a_cluster_follow_its_out
         },
     }
     mgmt.seed([argocd_secret])
-    mgmt.seed([cluster_secret("c3", "apiVersion: v1\nkind: Config\n" + C3_KUBECONFIG)])
-    mgmt.seed([flux_object("Kustomization", "c3", "apps")])
-    fast = InformerSettings(backoff_initial=0.05, backoff_max=0.5)
-    settings = ReactorSettings(
-        db_path=tmp_path / "fleetwatch.db",
-        kubernetes=KubernetesDiscovery(kubeconfig=str(mgmt.kubeconfig), informer=fast),
-        discovery_debounce_s=0.1,
-    )
-    cd = CdSettings(flux=True, kubeconfig=str(mgmt.kubeconfig), informer=fast)
-    client = await aiohttp_client(create_app(settings, cd=cd))
+    client = await discovering_c3(mgmt, aiohttp_client, tmp_path, debounce_s=0.1)
     name = "flux:Kustomization/c3/apps"
-    await until(lambda: mirrored(client, lambda apps: name in apps), within=10.0)
     cluster = await (await client.get("/clusters/c3")).json()
     assert cluster["kubeconfig_secret_ref"] == "secret://argocd/cluster-c3"
     assert (await (await client.get(f"/apps/{name}")).json())["cluster"] == "c3"
