@@ -133,7 +133,9 @@ class Service:
         moves: dict[str, list[str]] = defaultdict(list)
         with self.store.write() as tx:
             known = tx.clusters_named(list(by_cluster))
-            missing = [name for name in by_cluster if name not in known]
+            # In name order, as discovery inserts: two transactions adding the same new
+            # names never wait on each other in a cycle (PostgreSQL: a deadlock).
+            missing = sorted(name for name in by_cluster if name not in known)
             if missing:
                 known.update(tx.insert_clusters(missing, SOURCE_ALERTS))
                 created.extend(missing)
@@ -216,11 +218,13 @@ class Service:
         """Start-up discovery: add new clusters, update endpoint/ref of known ones.
 
         Nothing else about a known cluster changes (its status, source, apps). Returns
-        (added, updated).
+        (added, updated). In name order: replicas upserting the same new clusters at once
+        (every replica watches the same Secrets) meet on their first common name, and the
+        loser's conflict is retried, instead of deadlocking again and again.
         """
         added = updated = 0
         with self.store.write() as tx:
-            for found in clusters:
+            for found in sorted(clusters, key=lambda c: c.name):
                 known = tx.cluster(found.name)
                 if known is None:
                     tx.insert_cluster(
