@@ -288,7 +288,9 @@ async def get_cluster(request: web.Request) -> web.Response:
 async def post_clusters(request: web.Request) -> web.Response:
     new = check(models.NewCluster, await read_object(request))
     name, endpoint, ref = new.name, new.endpoint, new.kubeconfig_secret_ref
-    cluster = await request.app[BACKEND].run(lambda s: s.add_cluster(name, endpoint, ref))
+    backend = request.app[BACKEND]
+    cluster = await backend.run(lambda s: s.add_cluster(name, endpoint, ref))
+    backend.changed()  # the CD objects naming it are mirrored now, not at the next resync
     # A readable kubeconfig file, or a Secret of the management cluster that discovery
     # reads and can probe (--discovery.kubernetes): else it stays UNKNOWN, and the log says why.
     secrets = request.app[API_DISCOVERY]
@@ -309,7 +311,9 @@ async def delete_cluster(request: web.Request) -> web.Response:
     force = request.query.get("force", "false")
     if force not in ("true", "false"):
         raise InvalidInput('"force" must be "true" or "false"')
-    apps = await request.app[BACKEND].run(lambda s: s.delete_cluster(name, force == "true"))
+    backend = request.app[BACKEND]
+    apps = await backend.run(lambda s: s.delete_cluster(name, force == "true"))
+    backend.changed()  # its CD objects leave the mirror now
     return answer("DeletedCluster", {"deleted": name, "apps_deleted": apps})
 
 

@@ -182,8 +182,7 @@ class ApiDiscovery:
             # one listed before its cluster was upserted is mirrored now, not at the next
             # resync.
             self._aliases_changed = False
-            for listener in backend.outage_listeners:
-                listener()
+            backend.changed()
         gone = sorted(set(self._upserted) - set(secrets))
         for name in gone:
             _, ref = self._upserted.pop(name)

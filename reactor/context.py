@@ -237,10 +237,10 @@ class Backend:
         #: go to the least busy of ``thread`` and these.
         self.writers: list[tuple[StoreThread, Service]] = []
         self.unavailable = UnavailableLog()
-        #: Called on the event loop after a write that moved apps in or out of an outage
-        #: committed (a notification, a reconciliation, a reset), and after discovery
-        #: added or changed clusters (the CD objects resolve against them): the CD
-        #: actuator's wake-up.
+        #: Called on the event loop (:meth:`changed`) after a write that moved apps in or
+        #: out of an outage committed (a notification, a reconciliation, a reset), and after
+        #: clusters were added, changed or deleted (discovery, ``POST``/``DELETE
+        #: /clusters``: the CD objects resolve against them): the CD actuator's wake-up.
         self.outage_listeners: list[Callable[[], None]] = []
         #: On PostgreSQL: deployments sent from the event loop, without a store thread.
         self.deploys: PipelinedDeploys | None = None
@@ -264,10 +264,14 @@ class Backend:
         # A call that lost a race with another replica's transaction runs again.
         result = await thread.call(lambda: retry_conflicts(lambda: operation(service)))
         self.unavailable.answered()
-        if self.outage_listeners and _moves_outages(result):
-            for listener in self.outage_listeners:
-                listener()
+        if _moves_outages(result):
+            self.changed()
         return result
+
+    def changed(self) -> None:
+        """Tell the listeners (the CD actuator) that what they resolve against changed."""
+        for listener in self.outage_listeners:
+            listener()
 
     async def deploy(self, app: str, cluster: str) -> AppRecord:
         """``Service.deploy``; on PostgreSQL decided from the event loop (the hot path,

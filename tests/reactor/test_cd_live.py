@@ -390,3 +390,28 @@ async def test_flux_objects_naming_the_second_secret_of_a_cluster_follow_its_out
         return found["spec"].get("suspend") is True
 
     await until(paused, within=10.0, what="the Kustomization paused by c3's outage")
+
+
+async def test_a_cluster_added_through_the_api_takes_its_objects_at_once(
+    start: Start, mgmt: ManagementCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The objects naming a cluster the store lacks are unresolved; POST /clusters wakes the
+    pass, which mirrors them then, not at the resync (60 s here). One replica without the
+    election: no poll of the store's clusters (that is for other replicas' changes)."""
+    caplog.set_level(logging.INFO, logger="reactor.cd.actuator")
+    client = await start(leader_election=None)
+    mgmt.seed([kustomization("late", "c9")])
+    name = "flux:Kustomization/flux-system/late"
+    unresolved = f"cd: {name} is not mirrored"
+    await until(
+        lambda: _true(any(r.getMessage().startswith(unresolved) for r in caplog.records)),
+        what="the object unresolved first",
+    )
+    body = {
+        "name": "c9",
+        "endpoint": "https://c9.test:6443",
+        "kubeconfig_secret_ref": "secret://flux-system/c9-kubeconfig",
+    }
+    assert (await client.post("/clusters", json=body)).status == 201
+    await until(lambda: mirrored(client, lambda apps: name in apps), within=5.0)
+    assert (await (await client.get(f"/apps/{name}")).json())["cluster"] == "c9"
