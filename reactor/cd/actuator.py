@@ -68,7 +68,7 @@ from reactor.cd.clustersecrets import ClusterSecret, decide_secrets
 from reactor.cd.metrics import CdMetrics
 from reactor.cd.mirror import plan
 from reactor.cd.objects import ARGOCD, CdObject
-from reactor.cd.orphans import RESUME_ORPHAN, Orphans
+from reactor.cd.orphans import RESUME_ORPHAN, Orphans, Pausable
 from reactor.cd.patches import patch_for
 from reactor.cd.rules import Observed, StoreView, Verb, decide, decide_without_pausing
 from reactor.cd.settings import CdSettings
@@ -171,6 +171,7 @@ class CdActuator:
         self._stamp: object = None
         self._next_poll = 0.0
         self._orphans = Orphans(settings.resync_interval_s)
+        self._secret_orphans = Orphans(settings.resync_interval_s)
 
     def acting(self) -> bool:
         """Does this replica act on the objects now (it alone, or it holds the Lease)?"""
@@ -183,6 +184,7 @@ class CdActuator:
         self._pending_since.clear()
         self._paused.clear()
         self._orphans.reset()
+        self._secret_orphans.reset()
         self._stamp = None
         self._resync_now = leading
         if not leading:  # the acting replica alone exports the objects and their actions
@@ -268,7 +270,10 @@ class CdActuator:
         steps, unresolved = self._decide(clusters, rows)
         self._report_unresolved({**mirror.unresolved, **unresolved})
         await self._act(steps)
-        orphans = self._orphans.due(self._objects, {r.name for r in rows}, self.clock())
+        now = self.clock()
+        orphans = self._orphans.due(self._objects, {r.name for r in rows}, now)
+        named = set(self._secrets) - set(unresolved)  # the Secrets that name a cluster
+        orphans += self._secret_orphans.due(self._secrets, named, now)
         if orphans:
             await self._resume_orphans(orphans)
         self._export(rows, steps)
@@ -387,18 +392,19 @@ class CdActuator:
         log.debug("cd: %s: done", describe(step))
         return "applied"
 
-    async def _resume_orphans(self, orphans: list[CdObject]) -> None:
+    async def _resume_orphans(self, orphans: list[Pausable]) -> None:
         """Resume what fleetwatch paused and no cluster of the store holds any more."""
         stamp = datetime.fromtimestamp(self.clock(), UTC).isoformat().replace("+00:00", "Z")
         limit = asyncio.Semaphore(self.settings.patches_in_flight)
         resumed: list[str] = []
 
-        async def one(obj: CdObject) -> None:
-            step = Step(obj.app_name, "(none)", obj, RESUME_ORPHAN)
+        async def one(obj: Pausable) -> None:
+            key = orphan_key(obj)
+            step = Step(key, "(none)", obj, RESUME_ORPHAN)
             if self.settings.dry_run:
                 log.info("cd (dry run): would %s", describe(step))
                 self.metrics.actions.labels(Verb.RESUME.value, "dry_run").inc()
-                self._acted[obj.app_name] = obj.resource_version
+                self._acted[key] = obj.resource_version
                 return
             patch = patch_for(RESUME_ORPHAN, obj, stamp)
             assert patch is not None
@@ -406,10 +412,10 @@ class CdActuator:
                 result = await self._patch(step, patch)
             if result == "applied":
                 self.metrics.orphans_resumed.inc()
-                resumed.append(obj.app_name)
+                resumed.append(key)
                 log.info("cd: %s (paused for outage %s): done", describe(step), obj.mark)
 
-        todo = [o for o in orphans if self._acted.get(o.app_name) != o.resource_version]
+        todo = [o for o in orphans if self._acted.get(orphan_key(o)) != o.resource_version]
         await asyncio.gather(*(one(obj) for obj in todo))
         if resumed:
             shown = ", ".join(sorted(resumed)[:5]) + (", ..." if len(resumed) > 5 else "")
@@ -445,3 +451,8 @@ class CdActuator:
         self.metrics.pending.set(len(self._pending_since))
         oldest = min(self._pending_since.values(), default=now)
         self.metrics.pending_age.set(max(0.0, now - oldest))
+
+
+def orphan_key(obj: Pausable) -> str:
+    """An orphan's name in the actuator's books: its app's name, or a Secret's key."""
+    return obj.app_name if isinstance(obj, CdObject) else obj.key

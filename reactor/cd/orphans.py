@@ -8,6 +8,10 @@ outage of the store can end, and the rules of ``reactor.cd.rules`` never look at
 again. Left alone it would stay paused for ever, a silent stop of its delivery that
 nothing shows.
 
+The same holds for an Argo CD cluster Secret paused in ``--cd.argocd.pause
+cluster-secret`` mode whose cluster left the store: it names no cluster any more, and
+nothing would ever resume it.
+
 So fleetwatch resumes it (and drops the mark), with a warning and a counter: it paused
 the object for an outage it can no longer see end, and what it cannot see any more it
 must not keep stopped. What a person paused (no mark) is never touched, as everywhere.
@@ -26,8 +30,12 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
+from reactor.cd.clustersecrets import ClusterSecret
 from reactor.cd.objects import CdObject, Unreadable
 from reactor.cd.rules import Decision, Verb
+
+#: What can be left paused: a Flux or Argo CD object, or an Argo CD cluster Secret.
+Pausable = CdObject | ClusterSecret
 
 #: What the actuator does to an orphan: resume it, as the rules resume at an outage's end.
 RESUME_ORPHAN = Decision(Verb.RESUME, why="its cluster left the store: no outage can end its pause")
@@ -42,16 +50,17 @@ class Orphans:
 
     def due(
         self,
-        objects: Mapping[str, CdObject | Unreadable],
+        objects: Mapping[str, Pausable | Unreadable],
         mirrored: Collection[str],
         now: float,
-    ) -> list[CdObject]:
-        """The orphans of ``objects`` (by app name) to resume ``now``; ``mirrored``: the
-        names of the store's mirrored apps after this pass's mirror."""
+    ) -> list[Pausable]:
+        """The orphans of ``objects`` (by app name, or a Secret's key) to resume ``now``;
+        ``mirrored``: the names of the store's mirrored apps after this pass's mirror (the
+        keys of the Secrets that name a cluster of the store)."""
         current = {
             name: obj
             for name, obj in objects.items()
-            if isinstance(obj, CdObject)
+            if isinstance(obj, Pausable)
             and obj.paused
             and obj.mark is not None
             and name not in mirrored

@@ -368,3 +368,25 @@ async def test_an_applicationset_reverting_the_pause_is_not_fought_faster_than_t
     ours = patches(mgmt)["patch applications.argoproj.io"] - reverts
     # c1's three Applications paused once, "earlier" resumed, and one pause per revert.
     assert ours - len(C1_APPS) - 1 <= reverts
+
+
+async def test_a_cluster_secret_paused_for_an_outage_is_resumed_when_its_cluster_leaves(
+    start: Start, mgmt: ManagementCluster
+) -> None:
+    """c1's Secret paused by its outage; c1 deleted from the store (forced: its apps go):
+    no outage can end that pause, so after a resync interval the Secret is resumed and
+    its mark dropped, counted as an orphan. c2's is not touched."""
+    registry = CollectorRegistry()
+    client = await start(registry=registry, resync_interval_s=1.0)
+    await notify(client, alert(OFFLINE, "c1", 5))
+    await until(lambda: holds(secret_state(mgmt, "c1")[0]))
+    deleted_at = time.monotonic()
+    resp = await client.delete("/clusters/c1", params={"force": "true"})
+    assert resp.status == 200
+    await until(lambda: holds(secret_state(mgmt, "c1") == (False, None)))
+    assert time.monotonic() - deleted_at >= 1.0  # only after the grace period
+    assert secret_state(mgmt, "c2") == (False, None)
+    orphans = metricnames.total(metricnames.REACTOR_CD_ORPHANS_RESUMED)
+    await until(lambda: holds(registry.get_sample_value(orphans) == 1))
+    # c1's Secret paused once and resumed once; "earlier" resumed at the start, as always
+    assert patches(mgmt) == {"patch secrets": 2, "patch applications.argoproj.io": 1}
