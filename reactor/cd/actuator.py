@@ -46,8 +46,8 @@ outages (``cluster_stamp``) every :data:`POLL_S`, and a change is a pass. Taking
 Lease starts from scratch: what this replica remembered of earlier actions is dropped,
 and its first pass is a full resync.
 
-**Orphans.** An object fleetwatch paused whose cluster left the store is resumed once it
-has been one for a resync interval (``reactor.cd.orphans`` says why).
+**Orphans.** An object (or cluster Secret) fleetwatch paused whose cluster left the store
+is resumed once it has been one for a resync interval (``reactor.cd.orphans`` says why).
 
 I/O (asyncio, the store threads, the management API).
 """
@@ -68,7 +68,7 @@ from reactor.cd.clustersecrets import ClusterSecret, decide_secrets
 from reactor.cd.metrics import CdMetrics
 from reactor.cd.mirror import plan
 from reactor.cd.objects import ARGOCD, CdObject
-from reactor.cd.orphans import RESUME_ORPHAN, Orphans, Pausable
+from reactor.cd.orphans import RESUME_ORPHAN, Orphans, Pausable, orphan_key
 from reactor.cd.patches import patch_for
 from reactor.cd.rules import Observed, StoreView, Verb, decide, decide_without_pausing
 from reactor.cd.settings import CdSettings
@@ -248,11 +248,8 @@ class CdActuator:
             return
         self.passes += 1
         clusters, rows = await self.backend.read(read_mirror)
-        mirror = plan(
-            self._objects,
-            ClusterIndex.of(clusters, self.aliases()),
-            {r.name: mirror_row(r) for r in rows},
-        )
+        index = ClusterIndex.of(clusters, self.aliases())
+        mirror = plan(self._objects, index, {r.name: mirror_row(r) for r in rows})
         if mirror.writes:
             if not self.acting():
                 return
@@ -451,8 +448,3 @@ class CdActuator:
         self.metrics.pending.set(len(self._pending_since))
         oldest = min(self._pending_since.values(), default=now)
         self.metrics.pending_age.set(max(0.0, now - oldest))
-
-
-def orphan_key(obj: Pausable) -> str:
-    """An orphan's name in the actuator's books: its app's name, or a Secret's key."""
-    return obj.app_name if isinstance(obj, CdObject) else obj.key

@@ -71,3 +71,8 @@ class Orphans:
     def reset(self) -> None:
         """Forget every start (a new leader counts the grace period again)."""
         self._since.clear()
+
+
+def orphan_key(obj: Pausable) -> str:
+    """An orphan's name in the actuator's books: its app's name, or a Secret's key."""
+    return obj.app_name if isinstance(obj, CdObject) else obj.key
