@@ -324,3 +324,19 @@ async def test_a_caller_that_goes_away_leaves_its_lane_working(url: str) -> None
     finally:
         holder.close()
         deploys.close()
+
+
+async def test_a_deployment_waiting_for_a_lock_does_not_hold_up_the_next_lane(url: str) -> None:
+    """One lane waits for c1's lock (a notification holds it); the next deployment goes to
+    the lane with fewer in flight and commits meanwhile."""
+    deploys = pipelined(url, lanes=2)
+    holder, waiting = await held(url, deploys, "app-13")
+    try:
+        place = await asyncio.wait_for(deploys.deploy("app-14", "c2", REFUSED), 10)
+        assert place is not None and app_row(url, "app-14") == ("c2", "DEPLOYED")
+        assert not waiting.done()
+        holder.execute("COMMIT")
+        assert await waiting is not None
+    finally:
+        holder.close()
+        deploys.close()
