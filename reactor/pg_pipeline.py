@@ -131,8 +131,10 @@ class Lane:
         finally:
             if self.opening is opening and opening.done():
                 self.opening = None
-        if self.conn is None:  # the first waiter to wake installs it
-            self._install(conn)
+        if self.conn is None:
+            if conn.closed:  # installed by another waiter, and lost since: open anew
+                return await self.connected()
+            self._install(conn)  # the first waiter to wake installs it
         return self.conn if self.conn is not None else conn
 
     def _install(self, conn: Connection) -> None:
