@@ -16,12 +16,11 @@ from reactor_helpers import postgres_url
 from reactor_payloads import OFFLINE, ONLINE, alert
 
 # The stand-in management cluster with the fleet of test_cd_live, and its helpers.
-from test_cd_live import (  # noqa: F401 (mgmt and start are fixtures)
+from test_cd_live import (  # noqa: F401 (start is a fixture)
     C1_PAUSED,
     FLEET,
     SERVER,
     Start,
-    mgmt,
     notify,
     patches,
     start,
@@ -95,7 +94,7 @@ async def test_each_apps_source_is_shown_and_a_mirrored_app_is_not_the_apis_to_c
     assert rows["web-api"] == ["c1", "DEPLOYED", "api"]
 
 
-def cd_settings(mgmt: ManagementCluster, **cd: Any) -> CdSettings:  # noqa: F811
+def cd_settings(mgmt: ManagementCluster, **cd: Any) -> CdSettings:
     return CdSettings(
         flux=True,
         argocd=True,
@@ -123,7 +122,7 @@ async def started(
 
 
 async def test_ready_waits_for_the_first_list_of_the_cd_objects(
-    mgmt: ManagementCluster,  # noqa: F811
+    mgmt: ManagementCluster,
     aiohttp_client: Any,
     db_path: Path,
 ) -> None:
@@ -145,7 +144,7 @@ async def test_ready_waits_for_the_first_list_of_the_cd_objects(
 
 async def test_an_object_paused_for_an_outage_is_resumed_when_its_cluster_leaves_the_store(
     start: Start,  # noqa: F811
-    mgmt: ManagementCluster,  # noqa: F811
+    mgmt: ManagementCluster,
 ) -> None:
     registry = CollectorRegistry()
     client = await start(registry=registry, resync_interval_s=1.0)
@@ -174,7 +173,7 @@ async def test_an_object_paused_for_an_outage_is_resumed_when_its_cluster_leaves
 
 
 async def test_a_replica_without_the_lease_writes_nothing_until_it_takes_it(
-    mgmt: ManagementCluster,  # noqa: F811
+    mgmt: ManagementCluster,
     aiohttp_client: Any,
     db_path: Path,
 ) -> None:

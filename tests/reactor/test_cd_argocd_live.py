@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from reactor_payloads import OFFLINE, ONLINE, alert
 
 from common import metricnames
 from discovery.informer import InformerSettings
-from fleetwatch.standin.management import ManagementCluster, ManagementSettings
+from fleetwatch.standin.management import ManagementCluster
 from fleetwatch.standin.management.kinds import BY_API_KIND, SECRETS
 from reactor.app import create_app
 from reactor.cd.objects import MARK, SKIP_RECONCILE
@@ -75,12 +75,6 @@ FLEET = [
 ]
 C1_APPS = ("guestbook", "web", "shop")
 APPLICATIONS = BY_API_KIND[(APP, "Application")]
-
-
-@pytest.fixture
-async def mgmt(tmp_path: Path) -> AsyncIterator[ManagementCluster]:
-    async with ManagementCluster(tmp_path / "mgmt", ManagementSettings(bookmark_seconds=0.2)) as m:
-        yield m
 
 
 Start = Callable[..., Awaitable[Any]]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from common import metricnames
 from discovery.apisource import KubernetesDiscovery
 from discovery.informer import InformerSettings
 from fleetwatch.demo_cd import cluster_secret, flux_object
-from fleetwatch.standin.management import ManagementCluster, ManagementSettings
+from fleetwatch.standin.management import ManagementCluster
 from fleetwatch.standin.management.kinds import BY_API_KIND
 from reactor.app import create_app
 from reactor.cd.objects import MARK, REQUESTED_AT, SKIP_RECONCILE
@@ -82,12 +82,6 @@ users: [{name: c3, user: {token: not-a-secret}}]
 contexts: [{name: c3, context: {cluster: c3, user: c3}}]
 current-context: c3
 """
-
-
-@pytest.fixture
-async def mgmt(tmp_path: Path) -> AsyncIterator[ManagementCluster]:
-    async with ManagementCluster(tmp_path / "mgmt", ManagementSettings(bookmark_seconds=0.2)) as m:
-        yield m
 
 
 Start = Callable[..., Awaitable[Any]]

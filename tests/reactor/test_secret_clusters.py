@@ -15,7 +15,7 @@ import logging
 import subprocess
 import sys
 import urllib.request
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,6 @@ from discovery.informer import InformerSettings
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
 from fleetwatch.standin.management import (
     ManagementCluster,
-    ManagementSettings,
     ThreadedManagementCluster,
 )
 from fleetwatch.standin.management.kinds import SECRETS
@@ -110,12 +109,6 @@ def warnings_about(caplog: pytest.LogCaptureFixture, cluster: str) -> list[str]:
         for r in caplog.records
         if r.levelno >= logging.WARNING and r.getMessage().startswith(f"cluster {cluster}:")
     ]
-
-
-@pytest.fixture
-async def mgmt(tmp_path: Path) -> AsyncIterator[ManagementCluster]:
-    async with ManagementCluster(tmp_path / "mgmt", ManagementSettings(bookmark_seconds=0.2)) as m:
-        yield m
 
 
 @pytest.fixture
