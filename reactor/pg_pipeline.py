@@ -43,7 +43,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 from collections import deque
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -59,7 +58,13 @@ from reactor.pg_connection import (
     first_line,
 )
 from reactor.statemachine import Status
-from reactor.store import CONFLICT_ATTEMPTS, Placement, StoreConflict, StoreUnavailable
+from reactor.store import (
+    CONFLICT_ATTEMPTS,
+    Placement,
+    StoreConflict,
+    StoreUnavailable,
+    conflict_pause_s,
+)
 from reactor.store_postgres import DEPLOY, store_error
 
 log = logging.getLogger(__name__)
@@ -297,18 +302,17 @@ class PipelinedDeploys:
     async def deploy(self, app: str, cluster: str, refused: Collection[Status]) -> Placement | None:
         """The store's ``deploy``: None when the app or the cluster is unknown."""
         params = [cluster.encode(), app.encode(), text_array([s.value for s in refused])]
-        for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+        for attempt in range(1, CONFLICT_ATTEMPTS + 1):  # store.retry_conflicts, on the loop
             try:
                 row = await self._run(params)
+                break
             except StoreConflict:
                 if attempt == CONFLICT_ATTEMPTS:
                     raise
-                await asyncio.sleep(random.uniform(0, 0.002 * attempt))
-                continue
-            if row is None or row[0] is None or row[1] is None or row[2] is None:
-                return None
-            return Placement(int(row[0]), int(row[1]), Status(row[2].decode()))
-        raise AssertionError("unreachable")
+                await asyncio.sleep(conflict_pause_s(attempt))
+        if row is None or row[0] is None or row[1] is None or row[2] is None:
+            return None
+        return Placement(int(row[0]), int(row[1]), Status(row[2].decode()))
 
     async def _run(self, params: list[bytes]) -> tuple[bytes | None, ...] | None:
         """One deployment's row; sent once more, on a new connection, when it did not run."""

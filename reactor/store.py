@@ -76,8 +76,14 @@ def retry_conflicts(call: Callable[[], T], attempts: int = CONFLICT_ATTEMPTS) ->
         except StoreConflict:
             if attempt == attempts:
                 raise
-            time.sleep(random.uniform(0, 0.002 * attempt))
+            time.sleep(conflict_pause_s(attempt))
     raise AssertionError("unreachable")
+
+
+def conflict_pause_s(attempt: int) -> float:
+    """A short random pause before attempt ``attempt + 1``: two losers of a deadlock do
+    not meet again at once."""
+    return random.uniform(0, 0.002 * attempt)
 
 
 @dataclass(frozen=True, slots=True)
