@@ -5,4 +5,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh demo
+echo "fleetwatch install: starting the demo (.venv/bin/fleetwatch demo $*)" >&2
 exec .venv/bin/fleetwatch demo "$@"
