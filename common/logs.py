@@ -17,6 +17,9 @@ from typing import Final, TextIO
 
 FORMATS: Final = ("logfmt", "json")
 LEVELS: Final = ("debug", "info", "warn", "warning", "error")
+#: ``--log.level``'s default on every subcommand: a summary line per cycle and each
+#: cluster's change of state (DESIGN.md's operating surface), the rest at debug.
+DEFAULT_LEVEL: Final = "info"
 
 
 def _level(value: str) -> str:
@@ -68,15 +71,19 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, ensure_ascii=False)
 
 
-def add_log_flags(parser: argparse.ArgumentParser, default_level: str = "info") -> None:
-    """``--log.level`` and ``--log.format``, spelled and explained alike on every subcommand."""
+def add_log_flags(parser: argparse.ArgumentParser) -> None:
+    """``--log.level`` and ``--log.format``, spelled and explained alike on every subcommand.
+
+    One default for every subcommand (:data:`DEFAULT_LEVEL`): a person who learnt what
+    ``fleetwatch exporter`` logs finds the same in ``discover`` and ``demo``.
+    """
     parser.add_argument(
         "--log.level",
         dest="log_level",
         type=_level,
         choices=[level for level in LEVELS if level != "warning"],
-        default=_level(default_level),
-        help=f"least severe log level written to stderr (default: {default_level}; "
+        default=DEFAULT_LEVEL,
+        help=f"least severe log level written to stderr (default: {DEFAULT_LEVEL}; "
         "warning is warn's other spelling)",
     )
     parser.add_argument(

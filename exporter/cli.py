@@ -173,7 +173,7 @@ def add_parsers(subparsers: Any) -> None:
     _add_discovery_flags(disc)
     add_kubernetes_flags(disc)
     # Problems are part of the answer, not the log: only errors are logged by default.
-    add_log_flags(disc, default_level="error")
+    add_log_flags(disc)
     disc.add_argument(
         "--output",
         choices=("table", "json"),

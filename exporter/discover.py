@@ -94,7 +94,20 @@ def run_discover(args: argparse.Namespace) -> int:
             print(f"  not probeable: {c['name']} ({c['source']}): {c['not_probeable']}")
     for p in problems:
         print(f"  problem: {p}")
+    if not clusters and not problems:
+        print(f"  hint: {_nothing_found(settings.kubeconfig_path, settings.kubeconfig_dir)}")
     return 0
+
+
+def _nothing_found(main: object, folder: object) -> str:
+    """What a newcomer needs when nothing was found: what was looked at, and the flags."""
+    looked = f"main kubeconfig {main}" if main is not None else "no main kubeconfig"
+    looked += f", folder {folder}" if folder is not None else ", no kubeconfig folder"
+    return (
+        f"nothing found ({looked}, no management cluster); name kubeconfigs with "
+        "--kubeconfig or KUBECONFIG_PATH, a folder of them with --kubeconfig.dir or "
+        "KUBECONFIG_DIR, or read Secrets with --discovery.kubernetes"
+    )
 
 
 async def list_secrets(

@@ -145,6 +145,7 @@ def run_switch(args: argparse.Namespace) -> int:
         return 1
     mode = "ok" if args.action == "up" else args.how
     reader, before = _objects_before(state, args.name)
+    status_before = _reactor_status(state, args.name)
     try:
         JsonClient(state["control_url"]).put(f"/clusters/{args.name}/mode", {"mode": mode})
     except HttpStatusError as exc:
@@ -161,15 +162,42 @@ def run_switch(args: argparse.Namespace) -> int:
         return 1
     if args.action == "down":
         print(
-            f"{args.name} is {mode}: it fails its probes now; its apps turn DEGRADED after "
-            f"about {state.get('detection_seconds', 0):g} s. Watch: fleetwatch status "
-            f"--reactor {state['reactor_url']}"
+            f"{args.name} {FAILURE_WORDS.get(mode, f'fails ({mode})')}: it fails its probes "
+            f"now; its apps turn DEGRADED after about {state.get('detection_seconds', 0):g} s. "
+            f"Watch: fleetwatch status --reactor {state['reactor_url']}"
         )
-    else:
+    elif status_before == "OFFLINE":
         print(f"{args.name} answers again: the apps its outage degraded are restored shortly.")
+    else:
+        print(
+            f"{args.name} answers again. It was not OFFLINE ({status_before or 'status unknown'}),"
+            " so no outage closes and nothing is restored."
+        )
     if reader is not None and before:
         _show_objects(reader, args.name, args.action, before, state)
     return 0
+
+
+#: ``demo down --how MODE`` in words, for the line that says what was done.
+FAILURE_WORDS: dict[str, str] = {
+    "down": "refuses connections",
+    "hang": "hangs (accepts, never answers)",
+    "frozen": "is frozen (TLS handshake never answered)",
+    "error": "answers 500",
+    "not_ready": "answers /readyz not ready",
+    "unauthorized": "refuses our credentials (401)",
+    "wrong_ca": "presents a certificate from another CA",
+}
+
+
+def _reactor_status(state: dict[str, Any], name: str) -> str | None:
+    """The cluster's status in the reactor before the switch; None when it cannot be asked."""
+    try:
+        answer = JsonClient(state["reactor_url"], timeout=2.0).get(f"/clusters/{name}")
+    except (HttpStatusError, OSError, KeyError):
+        return None
+    status = answer.get("status") if isinstance(answer, dict) else None
+    return status if isinstance(status, str) else None
 
 
 def _objects_before(
@@ -277,7 +305,7 @@ def add_parsers(subparsers: Any) -> None:
         default=True,
         help="start Prometheus and Alertmanager when installed (default: on)",
     )
-    add_log_flags(p, default_level="warning")
+    add_log_flags(p)
     p.add_argument(
         "--state.file",
         dest="state_file",

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from common.logs import DEFAULT_LEVEL
 from common.version import __version__
 from fleetwatch.cli import COMMANDS, build_parser
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
@@ -27,6 +28,21 @@ def test_every_subcommand_is_registered(command: str) -> None:
     with pytest.raises(SystemExit) as exc:
         parser.parse_args([command, "--help"])
     assert exc.value.code == 0
+
+
+def test_every_subcommand_with_log_flags_defaults_to_the_one_level() -> None:
+    """One ``--log.level`` default, stated once: discover and demo once differed (error,
+    and a ``warning`` that was not among the choices)."""
+    parser = build_parser()
+    (action,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    seen = {}
+    for name, sub in action.choices.items():
+        for flag in sub._actions:
+            if "--log.level" in flag.option_strings:
+                assert flag.default in (flag.choices or ()), (name, flag.default)
+                seen[name] = flag.default
+    assert {"exporter", "discover", "reactor", "demo"} <= set(seen)
+    assert set(seen.values()) == {DEFAULT_LEVEL}, seen
 
 
 def test_version_is_the_one_common_defines(capsys: pytest.CaptureFixture[str]) -> None:

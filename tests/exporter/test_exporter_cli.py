@@ -328,3 +328,21 @@ def test_the_exporter_process_runs_the_collector_policy(
             what="the policy's full collection",
         )
         assert proc.stop() == 0, proc.log_tail()
+
+
+@pytest.mark.live
+def test_discover_that_finds_nothing_says_where_it_looked_and_which_flags_to_give(
+    tmp_path: Path,
+) -> None:
+    env = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "KUBECONFIG": ""}
+    table = run("discover", env=env)
+    assert table.returncode == 0
+    assert "0 cluster(s), 0 problem(s)" in table.stdout
+    (hint,) = [line for line in table.stdout.splitlines() if "hint:" in line]
+    assert "no main kubeconfig" in hint and "no kubeconfig folder" in hint
+    for flag in ("--kubeconfig", "--kubeconfig.dir", "--discovery.kubernetes"):
+        assert flag in hint
+    # Something found: no hint.
+    (tmp_path / "broken.yaml").write_text("not: [a kubeconfig")
+    found = run("discover", "--kubeconfig", str(tmp_path / "broken.yaml"), env=env)
+    assert "1 problem(s)" in found.stdout and "hint:" not in found.stdout
