@@ -18,7 +18,7 @@ from typing import Final, TextIO
 FORMATS: Final = ("logfmt", "json")
 LEVELS: Final = ("debug", "info", "warn", "warning", "error")
 #: ``--log.level``'s default on every subcommand: a summary line per cycle and each
-#: cluster's change of state (DESIGN.md's operating surface), the rest at debug.
+#: cluster's change of state, the rest at debug.
 DEFAULT_LEVEL: Final = "info"
 
 
