@@ -48,7 +48,7 @@ def _run(argv: list[str], cwd: Path | None = None, env: dict[str, str] | None = 
 def build_wheel(tmp: Path) -> Path:
     src = tmp / "src"
     src.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy2(ROOT / name, src / name)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
     for name in SOURCES:
@@ -103,6 +103,25 @@ def test_installed_wheel_runs_the_demo_to_an_offline_cluster(
     )
     for name, path in where.items():
         assert Path(path).is_relative_to(venv), f"{name} imported from {path}, not the wheel"
+    # A package people can vet: the declared license, its text, and classifiers.
+    meta = json.loads(
+        _run(
+            [
+                str(venv / "bin" / "python"),
+                "-c",
+                "import json, importlib.metadata as m; d = m.distribution('fleetwatch'); "
+                "print(json.dumps({'license': d.metadata['License-Expression'], "
+                "'files': d.metadata.get_all('License-File'), "
+                "'classifiers': d.metadata.get_all('Classifier'), "
+                "'text': (d.read_text('licenses/LICENSE') or '')[:200]}))",
+            ],
+            cwd=work,
+            env=clean_env(),
+        )
+    )
+    assert meta["license"] == "Apache-2.0" and meta["files"] == ["LICENSE"], meta
+    assert "Apache License" in meta["text"] and "Version 2.0" in meta["text"], meta["text"]
+    assert "Topic :: System :: Monitoring" in meta["classifiers"], meta["classifiers"]
     # The installed data are copies of the repository's files, byte for byte.
     data = Path(where["fleetwatch"]).parent / "data"
     installed = {p.relative_to(data): p.read_bytes() for p in data.rglob("*") if p.is_file()}
