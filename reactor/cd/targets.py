@@ -30,7 +30,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from discovery.secrets import SecretShape
+from discovery.secrets import CAPI_KEY, SecretShape
 from reactor.cd.objects import Destination
 from reactor.statemachine import Status
 
@@ -38,9 +38,6 @@ SECRET_SCHEME = "secret://"
 #: The keys Flux reads, in this order, when ``secretRef`` names none (fluxcd/pkg
 #: ``runtime/client/impersonator.go``, helm-controller ``internal/kube/config.go``).
 FLUX_DEFAULT_KEYS = ("value", "value.yaml")
-#: The one key of a Cluster API kubeconfig Secret (``discovery.secrets.CAPI_KEY``).
-CAPI_KEY = "value"
-
 
 #: What discovery from the API hands the mirror: the aliases (duplicate Secret ref -> its
 #: cluster) and every Secret read, by ref (``discovery.merge.Merged``).
