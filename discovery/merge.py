@@ -33,6 +33,10 @@ Cluster API's ``<cluster>-kubeconfig``. Its ref stays out of the fleet, but the 
 CD mirror resolves Flux objects naming it to the kept cluster (``reactor.cd.targets``).
 A duplicate at another server is another cluster with a clashing name: no alias.
 
+:attr:`Merged.secrets`: every Secret read, by ref, as its kind and the names of its keys
+(``SecretShape``): the CD mirror resolves a Flux ``secretRef`` as Flux reads the Secret
+(the key named, else ``value``, then ``value.yaml``), so it must know which keys it has.
+
 Pure: records in, records out.
 """
 
@@ -42,7 +46,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from discovery.clusters import Cluster, ContextConfig, Discovery, DiscoveryProblem
-from discovery.secrets import SecretClusters
+from discovery.secrets import SecretClusters, SecretShape
 from discovery.shard import Shard
 
 
@@ -58,6 +62,8 @@ class Merged:
     #: ref of a Secret set aside as a duplicate -> the name of the cluster kept at the
     #: same server (module docstring)
     aliases: Mapping[str, str] = field(default_factory=dict)
+    #: ref (``secret://NAMESPACE/NAME``) of every Secret read -> its kind and key names
+    secrets: Mapping[str, SecretShape] = field(default_factory=dict)
 
     def context_config(self, cluster: Cluster) -> ContextConfig | None:
         """The config of a Secret cluster of this merge (None for a file's, or a stale one)."""
@@ -90,7 +96,9 @@ def merge(
     configs: dict[str, ContextConfig] = {}
     held: set[str] = set()
     secret_problems: list[DiscoveryProblem] = []
+    shapes: dict[str, SecretShape] = {}
     for read in sorted(secrets, key=lambda s: (s.namespace, s.name)):
+        shapes[read.ref] = read.shape
         secret_problems.extend(p for p in read.problems if mine(p.context))
         for found in read.clusters:
             cluster = found.cluster
@@ -117,7 +125,7 @@ def merge(
     new.extend(p for p in secret_problems if p not in before)
     problems.extend(secret_problems)
     discovery = Discovery(tuple(clusters), tuple(problems), tuple(new), fleet, files.rescan_in)
-    return Merged(discovery, configs, frozenset(held), aliases)
+    return Merged(discovery, configs, frozenset(held), aliases, shapes)
 
 
 def same_server(a: str, b: str) -> bool:

@@ -153,6 +153,15 @@ class SecretCluster:
     config: ContextConfig | None = field(default=None, repr=False)
 
 
+@dataclass(frozen=True, slots=True)
+class SecretShape:
+    """A Secret as the CD mirror resolves a Flux ``spec.kubeConfig.secretRef`` against it
+    (``reactor.cd.targets``): its kind and the names of its keys, never a value."""
+
+    kind: Kind
+    keys: frozenset[str]
+
+
 @dataclass(frozen=True)
 class SecretClusters:
     """What one Secret names: its clusters in order, and its problems."""
@@ -166,10 +175,16 @@ class SecretClusters:
     #: the sources (the Secret's reference, or one of its keys') whose content could not
     #: be read at all: no kubeconfig, or no Argo CD cluster (see :func:`with_last_good`)
     unreadable: frozenset[str] = frozenset()
+    #: the names of its keys (``data``), whatever they hold
+    keys: frozenset[str] = frozenset()
 
     @property
     def ref(self) -> str:
         return secret_ref(self.namespace, self.name)
+
+    @property
+    def shape(self) -> SecretShape:
+        return SecretShape(self.kind, self.keys)
 
 
 def read_secret(
@@ -210,6 +225,7 @@ def read_secret(
         tuple(reader.clusters),
         tuple(reader.problems),
         frozenset(reader.unreadable),
+        frozenset(str(k) for k in data) if isinstance(data, Mapping) else frozenset(),
     )
 
 

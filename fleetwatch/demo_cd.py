@@ -16,7 +16,9 @@
 - **Flux and Argo CD objects of those clusters** (:data:`EXTRAS`), shaped as their CRDs
   (the stand-in validates them): a ``Kustomization`` ``apps`` in every cluster's
   namespace, and on the first two clusters a few more, one of them suspended by hand
-  before the demo starts (fleetwatch must never resume it).
+  before the demo starts (fleetwatch must never resume it). The ``apps`` name their
+  Secret without a key (Flux then reads ``value``), the others with ``key: value``, as
+  Cluster API users write it: both resolve to the cluster.
 
 :class:`ObjectReader` reads them back through the API, as ``kubectl get`` would, for
 ``demo down``/``up`` and the demo's watcher: each object's pause (``spec.suspend``, or
@@ -53,6 +55,8 @@ from reactor.cd.objects import (
 )
 
 ARGOCD_NAMESPACE = "argocd"
+#: The key of a Cluster API kubeconfig Secret, which holds the kubeconfig.
+CAPI_KEY = "value"
 #: Flux's name for a Cluster API cluster's kubeconfig Secret: ``<cluster>-kubeconfig``.
 SECRET_SUFFIX = "-kubeconfig"
 #: Objects beyond every cluster's ``apps``: (kind, name, index of its cluster, paused by hand).
@@ -82,12 +86,16 @@ def cluster_secret(cluster: str, kubeconfig: str) -> dict[str, Any]:
             "namespace": cluster,
             "labels": {"cluster.x-k8s.io/cluster-name": cluster},
         },
-        "data": {"value": _b64(kubeconfig)},
+        "data": {CAPI_KEY: _b64(kubeconfig)},
     }
 
 
-def flux_object(kind: str, cluster: str, name: str, suspended: bool = False) -> dict[str, Any]:
-    """A Kustomization or HelmRelease of ``cluster`` (in its namespace, through its Secret)."""
+def flux_object(
+    kind: str, cluster: str, name: str, suspended: bool = False, key: str | None = None
+) -> dict[str, Any]:
+    """A Kustomization or HelmRelease of ``cluster`` (in its namespace, through its Secret;
+    ``key``: the key named, ``value`` as Cluster API users write it, or none: Flux's
+    default, the same ``value``)."""
     spec: dict[str, Any] = {"interval": "10m"}
     if kind == KUSTOMIZATION.kind:
         spec |= {"path": f"./clusters/{name}", "prune": True, "sourceRef": GIT}
@@ -96,7 +104,8 @@ def flux_object(kind: str, cluster: str, name: str, suspended: bool = False) -> 
         repo = {"kind": "HelmRepository", "name": name, "namespace": "flux-system"}
         spec |= {"chart": {"spec": {"chart": name, "sourceRef": repo}}}
         api = HELMRELEASE
-    spec["kubeConfig"] = {"secretRef": {"name": cluster + SECRET_SUFFIX}}
+    ref = {"name": cluster + SECRET_SUFFIX} | ({} if key is None else {"key": key})
+    spec["kubeConfig"] = {"secretRef": ref}
     if suspended:
         spec["suspend"] = True
     return {
@@ -139,8 +148,8 @@ def demo_objects(clusters: list[str]) -> list[dict[str, Any]]:
         cluster = clusters[index]
         if kind == APPLICATION.kind:
             objects.append(application(cluster, name))
-        else:
-            objects.append(flux_object(kind, cluster, name, suspended=held))
+        else:  # named with Cluster API's key, as its users write it; the apps without
+            objects.append(flux_object(kind, cluster, name, suspended=held, key=CAPI_KEY))
     return objects
 
 
@@ -175,8 +184,8 @@ class ObjectState:
 def _state(obj: CdObject) -> ObjectState:
     dest = obj.destination
     cluster = dest.argocd_name
-    if dest.secret_refs:
-        secret = dest.secret_refs[0].rpartition("/")[2]
+    if dest.secret_ref is not None:
+        secret = dest.secret_ref.rpartition("/")[2]
         cluster = secret.removesuffix(SECRET_SUFFIX) if secret.endswith(SECRET_SUFFIX) else None
     return ObjectState(
         obj.kind.kind,

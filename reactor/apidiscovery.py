@@ -55,6 +55,7 @@ from discovery import (
 from discovery.apisource import KubernetesDiscovery, SecretReads
 from discovery.clusters import SECRET_SCHEME
 from discovery.informer import Informer
+from discovery.secrets import SecretShape
 from reactor.context import Backend
 from reactor.service import DiscoveredCluster, Service
 from reactor.store import StoreUnavailable
@@ -90,6 +91,8 @@ class ApiDiscovery:
         self.refused: Mapping[str, str] = {}
         #: ref of a duplicate Secret -> its cluster (``Merged.aliases``; the CD mirror's)
         self.aliases: Mapping[str, str] = {}
+        #: every Secret read: its kind and key names (``Merged.secrets``; the CD mirror's)
+        self.secret_shapes: Mapping[str, SecretShape] = {}
         self._aliases_changed = False
         self._reads = SecretReads(settings)
         self._problems: tuple[DiscoveryProblem, ...] = ()
@@ -139,11 +142,16 @@ class ApiDiscovery:
 
     def publish(self, merged: Merged, synced: bool) -> None:
         """What ``POST /clusters`` reads: the refs held and refused; and the CD mirror:
-        the aliases. ``synced``: the objects merged were taken once every watch had
-        listed."""
+        the aliases and the Secrets' shapes. ``synced``: the objects merged were taken once
+        every watch had listed."""
         self.held = merged.held
-        self._aliases_changed = self._aliases_changed or merged.aliases != self.aliases
+        self._aliases_changed = (
+            self._aliases_changed
+            or merged.aliases != self.aliases
+            or merged.secrets != self.secret_shapes
+        )
         self.aliases = merged.aliases
+        self.secret_shapes = merged.secrets
         self.refused = {
             c.kubeconfig_secret_ref: c.not_probeable
             for c in secret_clusters(merged.discovery)
@@ -153,6 +161,10 @@ class ApiDiscovery:
         for problem in merged.discovery.new_problems:
             if problem.source.startswith(SECRET_SCHEME):  # the files' were said at start-up
                 log.warning("discovery: %s", problem)
+
+    def for_mirror(self) -> tuple[Mapping[str, str], Mapping[str, SecretShape]]:
+        """The aliases and the Secrets read, for the CD mirror (``reactor.cd.targets``)."""
+        return self.aliases, self.secret_shapes
 
     async def upsert(self, backend: Backend, merged: Merged) -> None:
         """Upsert what changed since the last upsert; log what is new."""

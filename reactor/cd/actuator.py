@@ -83,7 +83,7 @@ from reactor.cd.steps import (
     shape_of,
 )
 from reactor.cd.storeops import apply_mirror, cluster_stamp, leave_outages, read_mirror
-from reactor.cd.targets import ClusterIndex, KnownCluster
+from reactor.cd.targets import ClusterIndex, Discovered, KnownCluster
 from reactor.service import Service
 from reactor.store import MirroredApp, StoreUnavailable
 
@@ -138,11 +138,11 @@ class CdActuator:
         wake: asyncio.Event,
         clock: Callable[[], float] = time.time,
         leader: Leadership | None = None,
-        aliases: Callable[[], Mapping[str, str]] = dict,
+        discovered: Callable[[], Discovered] = lambda: ({}, {}),
     ) -> None:
         self.backend = backend
-        #: discovery's duplicate Secret refs -> their cluster (``reactor.cd.targets``)
-        self.aliases = aliases
+        #: discovery's aliases and Secrets, as ``reactor.cd.targets`` resolves against them
+        self.discovered = discovered
         self.informer = informer
         self.api = api
         self.settings = settings
@@ -248,7 +248,7 @@ class CdActuator:
             return
         self.passes += 1
         clusters, rows = await self.backend.read(read_mirror)
-        index = ClusterIndex.of(clusters, self.aliases())
+        index = ClusterIndex.of(clusters, *self.discovered())
         mirror = plan(self._objects, index, {r.name: mirror_row(r) for r in rows})
         if mirror.writes:
             if not self.acting():

@@ -121,19 +121,19 @@ def app_name(kind: CdKind, namespace: str, name: str) -> str:
 class Destination:
     """Where an object deploys, as it names it (resolved by ``reactor.cd.targets``).
 
-    Flux: the ``secret://NAMESPACE/NAME`` references its kubeConfig Secret may be known
-    by, in Flux's order of preference (the key given; else ``value``, then
-    ``value.yaml``; discovery names an Argo CD or Cluster API Secret's cluster without a
-    key). Argo CD: the destination's ``name`` or ``server``.
+    Flux: its kubeConfig Secret, ``secret://NAMESPACE/NAME`` (the object's own namespace),
+    and the key it names (None: Flux's defaults, ``value`` then ``value.yaml``). Argo CD:
+    the destination's ``name`` or ``server``.
     """
 
-    secret_refs: tuple[str, ...] = ()
+    secret_ref: str | None = None
+    secret_key: str | None = None
     argocd_name: str | None = None
     argocd_server: str | None = None
 
     def __str__(self) -> str:
-        if self.secret_refs:
-            return f"Secret {self.secret_refs[0].partition('#')[0]}"
+        if self.secret_ref is not None:
+            return f"Secret {self.secret_ref}"
         if self.argocd_name is not None:
             return f"Argo CD cluster {self.argocd_name!r}"
         return f"Argo CD server {self.argocd_server}"
@@ -235,10 +235,9 @@ def _flux_destination(spec: Mapping[str, Any], namespace: str) -> Destination | 
     name, key = ref.get("name"), ref.get("key")
     if not isinstance(name, str) or not name:
         return "spec.kubeConfig.secretRef has no name"
-    base = f"secret://{namespace}/{name}"
-    if isinstance(key, str) and key:
-        return Destination(secret_refs=(f"{base}#{key}",))
-    return Destination(secret_refs=(base, f"{base}#value", f"{base}#value.yaml"))
+    if key is not None and not isinstance(key, str):
+        return "spec.kubeConfig.secretRef.key is not a string"
+    return Destination(secret_ref=f"secret://{namespace}/{name}", secret_key=key or None)
 
 
 def _argocd_destination(spec: Mapping[str, Any]) -> Destination | str:

@@ -83,7 +83,7 @@ def setup_cd(app: web.Application, settings: CdSettings | None) -> None:
                 metrics,
                 wake,
                 leader=elector,
-                aliases=(lambda: secrets.aliases) if secrets is not None else dict,
+                discovered=secrets.for_mirror if secrets is not None else lambda: ({}, {}),
             )
             if elector is not None:
                 elector.listeners.append(actuator.leadership_changed)

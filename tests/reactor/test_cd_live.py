@@ -315,12 +315,17 @@ async def _true(value: bool) -> bool:
 
 
 async def discovering_c3(
-    mgmt: ManagementCluster, aiohttp_client: Any, tmp_path: Path, debounce_s: float
+    mgmt: ManagementCluster,
+    aiohttp_client: Any,
+    tmp_path: Path,
+    debounce_s: float,
+    key: str | None = None,
 ) -> Any:
-    """Cluster API's Secret of c3 and a Kustomization through it, and a reactor discovering
-    clusters from the Secrets with ``--cd.flux``, once the Kustomization is mirrored."""
+    """Cluster API's Secret of c3 and a Kustomization through it (naming ``key``), and a
+    reactor discovering clusters from the Secrets with ``--cd.flux``, once the
+    Kustomization is mirrored."""
     mgmt.seed([cluster_secret("c3", "apiVersion: v1\nkind: Config\n" + C3_KUBECONFIG)])
-    mgmt.seed([flux_object("Kustomization", "c3", "apps")])
+    mgmt.seed([flux_object("Kustomization", "c3", "apps", key=key)])
     fast = InformerSettings(backoff_initial=0.05, backoff_max=0.5)
     settings = ReactorSettings(
         db_path=tmp_path / "fleetwatch.db",
@@ -348,13 +353,16 @@ async def test_an_object_listed_before_discovery_found_its_cluster_is_mirrored_a
     assert (await (await client.get(f"/apps/{name}")).json())["cluster"] == "c3"
 
 
-async def test_flux_objects_naming_the_second_secret_of_a_cluster_follow_its_outage(
-    mgmt: ManagementCluster, aiohttp_client: Any, tmp_path: Path
+@pytest.mark.parametrize(("argocd_too", "key"), [(True, None), (True, "value"), (False, "value")])
+async def test_flux_objects_naming_a_cluster_api_secret_follow_its_outage(
+    mgmt: ManagementCluster, aiohttp_client: Any, tmp_path: Path, argocd_too: bool, key: str | None
 ) -> None:
-    """A management cluster running Argo CD and Cluster API holds two Secrets of one
-    cluster: discovery keeps Argo CD's (its namespace sorts first) and sets Cluster API's
-    aside as a duplicate at the same server, which still names the cluster for the
-    Kustomization that deploys through it: mirrored on c3, paused by c3's outage."""
+    """A Kustomization through Cluster API's Secret of c3, naming no key or ``key: value``
+    as Cluster API users write it (issue 31): mirrored on c3, paused by c3's outage,
+    resumed by its end. ``argocd_too``: the management cluster also runs Argo CD and holds
+    its Secret of c3; discovery keeps Argo CD's (its namespace sorts first) and sets
+    Cluster API's aside as a duplicate at the same server, which still names the cluster
+    for the Kustomization."""
     argocd_secret = {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -369,21 +377,27 @@ async def test_flux_objects_naming_the_second_secret_of_a_cluster_follow_its_out
             "config": '{"bearerToken": "not-a-secret"}',
         },
     }
-    mgmt.seed([argocd_secret])
-    client = await discovering_c3(mgmt, aiohttp_client, tmp_path, debounce_s=0.1)
+    if argocd_too:
+        mgmt.seed([argocd_secret])
+    client = await discovering_c3(mgmt, aiohttp_client, tmp_path, debounce_s=0.1, key=key)
     name = "flux:Kustomization/c3/apps"
     cluster = await (await client.get("/clusters/c3")).json()
-    assert cluster["kubeconfig_secret_ref"] == "secret://argocd/cluster-c3"
+    owner = "argocd/cluster-c3" if argocd_too else "c3/c3-kubeconfig"
+    assert cluster["kubeconfig_secret_ref"] == f"secret://{owner}"
     assert (await (await client.get(f"/apps/{name}")).json())["cluster"] == "c3"
     await notify(client, alert(ONLINE, "c3", 0))
     await notify(client, alert(OFFLINE, "c3", 5))
     kustomizations = BY_API_KIND[(KS, "Kustomization")]
 
-    def paused() -> bool:
+    def suspended() -> bool:
         found = mgmt.state.store.get(kustomizations, "c3", "apps")
         return found["spec"].get("suspend") is True
 
-    await until(paused, within=10.0, what="the Kustomization paused by c3's outage")
+    await until(suspended, within=10.0, what="the Kustomization paused by c3's outage")
+    await notify(client, alert(ONLINE, "c3", 10))
+    await until(lambda: not suspended(), within=10.0, what="the Kustomization resumed")
+    found = mgmt.state.store.get(kustomizations, "c3", "apps")
+    assert MARK not in (found["metadata"].get("annotations") or {})
 
 
 async def test_a_cluster_added_through_the_api_takes_its_objects_at_once(

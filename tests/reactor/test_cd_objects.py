@@ -57,11 +57,7 @@ def test_a_kustomization_names_its_secret_in_its_own_namespace() -> None:
     read = read_object(flux(kubeConfig={"secretRef": {"name": "prod-1-kubeconfig"}}))
     assert isinstance(read, CdObject)
     assert read.kind is KUSTOMIZATION and read.app_name == "flux:Kustomization/team-a/apps"
-    assert read.destination.secret_refs == (
-        "secret://team-a/prod-1-kubeconfig",
-        "secret://team-a/prod-1-kubeconfig#value",
-        "secret://team-a/prod-1-kubeconfig#value.yaml",
-    )
+    assert read.destination == Destination("secret://team-a/prod-1-kubeconfig", None)
     assert (read.uid, read.resource_version, read.paused, read.mark) == ("u1", "41", False, None)
     assert read.path == "/apis/kustomize.toolkit.fluxcd.io/v1/namespaces/team-a/kustomizations/apps"
 
@@ -71,7 +67,7 @@ def test_a_helmrelease_with_a_key_and_suspended_with_the_mark() -> None:
     obj["metadata"]["annotations"] = {MARK: "12"}
     read = read_object(obj)
     assert isinstance(read, CdObject) and read.kind is HELMRELEASE
-    assert read.destination.secret_refs == ("secret://team-a/s#cfg",)
+    assert read.destination == Destination("secret://team-a/s", "cfg")
     assert (read.paused, read.mark) == (True, "12")
 
 
@@ -82,6 +78,7 @@ def test_a_helmrelease_with_a_key_and_suspended_with_the_mark() -> None:
         (flux(kubeConfig={"configMapRef": {"name": "aks"}}), "names no secretRef"),
         (flux(kubeConfig={"secretRef": {}}), "secretRef has no name"),
         (flux(kubeConfig="x"), "spec.kubeConfig is not an object"),
+        (flux(kubeConfig={"secretRef": {"name": "s", "key": 1}}), "key is not a string"),
         (argo({"name": "a", "server": "https://a"}), "both name and server"),
         (argo({"namespace": "web"}), "names no cluster"),
         ({"apiVersion": "v1", "kind": "Secret", "metadata": {}}, None),
@@ -149,10 +146,9 @@ INDEX = ClusterIndex.of(
 )
 
 
-def flux_to(secret: str) -> Destination:
-    """A Flux object's destination naming ``secret`` (NAMESPACE/NAME) without a key."""
-    base = f"secret://{secret}"
-    return Destination(secret_refs=(base, f"{base}#value", f"{base}#value.yaml"))
+def flux_to(secret: str, key: str | None = None) -> Destination:
+    """A Flux object's destination naming ``secret`` (NAMESPACE/NAME), and ``key``."""
+    return Destination(f"secret://{secret}", key)
 
 
 @pytest.mark.parametrize(
@@ -162,7 +158,8 @@ def flux_to(secret: str) -> Destination:
         (flux_to("team-a/labelled"), "only"),  # a labelled Secret's value.yaml
         (flux_to("team-a/multi"), "holds 2 clusters"),
         (flux_to("team-b/prod-1-kubeconfig"), "no cluster discovered from Secret"),
-        (Destination(secret_refs=("secret://team-a/multi#other",)), "no cluster discovered"),
+        (flux_to("team-a/multi", "other"), "no cluster discovered"),
+        (flux_to("team-a/prod-1-kubeconfig", "value"), "prod-1"),  # Cluster API's key
         (Destination(argocd_name="argo-x"), "argo-x"),
         (Destination(argocd_name="only"), "no cluster discovered"),  # a labelled Secret's
         (Destination(argocd_name="file"), "no cluster discovered"),  # a file's
