@@ -97,15 +97,19 @@ class UnwatchedRows:
             if paused:
                 shown = ", ".join(f"{row.name} (outage {row.mark})" for row in paused[:SHOWN])
                 more = f" and {len(paused) - SHOWN} more" if len(paused) > SHOWN else ""
-                log.warning(
-                    "cd: %d object(s) of kinds this replica does not watch were paused by "
-                    "fleetwatch for an outage, and nothing will resume them: %s%s. Resume "
-                    "them by hand, or run a replica that watches their kind (docs/cd.md, "
-                    '"Rows of a kind no replica watches")',
-                    len(paused),
-                    shown,
-                    more,
-                )
+                # A dry run acts on nothing: the acting replica beside it may watch them.
+                said = (
+                    (logging.INFO, "cd (dry run): %d object(s) of kinds this dry run does not "
+                     "watch were paused by fleetwatch for an outage; unless the acting replica "
+                     "watches their kind, nothing will resume them: %s%s")
+                    if self.dry_run
+                    else (logging.WARNING, "cd: %d object(s) of kinds this replica does not "
+                          "watch were paused by fleetwatch for an outage, and nothing will "
+                          "resume them: %s%s. Resume them by hand, or run a replica that "
+                          'watches their kind (docs/cd.md, "Rows of a kind no replica '
+                          'watches")')
+                )  # fmt: skip
+                log.log(said[0], said[1], len(paused), shown, more)
             else:
                 log.info("cd: no object of an unwatched kind carries fleetwatch's pause any more")
         self._paused = names
