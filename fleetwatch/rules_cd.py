@@ -224,10 +224,10 @@ def cd_group() -> Group:
                             "--cd.flux or --cd.argocd): nothing will resume them, not even "
                             "the end of their outage, and their delivery stays stopped. The "
                             "acting replica's log names them (\"cd: ... were paused by "
-                            "fleetwatch for an outage, and nothing will resume them\"). Turn "
+                            'fleetwatch for an outage, and nothing will resume them"). Turn '
                             "the kind back on (the reactor then finishes what it started), "
-                            "or resume them by hand: docs/cd.md, \"Rows of a kind no replica "
-                            "watches\"."
+                            'or resume them by hand: docs/cd.md, "Rows of a kind no replica '
+                            'watches".'
                         ),
                     },
                 },

@@ -224,6 +224,7 @@ def test_a_dry_run_beside_the_acting_replica_writes_nothing_and_every_app_is_res
     finally:
         for replica in (dry, acting):
             replica.proc.stop()
+    print(f"GET /apps: {len(seen)} samples in {SAMPLE_S:g} s, {len(set(seen))} distinct")
     for replica in (dry, acting):
         assert "Traceback" not in replica.proc.log_tail(400), replica.proc.log_tail(400)
 

@@ -142,6 +142,7 @@ def test_annotations_use_known_templates() -> None:
         "{{ $labels.cluster }}",
         "{{ $labels.instance }}",
         "{{ $labels.job }}",
+        "{{ $labels.kind }}",
         "{{ $value }}",
         "{{ $value | humanizePercentage }}",
     }
