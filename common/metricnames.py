@@ -117,6 +117,10 @@ REACTOR_CD_OBJECTS: Final = "fleetwatch_reactor_cd_objects"
 REACTOR_CD_CLUSTER_SECRETS: Final = "fleetwatch_reactor_cd_cluster_secrets"
 #: gauge: objects of the watched kinds that name no cluster of the store
 REACTOR_CD_UNRESOLVED: Final = "fleetwatch_reactor_cd_unresolved_objects"
+#: gauge: mirrored apps of kinds the replica does not watch, left as they are
+#: (``reactor.cd.scope``); labels ``kind`` (Kustomization, HelmRelease, Application,
+#: other) and ``state`` (as last seen: running, paused_by_outage, paused)
+REACTOR_CD_UNWATCHED: Final = "fleetwatch_reactor_cd_unwatched_objects"
 #: counter; labels ``action`` (pause, resume, drop_mark, remark), ``result`` (applied,
 #: dry_run, conflict, gone, failed)
 REACTOR_CD_ACTIONS: Final = "fleetwatch_reactor_cd_actions"

@@ -17,6 +17,13 @@ cluster's API servers restarted in an upgrade, a throttling burst), which would
 otherwise page at every control-plane upgrade. At the default 60 s interval the alert
 fires 7 minutes after the first failed attempt. A dry run keeps every action pending by
 design (nothing is ever done): its reactor never fires it (``fleetwatch_reactor_cd_info``).
+
+``FleetwatchCDUnwatchedObjectsPaused``: objects of a kind the acting reactor does not
+watch (``--cd.argocd`` or ``--cd.flux`` dropped) whose last seen state is fleetwatch's
+pause for an outage. Nothing will resume them, not even the outage's end
+(``reactor.cd.scope``), so a person must. A dry run counts what it does not watch too, but
+it acts on nothing, and beside an acting replica that watches the kind its count would
+page for objects that are looked after: it is left out, as for the pending actions.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from common.metricnames import (
     REACTOR_CD_PENDING,
     REACTOR_CD_PENDING_AGE,
     REACTOR_CD_RESYNC_INTERVAL,
+    REACTOR_CD_UNWATCHED,
     REACTOR_DATABASE_UP,
     total,
 )
@@ -39,6 +47,10 @@ from fleetwatch.rules_model import Group, Rule
 CD_PENDING_ALERT = "FleetwatchCDActionsPending"
 CD_NO_ACTOR_ALERT = "FleetwatchCDNoActingReplica"
 CD_STALLED_ALERT = "FleetwatchCDResyncStalled"
+CD_UNWATCHED_ALERT = "FleetwatchCDUnwatchedObjectsPaused"
+#: Long enough for a rolling update that turns a kind back on: the old acting replica
+#: counts its rows until the new one takes the Lease.
+CD_UNWATCHED_FOR = "5m"
 #: Resync intervals without a full pass, and then for how long, before it fires.
 CD_STALLED_INTERVALS = 3
 CD_STALLED_FOR = "5m"
@@ -176,6 +188,46 @@ def cd_group() -> Group:
                             'cluster API: ..."; forbidden: its service account lacks list or '
                             "watch on the kind, which deploy/'s cd-* components grant); "
                             '"cd: the store cannot answer": its database.'
+                        ),
+                    },
+                },
+            ),
+            Rule(
+                why=(
+                    "Objects of a kind the acting reactor does not watch (its --cd.flux or "
+                    "--cd.argocd dropped)\n"
+                    "that fleetwatch paused for an outage: nothing resumes them, not even "
+                    "the outage's end.\n"
+                    f"For {CD_UNWATCHED_FOR}: a rolling update that turns the kind back on. "
+                    "Never from a dry run, which acts\n"
+                    "on nothing and may watch fewer kinds than the acting replica beside it."
+                ),
+                body={
+                    "alert": CD_UNWATCHED_ALERT,
+                    "expr": (
+                        "max by (job, kind) (\n"
+                        f'  {REACTOR_CD_UNWATCHED}{{state="paused_by_outage"}}\n'
+                        f'  unless on (job, instance) {REACTOR_CD_INFO}{{dry_run="true"}}\n'
+                        ") > 0\n"
+                    ),
+                    "for": CD_UNWATCHED_FOR,
+                    "labels": {"severity": "warning"},
+                    "annotations": {
+                        "summary": (
+                            "{{ $value }} {{ $labels.kind }} object(s) paused by fleetwatch "
+                            "that no {{ $labels.job }} replica watches"
+                        ),
+                        "description": (
+                            "{{ $value }} {{ $labels.kind }} object(s) were paused by "
+                            "fleetwatch for an outage, and the acting replica of "
+                            "{{ $labels.job }} does not watch their kind (started without "
+                            "--cd.flux or --cd.argocd): nothing will resume them, not even "
+                            "the end of their outage, and their delivery stays stopped. The "
+                            "acting replica's log names them (\"cd: ... were paused by "
+                            'fleetwatch for an outage, and nothing will resume them"). Turn '
+                            "the kind back on (the reactor then finishes what it started), "
+                            'or resume them by hand: docs/cd.md, "Rows of a kind no replica '
+                            'watches".'
                         ),
                     },
                 },

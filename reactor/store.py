@@ -239,14 +239,22 @@ class Transaction(Protocol):
         mark); False when the name is taken (by an app of the API)."""
         ...
 
+    # The three writes below change only rows whose name starts with one of ``kinds``
+    # (``SOURCE:KIND/``: the kinds the writing replica watches, ``reactor.cd.scope``).
     def move_mirrored(
-        self, app_id: int, cluster_id: int, placed: tuple[AppStatus, str | None, int | None]
+        self,
+        app_id: int,
+        cluster_id: int,
+        placed: tuple[AppStatus, str | None, int | None],
+        kinds: Sequence[str],
     ) -> None: ...
-    def set_seen(self, seen: Sequence[tuple[int, str, bool, str | None]]) -> None:
+    def set_seen(
+        self, seen: Sequence[tuple[int, str, bool, str | None]], kinds: Sequence[str]
+    ) -> None:
         """(app id, uid, paused, mark) of each mirrored app whose object changed."""
         ...
 
-    def delete_mirrored(self, app_ids: Sequence[int]) -> None: ...
+    def delete_mirrored(self, app_ids: Sequence[int], kinds: Sequence[str]) -> None: ...
     def leave_outage(self, app_id: int, outage_id: int) -> bool:
         """The app leaves ``outage_id`` (DEPLOYED again) if it is still DEGRADED in it
         for ``cluster_offline``; False when it was not (restored or moved meanwhile)."""

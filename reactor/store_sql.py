@@ -302,17 +302,32 @@ class SQLTransaction:
             self._joined(outage_id)
         return bool(inserted)
 
+    def _of_kinds(self, kinds: Sequence[str]) -> tuple[str, tuple[object, ...]]:
+        """A condition (and its parameters) true of a mirrored row whose name starts with
+        one of ``kinds``: substr, the same in SQLite and PostgreSQL (LIKE is not: SQLite's
+        ignores case, and ``_`` is a wildcard)."""
+        p = self.MARK
+        tests = " OR ".join(f"substr(name, 1, CAST({p} AS INTEGER)) = {p}" for _ in kinds)
+        tests = tests or "1 = 0"
+        params = tuple(x for kind in kinds for x in (len(kind), kind))
+        return f"source <> 'api' AND ({tests})", params
+
     def move_mirrored(
-        self, app_id: int, cluster_id: int, placed: tuple[AppStatus, str | None, int | None]
+        self,
+        app_id: int,
+        cluster_id: int,
+        placed: tuple[AppStatus, str | None, int | None],
+        kinds: Sequence[str],
     ) -> None:
         p = self.MARK
         status, reason, outage_id = placed
-        self._db.execute(
+        owned, params = self._of_kinds(kinds)
+        moved = self._db.execute(
             f"UPDATE apps SET cluster_id = {p}, status = {p}, reason = {p}, outage_id = {p} "
-            f"WHERE id = {p}",
-            (cluster_id, status.value, reason, outage_id, app_id),
-        )
-        if outage_id is not None:
+            f"WHERE id = {p} AND {owned}",
+            (cluster_id, status.value, reason, outage_id, app_id, *params),
+        ).rowcount
+        if moved and outage_id is not None:
             self._joined(outage_id)
 
     def _joined(self, outage_id: int) -> None:
@@ -322,17 +337,22 @@ class SQLTransaction:
             (outage_id,),
         )
 
-    def set_seen(self, seen: Sequence[tuple[int, str, bool, str | None]]) -> None:
+    def set_seen(
+        self, seen: Sequence[tuple[int, str, bool, str | None]], kinds: Sequence[str]
+    ) -> None:
         p = self.MARK
+        owned, params = self._of_kinds(kinds)
         self._db.executemany(
-            f"UPDATE apps SET object_uid = {p}, paused = {p}, pause_mark = {p} WHERE id = {p}",
-            [(uid, int(paused), mark, app_id) for app_id, uid, paused, mark in seen],
+            f"UPDATE apps SET object_uid = {p}, paused = {p}, pause_mark = {p} "
+            f"WHERE id = {p} AND {owned}",
+            [(uid, int(paused), mark, app_id, *params) for app_id, uid, paused, mark in seen],
         )
 
-    def delete_mirrored(self, app_ids: Sequence[int]) -> None:
+    def delete_mirrored(self, app_ids: Sequence[int], kinds: Sequence[str]) -> None:
+        owned, params = self._of_kinds(kinds)
         self._db.executemany(
-            f"DELETE FROM apps WHERE id = {self.MARK} AND source <> 'api'",
-            [(app_id,) for app_id in app_ids],
+            f"DELETE FROM apps WHERE id = {self.MARK} AND {owned}",
+            [(app_id, *params) for app_id in app_ids],
         )
 
     def leave_outage(self, app_id: int, outage_id: int) -> bool:

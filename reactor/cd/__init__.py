@@ -13,7 +13,10 @@ Pure (data in, data out; tested as tables):
   identity, destination, pause and fleetwatch's mark;
 - ``targets``: a destination -> the store's cluster (by Secret reference, Argo CD name or
   server);
-- ``mirror``: the objects vs the store's mirrored rows -> the writes to make;
+- ``mirror``: the objects vs the store's mirrored rows -> the writes to make (or, in a
+  dry run, the rows as they would be);
+- ``scope``: which rows a replica may write: those of the kinds it watches, none in a
+  dry run (a table);
 - ``rules``: the store's view of an app and its object as seen -> pause, resume, drop
   the mark, or nothing (the module docstring is the specification);
 - ``patches``: a decision -> the JSON merge patch, with its resourceVersion precondition;
@@ -25,6 +28,8 @@ Pure (data in, data out; tested as tables):
 I/O (the edges):
 
 - ``storeops``: the mirror's and the rules' store transactions;
+- ``mirrorpass``: the mirror's part of a pass (read, plan, write or preview);
+  ``unwatched``: the rows of kinds the replica does not watch, counted and named;
 - ``kubewrite``: writes to the management cluster's API (aiohttp, beside
   ``discovery.kubeapi``): the patches, the Lease's requests;
 - ``election``: the Lease taken, renewed and released, and its metrics;

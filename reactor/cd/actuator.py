@@ -10,7 +10,9 @@ backend's outage listeners), and the resync timer (``--cd.resync-interval``). Ea
    changed in its destination, pause or mark; an outage; the resync), it stops here, so a
    controller's status updates cost a dictionary walk and no database read;
 2. **mirrors** them in the store (``reactor.cd.mirror``, ``reactor.cd.storeops``): new
-   objects become apps of their clusters, gone ones are deleted, moved ones move;
+   objects become apps of their clusters, gone ones are deleted, moved ones move. Only
+   rows of the kinds this replica watches are touched (``reactor.cd.scope``); the others
+   are counted and left alone (``reactor.cd.unwatched``);
 3. **decides**, for every mirrored app, with ``reactor.cd.rules`` over the store's view
    and the object as last seen, and **acts**: first the store changes the rules ask for
    (an app a person resumed leaves its outage), then the patches (``reactor.cd.patches``,
@@ -31,9 +33,11 @@ re-pausing at once would make the two patch the object back and forth without en
 A patch that succeeded is not sent again for the same ``resourceVersion``: the watch
 brings the object's new version, which the rules then find in order. A ``409`` (the object
 changed since) and a ``404`` (deleted) wait for the watch the same way; any other failure
-is counted by reason and decided again at the next pass (the resync at the latest). With
-``--cd.dry-run`` the decisions are logged and counted once per object version, and
-neither the store nor the API is written.
+is counted by reason and decided again at the next pass (the resync at the latest).
+
+**A dry run writes nothing**: no store row (the mirror is planned and previewed in
+memory, ``reactor.cd.mirror.preview``, so the rules decide as if it were written), no
+object, no Lease, no Event; each decision is logged and counted once per object version.
 
 **Several replicas: one acts.** With ``--cd.leader-election`` (on by default) only the
 replica holding the Lease (``reactor.cd.lease``, ``reactor.cd.election``) mirrors and
@@ -61,12 +65,12 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 from discovery.kubeapi import KubeApiError
 from reactor.cd.clustersecrets import ClusterSecret, decide_secrets
 from reactor.cd.metrics import CdMetrics
-from reactor.cd.mirror import plan
+from reactor.cd.mirrorpass import MirrorPass
 from reactor.cd.objects import ARGOCD, CdObject
 from reactor.cd.orphans import RESUME_ORPHAN, Orphans, Pausable, orphan_key
 from reactor.cd.patches import patch_for
@@ -78,31 +82,20 @@ from reactor.cd.steps import (
     count_states,
     describe,
     leaving_of,
-    mirror_row,
     read_seen,
     shape_of,
 )
-from reactor.cd.storeops import apply_mirror, cluster_stamp, leave_outages, read_mirror
-from reactor.cd.targets import ClusterIndex, Discovered, KnownCluster
-from reactor.service import Service
+from reactor.cd.storeops import StoreRunner, cluster_stamp, leave_outages
+from reactor.cd.targets import Discovered, KnownCluster
 from reactor.store import MirroredApp, StoreUnavailable
 
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 #: After a wake, gather the changes of this long before a pass (a burst is one pass).
 GATHER_S = 0.05
 #: Seconds between two reads of the store's outage stamp by the acting replica of several:
 #: how late it may learn of a notification another replica took.
 POLL_S = 1.0
-
-
-class StoreRunner(Protocol):
-    """What the actuator needs of ``reactor.context.Backend``."""
-
-    async def run(self, operation: Callable[[Service], T]) -> T: ...
-    async def read(self, operation: Callable[[Service], T]) -> T: ...
 
 
 class ObjectSource(Protocol):
@@ -172,6 +165,7 @@ class CdActuator:
         self._next_poll = 0.0
         self._orphans = Orphans(settings.resync_interval_s)
         self._secret_orphans = Orphans(settings.resync_interval_s)
+        self._mirror = MirrorPass(backend, settings, metrics)
 
     def acting(self) -> bool:
         """Does this replica act on the objects now (it alone, or it holds the Lease)?"""
@@ -185,10 +179,12 @@ class CdActuator:
         self._paused.clear()
         self._orphans.reset()
         self._secret_orphans.reset()
+        self._mirror.reset()
         self._stamp = None
         self._resync_now = leading
         if not leading:  # the acting replica alone exports the objects and their actions
             self.metrics.set_objects({}, None)
+            self.metrics.set_unwatched({})
             self.metrics.unresolved.set(0)
             self.metrics.pending.set(0)
             self.metrics.pending_age.set(0)
@@ -247,25 +243,12 @@ class CdActuator:
         if not (changed or moved or full):
             return
         self.passes += 1
-        clusters, rows = await self.backend.read(read_mirror)
-        index = ClusterIndex.of(clusters, *self.discovered())
-        mirror = plan(self._objects, index, {r.name: mirror_row(r) for r in rows})
-        if mirror.writes:
-            if not self.acting():
-                return
-            result = await self.backend.run(lambda s: apply_mirror(s, mirror))
-            mirror.unresolved.update(result.skipped)
-            log.info(
-                "cd: mirror: %d app(s) added (%d in an outage), %d moved, %d updated, %d removed",
-                result.inserted,
-                result.joined,
-                result.moved,
-                result.updated,
-                result.deleted,
-            )
-            clusters, rows = await self.backend.read(read_mirror)
-        steps, unresolved = self._decide(clusters, rows)
-        self._report_unresolved({**mirror.unresolved, **unresolved})
+        mirrored = await self._mirror.run(self._objects, self.discovered(), self.acting)
+        if mirrored is None:
+            return  # the replica stopped acting
+        rows = mirrored.rows
+        steps, unresolved = self._decide(mirrored.clusters, rows)
+        self._report_unresolved({**mirrored.unresolved, **unresolved})
         await self._act(steps)
         now = self.clock()
         orphans = self._orphans.due(self._objects, {r.name for r in rows}, now)

@@ -3,6 +3,7 @@
     fleetwatch_reactor_cd_objects{cluster="prod-1",source="flux",state="paused_by_outage"} 12
     fleetwatch_reactor_cd_cluster_secrets{state="paused_by_outage"} 1
     fleetwatch_reactor_cd_unresolved_objects 1
+    fleetwatch_reactor_cd_unwatched_objects{kind="Application",state="paused_by_outage"} 2
     fleetwatch_reactor_cd_actions_total{action="pause",result="applied"} 12
     fleetwatch_reactor_cd_failures_total{reason="server_error"} 2
     fleetwatch_reactor_cd_pending_actions 0
@@ -17,6 +18,9 @@ did (``paused``: paused without fleetwatch's mark, never resumed by fleetwatch).
 Application whose cluster Secret carries the pause counts as the Secret does. Each
 (cluster, source) with objects has its three states, zeros included; a cluster whose
 last object went away drops out (a collector, not a labelled gauge that would keep it).
+``unwatched_objects`` counts the mirrored apps of kinds this replica does not watch, left
+as they are (``reactor.cd.unwatched``), by what was last seen of their objects; each kind
+with such rows has its three states.
 
 The interval and ``info`` are for the alert on pending actions (``fleetwatch.rules_cd``):
 an action is retried at every pass, the resync at the latest, so "pending for longer
@@ -50,6 +54,7 @@ class ObjectsCollector(Collector):
     def __init__(self) -> None:
         self.objects: Mapping[tuple[str, str, str], int] = {}
         self.secrets: Mapping[str, int] | None = None
+        self.unwatched: Mapping[tuple[str, str], int] = {}
 
     def describe(self) -> list[Metric]:
         return []  # nothing collected at registration: the first pass fills it
@@ -77,6 +82,16 @@ class ObjectsCollector(Collector):
             for state in STATES:
                 secrets.add_metric([state], self.secrets.get(state, 0))
             yield secrets
+        unwatched = GaugeMetricFamily(
+            metricnames.REACTOR_CD_UNWATCHED,
+            "Mirrored apps of kinds this replica does not watch, left as they are, by kind "
+            "and by what was last seen of the object (paused_by_outage: nothing resumes it).",
+            labels=["kind", "state"],
+        )
+        for kind in sorted({k for k, _ in self.unwatched}):
+            for state in STATES:
+                unwatched.add_metric([kind, state], self.unwatched.get((kind, state), 0))
+        yield unwatched
 
 
 class CdMetrics:
@@ -145,3 +160,7 @@ class CdMetrics:
         cluster Secrets by state (None: Argo CD is not paused on Secrets)."""
         self.collector.objects = dict(objects)
         self.collector.secrets = dict(secrets) if secrets is not None else None
+
+    def set_unwatched(self, counts: Mapping[tuple[str, str], int]) -> None:
+        """(kind, state) -> mirrored apps of kinds this replica does not watch."""
+        self.collector.unwatched = dict(counts)

@@ -25,17 +25,24 @@ the writes (:class:`MirrorPlan`), which ``reactor.cd.storeops`` runs in one tran
 A name held by a row of the API (an app made through the API before its prefix was
 reserved) is left to it: the insert skips it and the object is reported unresolved.
 
+The rows given are those of the kinds the replica watches (``reactor.cd.scope``): a row
+of another kind is never planned, so never deleted for want of its object here.
+
+A dry run writes none of it: :func:`preview` applies the plan to the rows in memory, so
+the rules decide (and the dry run logs) what the written mirror would have made them.
+
 Pure: plain data in, plain data out.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from reactor.cd.objects import CdObject, Unreadable
-from reactor.cd.targets import ClusterIndex, Unresolved
+from reactor.cd.targets import ClusterIndex, KnownCluster, Unresolved
 from reactor.statemachine import CLUSTER_OFFLINE, AppStatus, Status
+from reactor.store import MirroredApp
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,3 +131,54 @@ def placement(status: Status, open_outage: int | None) -> tuple[AppStatus, str |
     if status is Status.OFFLINE and open_outage is not None:
         return AppStatus.DEGRADED, CLUSTER_OFFLINE, open_outage
     return AppStatus.DEPLOYED, None, None
+
+
+def preview(
+    mirror: MirrorPlan, rows: list[MirroredApp], clusters: list[KnownCluster]
+) -> list[MirroredApp]:
+    """The rows as :func:`plan`'s writes would leave them, computed and never written (a
+    dry run). An insert gets a negative id: no row of the store has it."""
+    by_name = {c.name: c for c in clusters}
+    moves = dict(mirror.moves)
+    seen = {u.app_id: u for u in mirror.updates}
+    gone = set(mirror.deletes)
+    result: list[MirroredApp] = []
+
+    def placed(app: MirroredApp, cluster: KnownCluster) -> MirroredApp:
+        status, _, outage = placement(cluster.status or Status.UNKNOWN, cluster.outage_id)
+        return replace(
+            app,
+            cluster=cluster.name,
+            status=status,
+            outage_id=outage,
+            cluster_status=cluster.status or Status.UNKNOWN,
+            cluster_outage_id=cluster.outage_id,
+        )
+
+    for row in rows:
+        if row.id in gone:
+            continue
+        if row.id in seen:
+            update = seen[row.id]
+            row = replace(row, uid=update.uid, paused=update.paused, mark=update.mark)
+        moved = by_name.get(moves.get(row.id, ""))
+        result.append(placed(row, moved) if moved is not None else row)
+    for number, new in enumerate(mirror.inserts, start=1):
+        cluster = by_name.get(new.cluster)
+        if cluster is None:
+            continue
+        app = MirroredApp(
+            -number,
+            new.name,
+            new.source,
+            new.cluster,
+            AppStatus.DEPLOYED,
+            None,
+            Status.UNKNOWN,
+            None,
+            new.uid,
+            new.paused,
+            new.mark,
+        )
+        result.append(placed(app, cluster))
+    return sorted(result, key=lambda app: app.name)

@@ -13,8 +13,8 @@ flag                        default      meaning
 ``--cd.resync-interval``    60s          every interval, every object is checked against
                                          the store again (a pause its owner undid, an
                                          action an API error stopped)
-``--cd.dry-run``            off          decide, log and count, but patch nothing (no
-                                         write request reaches the API)
+``--cd.dry-run``            off          decide, log and count, and write nothing: no
+                                         store row, no object, no Event, no Lease
 ``--cd.kubeconfig``         (see right)  the management cluster's kubeconfig; default: the
                                          pod's service account, else ``KUBECONFIG``
 ``--cd.leader-election``    on           replicas act one at a time, by a Lease of the
@@ -75,7 +75,9 @@ class CdSettings:
     """Seconds between two checks of every object; bounds how long a pause an owner undid,
     or a resume an API error stopped, goes unnoticed."""
     dry_run: bool = False
-    """Log and count what would be patched; patch nothing."""
+    """Log and count what would be paused or resumed; write nothing: the mirror is
+    previewed in memory (``reactor.cd.mirror.preview``), no store row, no object, no
+    Event, no Lease."""
     kubeconfig: str | None = None
     """The management cluster's kubeconfig; None: in-cluster, then ``KUBECONFIG``."""
     patches_in_flight: int = 16
@@ -142,7 +144,8 @@ def add_cd_flags(parser: argparse.ArgumentParser) -> None:
         "--cd.dry-run",
         dest="cd_dry_run",
         action="store_true",
-        help="log and count what would be paused or resumed, and patch nothing",
+        help="log and count what would be paused or resumed, and write nothing: no store "
+        "row, no object, no Event, no Lease",
     )
     parser.add_argument(
         "--cd.kubeconfig",

@@ -96,7 +96,7 @@ def setup_cd(app: web.Application, settings: CdSettings | None) -> None:
                 credentials.origin,
                 settings.resync_interval_s,
                 ", Argo CD paused on its cluster Secrets" if settings.pause_cluster_secrets else "",
-                ", dry run: nothing is patched" if settings.dry_run else "",
+                ", dry run: nothing is written" if settings.dry_run else "",
                 f", one replica acts at a time ({elector.where})" if elector else "",
             )
             async with informer:

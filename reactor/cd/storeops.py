@@ -5,9 +5,11 @@ Each function is one transaction over the service's store, run on a store thread
 
 - :func:`read_mirror`: the clusters (for ``reactor.cd.targets``) and the mirrored apps,
   with their clusters' status and open outage, read together;
-- :func:`apply_mirror`: a ``reactor.cd.mirror`` plan. The clusters that apps are placed on
-  are read first, locked (``FOR UPDATE`` on PostgreSQL, in id order, as a notification
-  locks them), so a placement and a cascade of the same cluster never interleave: an app
+- :func:`apply_mirror`: a ``reactor.cd.mirror`` plan, changing only rows of the kinds the
+  replica watches (``reactor.cd.scope``; the statements check it too). The clusters that
+  apps are placed on are read first, locked (``FOR UPDATE`` on PostgreSQL, in id order,
+  as a notification locks them), so a placement and a cascade of the same cluster never
+  interleave: an app
   placed while the cluster goes OFFLINE is either placed first and degraded by the
   cascade, or placed after it, in its outage;
 - :func:`leave_outages`: the apps a person resumed leave their outage (``reactor.cd.rules``
@@ -20,13 +22,24 @@ Each function is one transaction over the service's store, run on a store thread
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
 
 from reactor.cd.mirror import MirrorPlan, placement
 from reactor.cd.targets import KnownCluster
 from reactor.service import Service
 from reactor.store import MirroredApp
+
+T = TypeVar("T")
+
+
+class StoreRunner(Protocol):
+    """What the CD integration needs of ``reactor.context.Backend``: an operation run on a
+    store thread, in a write or a read transaction of its own."""
+
+    async def run(self, operation: Callable[[Service], T]) -> T: ...
+    async def read(self, operation: Callable[[Service], T]) -> T: ...
 
 
 def read_mirror(service: Service) -> tuple[list[KnownCluster], list[MirroredApp]]:
@@ -55,7 +68,8 @@ class MirrorResult:
     skipped: dict[str, str] = field(default_factory=dict)
 
 
-def apply_mirror(service: Service, plan: MirrorPlan) -> MirrorResult:
+def apply_mirror(service: Service, plan: MirrorPlan, kinds: Sequence[str]) -> MirrorResult:
+    """``kinds``: the name prefixes (``SOURCE:KIND/``) of the kinds the replica watches."""
     inserted = moved = joined = 0
     skipped: dict[str, str] = {}
     with service.store.write() as tx:
@@ -78,13 +92,13 @@ def apply_mirror(service: Service, plan: MirrorPlan) -> MirrorResult:
             if cluster is None:
                 continue  # deleted meanwhile: the next sync deletes the app
             placed = placement(cluster.state.status, cluster.outage_id)
-            tx.move_mirrored(app_id, cluster.id, placed)
+            tx.move_mirrored(app_id, cluster.id, placed, kinds)
             moved += 1
             joined += placed[2] is not None
         if plan.updates:
-            tx.set_seen([(u.app_id, u.uid, u.paused, u.mark) for u in plan.updates])
+            tx.set_seen([(u.app_id, u.uid, u.paused, u.mark) for u in plan.updates], kinds)
         if plan.deletes:
-            tx.delete_mirrored(plan.deletes)
+            tx.delete_mirrored(plan.deletes, kinds)
     return MirrorResult(inserted, moved, len(plan.updates), len(plan.deletes), joined, skipped)
 
 

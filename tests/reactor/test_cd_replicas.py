@@ -40,9 +40,16 @@ RETRY_S = LEASE_DURATION_S * 2 / 15
 
 
 class Replica:
-    """One ``fleetwatch reactor`` process with ``--cd.flux --cd.argocd``."""
+    """One ``fleetwatch reactor`` process with ``--cd.flux --cd.argocd`` (or ``cd``)."""
 
-    def __init__(self, folder: Path, db_url: str, kubeconfig: Path, name: str) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        db_url: str,
+        kubeconfig: Path,
+        name: str,
+        cd: tuple[str, ...] = ("--cd.flux", "--cd.argocd"),
+    ) -> None:
         port = free_port()
         self.name = name
         self.base = f"http://127.0.0.1:{port}"
@@ -52,8 +59,7 @@ class Replica:
                 f"--web.listen-address=127.0.0.1:{port}",
                 f"--db.url={db_url}",
                 f"--kubeconfig={folder / 'none'}",
-                "--cd.flux",
-                "--cd.argocd",
+                *cd,
                 f"--cd.kubeconfig={kubeconfig}",
                 "--cd.leader-election.namespace=default",
                 f"--cd.leader-election.lease-duration={LEASE_DURATION_S:g}",

@@ -29,6 +29,7 @@ from common.metricnames import (
     REACTOR_CD_LEADER,
     REACTOR_CD_PENDING_AGE,
     REACTOR_CD_RESYNC_INTERVAL,
+    REACTOR_CD_UNWATCHED,
     REACTOR_DATABASE_UP,
     REACTOR_NOTIFICATIONS,
     REACTOR_RECONCILE_INTERVAL,
@@ -36,7 +37,12 @@ from common.metricnames import (
     total,
 )
 from fleetwatch.rules import RuleSettings, groups
-from fleetwatch.rules_cd import CD_NO_ACTOR_ALERT, CD_PENDING_ALERT, CD_STALLED_ALERT
+from fleetwatch.rules_cd import (
+    CD_NO_ACTOR_ALERT,
+    CD_PENDING_ALERT,
+    CD_STALLED_ALERT,
+    CD_UNWATCHED_ALERT,
+)
 from fleetwatch.rules_discovery import DISCOVERY_DOWN_ALERT
 from fleetwatch.rules_reactor import (
     DATABASE_ALERT,
@@ -845,6 +851,55 @@ def cd_stalled_case(s: RuleSettings) -> dict[str, Any]:
     }
 
 
+def cd_unwatched_case(s: RuleSettings) -> dict[str, Any]:
+    """Objects paused by fleetwatch of a kind the acting replica does not watch.
+
+    ``acting`` (no dry run) counts 2 Applications paused for an outage from minute 2, the
+    restart that dropped --cd.argocd, to minute 12, when they were resumed (by a replica
+    that watches them again): pending for 5 minutes, firing from minute 7 with its value.
+    It counts Kustomizations it does not watch from minute 0, all running: never. ``dry``,
+    a dry run watching only Flux beside an acting replica that watches Argo CD too, counts
+    3 paused Applications throughout: never (the case fails without the dry-run exclusion).
+    """
+    minutes = 14
+    paused = _values([2 if 2 <= m < 12 else 0 for m in range(minutes)])
+
+    def at(instance: str, metric: str, labels: str, values: str) -> dict[str, str]:
+        where = f'job="{s.reactor_job}", instance="{instance}"'
+        return {"series": f"{metric}{{{where}, {labels}}}", "values": values}
+
+    def unwatched(instance: str, kind: str, state: str, values: str) -> dict[str, str]:
+        return at(instance, REACTOR_CD_UNWATCHED, f'kind="{kind}", state="{state}"', values)
+
+    def info(instance: str, dry_run: str) -> dict[str, str]:
+        labels = f'argocd_pause="application", dry_run="{dry_run}"'
+        return at(instance, REACTOR_CD_INFO, labels, f"1x{minutes}")
+
+    series = [
+        unwatched("acting:9714", "Application", "paused_by_outage", paused),
+        unwatched("acting:9714", "Application", "running", f"0x{minutes}"),
+        unwatched("acting:9714", "Kustomization", "running", f"4x{minutes}"),
+        unwatched("acting:9714", "Kustomization", "paused_by_outage", f"0x{minutes}"),
+        info("acting:9714", "false"),
+        unwatched("dry:9714", "Application", "paused_by_outage", f"3x{minutes}"),
+        info("dry:9714", "true"),
+    ]
+    firing = [({"job": s.reactor_job, "kind": "Application"}, 2.0)]
+    alert = CD_UNWATCHED_ALERT
+    return {
+        "name": "CD objects paused and no longer watched",
+        "interval": "1m",
+        "input_series": series,
+        "alert_rule_test": [
+            _alerts(s, 1, alert, []),  # the dry run's paused Applications: never
+            _alerts(s, 6, alert, []),  # pending since minute 2
+            _alerts(s, 7, alert, firing),
+            _alerts(s, 11, alert, firing),
+            _alerts(s, 12, alert, []),  # resumed
+        ],
+    }
+
+
 def _reactor_series(s: RuleSettings, metric: str, instance: str, values: str) -> dict[str, str]:
     return {
         "series": f'{metric}{{job="{s.reactor_job}", instance="{instance}"}}',
@@ -997,6 +1052,7 @@ def test_file(settings: RuleSettings, rule_file: str) -> dict[str, Any]:
             cd_pending_case(settings),
             cd_no_actor_case(settings),
             cd_stalled_case(settings),
+            cd_unwatched_case(settings),
             reactor_down_case(settings),
             reactor_database_case(settings),
             reactor_reconcile_case(settings),

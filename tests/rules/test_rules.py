@@ -116,12 +116,33 @@ def test_a_broken_rule_fails_the_unit_tests(tmp_path: Path) -> None:
     assert "FAILED" in result.stdout + result.stderr
 
 
+def test_the_unwatched_objects_alert_fails_its_case_when_it_counts_dry_runs(
+    tmp_path: Path,
+) -> None:
+    """Without its dry-run exclusion the alert fires for a dry run's count (a replica that
+    watches fewer kinds than the acting one beside it), and its case says so."""
+    good = render_rules(RuleSettings())
+    exclusion = '  unless on (job, instance) fleetwatch_reactor_cd_info{dry_run="true"}\n'
+    start = good.index("alert: FleetwatchCDUnwatchedObjectsPaused")
+    head, rule = good[:start], good[start:]
+    broken = head + rule.replace(exclusion.strip(), "", 1)
+    assert exclusion.strip() in rule and broken != good
+    (tmp_path / "rules.yml").write_text(broken)
+    (tmp_path / "test.yml").write_text(render_test_file(RuleSettings(), "rules.yml"))
+    result = _promtool("test", "rules", "test.yml", cwd=tmp_path)
+    assert result.returncode != 0
+    out = result.stdout + result.stderr
+    assert "alertname: FleetwatchCDUnwatchedObjectsPaused" in out, out
+    assert "3 Application object(s) paused by fleetwatch" in out, out  # the dry run's count
+
+
 def test_annotations_use_known_templates() -> None:
     """Only the template actions the unit-test builder knows how to expect."""
     allowed = {
         "{{ $labels.cluster }}",
         "{{ $labels.instance }}",
         "{{ $labels.job }}",
+        "{{ $labels.kind }}",
         "{{ $value }}",
         "{{ $value | humanizePercentage }}",
     }

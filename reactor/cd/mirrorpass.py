@@ -1,0 +1,104 @@
+"""The mirror's part of a CD pass: the store's rows read, the mirror planned, then written
+or, in a dry run, previewed.
+
+:meth:`MirrorPass.run` is the second step of ``reactor.cd.actuator``'s pass:
+
+- it reads the clusters and the mirrored rows; the rows of kinds this replica does not
+  watch are set aside, counted and, when paused by an outage, named
+  (``reactor.cd.scope``, ``reactor.cd.unwatched``): no plan ever names them;
+- it plans the mirror of the replica's objects against its own rows (``reactor.cd.mirror``);
+- an acting replica writes the plan in one transaction (``reactor.cd.storeops``, whose
+  statements change rows of the watched kinds only) and reads the rows again; a dry run
+  writes nothing and previews the plan in memory, so the rules decide on the rows as the
+  mirror would have left them. What the preview would do is logged when it changes.
+
+I/O (the store's threads).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from reactor.cd.metrics import CdMetrics
+from reactor.cd.mirror import MirrorPlan, plan, preview
+from reactor.cd.scope import prefix_of
+from reactor.cd.settings import CdSettings
+from reactor.cd.steps import Seen, mirror_row
+from reactor.cd.storeops import StoreRunner, apply_mirror, read_mirror
+from reactor.cd.targets import ClusterIndex, Discovered, KnownCluster
+from reactor.cd.unwatched import UnwatchedRows
+from reactor.store import MirroredApp
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Mirrored:
+    """The store as the rules see it after the mirror (previewed, in a dry run)."""
+
+    clusters: list[KnownCluster]
+    #: the rows of the watched kinds
+    rows: list[MirroredApp]
+    #: app name -> why its object is not an app
+    unresolved: dict[str, str]
+
+
+class MirrorPass:
+    """The module docstring; remembers what it logged."""
+
+    def __init__(self, backend: StoreRunner, settings: CdSettings, metrics: CdMetrics) -> None:
+        self.backend = backend
+        self.dry_run = settings.dry_run
+        #: the name prefixes of the kinds it watches: the rows it may write
+        self.kinds = tuple(prefix_of(kind) for kind in settings.kinds)
+        self.unwatched = UnwatchedRows(settings.kinds, settings.dry_run, metrics.set_unwatched)
+        self._previewed: tuple[int, ...] = ()
+
+    async def run(
+        self,
+        objects: Mapping[str, Seen],
+        discovered: Discovered,
+        acting: Callable[[], bool],
+    ) -> Mirrored | None:
+        """None when the replica stopped acting before it could write."""
+        clusters, rows = await self.backend.read(read_mirror)
+        rows = self.unwatched.mine(rows)
+        index = ClusterIndex.of(clusters, *discovered)
+        mirror = plan(objects, index, {r.name: mirror_row(r) for r in rows})
+        if self.dry_run:
+            self._log_preview(mirror)
+            return Mirrored(clusters, preview(mirror, rows, clusters), mirror.unresolved)
+        if not mirror.writes:
+            return Mirrored(clusters, rows, mirror.unresolved)
+        if not acting():
+            return None
+        result = await self.backend.run(lambda s: apply_mirror(s, mirror, self.kinds))
+        log.info(
+            "cd: mirror: %d app(s) added (%d in an outage), %d moved, %d updated, %d removed",
+            result.inserted,
+            result.joined,
+            result.moved,
+            result.updated,
+            result.deleted,
+        )
+        clusters, rows = await self.backend.read(read_mirror)
+        return Mirrored(
+            clusters, self.unwatched.mine(rows), {**mirror.unresolved, **result.skipped}
+        )
+
+    def reset(self) -> None:
+        """Forget what was logged (a replica that begins to act says it again)."""
+        self.unwatched.reset()
+        self._previewed = ()
+
+    def _log_preview(self, mirror: MirrorPlan) -> None:
+        shape = (len(mirror.inserts), len(mirror.moves), len(mirror.updates), len(mirror.deletes))
+        if mirror.writes and shape != self._previewed:
+            log.info(
+                "cd (dry run): the mirror would add %d app(s), move %d, update %d, remove %d; "
+                "nothing is written",
+                *shape,
+            )
+        self._previewed = shape
