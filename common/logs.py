@@ -4,6 +4,16 @@ Prometheus' components log ``logfmt`` (``ts=... level=... msg=...``) or JSON wit
 3339 timestamps, and log collectors parse both without configuration; ours do the same.
 Installed once, by the command line, on the root logger: no module configures logging
 itself.
+
+A log line never carries a character a name may not hold (``common.names``: the
+controls, DEL and C1, bidi overrides and the other format characters, line separators):
+both formats write each one as a JSON-style escape (``\\n``, ``\\t``, ``\\u001b``,
+``\\u202e``; a pair of ``\\u`` surrogates beyond the BMP), which logfmt and JSON readers
+both decode. A cluster's name, a path or an object's name from a kubeconfig, a Secret or
+an API body is logged as found, and cannot forge a line or drive the terminal or viewer
+that shows the log. Go's logfmt escapes only the C0 controls; DEL, C1 (0x9b is a
+terminal's CSI) and U+202E pass through it, and through JSON, which requires no escape
+for them.
 """
 
 from __future__ import annotations
@@ -14,6 +24,8 @@ import logging
 import sys
 import time
 from typing import Final, TextIO
+
+from common.names import printable, printable_char
 
 FORMATS: Final = ("logfmt", "json")
 LEVELS: Final = ("debug", "info", "warn", "warning", "error")
@@ -34,11 +46,34 @@ def _timestamp(record: logging.LogRecord) -> str:
     return f"{seconds}.{int(record.msecs):03d}Z"
 
 
+_SHORT: Final = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\", '"': '\\"'}
+
+
+def _escape(char: str) -> str:
+    """One character as a JSON string escape (the form logfmt readers decode too)."""
+    short = _SHORT.get(char)
+    if short is not None:
+        return short
+    code = ord(char)
+    if code > 0xFFFF:
+        code -= 0x10000
+        return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+    return f"\\u{code:04x}"
+
+
+def printable_line(text: str) -> str:
+    """``text`` with every character a name may not hold escaped; quotes and backslashes
+    are left alone (the JSON encoder has escaped them already)."""
+    if printable(text):
+        return text
+    return "".join(c if printable_char(c) else _escape(c) for c in text)
+
+
 def _logfmt_value(value: str) -> str:
-    if value and not any(c in value for c in ' ="\\') and value.isprintable():
+    if value and not any(c in value for c in ' ="\\') and printable(value):
         return value
-    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    return f'"{escaped}"'
+    inside = (c if printable_char(c) and c not in '"\\' else _escape(c) for c in value)
+    return f'"{"".join(inside)}"'
 
 
 class LogfmtFormatter(logging.Formatter):
@@ -68,7 +103,7 @@ class JsonFormatter(logging.Formatter):
         }
         if record.exc_info:
             line["err"] = self.formatException(record.exc_info)
-        return json.dumps(line, ensure_ascii=False)
+        return printable_line(json.dumps(line, ensure_ascii=False))
 
 
 def add_log_flags(parser: argparse.ArgumentParser) -> None:

@@ -12,6 +12,7 @@ import os
 from collections.abc import Container
 from dataclasses import dataclass, field
 
+from common.names import escaped
 from discovery.contextauth import ContextAuth
 from discovery.files import FileVersion
 
@@ -37,15 +38,22 @@ class Cluster:
 
 @dataclass(frozen=True)
 class DiscoveryProblem:
-    """A file or context that was skipped, and why (a sentence, never a credential)."""
+    """A file or context that was skipped, and why (a sentence, never a credential).
+
+    The fields hold what was found, as found (a context's name may be the very problem:
+    ``common.names``); ``str`` shows each escaped, so a log line or a terminal never
+    receives a control character from a kubeconfig or a Secret.
+    """
 
     source: str  #: file path
     context: str | None  #: None when the whole file is bad
     reason: str
 
     def __str__(self) -> str:
-        where = self.source if self.context is None else f"{self.source} (context {self.context!r})"
-        return f"{where}: {self.reason}"
+        where = escaped(self.source)
+        if self.context is not None:
+            where = f"{where} (context {self.context!r})"
+        return f"{where}: {escaped(self.reason)}"
 
 
 @dataclass(frozen=True)

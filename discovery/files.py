@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from common.names import char_flaw
+
 #: The largest kubeconfig read, in bytes. Kubernetes caps a Secret at 1 MiB, so a mounted
 #: kubeconfig is far below it; a main kubeconfig of 5,000 contexts with embedded RSA
 #: certificates is about 28 MB (libyaml parses it in about 2.5 s, 95 MB of memory).
@@ -120,7 +122,10 @@ def walk_folder(root: Path) -> tuple[list[Path], list[FileProblem]]:
 
     Entries whose name starts with ``.`` are skipped. Links are followed; a folder that
     leads back to one of the folders above it is a problem (a loop), and a folder reached
-    a second time through another link is read once.
+    a second time through another link is read once. An entry whose name holds a
+    character no cluster name may (``common.names``: a control character, a bidi
+    override, bytes that are not UTF-8) is a problem, not read: its path would be the
+    ``source`` label and the ``kubeconfig_secret_ref`` of each of its clusters.
     """
     files: list[Path] = []
     problems: list[FileProblem] = []
@@ -157,6 +162,10 @@ def walk_folder(root: Path) -> tuple[list[Path], list[FileProblem]]:
             if name.endswith(".lock") and name[: -len(".lock")] in present:
                 continue  # kubectl's lock of the file next to it, not a kubeconfig
             path = folder / name
+            unprintable = char_flaw(name)
+            if unprintable is not None:
+                problems.append(FileProblem(str(path), f"its name {unprintable}: not read"))
+                continue
             try:
                 entry = os.stat(path)
             except FileNotFoundError:

@@ -8,7 +8,10 @@ each context's :class:`~discovery.clusters.ContextConfig`, whose credentials par
 (``discovery.contextauth``) has its relative paths made absolute against the file that
 defines them. A bad context is a :class:`~discovery.clusters.DiscoveryProblem` (file and
 reason, never a credential). ``discovery.scan`` decides when to call them (once per
-file change).
+file change). A context whose name breaks ``common.names``' rule (a control character, a
+bidi override, over 253 characters) is one: its name would be a label value, an alert's
+``cluster`` and a line on a terminal. So is a server URL with a character no name may
+hold: it is the ``endpoint`` label and a cell of ``fleetwatch discover``'s table.
 
 The entries are reduced as they are parsed: each item of the ``clusters`` and ``users``
 lists, built on its own (``boundedyaml.load_streaming``), becomes a small
@@ -26,6 +29,7 @@ from typing import Any
 
 import yaml
 
+from common.names import char_flaw, name_problem
 from discovery import boundedyaml
 from discovery.clusters import ContextConfig, DiscoveryProblem
 from discovery.entries import (
@@ -253,6 +257,10 @@ def resolve_contexts(
         def problem(reason: str, source: str = source, name: str = name) -> None:
             problems.append(DiscoveryProblem(source, name, reason))
 
+        refused = name_problem(name, "context name")
+        if refused is not None:
+            problem(refused)
+            continue
         ctx = entry.get("context")
         if not isinstance(ctx, dict):
             problem("context has no 'context' mapping")
@@ -280,6 +288,10 @@ def resolve_contexts(
                 f"cluster {cluster_name!r} has credentials in its server URL (user@ or "
                 "user:password@): put them in the user entry; the URL is not shown"
             )
+            continue
+        unprintable = char_flaw(server)
+        if unprintable is not None:
+            problem(f"cluster {cluster_name!r} has a server URL that {unprintable}")
             continue
         base = folders[source]
         user_name = ctx.get("user")

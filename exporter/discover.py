@@ -13,6 +13,12 @@ and the management cluster's API failing (a namespace forbidden, no answer withi
 :data:`LIST_TIMEOUT_S`, credentials that cannot be loaded) are printed, and the command
 exits 0. Nothing read from a kubeconfig or a Secret is printed but names, endpoints and
 references: no token, password or key, and a proxy only as ``http://host:port``.
+
+Nothing is printed raw either: a context or cluster name with a control character or a
+bidi override is a problem (``common.names``), and every field of both outputs (a path
+holds what its file system allows) is shown with such characters escaped
+(``common.names.escaped``: ``\\x1b``, ``\\u202e``), so the table cannot drive the
+terminal that shows it, and ``jq -r`` on the JSON cannot either.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from common.logs import setup_logging
+from common.names import escaped
 from discovery import (
     Cluster,
     Discoverer,
@@ -76,7 +83,12 @@ def run_discover(args: argparse.Namespace) -> int:
     clusters = [_shown(c, merged.held) for c in found.clusters]
     problems = [*found.problems, *problems_api]
     problem_docs = [
-        {"source": p.source, "context": p.context, "reason": p.reason} for p in problems
+        {
+            "source": escaped(p.source),
+            "context": None if p.context is None else escaped(p.context),
+            "reason": escaped(p.reason),
+        }
+        for p in problems
     ]
     if args.output == "json":
         answer: dict[str, Any] = {"clusters": clusters, "problems": problem_docs}
@@ -137,18 +149,23 @@ async def list_secrets(
 
 
 def _shown(cluster: Cluster, held: frozenset[str]) -> dict[str, Any]:
-    """One cluster as ``discover`` prints it: no credential in any field."""
+    """One cluster as ``discover`` prints it: no credential in any field, nothing raw.
+
+    Discovery refused every name and server with a character no name may hold; a path
+    (the source) may still have one, and the escape costs nothing when there is none.
+    """
     reason = cluster.not_probeable
     ok = reason is None and probeable(cluster.kubeconfig_secret_ref, held)
     if not ok and reason is None:
         reason = "its kubeconfig file cannot be read"
+    proxy = _proxy_shown(cluster.proxy_url)
     return {
-        "name": cluster.name,
-        "endpoint": cluster.endpoint,
-        "source": cluster.kubeconfig_secret_ref,
+        "name": escaped(cluster.name),
+        "endpoint": escaped(cluster.endpoint),
+        "source": escaped(cluster.kubeconfig_secret_ref),
         "probeable": ok,
-        "not_probeable": reason,
-        "proxy": _proxy_shown(cluster.proxy_url),
+        "not_probeable": None if reason is None else escaped(reason),
+        "proxy": None if proxy is None else escaped(proxy),
     }
 
 

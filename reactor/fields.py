@@ -4,9 +4,11 @@ The rules that cannot be said with a JSON Schema keyword alone are regular expre
 here, and the server checks values with the very pattern the OpenAPI document carries
 (``reactor.openapi`` names each one once):
 
-- a name (cluster, app) is 1 to 253 printable characters without a space at either end
-  (printable as Python says: :data:`NAME_PATTERN` is built from ``str.isprintable`` over
-  every code point, so a client sees the exact set);
+- a name (cluster, app) is 1 to 253 printable characters without a space at either end:
+  ``common.names``' rule, the one discovery applies to the names it publishes, so the
+  reactor never refuses a name the exporter's alerts carry (:data:`NAME_PATTERN` is built
+  from ``common.names.printable_char`` over every code point, so a client sees the exact
+  set);
 - a text (``kubeconfig_secret_ref``, a ``reason``) is 1 to 4096 printable characters, not
   only spaces;
 - an endpoint is an http(s) URL with a host name, an IPv4 or an IPv6 address, and a port
@@ -27,7 +29,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BeforeValidator, Field
 
-MAX_NAME = 253
+from common.names import MAX_NAME, name_flaw, printable_char
+
 MAX_TEXT = 4096
 
 
@@ -35,7 +38,7 @@ MAX_TEXT = 4096
 
 
 def _printable_class() -> str:
-    """The characters ``str.isprintable`` accepts but the space, as the inside of a class.
+    """The characters a name may hold but the space, as the inside of a class.
 
     A positive class, not "anything but the unprintable": generators (schemathesis,
     Hypothesis) draw from its ranges quickly, and slowly from a negated class of the same
@@ -44,7 +47,7 @@ def _printable_class() -> str:
     """
     ranges: list[list[int]] = []
     for code in range(sys.maxunicode + 1):
-        if code != 0x20 and chr(code).isprintable():
+        if code != 0x20 and printable_char(chr(code)):
             if ranges and ranges[-1][1] == code - 1:
                 ranges[-1][1] = code
             else:
@@ -110,7 +113,8 @@ TIMESTAMP_RE = re.compile(TIMESTAMP_PATTERN)
 
 
 def is_name(text: str) -> bool:
-    """A usable cluster or app name: 1 to 253 printable characters, no space at either end.
+    """A usable cluster or app name: 1 to 253 printable characters, no space at either end
+    (``common.names``, which says why each character class is refused).
 
     A cluster's name is its kubeconfig context name, and kubeconfigs allow inner spaces
     ("prod east"): refusing them would leave such a cluster UNKNOWN for ever. Printable
@@ -132,7 +136,10 @@ def _check_name(value: object) -> str:
     if not 0 < len(value) <= MAX_NAME:
         raise Problem(f"must have 1 to {MAX_NAME} characters")
     if _NAME_RE.fullmatch(value) is None:
-        raise Problem("must be printable characters, without a space at either end")
+        # The offending character by its code point: echoed raw, it is the problem.
+        raise Problem(
+            f"must be printable characters, without a space at either end ({name_flaw(value)})"
+        )
     return value
 
 

@@ -33,7 +33,9 @@ e.g. ``flux:Kustomization/flux-system/apps``): unique per object, stable while i
 between clusters, and unambiguous, as Kubernetes names hold neither ``:`` nor ``/``. The
 API refuses to create an app whose name starts with one of
 ``reactor.store.MIRRORED_PREFIXES``, so an API row and a mirrored object never claim the
-same name.
+same name. A namespace or name that breaks ``common.names``' rule (a control character:
+an API server refuses them, a stand-in or a proxy may not) makes the object
+:class:`Unreadable`, named escaped: it is never stored, and no log line carries it raw.
 
 Pure: dicts in, plain data out.
 """
@@ -44,6 +46,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from common.names import escaped, name_problem
 from reactor.store import MIRRORED_SOURCES
 
 FLUX, ARGOCD = MIRRORED_SOURCES
@@ -132,11 +135,13 @@ class Destination:
     argocd_server: str | None = None
 
     def __str__(self) -> str:
+        """Escaped (``common.names``): the object's spec says it, and logs and the API
+        repeat it."""
         if self.secret_ref is not None:
-            return f"Secret {self.secret_ref}"
+            return f"Secret {escaped(self.secret_ref)}"
         if self.argocd_name is not None:
             return f"Argo CD cluster {self.argocd_name!r}"
-        return f"Argo CD server {self.argocd_server}"
+        return f"Argo CD server {escaped(str(self.argocd_server))}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +189,9 @@ def read_object(obj: Mapping[str, Any]) -> CdObject | Unreadable | None:
         return None
     if not (namespace and name and uid):
         return None
+    refused = name_problem(namespace, "namespace") or name_problem(name, "name")
+    if refused is not None:
+        return Unreadable(escaped(app_name(kind, namespace, name)), refused)
     spec = obj.get("spec")
     spec = spec if isinstance(spec, Mapping) else {}
     annotations = metadata.get("annotations")
