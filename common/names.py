@@ -92,15 +92,16 @@ def char_flaw(text: str) -> str | None:
     return None
 
 
-def name_problem(name: object, what: str = "name") -> str | None:
-    """Why ``name`` cannot name a cluster, a context or an app, as a sentence that shows it
-    escaped (``name 'a\\x1b[2J' has U+001B (a control character, Cc) at position 2: names
-    must be printable``); None when it can."""
+def name_problem(name: object, what: str = "name", *, show: bool = True) -> str | None:
+    """Why ``name`` cannot name a cluster, a context or an app, as a sentence; None when it
+    can. ``show``: the sentence shows the name escaped (``name 'a\\x1b[2J' has U+001B (a
+    control character, Cc) at position 2: a name is ...``); without it, for a problem whose
+    context already shows the name, only ``what`` (``context name has U+001B ...``)."""
     flaw = name_flaw(name)
     if flaw is None:
         return None
-    if not isinstance(name, str):
-        return f"{what} {flaw}"
+    if not show or not isinstance(name, str):
+        return f"{what} {flaw}: {RULE}"
     clipped = shown(name) if len(name) <= 80 else shown(name[:80]) + "..."
     return f"{what} {clipped} {flaw}: {RULE}"
 

@@ -257,7 +257,7 @@ def resolve_contexts(
         def problem(reason: str, source: str = source, name: str = name) -> None:
             problems.append(DiscoveryProblem(source, name, reason))
 
-        refused = name_problem(name, "context name")
+        refused = name_problem(name, "context name", show=False)
         if refused is not None:
             problem(refused)
             continue

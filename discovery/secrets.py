@@ -319,7 +319,7 @@ class _Reader:
         name = self.text(data, "name")
         if name is None:
             return False
-        refused = name_problem(name, "Argo CD cluster name (key 'name')")
+        refused = name_problem(name, "Argo CD cluster name (key 'name')", show=False)
         if refused is not None:
             self.problem(refused, name)
             return False
@@ -349,7 +349,9 @@ class _Reader:
         return True
 
     def cluster_api(self, data: Mapping[str, Any], cluster: str) -> None:
-        refused = name_problem(cluster, f"Cluster API cluster name (label {CAPI_LABEL!r})")
+        refused = name_problem(
+            cluster, f"Cluster API cluster name (label {CAPI_LABEL!r})", show=False
+        )
         if refused is not None:
             self.problem(refused, cluster)
             return

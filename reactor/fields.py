@@ -138,7 +138,7 @@ def _check_name(value: object) -> str:
     if _NAME_RE.fullmatch(value) is None:
         # The offending character by its code point: echoed raw, it is the problem.
         raise Problem(
-            f"must be printable characters, without a space at either end ({name_flaw(value)})"
+            f"must be printable characters, without a space at either end: it {name_flaw(value)}"
         )
     return value
 

@@ -189,7 +189,9 @@ def read_object(obj: Mapping[str, Any]) -> CdObject | Unreadable | None:
         return None
     if not (namespace and name and uid):
         return None
-    refused = name_problem(namespace, "namespace") or name_problem(name, "name")
+    refused = name_problem(namespace, "its namespace", show=False) or name_problem(
+        name, "its name", show=False
+    )
     if refused is not None:
         return Unreadable(escaped(app_name(kind, namespace, name)), refused)
     spec = obj.get("spec")

@@ -18,15 +18,20 @@ class BadName(NamedTuple):
     escape: str  #: how a problem shows it
 
 
-BAD_NAMES = [
-    pytest.param(BadName("prod\x1b[2Jeast", "\x1b", "\\x1b"), id="ESC"),
-    pytest.param(BadName("prod\nts=0 level=error", "\n", "\\n"), id="newline"),
-    pytest.param(BadName("prod\teast", "\t", "\\t"), id="tab"),
-    pytest.param(BadName("prod\x00east", "\x00", "\\x00"), id="NUL"),
-    pytest.param(BadName("prod\x7feast", "\x7f", "\\x7f"), id="DEL"),
-    pytest.param(BadName("prod\x9b2Jeast", "\x9b", "\\x9b"), id="C1-CSI"),
-    pytest.param(BadName("prod\u202etsae", "\u202e", "\\u202e"), id="RLO-bidi"),
+#: (id, bad name): one per kind of character the rule refuses
+BAD: list[tuple[str, BadName]] = [
+    ("ESC", BadName("prod\x1b[2Jeast", "\x1b", "\\x1b")),
+    ("newline", BadName("prod\nts=0 level=error", "\n", "\\n")),
+    ("tab", BadName("prod\teast", "\t", "\\t")),
+    ("NUL", BadName("prod\x00east", "\x00", "\\x00")),
+    ("DEL", BadName("prod\x7feast", "\x7f", "\\x7f")),
+    ("C1-CSI", BadName("prod\x9b2Jeast", "\x9b", "\\x9b")),
+    ("RLO-bidi", BadName("prod\u202etsae", "\u202e", "\\u202e")),
 ]
+#: the bad names alone
+BAD_LIST = [bad for _, bad in BAD]
+#: for ``pytest.mark.parametrize("bad", BAD_NAMES)``
+BAD_NAMES = [pytest.param(bad, id=name) for name, bad in BAD]
 #: the bare characters, for "nothing raw" checks over a whole output
 BAD_CHARS = "\x1b\t\x00\x7f\x9b\u202e"
 #: names that stay usable: an inner space, letters beyond ASCII, a slash

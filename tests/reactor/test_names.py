@@ -1,0 +1,158 @@
+"""Names are printable in the reactor: nothing it stores, answers or logs carries a raw
+control, C1 or bidi character (common.names, reactor.fields, reactor.cd.objects).
+
+``POST /clusters`` and ``POST /apps`` refuse such a name with a 400 that names the
+character by code point; a webhook's alert whose ``cluster`` label has one is skipped with
+a log line and the rest applied (DESIGN.md, reactor API); start-up discovery stores none;
+a Flux or Argo CD object whose name or destination holds one is not mirrored.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from discovery_names import BAD_CHARS, BAD_LIST, BAD_NAMES, BadName, no_raw_control
+from reactor_helpers import MakeClient, dump_db
+from reactor_payloads import ONLINE, alert, webhook
+
+from common import names
+from reactor.cd.objects import Unreadable, read_object
+from reactor.cd.targets import ClusterIndex, KnownCluster, Unresolved
+
+ENDPOINT = "https://10.0.0.1:6443"
+
+
+def stored_text(db_path: Path) -> str:
+    """Every text cell of every table, joined by a space."""
+    rows = (row for table in dump_db(db_path).values() for row in table)
+    return " ".join(cell for row in rows for cell in row if isinstance(cell, str))
+
+
+@pytest.mark.parametrize("bad", BAD_NAMES)
+async def test_post_clusters_refuses_the_name_with_400_naming_the_character(
+    make_client: MakeClient, db_path: Path, bad: BadName
+) -> None:
+    client = await make_client()
+    body = {"name": bad.name, "endpoint": ENDPOINT, "kubeconfig_secret_ref": "x"}
+    resp = await client.post("/clusters", json=body)
+    assert resp.status == 400
+    text = await resp.text()
+    no_raw_control(text, lines=False)
+    message = (await resp.json())["error"]
+    assert message == (
+        '"name" must be printable characters, without a space at either end: it has '
+        f"U+{ord(bad.char):04X} ({names.describe(bad.char).partition('(')[2]} at position 5"
+    )
+    assert await (await client.get("/clusters")).json() == []
+    assert bad.char not in stored_text(db_path)
+
+
+@pytest.mark.parametrize("bad", BAD_NAMES)
+async def test_post_apps_refuses_the_name_and_the_cluster_with_400(
+    make_client: MakeClient, db_path: Path, bad: BadName
+) -> None:
+    client = await make_client()
+    body = {"name": "c1", "endpoint": ENDPOINT, "kubeconfig_secret_ref": "x"}
+    assert (await client.post("/clusters", json=body)).status == 201
+    for app in ({"name": bad.name, "cluster": "c1"}, {"name": "a1", "cluster": bad.name}):
+        resp = await client.post("/apps", json=app)
+        assert resp.status == 400, app
+        no_raw_control(await resp.text(), lines=False)
+    assert await (await client.get("/apps")).json() == []
+
+
+@pytest.mark.parametrize("bad", BAD_NAMES)
+async def test_a_webhooks_cluster_label_with_it_is_skipped_with_an_escaped_log_line(
+    make_client: MakeClient, db_path: Path, bad: BadName, caplog: pytest.LogCaptureFixture
+) -> None:
+    client = await make_client()
+    with caplog.at_level(logging.INFO, logger="reactor"):
+        group = webhook(alert(ONLINE, bad.name, 0), alert(ONLINE, "c7", 0))
+        resp = await client.post("/alerts", json=group)
+    assert resp.status == 200
+    assert (await resp.json())["applied"] == 1
+    skipped = [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()]
+    assert skipped == [
+        f"notification: skipped 1 alert(s): alerts[0]: FleetClusterOnline with an unusable "
+        f"cluster 'prod{bad.escape}{bad.name[5:]}'"
+    ]
+    for message in (r.getMessage() for r in caplog.records):
+        no_raw_control(message, lines=False)
+    assert [c["name"] for c in await (await client.get("/clusters")).json()] == ["c7"]
+    assert "c7" in stored_text(db_path) and bad.char not in stored_text(db_path)
+
+
+async def test_start_up_discovery_stores_none_of_the_refused_names(
+    make_client: MakeClient, db_path: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    contexts = ["good", *(bad.name for bad in BAD_LIST)]
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": ENDPOINT}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": n, "context": {"cluster": "c", "user": "u"}} for n in contexts],
+    }
+    main = tmp_path / "config"
+    main.write_text(yaml.safe_dump(doc))
+    with caplog.at_level(logging.INFO, logger="reactor"):
+        client = await make_client(kubeconfig_path=main)
+        names = [c["name"] for c in await (await client.get("/clusters")).json()]
+    assert names == ["good"]
+    problems = [r.getMessage() for r in caplog.records if "context name" in r.getMessage()]
+    assert len(problems) == len(BAD_LIST), problems
+    for message in (r.getMessage() for r in caplog.records):
+        no_raw_control(message, lines=False)
+    text = stored_text(db_path)
+    assert "good" in text
+    assert not any(c in text for c in BAD_CHARS + "\n")
+
+
+# -- the CD mirror -----------------------------------------------------------------------
+
+
+def kustomization(namespace: str, name: str, secret: str = "c1-kubeconfig") -> dict[str, Any]:
+    return {
+        "apiVersion": "kustomize.toolkit.fluxcd.io/v1",
+        "kind": "Kustomization",
+        "metadata": {"name": name, "namespace": namespace, "uid": "u1", "resourceVersion": "1"},
+        "spec": {"kubeConfig": {"secretRef": {"name": secret}}},
+    }
+
+
+@pytest.mark.parametrize("bad", BAD_NAMES)
+@pytest.mark.parametrize("where", ["namespace", "name"])
+def test_a_cd_object_whose_name_has_it_is_not_mirrored_and_shown_escaped(
+    bad: BadName, where: str
+) -> None:
+    namespace, name = (bad.name, "apps") if where == "namespace" else ("team-a", bad.name)
+    read = read_object(kustomization(namespace, name))
+    assert isinstance(read, Unreadable)
+    no_raw_control(read.app_name, lines=False)
+    no_raw_control(read.reason, lines=False)
+    assert bad.escape in read.app_name
+    assert read.reason.startswith(f"its {where} has U+{ord(bad.char):04X}")
+
+
+@pytest.mark.parametrize("bad", BAD_NAMES)
+def test_a_destination_naming_it_is_unresolved_with_it_escaped(bad: BadName) -> None:
+    index = ClusterIndex.of([KnownCluster("c1", ENDPOINT, "secret://team-a/c1-kubeconfig")])
+    flux = read_object(kustomization("team-a", "apps", secret=bad.name))
+    argo = read_object(
+        {
+            "apiVersion": "argoproj.io/v1alpha1",
+            "kind": "Application",
+            "metadata": {"name": "web", "namespace": "argocd", "uid": "u2"},
+            "spec": {"destination": {"server": f"https://x{bad.char}y"}},
+        }
+    )
+    for obj in (flux, argo):
+        assert obj is not None and not isinstance(obj, Unreadable)
+        found = index.resolve(obj.destination)
+        assert isinstance(found, Unresolved)
+        no_raw_control(found.reason, lines=False)
+        assert bad.escape in found.reason
