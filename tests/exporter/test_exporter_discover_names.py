@@ -4,18 +4,30 @@ problem shown escaped (common.names), in the table and in the JSON, and on stder
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 from discovery_names import BAD_LIST as BAD
 
+from fleetwatch.procs import ManagedProcess, free_port, wait_until
+from fleetwatch.standin import ThreadedFleet
+
 _SCRIPT = Path(sys.executable).parent / "fleetwatch"
 FLEETWATCH = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "fleetwatch.cli"]
 #: the checkout under test, ahead of any installed copy in the child process
 ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def threaded_fleet(tmp_path: Path) -> Iterator[ThreadedFleet]:
+    with ThreadedFleet(tmp_path / "fleet") as fleet:
+        yield fleet
 
 
 def raw_controls(output: bytes) -> list[str]:
@@ -76,3 +88,47 @@ def test_discover_lists_each_such_context_as_a_problem_and_prints_no_raw_byte(
         shown = f"'prod{bad.escape}{bad.name[5:]}'"
         assert line.startswith(f"  problem: {kubeconfig} (context {shown}): context name has")
         assert f"has U+{ord(bad.char):04X}" in line
+
+
+@pytest.mark.live
+def test_the_exporter_publishes_none_of_them_and_logs_each_escaped(
+    tmp_path: Path, threaded_fleet: ThreadedFleet
+) -> None:
+    """Never a label value: the good context is probed, each refused one is counted once in
+    ``fleetwatch_exporter_discovery_errors_total``; neither /metrics nor the log (JSON
+    format) carries a raw character."""
+    threaded_fleet.add_cluster("good")
+    folder = tmp_path / "kube"
+    threaded_fleet.write_kubeconfig_dir(folder)
+    config = yaml.safe_load((folder / "good.yaml").read_text())
+    entry = config["contexts"][0]
+    config["contexts"] += [{**entry, "name": bad.name} for bad in BAD]
+    (folder / "good.yaml").write_text(yaml.safe_dump(config))
+    port = free_port()
+    log = tmp_path / "exporter.log"
+    command = [*FLEETWATCH, "exporter", f"--web.listen-address=127.0.0.1:{port}"]
+    command += ["--kubeconfig=", f"--kubeconfig.dir={folder}"]
+    command += ["--probe.interval=1", "--log.format=json"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with ManagedProcess(command, log, ready_url=f"http://127.0.0.1:{port}/healthz", env=env):
+
+        def scraped() -> bytes | None:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as resp:
+                body: bytes = resp.read()
+            done = b'fleetwatch_cluster_probe_success{cluster="good"} 1' in body
+            return body if done else None
+
+        body = wait_until(scraped, 20, what="the good cluster probed")
+    assert raw_controls(body) == []
+    text = body.decode()
+    errors = [line for line in text.splitlines() if line.startswith("fleetwatch_exporter_disc")]
+    assert errors == [f"fleetwatch_exporter_discovery_errors_total {len(BAD)}"], errors
+    info = [line for line in text.splitlines() if line.startswith("fleetwatch_cluster_info{")]
+    assert len(info) == 1 and 'cluster="good"' in info[0], info
+    logged = log.read_bytes()
+    assert raw_controls(logged) == []
+    lines = [json.loads(line)["msg"] for line in logged.decode().splitlines() if line]
+    refused = [m for m in lines if "context name has" in m]
+    assert len(refused) == len(BAD), lines
+    for message, bad in zip(refused, BAD, strict=True):
+        assert f"(context 'prod{bad.escape}" in message
