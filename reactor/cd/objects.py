@@ -46,7 +46,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from common.names import escaped, name_problem
+from common.names import char_flaw, escaped, name_problem
 from reactor.store import MIRRORED_SOURCES
 
 FLUX, ARGOCD = MIRRORED_SOURCES
@@ -247,6 +247,9 @@ def _flux_destination(spec: Mapping[str, Any], namespace: str) -> Destination | 
         return "spec.kubeConfig.secretRef has no name"
     if key is not None and not isinstance(key, str):
         return "spec.kubeConfig.secretRef.key is not a string"
+    unprintable = char_flaw(name) or char_flaw(key or "")
+    if unprintable is not None:  # no Secret discovery reads has such a name or key
+        return f"spec.kubeConfig.secretRef {unprintable}: no Secret has such a name or key"
     return Destination(secret_ref=f"secret://{namespace}/{name}", secret_key=key or None)
 
 
@@ -261,6 +264,9 @@ def _argocd_destination(spec: Mapping[str, Any]) -> Destination | str:
         return "spec.destination has both name and server (Argo CD refuses it)"
     if name is None and server is None:
         return "spec.destination names no cluster (neither name nor server)"
+    unprintable = char_flaw(name or server or "")
+    if unprintable is not None:  # discovery keeps no cluster so named or served
+        return f"spec.destination.{'name' if name else 'server'} {unprintable}"
     return Destination(argocd_name=name, argocd_server=server)
 
 

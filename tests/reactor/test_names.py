@@ -20,7 +20,7 @@ from reactor_helpers import MakeClient, dump_db
 from reactor_payloads import ONLINE, alert, webhook
 
 from common import names
-from reactor.cd.objects import Unreadable, read_object
+from reactor.cd.objects import Destination, Unreadable, read_object
 from reactor.cd.targets import ClusterIndex, KnownCluster, Unresolved
 
 ENDPOINT = "https://10.0.0.1:6443"
@@ -139,20 +139,40 @@ def test_a_cd_object_whose_name_has_it_is_not_mirrored_and_shown_escaped(
 
 
 @pytest.mark.parametrize("bad", BAD_NAMES)
-def test_a_destination_naming_it_is_unresolved_with_it_escaped(bad: BadName) -> None:
-    index = ClusterIndex.of([KnownCluster("c1", ENDPOINT, "secret://team-a/c1-kubeconfig")])
-    flux = read_object(kustomization("team-a", "apps", secret=bad.name))
-    argo = read_object(
-        {
+def test_a_destination_naming_it_is_unreadable_naming_the_character(bad: BadName) -> None:
+    """No Secret, Argo CD cluster name or server discovery keeps has such a character: the
+    object deploys nowhere fleetwatch knows, and says which field is wrong."""
+    flux_name = kustomization("team-a", "apps", secret=bad.name)
+    flux_key = kustomization("team-a", "apps")
+    flux_key["spec"]["kubeConfig"]["secretRef"]["key"] = bad.name
+
+    def argo(destination: dict[str, str]) -> dict[str, Any]:
+        meta = {"name": "web", "namespace": "argocd", "uid": "u2"}
+        return {
             "apiVersion": "argoproj.io/v1alpha1",
             "kind": "Application",
-            "metadata": {"name": "web", "namespace": "argocd", "uid": "u2"},
-            "spec": {"destination": {"server": f"https://x{bad.char}y"}},
+            "metadata": meta,
+            "spec": {"destination": destination},
         }
-    )
-    for obj in (flux, argo):
-        assert obj is not None and not isinstance(obj, Unreadable)
-        found = index.resolve(obj.destination)
-        assert isinstance(found, Unresolved)
-        no_raw_control(found.reason, lines=False)
-        assert bad.escape in found.reason
+
+    cases = [
+        (flux_name, "spec.kubeConfig.secretRef has"),
+        (flux_key, "spec.kubeConfig.secretRef has"),
+        (argo({"name": bad.name}), "spec.destination.name has"),
+        (argo({"server": f"https://{bad.name}:6443"}), "spec.destination.server has"),
+    ]
+    for obj, words in cases:
+        read = read_object(obj)
+        assert isinstance(read, Unreadable), obj
+        assert read.reason.startswith(f"{words} U+{ord(bad.char):04X}"), read.reason
+        no_raw_control(read.reason, lines=False)
+
+
+def test_a_destination_is_shown_escaped() -> None:
+    """``read_object`` refuses such destinations; a ``Destination`` made elsewhere still
+    shows escaped in a reason."""
+    index = ClusterIndex.of([KnownCluster("c1", ENDPOINT, "secret://team-a/c1-kubeconfig")])
+    found = index.resolve(Destination(argocd_server="https://x\u202ey"))
+    assert isinstance(found, Unresolved)
+    assert found.reason == "no cluster discovered at Argo CD server https://x\\u202ey"
+    assert str(Destination(secret_ref="secret://a/x\x1b[2J")) == "Secret secret://a/x\\x1b[2J"
