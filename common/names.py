@@ -81,15 +81,17 @@ def name_flaw(name: object) -> str | None:
     return None
 
 
-def char_flaw(text: str) -> str | None:
+def char_flaw(text: str, what: str = "") -> str | None:
     """The first character of ``text`` a name may not hold, as ``has U+001B (a control
-    character, Cc) at position 2``; None when there is none. For texts that are not names
-    but are shown as they are (a server URL: the ``endpoint`` label), named by code point
-    so that the text itself, which may carry a secret, need not be shown."""
-    for index, char in enumerate(text):
-        if not printable_char(char):
-            return f"has {describe(char)} at position {index + 1}"
-    return None
+    character, Cc) at position 2`` (after ``what`` and a space, given one); None when there
+    is none. For texts that are not names but are shown as they are (a server URL: the
+    ``endpoint`` label), named by code point so that the text itself, which may carry a
+    secret, need not be shown."""
+    if printable(text):
+        return None
+    index, char = next((i, c) for i, c in enumerate(text) if not printable_char(c))
+    flaw = f"has {describe(char)} at position {index + 1}"
+    return f"{what} {flaw}" if what else flaw
 
 
 def name_problem(name: object, what: str = "name", *, show: bool = True) -> str | None:

@@ -60,10 +60,8 @@ be read is :attr:`SecretClusters.unreadable`. A kubeconfig that parses is taken 
 as a file that held still is: one cut short that still parses cannot be told from a
 smaller fleet (``discovery.apisource.SecretReads`` says why no settle time applies).
 
-**Names.** A cluster's name (Argo CD's ``name`` key, the Cluster API label, a labelled
-Secret's context) follows ``common.names``' rule, as a file's context does: one with a
-control character, a bidi override or over 253 characters is a problem that shows it
-escaped, and names no cluster (an Argo CD Secret's is then a version that cannot be read).
+**Names** (Argo CD's ``name``, the Cluster API label, a context) and servers follow
+``common.names``' rule: one that breaks it (a control or bidi character) is a problem.
 
 **Problems.** A Secret that cannot be read (a key missing or not base64, a ``config``
 Argo CD would refuse, a kubeconfig that does not parse) is a
@@ -319,17 +317,13 @@ class _Reader:
         name = self.text(data, "name")
         if name is None:
             return False
-        refused = name_problem(name, "Argo CD cluster name (key 'name')", show=False)
-        if refused is not None:
-            self.problem(refused, name)
-            return False
         server = self.text(data, "server", name)
         if server is None:
             return False
         server = server.rstrip("/")  # as Argo CD reads it
-        unprintable = char_flaw(server)
-        if unprintable is not None:
-            self.problem(f"key 'server' {unprintable}", name)
+        why = name_problem(name, "Argo CD cluster name (key 'name')", show=False)
+        if why is not None or (why := char_flaw(server, "key 'server'")) is not None:
+            self.problem(why, name)
             return False
         config_bytes = self.decode(data, "config", name) if data.get("config") else b""
         if config_bytes is None:
@@ -349,11 +343,9 @@ class _Reader:
         return True
 
     def cluster_api(self, data: Mapping[str, Any], cluster: str) -> None:
-        refused = name_problem(
-            cluster, f"Cluster API cluster name (label {CAPI_LABEL!r})", show=False
-        )
-        if refused is not None:
-            self.problem(refused, cluster)
+        why = name_problem(cluster, f"Cluster API cluster name (label {CAPI_LABEL!r})", show=False)
+        if why is not None:
+            self.problem(why, cluster)
             return
         if not data.get(CAPI_KEY):
             self.problem(f"no {CAPI_KEY!r} key (Cluster API keeps the kubeconfig there)", cluster)

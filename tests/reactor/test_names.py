@@ -3,7 +3,7 @@ control, C1 or bidi character (common.names, reactor.fields, reactor.cd.objects)
 
 ``POST /clusters`` and ``POST /apps`` refuse such a name with a 400 that names the
 character by code point; a webhook's alert whose ``cluster`` label has one is skipped with
-a log line and the rest applied (DESIGN.md, reactor API); start-up discovery stores none;
+a log line and the rest applied (docs/reactor.md); start-up discovery stores none;
 a Flux or Argo CD object whose name or destination holds one is not mirrored.
 """
 
