@@ -70,8 +70,10 @@ def printable_line(text: str) -> str:
 
 
 def _logfmt_value(value: str) -> str:
-    if value and not any(c in value for c in ' ="\\') and printable(value):
-        return value
+    if printable(value):  # the usual line: two C-speed replaces at most
+        if value and not any(c in value for c in ' ="\\'):
+            return value
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     inside = (c if printable_char(c) and c not in '"\\' else _escape(c) for c in value)
     return f'"{"".join(inside)}"'
 

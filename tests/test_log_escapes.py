@@ -57,8 +57,11 @@ def test_beyond_the_bmp_and_plain_text_survive_the_escapes(formatter: logging.Fo
         assert json.loads(line)["msg"] == message
 
 
-def test_a_plain_word_stays_bare_in_logfmt() -> None:
+def test_a_plain_word_stays_bare_in_logfmt_and_quotes_are_escaped() -> None:
     assert " msg=ready" in LogfmtFormatter().format(record("ready"))
+    line = LogfmtFormatter().format(record('say "hi" \\ to prod east'))
+    assert line.endswith(' msg="say \\"hi\\" \\\\ to prod east"'), line
+    assert logfmt_msg(line) == 'say "hi" \\ to prod east'
 
 
 def test_the_installed_handler_writes_no_raw_byte_in_either_format() -> None:
