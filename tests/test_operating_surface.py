@@ -359,7 +359,7 @@ def test_log_flags_are_everywhere_logs_are_written() -> None:
         helptext = subcommand(parser, command).format_help()
         assert "--log.level" in helptext and "--log.format" in helptext, command
     args = parser.parse_args(["discover", "--log.format", "json"])
-    assert (args.log_level, args.log_format) == ("error", "json")
+    assert (args.log_level, args.log_format) == ("info", "json")
 
 
 @pytest.mark.parametrize("command", ["exporter", "discover", "reactor", "demo"])
