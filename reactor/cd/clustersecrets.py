@@ -172,7 +172,7 @@ def cluster_of(secret: ClusterSecret, index: ClusterIndex) -> str | None:
     by_ref = index.by_ref.get(secret.ref, ())
     if len(by_ref) == 1:
         return by_ref[0]
-    if secret.argocd_name is not None and secret.argocd_name in index.argocd_names:
+    if secret.argocd_name is not None and secret.argocd_name in index.keyless:
         return secret.argocd_name
     return None
 
