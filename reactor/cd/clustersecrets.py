@@ -25,8 +25,9 @@ cluster's credentials, is dropped as it arrives.
 
 **Which cluster.** The Secret whose ``secret://NAMESPACE/NAME`` is a cluster's
 ``kubeconfig_secret_ref`` (discovery named the cluster by it), else the cluster named by
-its ``name`` key, as an Application's ``destination.name`` is resolved (a cluster
-discovery took from another Secret of the same name, a Cluster API one).
+its ``name`` key, Argo CD's name of it (a cluster discovery took from another Secret of
+the same name, a Cluster API one, and this Secret is then Argo CD's record of it, by
+which the Applications naming it resolve: ``reactor.cd.targets``).
 
 Pure: dicts and records in, plain data out.
 """
