@@ -1,8 +1,11 @@
 """The CD integration at fleet size: 10,000 Flux and Argo CD objects over 1,000 clusters.
 
 Every part a process of its own: the stand-in management cluster (``python -m
-fleetwatch.standin management``) holding a Cluster API kubeconfig Secret per cluster
-(their servers are never probed: the reactor does not probe) and the objects, and
+fleetwatch.standin management``) holding a Cluster API kubeconfig Secret per cluster and
+Argo CD's cluster Secret of each cluster with Applications (Argo CD resolves their
+``destination.name`` against its own Secrets only; discovery keeps Argo CD's and makes
+Cluster API's its alias; their servers are never probed: the reactor does not probe) and
+the objects, and
 ``fleetwatch reactor`` on SQLite with ``--discovery.kubernetes --cd.flux --cd.argocd``,
 driven by webhooks as Alertmanager would send them. One cluster (``big``) carries
 ``--big`` objects, the others share the rest; of each ten objects, eight are
@@ -46,7 +49,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from bench.common import cpu_seconds_fine, machine_load, write_result
 from common import metricnames
 from fleetwatch import wiring
-from fleetwatch.demo_cd import ObjectReader, application, cluster_secret, flux_object
+from fleetwatch.demo_cd import (
+    ObjectReader,
+    application,
+    argocd_cluster_secret,
+    cluster_secret,
+    flux_object,
+)
 from fleetwatch.procs import ManagedProcess
 from fleetwatch.standin.management import ManagementProcess
 from tests.reactor.reactor_payloads import OFFLINE, ONLINE, alert, webhook
@@ -79,6 +88,17 @@ def kubeconfig(cluster: str) -> str:
             "current-context": cluster,
         }
     )
+
+
+def secrets_of(plan: Plan) -> list[dict[str, Any]]:
+    """Cluster API's Secret of every cluster, Argo CD's of each its Applications name."""
+    names = [cluster_name(i) for i in range(plan.clusters)]
+    argocd = {
+        o["spec"]["destination"]["name"] for o in objects_of(plan) if o["kind"] == "Application"
+    }
+    return [cluster_secret(n, kubeconfig(n)) for n in names] + [
+        argocd_cluster_secret(n, kubeconfig(n)) for n in names if n in argocd
+    ]
 
 
 def objects_of(plan: Plan) -> list[dict[str, Any]]:
@@ -185,9 +205,8 @@ def until(what: str, seconds: float, check: Callable[[], bool], step: float = 0.
 
 def measure(tmp: Path, plan: Plan, mgmt: ManagementProcess) -> dict[str, Any]:
     big = cluster_name(0)
-    names = [cluster_name(i) for i in range(plan.clusters)]
     t0 = time.perf_counter()
-    mgmt.seed([cluster_secret(n, kubeconfig(n)) for n in names], timeout=600)
+    mgmt.seed(secrets_of(plan), timeout=600)
     result: dict[str, Any] = {"secrets_seed_s": round(time.perf_counter() - t0, 2)}
     reactor = Reactor(tmp / "reactor", mgmt, plan.resync)
     reactor.start()

@@ -2,17 +2,19 @@
 
 ``fleetwatch demo`` runs a stand-in management cluster beside the workload fleet
 (``fleetwatch.standin.management``, in a child process) and seeds it with
-:func:`demo_objects`:
+:func:`cluster_secrets` and :func:`demo_objects`:
 
 - **a Cluster API kubeconfig Secret per demo cluster** (``NAME/NAME-kubeconfig``, type
-  ``cluster.x-k8s.io/secret``, the kubeconfig in ``value``). The exporter and the reactor
-  discover the clusters from these (``--discovery.kubernetes``), not from files, so the
-  clusters are named by their Secrets (``secret://NAME/NAME-kubeconfig``) and the CD
-  objects resolve to them. Cluster API rather than Argo CD cluster Secrets because it is
-  the one kind both a Flux object (``spec.kubeConfig.secretRef``, a Secret of its own
-  namespace) and an Argo CD Application (``destination.name``) resolve to; discovery
-  keeps one Secret per cluster name, so a second Secret for the same cluster would not
-  be a way round it.
+  ``cluster.x-k8s.io/secret``, the kubeconfig in ``value``), which the Flux objects name
+  (``spec.kubeConfig.secretRef``, a Secret of their own namespace), and **an Argo CD
+  cluster Secret** (``argocd/cluster-NAME``, label ``argocd.argoproj.io/secret-type:
+  cluster``, keys ``name``, ``server`` and ``config``) of each cluster that has
+  Applications: Argo CD resolves ``destination.name`` against its own cluster Secrets
+  only, so a platform team running both keeps both Secrets of such a cluster, at one
+  server. The exporter and the reactor discover the clusters from these
+  (``--discovery.kubernetes``), not from files: discovery keeps one cluster of one name,
+  Argo CD's Secret where there is one (``argocd`` sorts first), and sets Cluster API's
+  aside as its alias (``discovery.merge``), through which the Flux objects still resolve.
 - **Flux and Argo CD objects of those clusters** (:data:`EXTRAS`), shaped as their CRDs
   (the stand-in validates them): a ``Kustomization`` ``apps`` in every cluster's
   namespace, and on the first two clusters a few more, one of them suspended by hand
@@ -55,6 +57,8 @@ from reactor.cd.objects import (
 )
 
 ARGOCD_NAMESPACE = "argocd"
+#: The label of Argo CD's cluster Secrets (value ``cluster``).
+ARGOCD_SECRET_TYPE = "argocd.argoproj.io/secret-type"
 #: The key of a Cluster API kubeconfig Secret, which holds the kubeconfig.
 CAPI_KEY = "value"
 #: Flux's name for a Cluster API cluster's kubeconfig Secret: ``<cluster>-kubeconfig``.
@@ -87,6 +91,45 @@ def cluster_secret(cluster: str, kubeconfig: str) -> dict[str, Any]:
             "labels": {"cluster.x-k8s.io/cluster-name": cluster},
         },
         "data": {CAPI_KEY: _b64(kubeconfig)},
+    }
+
+
+def argocd_cluster_secret(cluster: str, kubeconfig: str) -> dict[str, Any]:
+    """Argo CD's cluster Secret of ``cluster``: the server and credentials of the current
+    context of ``kubeconfig``, in Argo CD's ``config`` JSON (``bearerToken``,
+    ``tlsClientConfig`` with the PEM data base64-encoded as in a kubeconfig), as
+    ``argocd cluster add`` or a declarative setup writes it."""
+    doc = yaml.safe_load(kubeconfig)
+    context = next(c["context"] for c in doc["contexts"] if c["name"] == doc["current-context"])
+    server = next(c["cluster"] for c in doc["clusters"] if c["name"] == context["cluster"])
+    user = next(u["user"] for u in doc["users"] if u["name"] == context["user"])
+    tls: dict[str, Any] = {}
+    for ours, theirs, entry in (
+        ("caData", "certificate-authority-data", server),
+        ("certData", "client-certificate-data", user),
+        ("keyData", "client-key-data", user),
+    ):
+        if entry.get(theirs):
+            tls[ours] = entry[theirs]
+    if server.get("insecure-skip-tls-verify"):
+        tls["insecure"] = True
+    config: dict[str, Any] = {"tlsClientConfig": tls}
+    if user.get("token"):
+        config["bearerToken"] = user["token"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {
+            "name": f"cluster-{cluster}",
+            "namespace": ARGOCD_NAMESPACE,
+            "labels": {ARGOCD_SECRET_TYPE: "cluster"},
+        },
+        "data": {
+            "name": _b64(cluster),
+            "server": _b64(str(server["server"])),
+            "config": _b64(json.dumps(config)),
+        },
     }
 
 
@@ -135,8 +178,21 @@ def application(cluster: str, name: str) -> dict[str, Any]:
 
 
 def cluster_secrets(kubeconfigs: Mapping[str, str]) -> list[dict[str, Any]]:
-    """One Cluster API Secret per cluster: ``{name: kubeconfig text}``."""
-    return [cluster_secret(name, text) for name, text in kubeconfigs.items()]
+    """One Cluster API Secret per cluster (``{name: kubeconfig text}``, in the demo's
+    order), and Argo CD's of each that has Applications (module docstring)."""
+    argocd = with_applications(list(kubeconfigs))
+    return [cluster_secret(name, text) for name, text in kubeconfigs.items()] + [
+        argocd_cluster_secret(name, text) for name, text in kubeconfigs.items() if name in argocd
+    ]
+
+
+def with_applications(clusters: list[str]) -> set[str]:
+    """The demo's clusters that Applications of :data:`EXTRAS` deploy to."""
+    return {
+        clusters[index]
+        for kind, _, index, _ in EXTRAS
+        if kind == APPLICATION.kind and index < len(clusters)
+    }
 
 
 def demo_objects(clusters: list[str]) -> list[dict[str, Any]]:

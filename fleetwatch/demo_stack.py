@@ -146,8 +146,9 @@ class Demo:
         self._write_state()
 
     def _start_management(self, kube_dir: Path) -> ManagementProcess:
-        """The management cluster: a Cluster API Secret per demo cluster, and the Flux and
-        Argo CD objects of those clusters (``fleetwatch.demo_cd``)."""
+        """The management cluster: a Cluster API Secret per demo cluster, Argo CD's cluster
+        Secret of each that has Applications, and the Flux and Argo CD objects of those
+        clusters (``fleetwatch.demo_cd``)."""
         management = ManagementProcess(self.root / "management").start()
         self.procs["management"] = management.process
         self.urls["management"] = management.url
@@ -274,7 +275,7 @@ class Demo:
             f"  exporter           {self.urls['exporter']}/metrics",
             f"  reactor            {self.urls['reactor']}/apps  and  /clusters",
             f"  management cluster {self.urls['management']} (the clusters' Cluster API "
-            "Secrets, Flux and Argo CD objects):",
+            "and Argo CD Secrets, Flux and Argo CD objects):",
             f"    kubectl --kubeconfig {self.management_kubeconfig} get {CD_RESOURCES} -A",
         ]
         if "prometheus" in self.urls:

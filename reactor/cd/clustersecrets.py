@@ -25,8 +25,9 @@ cluster's credentials, is dropped as it arrives.
 
 **Which cluster.** The Secret whose ``secret://NAMESPACE/NAME`` is a cluster's
 ``kubeconfig_secret_ref`` (discovery named the cluster by it), else the cluster named by
-its ``name`` key, as an Application's ``destination.name`` is resolved (a cluster
-discovery took from another Secret of the same name, a Cluster API one).
+its ``name`` key, Argo CD's name of it (a cluster discovery took from another Secret of
+the same name, a Cluster API one, and this Secret is then Argo CD's record of it, by
+which the Applications naming it resolve: ``reactor.cd.targets``).
 
 Pure: dicts and records in, plain data out.
 """
@@ -172,7 +173,7 @@ def cluster_of(secret: ClusterSecret, index: ClusterIndex) -> str | None:
     by_ref = index.by_ref.get(secret.ref, ())
     if len(by_ref) == 1:
         return by_ref[0]
-    if secret.argocd_name is not None and secret.argocd_name in index.argocd_names:
+    if secret.argocd_name is not None and secret.argocd_name in index.keyless:
         return secret.argocd_name
     return None
 

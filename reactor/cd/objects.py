@@ -55,7 +55,8 @@ FLUX, ARGOCD = MIRRORED_SOURCES
 MARK = "fleetwatch.io/paused-by-outage"
 #: Argo CD stops all processing of an Application that carries it (alpha since 2.7).
 SKIP_RECONCILE = "argocd.argoproj.io/skip-reconcile"
-#: A new value makes Flux reconcile at once (what ``flux resume`` sets).
+#: A new value asks Flux to reconcile at once: what ``flux reconcile`` writes (flux2
+#: ``cmd/flux/reconcile.go``); ``flux resume`` only sets ``spec.suspend: false``.
 REQUESTED_AT = "reconcile.fluxcd.io/requestedAt"
 
 #: Field managers of the controllers that apply CD objects from their source: a pause

@@ -13,8 +13,10 @@ verb           Flux (Kustomization, HelmRelease)      Argo CD (Application, or c
 PAUSE          ``spec.suspend: true``, the mark       ``skip-reconcile: "true"``, the mark
 RESUME         ``spec.suspend: false``, the mark      ``skip-reconcile`` and the mark removed
                removed, ``reconcile.fluxcd.io/
-               requestedAt`` set (it syncs at once,
-               as ``flux resume`` does)
+               requestedAt`` set: ours, a reconcile
+               request as ``flux reconcile`` writes
+               it (``flux resume`` sets only
+               ``spec.suspend``, then waits)
 DROP_MARK      the mark removed                       the mark removed
 REMARK         the mark set to the open outage        the mark set to the open outage
 =============  =====================================  =========================================
@@ -49,7 +51,7 @@ def patch_for(decision: Decision, obj: Patched, requested_at: str) -> dict[str, 
     """The merge patch of ``decision`` on ``obj``; None for NOTHING.
 
     ``requested_at``: the value of Flux's reconcile request when resuming (any new value
-    works; ``flux resume`` writes the time, RFC 3339).
+    works; ``flux reconcile`` writes the time, RFC 3339).
     """
     verb = decision.verb
     if verb is Verb.NOTHING:

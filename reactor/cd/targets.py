@@ -8,14 +8,14 @@ An object's :class:`~reactor.cd.objects.Destination` is resolved against those:
 - **Flux**: the Secret and key it names, read as Flux reads them (:func:`resolve_secret`,
   whose table is the spec), against what discovery read of that Secret (its kind and the
   names of its keys, ``discovery.merge``'s ``Merged.secrets``).
-- **Argo CD**: ``name`` is the cluster of that name; ``server`` is the one cluster at
-  that endpoint. Either must have come from a Secret without a key (Argo CD's cluster
-  Secrets, named by their ``name`` key; a Cluster API Secret is too, and is the same
-  cluster by name as discovery keeps the first of two of one name).
+- **Argo CD**: as Argo CD resolves a destination, against its own cluster Secrets only
+  (:meth:`ClusterIndex.resolve_argocd`, whose table is the spec): a Cluster API or a
+  labelled Secret of the same name is none of Argo CD's.
 
 A Secret discovery set aside as a duplicate of a cluster of the same name at the same
 server (``discovery.merge``'s aliases: Argo CD's and Cluster API's Secrets of one cluster)
-names that cluster for Flux too, unless a cluster of the store holds that ref itself.
+names that cluster too: for Flux, unless a cluster of the store holds that ref itself;
+for Argo CD, when it is an Argo CD cluster Secret (Argo CD knows the cluster by it).
 
 Anything unresolved stays out of the store (an object is an app of one cluster) and is
 reported with its reason; it is tried again at every resync, so a cluster discovered
@@ -30,6 +30,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from discovery.argocd import IN_CLUSTER_SERVER
 from discovery.secrets import CAPI_KEY, SecretShape
 from reactor.cd.objects import Destination
 from reactor.statemachine import Status
@@ -38,6 +39,14 @@ SECRET_SCHEME = "secret://"
 #: The keys Flux reads, in this order, when ``secretRef`` names none (fluxcd/pkg
 #: ``runtime/client/impersonator.go``, helm-controller ``internal/kube/config.go``).
 FLUX_DEFAULT_KEYS = ("value", "value.yaml")
+#: Argo CD's name of the cluster it runs in, at :data:`IN_CLUSTER_SERVER`, when no cluster
+#: Secret takes the name (``KubernetesInClusterName``, argo-cd ``util/db/cluster.go``).
+IN_CLUSTER_NAME = "in-cluster"
+#: How a reason names a Secret Argo CD does not read, by discovery's kind.
+_NOT_ARGOCD = {
+    "cluster-api": "a Cluster API Secret",
+    "labelled": "a Secret labelled for fleetwatch",
+}
 
 #: What discovery from the API hands the mirror: the aliases (duplicate Secret ref -> its
 #: cluster) and every Secret read, by ref (``discovery.merge.Merged``).
@@ -61,10 +70,18 @@ class ClusterIndex:
     """The store's clusters by Secret reference, and Argo CD's by name and server."""
 
     by_ref: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: the clusters Argo CD knows by a cluster Secret (or may: a Secret not read)
     argocd_names: frozenset[str] = frozenset()
     argocd_by_server: dict[str, tuple[str, ...]] = field(default_factory=dict)
     #: what discovery read of each Secret, by ``secret://NAMESPACE/NAME``
     secrets: Mapping[str, SecretShape] = field(default_factory=dict)
+    #: the clusters of a Secret without a key, of any kind: the names an Argo CD cluster
+    #: Secret's ``name`` key is matched against (``reactor.cd.clustersecrets``)
+    keyless: frozenset[str] = frozenset()
+    #: the clusters from a Secret Argo CD does not read, none of Argo CD's: name -> ref,
+    #: and server -> (name, ref) (the reason an Application naming one is unresolved)
+    not_argocd: Mapping[str, str] = field(default_factory=dict)
+    not_argocd_servers: Mapping[str, tuple[str, str]] = field(default_factory=dict)
 
     @classmethod
     def of(
@@ -76,28 +93,54 @@ class ClusterIndex:
         """``aliases``: duplicate Secret ref -> its cluster's name (module docstring);
         ``secrets``: discovery's Secrets, their kinds and key names (none: the reactor
         does not read Secrets through the API)."""
+        secrets = dict(secrets or {})
         by_ref: dict[str, list[str]] = defaultdict(list)
         names: set[str] = set()
+        keyless: set[str] = set()
         by_server: dict[str, list[str]] = defaultdict(list)
-        known: set[str] = set()
+        not_argocd: dict[str, str] = {}
+        not_argocd_servers: dict[str, tuple[str, str]] = {}
+        endpoints: dict[str, str] = {}
+
+        def argocd(name: str, endpoint: str | None) -> None:
+            names.add(name)
+            server = (endpoint or "").rstrip("/")
+            if server and name not in by_server[server]:
+                by_server[server].append(name)
+
         for cluster in clusters:
-            known.add(cluster.name)
             ref = cluster.kubeconfig_secret_ref
             if ref is None or not ref.startswith(SECRET_SCHEME):
                 continue
             by_ref[ref].append(cluster.name)
-            if "#" not in ref:
-                names.add(cluster.name)
+            endpoints[cluster.name] = cluster.endpoint or ""
+            shape = secrets.get(ref.partition("#")[0])
+            if shape is not None and shape.kind != "argocd":
+                not_argocd[cluster.name] = ref
                 if cluster.endpoint:
-                    by_server[cluster.endpoint.rstrip("/")].append(cluster.name)
+                    server = cluster.endpoint.rstrip("/")
+                    not_argocd_servers.setdefault(server, (cluster.name, ref))
+            if "#" in ref:
+                continue
+            keyless.add(cluster.name)
+            if shape is None or shape.kind == "argocd":  # not read: the store alone
+                argocd(cluster.name, cluster.endpoint)
         for ref, name in (aliases or {}).items():
-            if name in known and ref not in by_ref:
+            if name not in endpoints:
+                continue
+            if ref not in by_ref:
                 by_ref[ref].append(name)
+            shape = secrets.get(ref)
+            if "#" not in ref and (shape is None or shape.kind == "argocd"):
+                argocd(name, endpoints[name])  # an alias is at its cluster's server
         return cls(
             {ref: tuple(n) for ref, n in by_ref.items()},
             frozenset(names),
-            {server: tuple(n) for server, n in by_server.items()},
-            dict(secrets or {}),
+            {server: tuple(n) for server, n in by_server.items() if n},
+            secrets,
+            frozenset(keyless),
+            {n: r for n, r in not_argocd.items() if n not in names},
+            {s: found for s, found in not_argocd_servers.items() if s not in by_server},
         )
 
     def resolve(self, destination: Destination) -> str | Unresolved:
@@ -107,17 +150,89 @@ class ClusterIndex:
             return resolve_secret(
                 destination.secret_ref, destination.secret_key, shape, self.by_ref
             )
-        if destination.argocd_name is not None:
-            if destination.argocd_name in self.argocd_names:
-                return destination.argocd_name
-            return Unresolved(f"no cluster discovered as {destination}")
-        server = destination.argocd_server or ""
+        return self.resolve_argocd(destination)
+
+    def resolve_argocd(self, destination: Destination) -> str | Unresolved:
+        """An Application's cluster as Argo CD finds it, or why there is none.
+
+        Argo CD (argo-cd ``util/argo/argo.go`` ``GetDestinationServer`` and
+        ``GetDestinationCluster``, ``util/db/cluster.go`` ``GetClusterServersByName`` and
+        ``GetCluster``) reads only its own cluster Secrets (label
+        ``argocd.argoproj.io/secret-type: cluster``): ``destination.name`` is the server of
+        the Secret whose ``name`` key it is (several: an error), ``in-cluster`` being
+        ``https://kubernetes.default.svc`` when no Secret takes that name;
+        ``destination.server`` (a trailing ``/`` aside) is the Secret at that server, or the
+        cluster Argo CD runs in at ``https://kubernetes.default.svc``.
+
+        =================  =====================  ============================================
+        destination        the store holds        resolves to
+        =================  =====================  ============================================
+        ``name`` N         an Argo CD cluster N   that cluster
+        ``name`` N         a cluster N from       a problem: Argo CD knows no cluster Secret
+                           another Secret         named N (the reason names the Cluster API or
+                                                  labelled Secret, which Argo CD does not read)
+        ``name`` N         no cluster N           a problem: no cluster discovered as N
+        ``name``           no Argo CD cluster     as ``server``
+        ``in-cluster``     of that name           ``https://kubernetes.default.svc``
+        ``server`` S       one Argo CD cluster    that cluster
+                           at S
+        ``server`` S       several                a problem: Argo CD takes the first Secret it
+                                                  finds at S, which the store cannot tell
+        ``server`` S       only another           a problem: Argo CD knows no cluster Secret
+                           Secret's cluster at S  with that server (the reason names it)
+        ``server`` the     no Argo CD cluster     a problem: Argo CD's in-cluster destination,
+        in-cluster one     at it                  the management cluster itself, which the
+                                                  store knows by no Argo CD cluster Secret
+        ``server`` S       nothing at S           a problem: no cluster discovered at S
+        =================  =====================  ============================================
+
+        "An Argo CD cluster": discovered from an Argo CD cluster Secret, kept or an alias, or
+        from a Secret discovery did not read (the store alone: the reactor does not read
+        Secrets through the API, or its first list is not done). A problem never carries a
+        value of a Secret.
+        """
+        name = destination.argocd_name
+        if name is not None:
+            if name in self.argocd_names:
+                return name
+            ref = self.not_argocd.get(name)
+            if name == IN_CLUSTER_NAME:
+                server = IN_CLUSTER_SERVER
+            elif ref is not None:
+                return Unresolved(
+                    f"Argo CD knows no cluster Secret named {name!r}: the cluster discovered "
+                    f"as {name} came from {ref} ({self._kind(ref)}), which Argo CD does not read"
+                )
+            else:
+                return Unresolved(f"no cluster discovered as {destination}")
+        else:
+            server = destination.argocd_server or ""
         names = self.argocd_by_server.get(server, ())
         if len(names) == 1:
             return names[0]
         if names:
-            return Unresolved(f"{len(names)} Argo CD clusters have server {server}")
+            return Unresolved(
+                f"{len(names)} Argo CD clusters have server {server} ({', '.join(names)}): "
+                "Argo CD takes the first cluster Secret it finds there"
+            )
+        other = self.not_argocd_servers.get(server)
+        if other is not None:
+            other_name, ref = other
+            return Unresolved(
+                f"Argo CD knows no cluster Secret with server {server}: the cluster there, "
+                f"{other_name}, came from {ref} ({self._kind(ref)}), which Argo CD does not read"
+            )
+        if server == IN_CLUSTER_SERVER:
+            return Unresolved(
+                f"{destination} is Argo CD's in-cluster destination ({IN_CLUSTER_SERVER}), "
+                "the management cluster itself: the store knows no cluster there (no Argo CD "
+                "cluster Secret at that server was discovered)"
+            )
         return Unresolved(f"no cluster discovered at {destination}")
+
+    def _kind(self, ref: str) -> str:
+        shape = self.secrets.get(ref.partition("#")[0])
+        return _NOT_ARGOCD.get(shape.kind, "a Secret") if shape is not None else "a Secret"
 
 
 @dataclass(frozen=True, slots=True)

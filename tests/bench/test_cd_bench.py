@@ -15,7 +15,8 @@ import pytest
 from bench import cd
 from bench.common import is_number
 from discovery import DEFAULT_SELECTOR, read_secret
-from fleetwatch.demo_cd import cluster_secret
+from discovery.clusters import Discovery
+from discovery.merge import merge
 from reactor.cd.objects import CdObject, read_object
 from reactor.cd.targets import ClusterIndex, KnownCluster
 
@@ -36,19 +37,23 @@ def test_the_big_cluster_carries_its_share_and_the_rest_is_spread_round_robin() 
 
 
 def test_every_object_resolves_to_the_cluster_its_secret_names() -> None:
-    """The Secrets read by discovery, the objects by the reactor's CD reader and index."""
-    known = []
-    for index in range(PLAN.clusters):
-        name = cd.cluster_name(index)
-        secret = cluster_secret(name, cd.kubeconfig(name))
-        secret["metadata"] |= {"uid": f"u{index}", "resourceVersion": "1"}
+    """The Secrets read and merged by discovery (Argo CD's kept, Cluster API's its alias),
+    the objects by the reactor's CD reader and index."""
+    reads = []
+    for i, secret in enumerate(cd.secrets_of(PLAN)):
+        secret["metadata"] |= {"uid": f"u{i}", "resourceVersion": "1"}
         read = read_secret(secret, DEFAULT_SELECTOR)
         assert read is not None and read.problems == ()
-        [found] = read.clusters
-        known.append(
-            KnownCluster(found.cluster.name, found.cluster.endpoint, read.ref)  # no key
-        )
-    index = ClusterIndex.of(known)
+        reads.append(read)
+    argocd = [r for r in reads if r.kind == "argocd"]
+    assert 0 < len(argocd) <= PLAN.clusters
+    merged = merge(Discovery((), ()), reads)
+    assert len(merged.discovery.clusters) == PLAN.clusters
+    assert len(merged.aliases) == len(argocd)
+    known = [
+        KnownCluster(c.name, c.endpoint, c.kubeconfig_secret_ref) for c in merged.discovery.clusters
+    ]
+    index = ClusterIndex.of(known, merged.aliases, merged.secrets)
     for i, obj in enumerate(cd.objects_of(PLAN)):
         obj["metadata"] |= {"uid": f"o{i}", "resourceVersion": "1"}
         seen = read_object(obj)

@@ -5,10 +5,12 @@ and pauses its Argo CD Application in the stand-in management cluster; the clust
 back and exactly those are resumed. A Kustomization suspended by hand before stays
 suspended, and another cluster's objects are never written.
 
-The clusters reach the exporter and the reactor as the management cluster's Cluster API
-Secrets (``--discovery.kubernetes``), the Flux and Argo CD objects name them by those
-Secrets (``docs/cd.md``), and the reactor's resync is left at its default (60 s): what
-happens here is the notification's doing, not a resync's.
+The clusters reach the exporter and the reactor as the management cluster's Secrets
+(``--discovery.kubernetes``): Cluster API's, which the Flux objects name, and Argo CD's
+cluster Secrets, by whose ``name`` the Applications name them (Argo CD reads no other;
+discovery keeps Argo CD's and makes Cluster API's its alias, ``docs/cd.md``). The
+reactor's resync is left at its default (60 s): what happens here is the notification's
+doing, not a resync's.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from fleetwatch import wiring
 from fleetwatch.demo_cd import (
     ObjectReader,
     application,
+    argocd_cluster_secret,
     cluster_secret,
     flux_object,
     mirrored_name,
@@ -74,6 +77,7 @@ class CdLoop(Loop):
         for name in (DOWN, OTHER):
             path = self.fleet.write_kubeconfig(self.root / f"{name}.yaml", [name])
             secrets.append(cluster_secret(name, path.read_text()))
+            secrets.append(argocd_cluster_secret(name, path.read_text()))
         self.mgmt.seed(secrets)
         cd = ["--cd.flux", "--cd.argocd", f"--cd.kubeconfig={self.mgmt.kubeconfig}"]
         self.reactor_proc, self.reactor_port = wiring.start_reactor(

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from discovery.secrets import Kind, SecretShape
 from reactor.cd.mirror import MirrorRow, NewMirrored, SeenUpdate, placement, plan
 from reactor.cd.objects import (
     APPLICATION,
@@ -194,6 +195,91 @@ def test_a_duplicate_secret_of_a_store_cluster_names_it_for_flux() -> None:
     assert index.resolve(flux_to("argocd/cluster-p1")) == "prod-1"
     without = ClusterIndex.of(clusters)
     assert isinstance(without.resolve(flux_to("team-a/prod-1-kubeconfig")), Unresolved)
+
+
+def _shape(kind: Kind) -> SecretShape:
+    keys = {"argocd": {"name", "server", "config"}, "cluster-api": {"value"}}
+    return SecretShape(kind, frozenset(keys.get(kind, {"value"})))
+
+
+#: What discovery read through the API: Argo CD's Secrets and the others told apart.
+#: capi-only has Cluster API's Secret alone; both-p is kept by Cluster API's, with Argo
+#: CD's Secret of it the alias; in-c is Argo CD's Secret of the cluster it runs in.
+ARGO = ClusterIndex.of(
+    [
+        KnownCluster("argo-x", "https://x:6443", "secret://argocd/cluster-x"),
+        KnownCluster("capi-only", "https://capi:6443", "secret://team-a/capi-only-kubeconfig"),
+        KnownCluster("both-p", "https://p:6443", "secret://acme/both-p-kubeconfig"),
+        KnownCluster("edge", "https://e:6443", "secret://team-a/labelled#value"),
+        KnownCluster("in-c", "https://kubernetes.default.svc", "secret://argocd/cluster-in"),
+    ],
+    {"secret://argocd/cluster-p": "both-p"},
+    {
+        "secret://argocd/cluster-x": _shape("argocd"),
+        "secret://argocd/cluster-p": _shape("argocd"),
+        "secret://argocd/cluster-in": _shape("argocd"),
+        "secret://team-a/capi-only-kubeconfig": _shape("cluster-api"),
+        "secret://acme/both-p-kubeconfig": _shape("cluster-api"),
+        "secret://team-a/labelled": _shape("labelled"),
+    },
+)
+
+
+@pytest.mark.parametrize(
+    ("destination", "expected"),
+    [
+        (Destination(argocd_name="argo-x"), "argo-x"),
+        (Destination(argocd_server="https://x:6443"), "argo-x"),
+        (Destination(argocd_name="both-p"), "both-p"),  # Argo CD's Secret is the alias
+        (Destination(argocd_server="https://p:6443"), "both-p"),
+        (
+            Destination(argocd_name="capi-only"),
+            "Argo CD knows no cluster Secret named 'capi-only': the cluster discovered as "
+            "capi-only came from secret://team-a/capi-only-kubeconfig (a Cluster API Secret), "
+            "which Argo CD does not read",
+        ),
+        (
+            Destination(argocd_server="https://capi:6443"),
+            "Argo CD knows no cluster Secret with server https://capi:6443: the cluster there, "
+            "capi-only, came from secret://team-a/capi-only-kubeconfig (a Cluster API Secret), "
+            "which Argo CD does not read",
+        ),
+        (Destination(argocd_name="edge"), "Argo CD knows no cluster Secret named 'edge'"),
+        (Destination(argocd_name="nowhere"), "no cluster discovered as Argo CD cluster"),
+        # Argo CD's own name of the cluster it runs in, held by a Secret at its address
+        (Destination(argocd_name="in-cluster"), "in-c"),
+        (Destination(argocd_server="https://kubernetes.default.svc"), "in-c"),
+        (Destination(argocd_name="in-c"), "in-c"),
+    ],
+)
+def test_argo_cd_resolves_against_its_own_cluster_secrets_only(
+    destination: Destination, expected: str
+) -> None:
+    """As argo-cd ``util/argo/argo.go`` and ``util/db/cluster.go``: a name or server a
+    Cluster API or labelled Secret alone gives is none Argo CD knows, whatever the store
+    calls it; the Flux objects' resolution of the same Secrets is unchanged."""
+    found = ARGO.resolve(destination)
+    if isinstance(found, Unresolved):
+        assert found.reason.startswith(expected)
+    else:
+        assert found == expected
+    assert ARGO.resolve(flux_to("team-a/capi-only-kubeconfig")) == "capi-only"
+    assert ARGO.resolve(flux_to("acme/both-p-kubeconfig")) == "both-p"
+
+
+def test_unresolved_applications_are_counted_and_change_nothing_else() -> None:
+    """The mirror's plan with an Application naming a Cluster API cluster: one unresolved
+    entry (the actuator logs it and counts it in ``fleetwatch_reactor_cd_unresolved_objects``),
+    the Application by Argo CD's name inserted, nothing else written."""
+    app = CdObject(APPLICATION, "argocd", "a", "u1", "1", Destination(argocd_name="argo-x"), False)
+    capi = CdObject(
+        APPLICATION, "argocd", "b", "u2", "1", Destination(argocd_name="capi-only"), False
+    )
+    result = plan({o.app_name: o for o in (app, capi)}, ARGO, {})
+    assert [(i.name, i.cluster) for i in result.inserts] == [(app.app_name, "argo-x")]
+    assert list(result.unresolved) == [capi.app_name]
+    assert result.unresolved[capi.app_name].startswith("Argo CD knows no cluster Secret named")
+    assert not (result.moves or result.updates or result.deletes)
 
 
 # -- the mirror --------------------------------------------------------------------------

@@ -38,12 +38,21 @@ projects document and do; no file of theirs is copied. Row by row:
   default branch) and ``config`` is Argo CD's JSON, no kubeconfig.
 - **Argo CD Applications** (``guestbook`` by ``destination.server``,
   ``guestbook-by-name`` by ``destination.name``, ``in-cluster`` at
-  ``https://kubernetes.default.svc``) — declarative-setup.md ("Applications": one of
-  server or name, not both; the minimal Application deploys in-cluster).
+  ``https://kubernetes.default.svc``, ``in-cluster-by-name`` by its name ``in-cluster``)
+  — declarative-setup.md ("Applications": one of server or name, not both; the minimal
+  Application deploys in-cluster). Resolved as argoproj/argo-cd ``util/argo/argo.go``
+  (``GetDestinationServer``, ``GetDestinationCluster``) and ``util/db/cluster.go``
+  (``GetClusterServersByName``, ``GetCluster``, ``SecretToCluster``) do: against Argo
+  CD's cluster Secrets only, their ``name`` and ``server`` keys, plus ``in-cluster`` at
+  ``https://kubernetes.default.svc``. So ``c3-by-name``/``c3-by-server`` (a cluster of
+  Cluster API's Secret alone) and ``edge-by-name`` (a labelled Secret's) are problems;
+  ``c4-by-name``/``c4-by-server`` reach c4 through Argo CD's Secret of it, the alias.
 
 c1 is both Cluster API's and Argo CD's: discovery keeps Argo CD's Secret (its namespace
 sorts first) and keeps Cluster API's as an alias at the same server, through which the
-Flux objects still resolve.
+Flux objects still resolve. c4 the other way round: its Cluster API Secret's namespace
+(``acme``) sorts before ``argocd``, so Argo CD's Secret is the alias, through which the
+Applications resolve.
 """
 
 from __future__ import annotations
@@ -160,8 +169,37 @@ TABLE: list[tuple[str, str]] = [
     ("argocd:Application/argocd/guestbook-by-name", "c1"),
     (
         "argocd:Application/argocd/in-cluster",
-        "no cluster discovered at Argo CD server https://kubernetes.default.svc",
+        "Argo CD server https://kubernetes.default.svc is Argo CD's in-cluster destination "
+        "(https://kubernetes.default.svc), the management cluster itself: the store knows no "
+        "cluster there (no Argo CD cluster Secret at that server was discovered)",
     ),
+    (
+        "argocd:Application/argocd/in-cluster-by-name",
+        "Argo CD cluster 'in-cluster' is Argo CD's in-cluster destination "
+        "(https://kubernetes.default.svc), the management cluster itself: the store knows no "
+        "cluster there (no Argo CD cluster Secret at that server was discovered)",
+    ),
+    # names and servers of clusters Argo CD does not know: its cluster Secrets only
+    (
+        "argocd:Application/argocd/c3-by-name",
+        "Argo CD knows no cluster Secret named 'c3': the cluster discovered as c3 came from "
+        "secret://fleet/c3-kubeconfig (a Cluster API Secret), which Argo CD does not read",
+    ),
+    (
+        "argocd:Application/argocd/c3-by-server",
+        "Argo CD knows no cluster Secret with server https://c3.fleet.test:6443: the cluster "
+        "there, c3, came from secret://fleet/c3-kubeconfig (a Cluster API Secret), which "
+        "Argo CD does not read",
+    ),
+    (
+        "argocd:Application/argocd/edge-by-name",
+        "Argo CD knows no cluster Secret named 'edge-1': the cluster discovered as edge-1 came "
+        "from secret://fleet/team-kubeconfigs#value.yaml (a Secret labelled for fleetwatch), "
+        "which Argo CD does not read",
+    ),
+    # Argo CD's Secret of c4 set aside as the alias of Cluster API's: still Argo CD's c4
+    ("argocd:Application/argocd/c4-by-name", "c4"),
+    ("argocd:Application/argocd/c4-by-server", "c4"),
 ]
 
 
@@ -174,12 +212,16 @@ def test_the_fixture_is_read_as_the_projects_shape_it() -> None:
         "both-v": "secret://fleet/both#value",
         "both-y": "secret://fleet/both#value.yaml",
         "c3": "secret://fleet/c3-kubeconfig",
+        "c4": "secret://acme/c4-kubeconfig",
         "multi-a": "secret://fleet/team-kubeconfigs#multi",
         "multi-b": "secret://fleet/team-kubeconfigs#multi",
         "staging-1": "secret://fleet/team-kubeconfigs#staging",
         "edge-1": "secret://fleet/team-kubeconfigs#value.yaml",
     }
-    assert MERGED.aliases == {"secret://fleet/c1-kubeconfig": "c1"}
+    assert MERGED.aliases == {
+        "secret://fleet/c1-kubeconfig": "c1",
+        "secret://argocd/cluster-c4": "c4",
+    }
     shapes = {ref: (s.kind, sorted(s.keys)) for ref, s in MERGED.secrets.items()}
     assert shapes["secret://fleet/c1-kubeconfig"] == ("cluster-api", ["value"])
     assert shapes["secret://argocd/cluster-c2"] == ("argocd", ["config", "name", "server"])
