@@ -9,15 +9,16 @@ decided for may have closed (the recovery reached another replica). So each writ
 carries a guard (``reactor.cd.kubewrite.Guard``), which the client awaits as it writes
 the request's body, after every wait; it answers two questions, each a pure rule:
 
-1. **Is the pause still wanted?** (``reactor.cd.rules.still_wanted``) A PAUSE or REMARK
+1. **Does this replica still hold the Lease, long enough?** (``reactor.cd.lease.may_write``)
+   From the clock alone: the request, given its whole timeout, must end a margin before
+   the Lease may pass to another replica. Asked first (a replica that lost the Lease
+   reads nothing more of the store) and, for a pause, again after the store's read: the
+   last check before the socket write, with nothing awaited between the two.
+2. **Is the pause still wanted?** (``reactor.cd.rules.still_wanted``) A PAUSE or REMARK
    is sent only while its outage is open in the store. The open outages are read once
    and shared by the batch's writes while the read is younger than :data:`FRESH_S`; a
    write that waited longer (it stalled) reads them again, so the answer a write goes by
    was read after its last wait.
-2. **Does this replica still hold the Lease, long enough?** (``reactor.cd.lease.may_write``)
-   Asked last, from the clock alone, with nothing awaited between it and the socket
-   write: the request, given its whole timeout, must end a margin before the Lease may
-   pass to another replica.
 
 A refused write raises ``Fenced`` (its reason: ``outage_closed`` or ``lease``); the
 actuator counts it, logs once per pass and reason, and leaves the action pending: the
@@ -117,17 +118,20 @@ class Fence:
         """The last-moment check of a write carrying out ``decision``."""
 
         async def check() -> None:
+            self._check_lease()  # a replica that lost the Lease does not read the store
             if decision.verb in NEEDS_OPEN_OUTAGE:
                 open_outages = await self.outages.get()
                 if not still_wanted(decision, open_outages):
                     self._refuse("outage_closed", f"outage {decision.mark} closed meanwhile")
-            # The last statement before the socket: nothing is awaited after it.
-            if self.leader is not None and not self.leader.may_write(self.timeout):
-                ago = self.leader.renewed_ago()
-                since = "never renewed" if ago is None else f"last renewed {ago:.2f} s ago"
-                self._refuse("lease", f"this replica's Lease may have expired ({since})")
+                self._check_lease()  # again after the read: nothing is awaited after this
 
         return check
+
+    def _check_lease(self) -> None:
+        if self.leader is not None and not self.leader.may_write(self.timeout):
+            ago = self.leader.renewed_ago()
+            since = "never renewed" if ago is None else f"last renewed {ago:.2f} s ago"
+            self._refuse("lease", f"this replica's Lease may have expired ({since})")
 
     def _refuse(self, reason: str, why: str) -> None:
         self.refused[reason] += 1
