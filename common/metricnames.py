@@ -122,7 +122,7 @@ REACTOR_CD_UNRESOLVED: Final = "fleetwatch_reactor_cd_unresolved_objects"
 #: other) and ``state`` (as last seen: running, paused_by_outage, paused)
 REACTOR_CD_UNWATCHED: Final = "fleetwatch_reactor_cd_unwatched_objects"
 #: counter; labels ``action`` (pause, resume, drop_mark, remark), ``result`` (applied,
-#: dry_run, conflict, gone, failed)
+#: dry_run, conflict, gone, failed, fenced)
 REACTOR_CD_ACTIONS: Final = "fleetwatch_reactor_cd_actions"
 #: counter; label ``reason`` (the management API's error reasons)
 REACTOR_CD_FAILURES: Final = "fleetwatch_reactor_cd_failures"

@@ -109,7 +109,8 @@ class CdMetrics:
         self.actions = Counter(
             metricnames.REACTOR_CD_ACTIONS,
             "Actions on CD objects, by action and result (conflict: the object changed since "
-            "the decision, decided again; gone: deleted; failed: retried).",
+            "the decision, decided again; gone: deleted; failed: retried; fenced: not sent, "
+            "pending).",
             ["action", "result"],
             registry=registry,
         )
