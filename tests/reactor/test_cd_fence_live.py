@@ -1,4 +1,6 @@
-"""The fence, live (docs/cd.md, "Several replicas, one acts at a time"): two ``fleetwatch
+"""The fence, live (docs/cd.md, "Several replicas, one acts at a time"). The client: a patch
+whose guard refuses never reaches the API server, one whose guard lets it go lands, the
+guard asked once per request. Then two ``fleetwatch
 reactor`` processes on one PostgreSQL, 300 Flux Kustomizations on the stand-in management
 cluster (another process), lease 4 s. The outage opens; the acting replica is frozen
 (SIGSTOP) in the middle of its pauses; the recovery goes through the other replica, which
@@ -26,8 +28,10 @@ from test_cd_live import kustomization
 from test_cd_replicas import Replica, seed_store
 
 from common import metricnames
+from discovery.kubeauth import from_kubeconfig
 from fleetwatch.procs import wait_until
-from fleetwatch.standin.management import ManagementProcess
+from fleetwatch.standin.management import ManagementCluster, ManagementProcess
+from reactor.cd.kubewrite import Fenced, KubeWriter
 from reactor.cd.objects import MARK
 
 pytestmark = pytest.mark.live
@@ -73,6 +77,34 @@ def states(mgmt: ManagementProcess) -> dict[str, tuple[bool, str | None]]:
         )
         for o in items
     }
+
+
+async def test_a_patch_leaves_only_if_its_guard_lets_it_go(mgmt: ManagementCluster) -> None:
+    (seeded,) = mgmt.seed([kustomization("apps", "c1")])
+    path = f"{LIST}/apps"
+    asked: list[str] = []
+
+    def guard(refuse: bool) -> Any:
+        async def check() -> None:
+            asked.append("refused" if refuse else "let go")
+            if refuse:
+                raise Fenced("lease", "this replica's Lease may have expired")
+
+        return check
+
+    api = KubeWriter(from_kubeconfig([mgmt.kubeconfig], "test"))
+    async with api:
+        patch = {"metadata": {"resourceVersion": seeded["metadata"]["resourceVersion"]}}
+        patch["spec"] = {"suspend": True}
+        with pytest.raises(Fenced) as fenced:
+            await api.merge_patch(path, patch, guard(True), timeout=5)
+        assert fenced.value.reason == "lease"
+        assert mgmt.counts().get(f"patch {KS}", 0) == 0 and mgmt.audit() == []
+        written = await api.merge_patch(path, patch, guard(False), timeout=5)
+        assert written["spec"]["suspend"] is True
+        assert mgmt.counts()[f"patch {KS}"] == 1 and asked == ["refused", "let go"]
+        # The connection the refused patch had taken was closed unused; the client goes on.
+        assert (await api.list(LIST, {}))["items"][0]["spec"]["suspend"] is True
 
 
 @pytest.fixture
