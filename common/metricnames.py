@@ -122,7 +122,7 @@ REACTOR_CD_UNRESOLVED: Final = "fleetwatch_reactor_cd_unresolved_objects"
 #: other) and ``state`` (as last seen: running, paused_by_outage, paused)
 REACTOR_CD_UNWATCHED: Final = "fleetwatch_reactor_cd_unwatched_objects"
 #: counter; labels ``action`` (pause, resume, drop_mark, remark), ``result`` (applied,
-#: dry_run, conflict, gone, failed)
+#: dry_run, conflict, gone, failed, fenced)
 REACTOR_CD_ACTIONS: Final = "fleetwatch_reactor_cd_actions"
 #: counter; label ``reason`` (the management API's error reasons)
 REACTOR_CD_FAILURES: Final = "fleetwatch_reactor_cd_failures"
@@ -136,6 +136,10 @@ REACTOR_CD_INFO: Final = "fleetwatch_reactor_cd_info"
 #: counter: objects fleetwatch paused and resumed because no cluster of the store holds
 #: them any more (their cluster was deleted, or their destination changed to none)
 REACTOR_CD_ORPHANS_RESUMED: Final = "fleetwatch_reactor_cd_orphans_resumed"
+#: counter: writes the fence kept from leaving at the last moment (``reactor.cd.fence``),
+#: label ``reason`` (lease: this replica's Lease may have expired; outage_closed: a
+#: pause whose outage closed meanwhile); the action stays pending
+REACTOR_CD_FENCED: Final = "fleetwatch_reactor_cd_fenced_writes"
 #: leader election among reactor replicas (``reactor.cd.election``): gauge 1 while this
 #: replica acts; counter of the times it began to; counter of failed Lease requests,
 #: label ``reason``

@@ -42,8 +42,9 @@ object, no Lease, no Event; each decision is logged and counted once per object 
 **Several replicas: one acts.** With ``--cd.leader-election`` (on by default) only the
 replica holding the Lease (``reactor.cd.lease``, ``reactor.cd.election``) mirrors and
 patches; the others keep their informers listing and watching, and write nothing. It
-checks :meth:`CdActuator.acting` before each write (the mirror's transaction, the store
-changes, every patch), so a replica whose renewals fail stops before another may begin.
+checks :meth:`CdActuator.acting` before each store write (the mirror's transaction, the
+store changes), and every patch carries the fence's guard (``reactor.cd.fence``), asked
+as its body is written: the Lease still held long enough, a pause's outage still open.
 A notification (or discovery's upsert) may reach any replica, and only that one's backend
 hears of it; so the acting one also reads a small stamp of the store's clusters and open
 outages (``cluster_stamp``) every :data:`POLL_S`, and a change is a pass. Taking the
@@ -63,17 +64,20 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 from discovery.kubeapi import KubeApiError
 from reactor.cd.clustersecrets import ClusterSecret, decide_secrets
+from reactor.cd.fence import Fence, OpenOutages
+from reactor.cd.kubewrite import Fenced
 from reactor.cd.metrics import CdMetrics
 from reactor.cd.mirrorpass import MirrorPass
 from reactor.cd.objects import ARGOCD, CdObject
 from reactor.cd.orphans import RESUME_ORPHAN, Orphans, Pausable, orphan_key
 from reactor.cd.patches import patch_for
+from reactor.cd.ports import Leadership, ObjectSource, Patcher
 from reactor.cd.rules import Observed, StoreView, Verb, decide, decide_without_pausing
 from reactor.cd.settings import CdSettings
 from reactor.cd.steps import (
@@ -85,7 +89,7 @@ from reactor.cd.steps import (
     read_seen,
     shape_of,
 )
-from reactor.cd.storeops import StoreRunner, cluster_stamp, leave_outages
+from reactor.cd.storeops import StoreRunner, cluster_stamp, leave_outages, open_outages
 from reactor.cd.targets import Discovered, KnownCluster
 from reactor.store import MirroredApp, StoreUnavailable
 
@@ -96,26 +100,6 @@ GATHER_S = 0.05
 #: Seconds between two reads of the store's outage stamp by the acting replica of several:
 #: how late it may learn of a notification another replica took.
 POLL_S = 1.0
-
-
-class ObjectSource(Protocol):
-    """What it needs of the informer."""
-
-    @property
-    def synced(self) -> bool: ...
-    def objects(self) -> dict[str, dict[str, Any]]: ...
-
-
-class Patcher(Protocol):
-    """What it needs of ``reactor.cd.kubewrite.KubeWriter``."""
-
-    async def merge_patch(self, path: str, patch: Mapping[str, Any]) -> dict[str, Any]: ...
-
-
-class Leadership(Protocol):
-    """What it needs of ``reactor.cd.election.LeaderElector``."""
-
-    def is_leader(self) -> bool: ...
 
 
 class CdActuator:
@@ -331,28 +315,43 @@ class CdActuator:
             return
         if leaving:
             await self.backend.run(lambda s: leave_outages(s, leaving))
-        results: Counter[tuple[str, str, str]] = Counter()
-        limit = asyncio.Semaphore(self.settings.patches_in_flight)
         stamp = datetime.fromtimestamp(now, UTC).isoformat().replace("+00:00", "Z")
+        results = await self._send(todo, stamp)
+        counts = Counter((s.cluster, s.decision.verb.value, results[s.key]) for s in todo)
+        for (cluster, verb, result), count in sorted(counts.items()):
+            log.info("cd: cluster %s: %s %d object(s): %s", cluster, verb, count, result)
+
+    def fence(self) -> Fence:
+        """The guards of one batch of patches (``reactor.cd.fence``)."""
+        outages = OpenOutages(lambda: self.backend.read(open_outages))
+        return Fence.of(self.leader, outages, self.settings.request_timeout_s)
+
+    async def _send(self, steps: list[Step], stamp: str) -> dict[str, str]:
+        """Every CD write: each step's patch, ``patches_in_flight`` at a time, each behind
+        the fence's guard; what became of each (by key)."""
+        limit = asyncio.Semaphore(self.settings.patches_in_flight)
+        fence = self.fence()
+        results: dict[str, str] = {}
 
         async def one(step: Step) -> None:
             patch = patch_for(step.decision, step.target, stamp)
             assert patch is not None
             async with limit:
-                result = await self._patch(step, patch)
-            results[(step.cluster, step.decision.verb.value, result)] += 1
+                results[step.key] = await self._patch(step, patch, fence)
 
-        await asyncio.gather(*(one(step) for step in todo))
-        for (cluster, verb, result), count in sorted(results.items()):
-            log.info("cd: cluster %s: %s %d object(s): %s", cluster, verb, count, result)
+        await asyncio.gather(*(one(step) for step in steps))
+        fence.log_refused()
+        return results
 
-    async def _patch(self, step: Step, patch: dict[str, Any]) -> str:
+    async def _patch(self, step: Step, patch: dict[str, Any], fence: Fence) -> str:
         verb = step.decision.verb.value
-        if not self.acting():  # the Lease was lost while the pass ran: another one acts
-            log.debug("cd: %s: not sent, this replica no longer acts", describe(step))
-            return "abandoned"
         try:
-            await self.api.merge_patch(step.target.path, patch)
+            guard = fence.guard(step.decision)
+            await self.api.merge_patch(step.target.path, patch, guard, timeout=fence.timeout)
+        except Fenced as exc:  # not sent: the action stays pending
+            self.metrics.fenced.labels(exc.reason).inc()
+            self.metrics.actions.labels(verb, "fenced").inc()
+            return "fenced"
         except KubeApiError as exc:
             if exc.status in (404, 409):
                 result = "gone" if exc.status == 404 else "conflict"
@@ -374,29 +373,21 @@ class CdActuator:
 
     async def _resume_orphans(self, orphans: list[Pausable]) -> None:
         """Resume what fleetwatch paused and no cluster of the store holds any more."""
-        stamp = datetime.fromtimestamp(self.clock(), UTC).isoformat().replace("+00:00", "Z")
-        limit = asyncio.Semaphore(self.settings.patches_in_flight)
-        resumed: list[str] = []
-
-        async def one(obj: Pausable) -> None:
-            key = orphan_key(obj)
-            step = Step(key, "(none)", obj, RESUME_ORPHAN)
-            if self.settings.dry_run:
+        todo = [o for o in orphans if self._acted.get(orphan_key(o)) != o.resource_version]
+        steps = [Step(orphan_key(obj), "(none)", obj, RESUME_ORPHAN) for obj in todo]
+        if self.settings.dry_run:
+            for step in steps:
                 log.info("cd (dry run): would %s", describe(step))
                 self.metrics.actions.labels(Verb.RESUME.value, "dry_run").inc()
-                self._acted[key] = obj.resource_version
-                return
-            patch = patch_for(RESUME_ORPHAN, obj, stamp)
-            assert patch is not None
-            async with limit:
-                result = await self._patch(step, patch)
-            if result == "applied":
+                self._acted[step.key] = step.target.resource_version
+            return
+        stamp = datetime.fromtimestamp(self.clock(), UTC).isoformat().replace("+00:00", "Z")
+        results = await self._send(steps, stamp)
+        resumed = [step.key for step in steps if results[step.key] == "applied"]
+        for step in steps:
+            if results[step.key] == "applied":
                 self.metrics.orphans_resumed.inc()
-                resumed.append(key)
-                log.info("cd: %s (paused for outage %s): done", describe(step), obj.mark)
-
-        todo = [o for o in orphans if self._acted.get(orphan_key(o)) != o.resource_version]
-        await asyncio.gather(*(one(obj) for obj in todo))
+                log.info("cd: %s (paused for outage %s): done", describe(step), step.target.mark)
         if resumed:
             shown = ", ".join(sorted(resumed)[:5]) + (", ..." if len(resumed) > 5 else "")
             log.warning(

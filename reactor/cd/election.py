@@ -12,6 +12,10 @@
   holder whose renewals hang stops acting at its renew deadline even while a request is
   still in the air; each request waits at most a third of the renew deadline, so a holder
   tries again before it;
+- :meth:`LeaderElector.may_write` says whether a CD write may still leave, asked by the
+  actuator's writes at the last moment before the socket (``reactor.cd.fence``): the
+  holder still acts, and the write, given its whole timeout, ends a margin before the
+  Lease may pass to another replica;
 - listeners (the actuator) hear each change of "this replica acts" after the attempt that
   made it, and :meth:`LeaderElector.release` gives the Lease up on a clean stop.
 
@@ -51,6 +55,7 @@ from reactor.cd.lease import (
     claim,
     lease_object,
     may_take,
+    may_write,
     micro_time,
     observe,
     read_lease,
@@ -160,11 +165,20 @@ class LeaderElector:
 
     @property
     def request_timeout_s(self) -> float:
-        return self.settings.renew_deadline_s / 3
+        return self.settings.request_timeout_s
 
     def is_leader(self) -> bool:
         """Does this replica act now? From the clock alone (``reactor.cd.lease``)."""
         return still_leading(self._renewed_at, self.clock(), self.settings)
+
+    def may_write(self, timeout: float) -> bool:
+        """May a write taking up to ``timeout`` leave now (``reactor.cd.lease.may_write``,
+        the fence)? From the clock alone, so it can be asked at the last moment."""
+        return may_write(self._renewed_at, self.clock(), timeout, self.settings)
+
+    def renewed_ago(self) -> float | None:
+        """Seconds since the last successful renewal began (None: never, or lost)."""
+        return None if self._renewed_at is None else self.clock() - self._renewed_at
 
     async def run(self) -> None:
         """Until cancelled: try to take or renew the Lease every retry period."""

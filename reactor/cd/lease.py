@@ -25,6 +25,14 @@ The rules, over plain data and a monotonic clock given by the caller:
   started, and takes over only ``lease_duration`` after that; with the renew deadline
   shorter than the duration (two thirds of it, as client-go's 10 s of 15 s), the holder
   that cannot renew stops acting before anyone else may start.
+- **Whether a write may leave** (:func:`may_write`, the fence): the holder still acts, and a
+  request given its whole timeout ends before ``lease_duration - margin`` after the start
+  of the last successful renewal. Nobody else may act before ``lease_duration`` after
+  that start (they measure it from a later moment, when they first saw the renewal), so a
+  write that passes the check, made at the last moment before the socket, cannot land
+  while another replica acts. The margin (:attr:`LeaderElection.fence_margin_s`, a
+  fifteenth of the duration: 1 s of 15) covers what lies between the check and the bytes
+  leaving and the two machines' clocks running at slightly different rates.
 - **A clean stop** (:func:`released`): the holder writes an empty holder and a duration of
   1 s, so the next replica takes over at its next try instead of a lease duration later.
 
@@ -68,6 +76,22 @@ class LeaderElection:
         """Between two tries to take or renew the Lease (2 s of 15, as client-go): a
         holder tries several times within one renew deadline."""
         return self.lease_duration_s * 2 / 15
+
+    @property
+    def request_timeout_s(self) -> float:
+        """The longest a request of the elected replica waits (a third of the renew
+        deadline: 3.3 s of 15), the Lease's own and the CD writes alike: a holder tries
+        again before its deadline, and a write fits in the Lease (:func:`may_write`)."""
+        return self.renew_deadline_s / 3
+
+    @property
+    def fence_margin_s(self) -> float:
+        """Kept between the end of a write and the earliest moment another replica may
+        act (a fifteenth of the duration: 1 s of 15, 0.27 s of 4): the time between the
+        check and the bytes leaving (one turn of the event loop at most) and the rate
+        difference of two machines' monotonic clocks (NTP keeps it under 0.05 %: 7.5 ms
+        over 15 s), with room to spare for a pause of the process."""
+        return self.lease_duration_s / 15
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,3 +203,15 @@ def still_leading(renewed_at: float | None, now: float, settings: LeaderElection
     """Does the replica whose last successful write as holder began at ``renewed_at``
     still act ``now``? None: it holds nothing."""
     return renewed_at is not None and now < renewed_at + settings.renew_deadline_s
+
+
+def may_write(
+    renewed_at: float | None, now: float, timeout: float, settings: LeaderElection
+) -> bool:
+    """May the replica whose last successful renewal began at ``renewed_at`` send, ``now``,
+    a write that may take up to ``timeout``? Only while it still acts and the write ends
+    ``fence_margin_s`` before the Lease may pass to another replica (module docstring)."""
+    if not still_leading(renewed_at, now, settings):
+        return False
+    assert renewed_at is not None
+    return now + timeout <= renewed_at + settings.lease_duration_s - settings.fence_margin_s

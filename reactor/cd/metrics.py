@@ -12,6 +12,7 @@
     fleetwatch_reactor_cd_resync_interval_seconds 60
     fleetwatch_reactor_cd_info{argocd_pause="application",dry_run="false"} 1
     fleetwatch_reactor_cd_orphans_resumed_total 0
+    fleetwatch_reactor_cd_fenced_writes_total{reason="lease"} 0
 
 ``objects`` is per cluster: what an outage of that cluster paused, and what someone else
 did (``paused``: paused without fleetwatch's mark, never resumed by fleetwatch). An
@@ -45,7 +46,9 @@ from common import metricnames
 #: What an object is, as the objects gauge counts it.
 STATES = ("running", "paused_by_outage", "paused")
 #: What became of an action.
-RESULTS = ("applied", "dry_run", "conflict", "gone", "failed")
+RESULTS = ("applied", "dry_run", "conflict", "gone", "failed", "fenced")
+#: Why the fence kept a write (``reactor.cd.fence``).
+FENCE_REASONS = ("lease", "outage_closed")
 
 
 class ObjectsCollector(Collector):
@@ -106,7 +109,8 @@ class CdMetrics:
         self.actions = Counter(
             metricnames.REACTOR_CD_ACTIONS,
             "Actions on CD objects, by action and result (conflict: the object changed since "
-            "the decision, decided again; gone: deleted; failed: retried).",
+            "the decision, decided again; gone: deleted; failed: retried; fenced: not sent, "
+            "pending).",
             ["action", "result"],
             registry=registry,
         )
@@ -148,6 +152,16 @@ class CdMetrics:
             "holds them any more (reactor.cd.orphans).",
             registry=registry,
         )
+        self.fenced = Counter(
+            metricnames.REACTOR_CD_FENCED,
+            "Writes to CD objects kept from leaving at the last moment, by reason (lease: "
+            "this replica's Lease may have expired; outage_closed: a pause whose outage "
+            "closed meanwhile); the action stays pending for the replica that acts.",
+            ["reason"],
+            registry=registry,
+        )
+        for reason in FENCE_REASONS:
+            self.fenced.labels(reason)
 
     def describe_settings(self, resync_interval_s: float, argocd_pause: str, dry_run: bool) -> None:
         self.resync_interval.set(resync_interval_s)

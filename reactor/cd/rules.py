@@ -82,7 +82,7 @@ DROP_MARK; the other order would pause it again against the person's choice.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
@@ -177,6 +177,25 @@ def decide_without_pausing(view: StoreView, seen: Observed) -> Decision:
     cluster Secret carries the pause): never PAUSE nor REMARK; a pause of ours found on it
     is resumed, and a mark dropped, as the table says outside an outage."""
     return decide(replace(view, app_outage=None), seen)
+
+
+#: The verbs that write an outage's mark, wanted only while that outage is open.
+NEEDS_OPEN_OUTAGE = frozenset({Verb.PAUSE, Verb.REMARK})
+
+
+def still_wanted(decision: Decision, open_outages: Collection[int]) -> bool:
+    """Is ``decision`` still to be sent, the store's open outages being ``open_outages``? A
+    PAUSE or REMARK writes the mark of the outage it was decided for, and is sent only
+    while that outage is open: one that closed since (a recovery another replica took)
+    would pause an object of a cluster that is back. Read again after every wait before
+    the write (``reactor.cd.fence``); the other verbs do not depend on an open outage."""
+    if decision.verb not in NEEDS_OPEN_OUTAGE:
+        return True
+    return (
+        decision.mark is not None
+        and decision.mark.isdigit()
+        and (int(decision.mark) in open_outages)
+    )
 
 
 def secret_view(

@@ -17,7 +17,8 @@ Each function is one transaction over the service's store, run on a store thread
   meanwhile is left alone;
 - :func:`cluster_stamp`: a small read that changes whenever a cluster is added or
   deleted or apps move in or out of an outage, whichever replica made the change (the
-  acting replica polls it).
+  acting replica polls it); :func:`open_outages`, the open outages' ids read from it (the
+  fence's question before a pause, ``reactor.cd.fence``).
 """
 
 from __future__ import annotations
@@ -111,3 +112,12 @@ def leave_outages(service: Service, members: Sequence[tuple[int, int]]) -> int:
 def cluster_stamp(service: Service) -> tuple[object, ...]:
     with service.store.read() as tx:
         return tx.cluster_stamp()
+
+
+def open_outages(service: Service) -> frozenset[int]:
+    """The ids of the open outages: the third field of each cluster entry of the stamp
+    (``Transaction.cluster_stamp``: count, highest id, then (id, status, open outage))."""
+    with service.store.read() as tx:
+        stamp = tx.cluster_stamp()
+    found = (entry[2] for entry in stamp[2:] if isinstance(entry, tuple) and len(entry) == 3)
+    return frozenset(int(outage) for outage in found if isinstance(outage, int))

@@ -17,6 +17,7 @@ from reactor.cd.lease import (
     claim,
     lease_object,
     may_take,
+    may_write,
     micro_time,
     observe,
     read_lease,
@@ -136,3 +137,41 @@ def test_a_holder_that_cannot_renew_stops_before_anyone_else_may_begin(duration:
         for now in grid:
             if now >= seen and may_take(observed, OTHER, now):
                 assert not still_leading(0.0, now, settings), (landed, seen, now)
+
+
+@pytest.mark.parametrize(
+    ("what", "renewed_at", "now", "timeout", "allowed"),
+    [
+        ("just renewed, a 3.3 s write", 100.0, 100.0, 10 / 3, True),
+        ("renewed 9.9 s ago: ends 13.2 s after, 1 s before 15", 100.0, 109.9, 10 / 3, True),
+        ("past the renew deadline: this replica stopped acting", 100.0, 110.0, 0.1, False),
+        ("a write that would end inside the margin", 100.0, 105.0, 9.5, False),
+        ("one that ends exactly at the margin", 100.0, 105.0, 9.0, True),
+        ("never renewed, or lost to a 409", None, 0.0, 0.1, False),
+    ],
+)  # fmt: skip
+def test_a_write_leaves_only_if_it_ends_a_margin_before_the_lease_may_pass(
+    what: str, renewed_at: float | None, now: float, timeout: float, allowed: bool
+) -> None:
+    settings = LeaderElection()
+    assert settings.fence_margin_s == 1.0 and settings.request_timeout_s == 10 / 3
+    assert may_write(renewed_at, now, timeout, settings) is allowed, what
+
+
+@pytest.mark.parametrize("duration", [3.0, 4.0, 15.0, 60.0])
+def test_a_write_that_passes_the_fence_ends_before_anyone_else_may_begin(duration: float) -> None:
+    """The grid of the test above: whenever another replica may take the Lease, every
+    write this replica let leave (at ``sent``, with the elected replica's timeout) has
+    ended, a margin before; and the fence never refuses while the holder renews on time."""
+    settings = LeaderElection(lease_duration_s=duration)
+    timeout = settings.request_timeout_s
+    step = duration / 40
+    grid = [i * step for i in range(121)]
+    renewed = Lease(LeaseRecord(ME, round(duration), T0, T1, 0), "9")
+    for seen in grid[:60]:
+        observed = observe(None, renewed, seen)
+        taken = next(now for now in grid if now >= seen and may_take(observed, OTHER, now))
+        for sent in grid:
+            if may_write(0.0, sent, timeout, settings):
+                assert sent + timeout + settings.fence_margin_s <= taken, (seen, sent)
+    assert may_write(0.0, settings.retry_period_s * 2, timeout, settings)

@@ -11,7 +11,7 @@ import pytest
 from fleetwatch.standin.management.patches import merge_patch
 from reactor.cd.objects import MARK, REQUESTED_AT, SKIP_RECONCILE, CdObject, read_object
 from reactor.cd.patches import patch_for
-from reactor.cd.rules import Decision, Observed, StoreView, Verb, decide
+from reactor.cd.rules import Decision, Observed, StoreView, Verb, decide, still_wanted
 from reactor.statemachine import AppStatus, Status
 
 ON, OFF, UNK = Status.ONLINE, Status.OFFLINE, Status.UNKNOWN
@@ -205,3 +205,21 @@ def test_a_flux_parent_taking_suspend_back_is_paused_again() -> None:
     ]  # fmt: skip
     obj, verbs, _ = settle(obj, view)
     assert verbs == [Verb.PAUSE] and obj["spec"]["suspend"] is True
+
+
+@pytest.mark.parametrize(
+    ("decision", "open_outages", "wanted"),
+    [
+        (Decision(Verb.PAUSE, "7"), {7}, True),
+        (Decision(Verb.PAUSE, "7"), {8}, False),  # closed since; another one opened
+        (Decision(Verb.PAUSE, "7"), set(), False),
+        (Decision(Verb.REMARK, "7"), set(), False),
+        (Decision(Verb.PAUSE, None), {7}, False),  # no outage to be open: never sent
+        (Decision(Verb.RESUME), set(), True),  # the others do not depend on an outage
+        (Decision(Verb.DROP_MARK, leave_outage=7), set(), True),
+    ],
+)
+def test_a_pause_is_still_wanted_only_while_its_outage_is_open(
+    decision: Decision, open_outages: set[int], wanted: bool
+) -> None:
+    assert still_wanted(decision, open_outages) is wanted

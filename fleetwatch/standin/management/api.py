@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,7 @@ import yaml
 from aiohttp import web
 
 from fleetwatch.standin.management import kinds, objects, openapi
+from fleetwatch.standin.management.audit import AuditEvent, AuditLog
 from fleetwatch.standin.management.auth import Tokens
 from fleetwatch.standin.management.faults import Faults
 from fleetwatch.standin.management.lists import extra_fields, list_objects
@@ -57,6 +59,8 @@ class Management:
     store: ObjectStore
     tokens: Tokens = field(default_factory=Tokens)
     faults: Faults = field(default_factory=Faults)
+    #: every write answered, with its user and code (``audit.py``)
+    audit: AuditLog = field(default_factory=AuditLog)
     #: Seconds between a watch's bookmarks (kube-apiserver: about 60).
     bookmark_seconds: float = 60.0
     #: Events a watch may fall behind before it is terminated (``store.WatchStream``).
@@ -100,11 +104,32 @@ def error_response(error: ApiError) -> web.Response:
     return response
 
 
+@dataclass
+class _Seen:
+    """What the front learnt of a request, for its audit event."""
+
+    target: Target | None = None
+    user: str = ""
+
+
 async def _front(request: web.Request) -> web.StreamResponse:
-    """Every request: parsed, counted, faulted, authenticated, authorized, then served."""
+    """Every request: parsed, counted, faulted, authenticated, authorized, served, and (a
+    write) written in the audit log with its answer's code."""
     state = request.app[MANAGEMENT]
+    received = time.time()
+    seen = _Seen()
+    response = await _serve(request, state, seen)
+    if seen.target is not None:
+        target = seen.target
+        agent = request.headers.get("User-Agent", "")[:256]
+        where = (target.verb, target.kind.key, target.namespace, target.name)
+        state.audit.record(AuditEvent(received, seen.user, agent, *where, response.status))
+    return response
+
+
+async def _serve(request: web.Request, state: Management, seen: _Seen) -> web.StreamResponse:
     try:
-        target = parse_target(request.method, request.path, dict(request.query))
+        target = seen.target = parse_target(request.method, request.path, dict(request.query))
         verb, resource = (target.verb, target.kind.key) if target else ("get", request.path)
         state.faults.count(verb, resource)
         fault = state.faults.take(verb, resource)
@@ -121,6 +146,7 @@ async def _front(request: web.Request) -> web.StreamResponse:
         grant = state.tokens.grant(request.headers.get("Authorization"))
         if grant is None:
             raise UNAUTHORIZED
+        seen.user = grant.user
         if target is not None:
             grant.check(target.kind, target.verb, target.namespace, target.name)
         return await _dispatch(request, state, target)

@@ -210,6 +210,10 @@ class ManagementCluster:
     def counts(self) -> dict[str, int]:
         return dict(self.state.faults.counts)
 
+    def audit(self) -> list[dict[str, Any]]:
+        """Every write answered, oldest first (``audit.AuditEvent``'s fields)."""
+        return self.state.audit.as_json()
+
     def open_watches(self) -> int:
         return len(self.state.store.watchers)
 
@@ -288,6 +292,10 @@ class ThreadedManagementCluster(OnLoopThread):
 
     def counts(self) -> dict[str, int]:
         found: dict[str, int] = self._run(self.cluster.counts)
+        return found
+
+    def audit(self) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = self._run(self.cluster.audit)
         return found
 
     def open_watches(self) -> int:

@@ -12,6 +12,7 @@ bad body changes nothing.
 | ``POST /watches/close`` | end every open watch now |
 | ``POST /compact`` | forget the event history: older watches get 410 |
 | ``GET /requests``, ``DELETE /requests`` | request counts by verb and resource; reset |
+| ``GET /audit`` | every write answered: user, User-Agent, verb, object, code (``audit.py``) |
 | ``POST /tokens`` ``{"user": "u", "namespaces": ["a"]}`` | a new bearer token |
 | ``POST /objects`` (JSON list, or YAML documents) | create or update objects, as an admin |
 """
@@ -79,6 +80,10 @@ async def _requests(request: web.Request) -> web.Response:
 async def _reset_requests(request: web.Request) -> web.Response:
     request.app[STATE].faults.counts.clear()
     return web.json_response({"counts": {}, "writes": 0})
+
+
+async def _audit(request: web.Request) -> web.Response:
+    return web.json_response({"events": request.app[STATE].audit.as_json()})
 
 
 def _strings(body: dict[str, Any], key: str) -> list[str] | None:
@@ -150,6 +155,7 @@ def create_control_app(state: Management) -> web.Application:
     app.router.add_post("/compact", _compact)
     app.router.add_get("/requests", _requests)
     app.router.add_delete("/requests", _reset_requests)
+    app.router.add_get("/audit", _audit)
     app.router.add_post("/tokens", _token)
     app.router.add_post("/objects", _objects)
     return app

@@ -143,6 +143,11 @@ class ManagementProcess:
         found: dict[str, int] = self.control("GET", "/requests")["counts"]
         return found
 
+    def audit(self) -> list[dict[str, Any]]:
+        """Every write answered, oldest first (``audit.AuditEvent``'s fields)."""
+        found: list[dict[str, Any]] = self.control("GET", "/audit", timeout=30.0)["events"]
+        return found
+
     def open_watches(self) -> int:
         return int(self.control("GET", "/")["watches"])
 

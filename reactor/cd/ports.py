@@ -1,0 +1,40 @@
+"""What the CD actuator needs of the parts around it, as protocols (tests stand in for them;
+the store's, ``StoreRunner``, is ``reactor.cd.storeops``'):
+
+- :class:`ObjectSource`: the informer's objects (``discovery.informer``);
+- :class:`Patcher`: ``reactor.cd.kubewrite.KubeWriter``'s one write, behind a guard;
+- :class:`Leadership`: ``reactor.cd.election.LeaderElector``, asked whether this replica
+  acts and, by the fence (``reactor.cd.fence``), whether a write may still leave.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from reactor.cd.kubewrite import Guard
+
+
+class ObjectSource(Protocol):
+    @property
+    def synced(self) -> bool: ...
+    def objects(self) -> dict[str, dict[str, Any]]: ...
+
+
+class Patcher(Protocol):
+    async def merge_patch(
+        self,
+        path: str,
+        patch: Mapping[str, Any],
+        guard: Guard,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109
+    ) -> dict[str, Any]: ...
+
+
+class Leadership(Protocol):
+    def is_leader(self) -> bool: ...
+    def may_write(self, timeout: float) -> bool: ...
+    def renewed_ago(self) -> float | None: ...
+    @property
+    def request_timeout_s(self) -> float: ...
