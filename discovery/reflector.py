@@ -140,7 +140,7 @@ class Reflector:
         self._rng = rng or random.Random()
         self._clock, self._sleep = clock, sleep  # injected: the schedule tested without waiting
         self.backoff = Backoff(settings.backoff(), clock=clock, rng=self._rng)
-        #: uid -> the Obj as the API last sent it
+        #: uid -> the object as the API last sent it (transformed)
         self.store: dict[str, Obj] = {}
         self.resource_version: str | None = None
         self.synced = False  #: a first list completed

@@ -10,6 +10,7 @@ reset, ``Retry-After``, and events older than the object held.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any
@@ -36,17 +37,27 @@ class Fixed(random.Random):
 
 
 class Clock:
-    """Virtual time: ``sleep`` moves it on at once."""
+    """Virtual time: ``sleep`` moves it on at once; ``passed`` is set past ``end``, from
+    when ``sleep`` never returns."""
 
     def __init__(self) -> None:
         self.now = 1000.0
+        self.end = float("inf")
+        self.passed = asyncio.Event()
 
     def __call__(self) -> float:
         return self.now
 
-    async def sleep(self, seconds: float) -> None:
+    def advance(self, seconds: float) -> None:
         self.now += seconds
+        if self.now >= self.end:
+            self.passed.set()
+
+    async def sleep(self, seconds: float) -> None:
+        self.advance(seconds)
         await asyncio.sleep(0)
+        if self.passed.is_set():  # the walk is over: no request past its end
+            await asyncio.Event().wait()
 
 
 def secret(uid: str, rv: str, server: str = "a") -> dict[str, Any]:
@@ -76,13 +87,16 @@ class HostileApi:
         return {"items": [secret("u1", "10")], "metadata": {"resourceVersion": "10"}}
 
     async def watch(
-        self, path: str, params: Mapping[str, str], timeout: float
+        self,
+        path: str,
+        params: Mapping[str, str],
+        timeout: float,  # noqa: ASYNC109 (discovery.reflector.Api's signature)
     ) -> AsyncGenerator[dict[str, Any], None]:
         self.requests.append((self.clock.now, "watch"))
         await asyncio.sleep(0)
         mode = self.script.pop(0) if self.script else self.mode
         if mode == "normal":
-            self.clock.now += 30
+            self.clock.advance(30)
             return
         if mode == "410-http":
             raise KubeApiError(410, "expired", "too old resource version")
@@ -93,19 +107,19 @@ class HostileApi:
             raise KubeApiError(200, "bad_response", "watch event is not JSON")
         if mode in ("410-event", "error-event"):
             yield {"type": "ERROR", "object": status(410 if mode == "410-event" else 500)}
-        for event in self.watch_events:
+        events, self.watch_events = self.watch_events, []  # the first watch's
+        for event in events:
             yield event
-        self.clock.now += self.watch_lasts  # "closed": 0, ends at once with no event
+        self.clock.advance(self.watch_lasts)  # "closed": 0, ends at once with no event
 
 
 async def walk(api: HostileApi, clock: Clock, rng: random.Random, until: float) -> Reflector:
     """Run a reflector on ``api`` until virtual time ``until`` (s after the start)."""
-    end = clock.now + until
+    clock.end = clock.now + until
     reflector = Reflector(api, SPEC, InformerSettings(), rng=rng, clock=clock, sleep=clock.sleep)
     task = asyncio.create_task(reflector.run())
     try:
-        while clock.now < end:
-            await asyncio.sleep(0)
+        await asyncio.wait_for(clock.passed.wait(), 10)
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
@@ -135,7 +149,7 @@ async def test_a_hostile_api_gets_client_gos_schedule_about_two_a_second_then_on
     api = HostileApi(mode, clock)
     await walk(api, clock, Fixed(draw), until=600)
     starts = rounds(api)
-    gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(starts)]
     base = [min(30.0, 0.8 * 2**i) for i in range(len(gaps))]
     for gap, step in zip(gaps, base, strict=True):  # each wait in [base, 2 base)
         assert step - 1e-9 <= gap < 2 * step, (mode, gaps)  # (1e-9: float sums)
@@ -170,7 +184,7 @@ async def test_retry_after_is_waited_when_longer_than_the_backoff() -> None:
     api = HostileApi("429", clock)
     await walk(api, clock, Fixed(0.0), until=30)
     watches = [t for t, verb in api.requests if verb == "watch"]
-    gaps = [b - a for a, b in zip(watches, watches[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(watches)]
     # the server's 5 s, not the backoff's 0.8, 1.6 and 3.2; then the backoff, once longer
     assert gaps[:4] == pytest.approx([5.0, 5.0, 5.0, 6.4])
 
@@ -181,7 +195,7 @@ async def test_a_watch_that_ran_normally_resets_the_backoff() -> None:
     api.script = ["closed"] * 5 + ["normal"] + ["closed"] * 3
     await walk(api, clock, Fixed(0.0), until=100)
     watches = [t for t, verb in api.requests if verb == "watch"]
-    gaps = [b - a for a, b in zip(watches, watches[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(watches)]
     # five closed at once (0.8 ... 12.8 s), one that ran 30 s, then from the first step
     assert gaps[:8] == pytest.approx([0.8, 1.6, 3.2, 6.4, 12.8, 30, 0.8, 1.6])
 
@@ -214,14 +228,8 @@ async def test_an_event_older_than_the_object_held_is_ignored() -> None:
         {"type": "MODIFIED", "object": secret("u2", "opaque-1")},  # opaque: taken
         {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "9"}}},
     ]
-    reflector = Reflector(api, SPEC, InformerSettings(), rng=Fixed(0), clock=clock, sleep=clock.sleep)
-    task = asyncio.create_task(reflector.run())
-    try:
-        while reflector.restarts["closed"] < 1:
-            await asyncio.sleep(0)
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+    reflector = await walk(api, clock, Fixed(0.0), until=40)  # a watch with events, another
+    assert reflector.restarts["closed"] >= 1
     assert reflector.store["u1"]["data"] == {"s": "newer"}
     assert reflector.store["u1"]["metadata"]["resourceVersion"] == "12"
     assert reflector.store["u2"]["metadata"]["resourceVersion"] == "opaque-1"

@@ -7,7 +7,7 @@ the next ``count`` matching requests, or for ``seconds``, or until cleared:
 - ``throttle``: 429 ``TooManyRequests`` with ``Retry-After``, as priority and fairness sends;
 - ``hang``: never answered, until the fault is cleared or the server stops;
 - ``delay``: answered normally after ``delay_seconds`` (a slow list, for readiness tests);
-- a watch that opens (200) and breaks at once, for clients that must back off (issue 31):
+- a watch that opens (200) and breaks at once, for clients that must back off:
   ``watch_error``, one ``ERROR`` event holding ``status``'s ``Status`` (410 ``Expired`` by
   default, as the watch cache answers a compacted revision); ``watch_close``, the stream
   ended with no event; ``watch_garbage``, one line that is not JSON (a proxy's error page).
