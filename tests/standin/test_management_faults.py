@@ -1,8 +1,8 @@
 """Breaking the management cluster on purpose, and what clients see on the wire.
 
 The control API arms faults (500s, 429 with Retry-After, hangs, slow lists, watches that
-break at once), closes open
-watches and counts requests; the command line serves the same in another process.
+break at once), closes open watches and counts requests; the command line serves the same
+in another process.
 """
 
 from __future__ import annotations
