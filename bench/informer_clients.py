@@ -87,7 +87,7 @@ class Probe:
 
 
 def run_aiohttp(kubeconfig: str, n: int, rest: float, probe: Probe) -> None:
-    from discovery.informer import InformerSettings, Reflector, WatchSpec
+    from discovery.informer import InformerSettings, Reflector, WatchSpec, slim
     from discovery.kubeapi import KubeApi
     from discovery.kubeauth import from_kubeconfig
 
@@ -106,7 +106,7 @@ def run_aiohttp(kubeconfig: str, n: int, rest: float, probe: Probe) -> None:
         async with KubeApi(from_kubeconfig([Path(kubeconfig)], "bench")) as api:
             spec = WatchSpec("argocd", SELECTOR, "", None)
             settings = InformerSettings(page_size=500, watch_seconds=(3000.0, 3000.0))
-            reflector = Reflector(api, spec, settings, on_change=changed)
+            reflector = Reflector(api, spec, settings, on_change=changed, transform=slim)
             w0, c0 = time.monotonic(), time.process_time()
             await reflector._list()
             probe.results["list"] = [time.monotonic() - w0, time.process_time() - c0]

@@ -83,9 +83,10 @@ class InformerCollector(Collector):
         )
         yield _counter(
             DISCOVERY_KUBERNETES_WATCH_RESTARTS,
-            "Watches started again, by reason (closed, expired, error).",
+            "Watches started again, by reason (closed, short: closed within a second with "
+            "no event, expired, error).",
             informer.restarts(),
-            ("closed", "expired", "error"),
+            ("closed", "short", "expired", "error"),
         )
         yield _counter(
             DISCOVERY_KUBERNETES_ERRORS,

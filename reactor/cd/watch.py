@@ -3,8 +3,10 @@
 One :class:`CdWatch` per kind turned on (``--cd.flux``: Kustomizations and HelmReleases;
 ``--cd.argocd``: Applications), cluster-wide: an object's destination is in its spec, which
 no selector can filter on, so every object is listed and ``reactor.cd.objects`` keeps those
-that deploy to a remote cluster. The informer pages, resumes, relists after ``410 Gone``
-and backs off exactly as it does for Secrets.
+that deploy to a remote cluster. Each kind's list+watch is a ``discovery.reflector``, the
+one implementation the Secrets use too: it pages, resumes, relists after ``410 Gone``,
+ignores an event older than the object held, and waits client-go's backoff (0.8 s doubling
+to 30 s, with jitter) after any failed round, so a struggling API server is not hammered.
 
 What the informer keeps of an object (:func:`stored`) is what it keeps of a Secret
 (``discovery.informer.slim``: no ``managedFields``, no ``kubectl apply`` copy), but for one

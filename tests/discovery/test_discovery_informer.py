@@ -136,7 +136,9 @@ async def test_a_closed_watch_resumes_from_its_revision_without_a_list(
         await until(lambda: "cluster-while-closed" in names(informer), what="change seen")
         await until(lambda: mgmt.counts()["watch secrets"] >= counts["watch secrets"] + 3)
         assert mgmt.counts()["list secrets"] == counts["list secrets"]
-        assert informer.restarts()["closed"] >= 3
+        # closed within a second of their start with no event yet: "short" (a failed round:
+        # the backoff), else "closed"; either way resumed from the watch
+        assert informer.restarts()["closed"] + informer.restarts()["short"] >= 3
         assert informer.restarts()["expired"] == 0
 
 

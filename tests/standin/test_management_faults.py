@@ -1,7 +1,8 @@
 """Breaking the management cluster on purpose, and what clients see on the wire.
 
-The control API arms faults (500s, 429 with Retry-After, hangs, slow lists), closes open
-watches and counts requests; the command line serves the same in another process.
+The control API arms faults (500s, 429 with Retry-After, hangs, slow lists, watches that
+break at once), closes open watches and counts requests; the command line serves the same
+in another process.
 """
 
 from __future__ import annotations
@@ -110,6 +111,36 @@ def test_throttling_answers_429_with_retry_after_for_a_while(
     assert api.request("GET", "/apis/kustomize.toolkit.fluxcd.io/v1/kustomizations")[0] == 200
     cluster.clear_faults()
     assert api.request("GET", SECRETS)[0] == 200
+
+
+def test_watch_faults_open_a_watch_that_breaks_at_once_and_leave_lists_alone(
+    cluster: ThreadedManagementCluster,
+) -> None:
+    api = Api(cluster)
+    watch = SECRETS + "?watch=1&allowWatchBookmarks=true"
+
+    def broken(**fault: Any) -> tuple[int, bytes]:
+        cluster.arm_fault(count=1, resource="secrets", **fault)
+        status, _, body = api.request("GET", watch)
+        return status, body
+
+    status, body = broken(kind="watch_error")  # the watch cache's answer to a lost history
+    (event,) = [json.loads(line) for line in body.splitlines()]
+    assert status == 200 and event["type"] == "ERROR"
+    assert (event["object"]["code"], event["object"]["reason"]) == (410, "Expired")
+    status, body = broken(kind="watch_error", status=500)
+    assert json.loads(body)["object"]["reason"] == "InternalError"
+    assert broken(kind="watch_close") == (200, b"")
+    status, body = broken(kind="watch_garbage")
+    assert status == 200 and body.endswith(b"\n")
+    with pytest.raises(ValueError):
+        json.loads(body)
+    status, body = broken(kind="error", status=410, verb="watch")
+    assert (status, json.loads(body)["reason"]) == (410, "Expired")
+    cluster.arm_fault(kind="watch_close", resource="secrets")  # until cleared
+    assert api.request("GET", SECRETS)[0] == 200
+    assert api.request("GET", watch)[2] == b""
+    assert cluster.counts()["watch secrets"] == 6
 
 
 def test_a_hung_request_waits_until_the_fault_is_cleared(
@@ -224,7 +255,14 @@ def test_request_counts_show_that_no_write_reached_the_api(
 def test_bad_fault_bodies_are_refused_and_change_nothing(
     cluster: ThreadedManagementCluster,
 ) -> None:
-    for body in ({"kind": "explode"}, {"kind": "error", "count": 0}, {"kind": "delay"}, [1]):
+    refused_bodies = (
+        {"kind": "explode"},
+        {"kind": "error", "count": 0},
+        {"kind": "delay"},
+        {"kind": "watch_close", "verb": "list"},  # breaks watches only
+        [1],
+    )
+    for body in refused_bodies:
         request = urllib.request.Request(
             cluster.control_url + "/faults", data=json.dumps(body).encode(), method="POST"
         )

@@ -25,7 +25,7 @@ from aiohttp import web
 from fleetwatch.standin.management import kinds, objects, openapi
 from fleetwatch.standin.management.audit import AuditEvent, AuditLog
 from fleetwatch.standin.management.auth import Tokens
-from fleetwatch.standin.management.faults import Faults
+from fleetwatch.standin.management.faults import WATCH_FAULTS, Faults
 from fleetwatch.standin.management.lists import extra_fields, list_objects
 from fleetwatch.standin.management.patches import PatchFailed, json_patch, merge_patch, parse_json
 from fleetwatch.standin.management.requests import Target, parse_target, truthy
@@ -36,6 +36,7 @@ from fleetwatch.standin.management.status import (
     UNAUTHORIZED,
     ApiError,
     bad_request,
+    expired,
     internal,
     too_many_requests,
     unprocessable,
@@ -43,7 +44,7 @@ from fleetwatch.standin.management.status import (
 )
 from fleetwatch.standin.management.store import WATCH_BUFFER, ObjectStore
 from fleetwatch.standin.management.tables import TABLE_CONTENT_TYPE, table, wants_table
-from fleetwatch.standin.management.watch import serve_watch
+from fleetwatch.standin.management.watch import serve_broken_watch, serve_watch
 from fleetwatch.standin.responses import VERSION
 
 MERGE = "application/merge-patch+json"
@@ -134,6 +135,8 @@ async def _serve(request: web.Request, state: Management, seen: _Seen) -> web.St
         state.faults.count(verb, resource)
         fault = state.faults.take(verb, resource)
         if fault is not None:
+            if fault.kind in WATCH_FAULTS and target is not None:
+                return await serve_broken_watch(request, fault.kind, _fault_error(fault.status))
             if fault.kind == "hang":
                 await state.faults.release.wait()
                 raise internal("the request was abandoned (hang fault cleared)")
@@ -160,6 +163,8 @@ async def _serve(request: web.Request, state: Management, seen: _Seen) -> web.St
 
 
 def _fault_error(status: int) -> ApiError:
+    if status == 410:
+        return expired("too old resource version (fault injected by the control API)")
     if status == 500:
         return internal("fault injected by the stand-in's control API")
     if status == 503:

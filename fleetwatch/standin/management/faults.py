@@ -6,7 +6,12 @@ the next ``count`` matching requests, or for ``seconds``, or until cleared:
 - ``error``: answered with ``status`` (500 by default) and the real ``Status`` body;
 - ``throttle``: 429 ``TooManyRequests`` with ``Retry-After``, as priority and fairness sends;
 - ``hang``: never answered, until the fault is cleared or the server stops;
-- ``delay``: answered normally after ``delay_seconds`` (a slow list, for readiness tests).
+- ``delay``: answered normally after ``delay_seconds`` (a slow list, for readiness tests);
+- a watch that opens (200) and breaks at once, for clients that must back off:
+  ``watch_error``, one ``ERROR`` event holding ``status``'s ``Status`` (410 ``Expired`` by
+  default, as the watch cache answers a compacted revision); ``watch_close``, the stream
+  ended with no event; ``watch_garbage``, one line that is not JSON (a proxy's error page).
+  These match watches only (``verb`` is ``watch``, given or not).
 
 Counts are by ``"<verb> <resource>"`` (``"list secrets"``, ``"patch
 kustomizations.kustomize.toolkit.fluxcd.io"``), so a test can assert that a dry run sent
@@ -21,7 +26,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-FAULT_KINDS = ("error", "throttle", "hang", "delay")
+#: faults answered by a watch stream that breaks at once (``watch.serve_broken_watch``)
+WATCH_FAULTS = ("watch_error", "watch_close", "watch_garbage")
+FAULT_KINDS = ("error", "throttle", "hang", "delay", *WATCH_FAULTS)
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 
 
@@ -81,7 +88,13 @@ def parse_fault(body: Any) -> ArmedFault:
     for name in ("verb", "resource"):
         if body.get(name) is not None and not isinstance(body[name], str):
             raise ValueError(f"{name} must be a string")
-    status = body.get("status", 429 if kind == "throttle" else 500)
+    verb = body.get("verb")
+    if kind in WATCH_FAULTS:
+        if verb not in (None, "watch"):
+            raise ValueError(f"a {kind} fault breaks watches: verb must be watch or unset")
+        verb = "watch"
+    default_status = 429 if kind == "throttle" else 410 if kind == "watch_error" else 500
+    status = body.get("status", default_status)
     if not isinstance(status, int) or not 400 <= status <= 599:
         raise ValueError("status must be an HTTP error code")
     delay = body.get("delay_seconds", 0.0)
@@ -89,7 +102,7 @@ def parse_fault(body: Any) -> ArmedFault:
         raise ValueError("a delay fault needs delay_seconds > 0")
     return ArmedFault(
         kind,
-        body.get("verb"),
+        verb,
         body.get("resource"),
         count,
         time.monotonic() + seconds if seconds is not None else None,

@@ -175,6 +175,29 @@ async def serve_watch(
     return response
 
 
+#: what a ``watch_garbage`` fault sends: a proxy's error page where an event was due
+GARBAGE = b"<html><head><title>502 Bad Gateway</title></head></html>\n"
+
+
+async def serve_broken_watch(
+    request: web.Request, fault: str, error: ApiError
+) -> web.StreamResponse:
+    """A watch answered 200 that breaks at once (the control API's watch faults): one
+    ``ERROR`` event holding ``error``'s ``Status`` (``watch_error``), one line that is not
+    JSON (``watch_garbage``), or nothing at all (``watch_close``); then the stream ends.
+    What a client must not answer with a tight loop of new requests."""
+    response = web.StreamResponse(headers={"Content-Type": "application/json"})
+    response.enable_chunked_encoding()
+    await response.prepare(request)
+    if fault == "watch_error":
+        await response.write(_line("ERROR", error.status()))
+    elif fault == "watch_garbage":
+        await response.write(GARBAGE)
+    with contextlib.suppress(ConnectionResetError):
+        await response.write_eof()
+    return response
+
+
 async def _pump(
     request: web.Request,
     response: web.StreamResponse,
@@ -215,4 +238,4 @@ async def _pump(
                 return  # the client went away
 
 
-__all__ = ["ApiError", "bookmark", "serve_watch"]
+__all__ = ["ApiError", "bookmark", "serve_broken_watch", "serve_watch"]
