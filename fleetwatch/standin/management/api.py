@@ -117,7 +117,7 @@ async def _front(request: web.Request) -> web.StreamResponse:
             elif fault.kind == "throttle":
                 raise too_many_requests(fault.retry_after)
             else:
-                raise _fault_error(fault.status)
+                raise _fault_error(fault.status, fault.reason, fault.message)
         grant = state.tokens.grant(request.headers.get("Authorization"))
         if grant is None:
             raise UNAUTHORIZED
@@ -133,7 +133,11 @@ async def _front(request: web.Request) -> web.StreamResponse:
         return error_response(internal(f"{type(exc).__name__}: {exc}"))
 
 
-def _fault_error(status: int) -> ApiError:
+def _fault_error(status: int, reason: str | None, message: str | None) -> ApiError:
+    if reason is not None or message is not None:
+        return ApiError(
+            status, reason or "InternalError", message or f"fault injected: HTTP {status}"
+        )
     if status == 500:
         return internal("fault injected by the stand-in's control API")
     if status == 503:
