@@ -90,6 +90,23 @@ def test_the_next_two_lists_get_500_then_the_api_answers_again(
     assert api.request("GET", SECRETS)[0] == 200
 
 
+def test_an_error_fault_answers_the_status_reason_and_message_it_was_given(
+    cluster: ThreadedManagementCluster,
+) -> None:
+    """As an admission policy refuses a write: 403 Forbidden, the policy's words."""
+    api = Api(cluster)
+    message = "ValidatingAdmissionPolicy 'p' with binding 'p' denied request: no"
+    control(
+        cluster, "POST", "/faults",
+        {"kind": "error", "status": 403, "reason": "Forbidden", "message": message,
+         "verb": "list"},
+    )  # fmt: skip
+    status, _, body = api.request("GET", SECRETS)
+    answer = json.loads(body)
+    assert (status, answer["code"], answer["reason"]) == (403, 403, "Forbidden")
+    assert answer["message"] == message
+
+
 def test_throttling_answers_429_with_retry_after_for_a_while(
     cluster: ThreadedManagementCluster,
 ) -> None:
@@ -224,7 +241,14 @@ def test_request_counts_show_that_no_write_reached_the_api(
 def test_bad_fault_bodies_are_refused_and_change_nothing(
     cluster: ThreadedManagementCluster,
 ) -> None:
-    for body in ({"kind": "explode"}, {"kind": "error", "count": 0}, {"kind": "delay"}, [1]):
+    bodies = (
+        {"kind": "explode"},
+        {"kind": "error", "count": 0},
+        {"kind": "delay"},
+        {"kind": "error", "message": 403},
+        [1],
+    )
+    for body in bodies:
         request = urllib.request.Request(
             cluster.control_url + "/faults", data=json.dumps(body).encode(), method="POST"
         )
