@@ -286,7 +286,7 @@ SPEC = "may change no field of spec"
 OUTSIDE = "may change no field outside metadata and spec"
 METADATA = "may change no metadata but annotations"
 ANNOTATION = "may change no annotation but"
-ONLY_PATCH = "may only patch this object"
+ONLY_PATCH = "may patch this object, never create or delete it"
 NOT_CLUSTER = "may write no Secret but an Argo CD cluster Secret"
 
 REFUSED: list[tuple[str, Callable[[], Obj], Obj, str]] = [
@@ -417,3 +417,18 @@ def test_the_policy_validates_against_the_oldest_kubernetes_it_needs() -> None:
     binding["spec"]["validationAction"] = binding["spec"].pop("validationActions")
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(binding, "1.30", strict=True)
+
+
+def test_each_refusal_reaches_the_reactors_log_whole() -> None:
+    """The reactor keeps 300 characters of an API error's message (discovery.kubeapi);
+    kube-apiserver wraps the policy's message as below: for the longest resource name and
+    an object named with 63 characters, every message still fits."""
+    policy = find(render("overlays/cd"), "ValidatingAdmissionPolicy", "fleetwatch-cd-writes")
+    name = "n" * 63
+    for validation in policy["spec"]["validations"]:
+        wrapped = (
+            f'helmreleases.helm.toolkit.fluxcd.io "{name}" is forbidden: '
+            "ValidatingAdmissionPolicy 'fleetwatch-cd-writes' with binding "
+            f"'fleetwatch-cd-writes' denied request: {validation['message']}"
+        )
+        assert len(wrapped) <= 300, wrapped
