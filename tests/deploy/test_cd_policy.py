@@ -2,24 +2,15 @@
 and refuse anything else its ServiceAccount might write (docs/deployment.md#the-admission-policy).
 
 The policy and its binding are read from the rendered ``overlays/cd`` (what a user
-applies) and evaluated with cel-python as kube-apiserver evaluates a
-ValidatingAdmissionPolicy: the resource rules, then the match conditions (not matched:
-admitted), then the validations in order, the first false one refusing with its message;
-an expression that fails to evaluate refuses too (``failurePolicy: Fail``). Variables are
-bound as ``variables.NAME``, each evaluated once, an error kept as the value (kube-apiserver
-evaluates them lazily: an unused one cannot fail the request, nor can it here, since a CEL
-error only surfaces where it is used).
+applies) and evaluated with cel-python as kube-apiserver evaluates them
+(``deploy_policy.Policy``). tests/deploy/test_cd_rbac_live.py also passes every write the
+reactor made over the wire to the stand-in through it.
 
-The requests are built as the API server builds them for a JSON merge patch: the stored
+Here the requests are built as the API server builds them for a JSON merge patch: the stored
 object (``oldObject``) with the patch applied (the stand-in's RFC 7386 merge), then what
 the server changes itself before admission: the ``managedFields`` entry of the field
 manager, and ``generation`` bumped when a custom resource's spec changed. The patches are
 the ones ``reactor.cd.patches.patch_for`` makes for each verb.
-
-cel-python implements standard CEL, not Kubernetes' libraries (no ``quantity``, ``url``,
-``lists``, regex extensions) nor heterogeneous equality (``map != null``): the policy keeps
-to the standard subset both evaluate, and reads ``object``/``oldObject`` only under
-``request.operation == 'UPDATE'``, where both are set.
 """
 
 from __future__ import annotations
@@ -28,11 +19,10 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
-import celpy  # type: ignore[import-untyped]
 import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
-from celpy import celtypes
 from deploy_manifests import Obj, find, render
+from deploy_policy import REACTOR, Policy
 
 from fleetwatch.standin.management.patches import merge_patch
 from reactor.cd.clustersecrets import read_cluster_secret
@@ -40,80 +30,14 @@ from reactor.cd.objects import MARK, REQUESTED_AT, SKIP_RECONCILE, CdObject, rea
 from reactor.cd.patches import FIELD_MANAGER, patch_for
 from reactor.cd.rules import Decision, Verb
 
-REACTOR = "system:serviceaccount:fleetwatch:fleetwatch-reactor"
 FLUX_CONTROLLER = "system:serviceaccount:flux-system:kustomize-controller"
 STAMP = "2026-12-06T03:00:00Z"
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
-_ENV = celpy.Environment()
-
-
-class Policy:
-    """A ValidatingAdmissionPolicy and its binding, evaluated as kube-apiserver would."""
-
-    def __init__(self, policy: Obj, binding: Obj) -> None:
-        assert binding["spec"]["policyName"] == policy["metadata"]["name"]
-        assert "Deny" in binding["spec"]["validationActions"]
-        spec = policy["spec"]
-        self.failure_policy = spec["failurePolicy"]
-        self.rules = spec["matchConstraints"]["resourceRules"]
-        compile_ = _ENV.compile
-        self.conditions = [_ENV.program(compile_(c["expression"])) for c in spec["matchConditions"]]
-        self.variables = [
-            (v["name"], _ENV.program(compile_(v["expression"]))) for v in spec["variables"]
-        ]
-        self.validations = [
-            (_ENV.program(compile_(v["expression"])), v["message"], v.get("reason", "Invalid"))
-            for v in spec["validations"]
-        ]
-
-    def matches(self, request: Obj) -> bool:
-        resource, operation = request["resource"], request["operation"]
-        return any(
-            resource["group"] in rule["apiGroups"]
-            and resource["resource"] in rule["resources"]
-            and operation in rule["operations"]
-            for rule in self.rules
-        )
-
-    def admit(self, request: Obj, obj: Obj | None, old: Obj | None) -> str | None:
-        """None when admitted, else the refusal's message."""
-        if not self.matches(request):
-            return None
-        activation: dict[str, Any] = {
-            "request": celpy.json_to_cel(request),
-            "object": celpy.json_to_cel(obj),
-            "oldObject": celpy.json_to_cel(old),
-        }
-        for condition in self.conditions:
-            result = condition.evaluate(activation)
-            if isinstance(result, celpy.CELEvalError):
-                return None if self.failure_policy == "Ignore" else f"error: {result.args[0]}"
-            if not result:
-                return None
-        bound: dict[celtypes.StringType, Any] = {}
-        for name, program in self.variables:
-            bound[celtypes.StringType(name)] = program.evaluate(
-                {**activation, "variables": celtypes.MapType(bound)}
-            )
-        activation["variables"] = celtypes.MapType(bound)
-        for program, message, _reason in self.validations:
-            result = program.evaluate(activation)
-            if isinstance(result, celpy.CELEvalError):
-                return f"error: {result.args[0]}"  # failurePolicy Fail: refused
-            assert isinstance(result, celtypes.BoolType), result
-            if not result:
-                return str(message)
-        return None
-
 
 @pytest.fixture(scope="module")
 def policy() -> Policy:
-    objects = render("overlays/cd")
-    return Policy(
-        find(objects, "ValidatingAdmissionPolicy", "fleetwatch-cd-writes"),
-        find(objects, "ValidatingAdmissionPolicyBinding", "fleetwatch-cd-writes"),
-    )
+    return Policy.of(render("overlays/cd"))
 
 
 # --- realistic stored objects ---------------------------------------------------------------
