@@ -6,7 +6,9 @@ kinds, where Argo CD is paused, in which namespaces the cluster Secrets are watc
 its token holds one rule per rule of every Role and ClusterRole bound to its service
 account, in the namespaces of the binding (``auth.RbacRule``). A request outside them is
 refused with 403 as a real API server would, and then nothing is paused: a grant that is
-missing fails this test, one too many fails tests/deploy/test_cd_rbac.py. The reactor
+missing fails this test, one too many fails tests/deploy/test_cd_rbac.py. Every write the
+reactor made to the objects, as the stand-in stored it, also passes the overlay's
+admission policy (cd-admission-policy, evaluated by ``deploy_policy``). The reactor
 runs in this process (on SQLite) with the management cluster's kubeconfig instead of the
 pod's service account; the clusters are added as discovery would name them.
 """
@@ -23,6 +25,8 @@ from typing import Any
 
 import pytest
 from deploy_manifests import Obj, args_of, find, of_kind, render, workloads
+from deploy_policy import REACTOR as REACTOR_USER
+from deploy_policy import Policy
 from reactor_payloads import alert, webhook
 
 from discovery.informer import InformerSettings
@@ -159,6 +163,7 @@ async def test_the_reactor_pauses_and_resumes_with_exactly_the_rendered_rbac(
                     "kubeconfig_secret_ref": ref}  # fmt: skip
             assert (await client.post("/clusters", json=body)).status == 201
         m.seed(FLEET)
+        seeded = m.state.store.revision
         await notify(client, "ONLINE", 0, "c1", "c3")
         targets = [FLEET[0] if cd.pause_cluster_secrets else FLEET[1]]
         targets += [FLEET[2]] if cd.flux else []
@@ -172,3 +177,19 @@ async def test_the_reactor_pauses_and_resumes_with_exactly_the_rendered_rbac(
         await until(lambda: all(paused(m, doc) == (False, None) for doc in targets))
         patched = {k: n for k, n in m.counts().items() if k.startswith("patch ")}
         assert sum(patched.values()) == 2 * len(targets)
+        # Each of those writes, as stored (the reactor is the only writer since the seed),
+        # is one the admission policy admits.
+        policy = Policy.of(objects)
+        writes = [e for e in m.state.store.events_since(seeded) if e.type == "MODIFIED"]
+        writes = [e for e in writes if e.kind.plural != "leases"]
+        assert len(writes) == 2 * len(targets)
+        for event in writes:
+            kind = event.kind
+            request = {
+                "operation": "UPDATE",
+                "userInfo": {"username": REACTOR_USER},
+                "resource": {"group": kind.group, "version": kind.version,
+                             "resource": kind.plural},
+            }  # fmt: skip
+            assert policy.matches(request)
+            assert policy.admit(request, event.obj, event.old) is None, event.obj

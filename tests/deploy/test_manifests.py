@@ -44,7 +44,13 @@ from deploy_manifests import (
 )
 
 NAMESPACE = "fleetwatch"
-CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
+CLUSTER_SCOPED = {
+    "Namespace",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+}
 CRD_PYTHON = REPO / ".venv-crd" / "bin" / "python"
 CHECKOV = REPO / ".venv-checkov" / "bin" / "checkov"
 

@@ -91,6 +91,23 @@ def test_the_next_two_lists_get_500_then_the_api_answers_again(
     assert api.request("GET", SECRETS)[0] == 200
 
 
+def test_an_error_fault_answers_the_status_reason_and_message_it_was_given(
+    cluster: ThreadedManagementCluster,
+) -> None:
+    """As an admission policy refuses a write: 403 Forbidden, the policy's words."""
+    api = Api(cluster)
+    message = "ValidatingAdmissionPolicy 'p' with binding 'p' denied request: no"
+    control(
+        cluster, "POST", "/faults",
+        {"kind": "error", "status": 403, "reason": "Forbidden", "message": message,
+         "verb": "list"},
+    )  # fmt: skip
+    status, _, body = api.request("GET", SECRETS)
+    answer = json.loads(body)
+    assert (status, answer["code"], answer["reason"]) == (403, 403, "Forbidden")
+    assert answer["message"] == message
+
+
 def test_throttling_answers_429_with_retry_after_for_a_while(
     cluster: ThreadedManagementCluster,
 ) -> None:
@@ -260,6 +277,7 @@ def test_bad_fault_bodies_are_refused_and_change_nothing(
         {"kind": "error", "count": 0},
         {"kind": "delay"},
         {"kind": "watch_close", "verb": "list"},  # breaks watches only
+        {"kind": "error", "message": 403},
         [1],
     )
     for body in refused_bodies:

@@ -136,7 +136,7 @@ async def _serve(request: web.Request, state: Management, seen: _Seen) -> web.St
         fault = state.faults.take(verb, resource)
         if fault is not None:
             if fault.kind in WATCH_FAULTS and target is not None:
-                return await serve_broken_watch(request, fault.kind, _fault_error(fault.status))
+                return await serve_broken_watch(request, fault.kind, _fault_error(fault.status, fault.reason, fault.message))
             if fault.kind == "hang":
                 await state.faults.release.wait()
                 raise internal("the request was abandoned (hang fault cleared)")
@@ -145,7 +145,7 @@ async def _serve(request: web.Request, state: Management, seen: _Seen) -> web.St
             elif fault.kind == "throttle":
                 raise too_many_requests(fault.retry_after)
             else:
-                raise _fault_error(fault.status)
+                raise _fault_error(fault.status, fault.reason, fault.message)
         grant = state.tokens.grant(request.headers.get("Authorization"))
         if grant is None:
             raise UNAUTHORIZED
@@ -162,7 +162,11 @@ async def _serve(request: web.Request, state: Management, seen: _Seen) -> web.St
         return error_response(internal(f"{type(exc).__name__}: {exc}"))
 
 
-def _fault_error(status: int) -> ApiError:
+def _fault_error(status: int, reason: str | None, message: str | None) -> ApiError:
+    if reason is not None or message is not None:
+        return ApiError(
+            status, reason or "InternalError", message or f"fault injected: HTTP {status}"
+        )
     if status == 410:
         return expired("too old resource version (fault injected by the control API)")
     if status == 500:

@@ -3,7 +3,9 @@
 A fault matches requests by verb and resource (either may be left out: any) and lasts for
 the next ``count`` matching requests, or for ``seconds``, or until cleared:
 
-- ``error``: answered with ``status`` (500 by default) and the real ``Status`` body;
+- ``error``: answered with ``status`` (500 by default) and the real ``Status`` body, or
+  with the ``reason`` and ``message`` given (an admission policy's refusal: 403
+  ``Forbidden``, ``ValidatingAdmissionPolicy '...' with binding '...' denied request: ...``);
 - ``throttle``: 429 ``TooManyRequests`` with ``Retry-After``, as priority and fairness sends;
 - ``hang``: never answered, until the fault is cleared or the server stops;
 - ``delay``: answered normally after ``delay_seconds`` (a slow list, for readiness tests);
@@ -42,6 +44,9 @@ class ArmedFault:
     status: int = 500
     retry_after: int = 1
     delay_seconds: float = 0.0
+    #: The ``Status`` reason and message of an ``error`` (None: the status code's own).
+    reason: str | None = None
+    message: str | None = None
 
     def matches(self, verb: str, resource: str) -> bool:
         return (self.verb in (None, verb)) and (self.resource in (None, resource))
@@ -73,6 +78,8 @@ def parse_fault(body: Any) -> ArmedFault:
         "status",
         "retry_after",
         "delay_seconds",
+        "reason",
+        "message",
     }
     unknown = sorted(set(body) - known)
     if unknown:
@@ -85,7 +92,7 @@ def parse_fault(body: Any) -> ArmedFault:
         raise ValueError("count must be a positive integer")
     if seconds is not None and (not isinstance(seconds, int | float) or seconds <= 0):
         raise ValueError("seconds must be a positive number")
-    for name in ("verb", "resource"):
+    for name in ("verb", "resource", "reason", "message"):
         if body.get(name) is not None and not isinstance(body[name], str):
             raise ValueError(f"{name} must be a string")
     verb = body.get("verb")
@@ -109,6 +116,8 @@ def parse_fault(body: Any) -> ArmedFault:
         status,
         int(body.get("retry_after", 1)),
         float(delay),
+        body.get("reason"),
+        body.get("message"),
     )
 
 
