@@ -136,7 +136,9 @@ async def _serve(request: web.Request, state: Management, seen: _Seen) -> web.St
         fault = state.faults.take(verb, resource)
         if fault is not None:
             if fault.kind in WATCH_FAULTS and target is not None:
-                return await serve_broken_watch(request, fault.kind, _fault_error(fault.status, fault.reason, fault.message))
+                return await serve_broken_watch(
+                    request, fault.kind, _fault_error(fault.status, fault.reason, fault.message)
+                )
             if fault.kind == "hang":
                 await state.faults.release.wait()
                 raise internal("the request was abandoned (hang fault cleared)")
