@@ -15,8 +15,8 @@ The rules:
   ``credential_failures`` and stamps ``last_success``; a failure adds one to both
   ``consecutive_failures`` and the counter of its reason
   (``fleetwatch_cluster_probe_failures_total``), and to ``credential_failures`` when its
-  reason is of the class ``credentials`` (``exporter.model.reason_class``). Every failure is logged; a
-  success only when it ends a run of failures.
+  reason is of the class ``credentials`` (``exporter.model.reason_class``). Every failure
+  is logged; a success only when it ends a run of failures.
 - checks (:meth:`ClusterTable.set_checks`): a cluster keeps, per check, what the
   exposition keeps of the check's last result (a :class:`Keeper`: its encoding,
   ``exporter.expose.encodings``; opaque here), never the result itself: at fleet scale

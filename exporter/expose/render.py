@@ -8,7 +8,7 @@ family with HELP and TYPE, label values escaped (``\\``, ``"``, newline). Sample
     # TYPE fleetwatch_cluster_probe_success gauge
     fleetwatch_cluster_probe_success{cluster="prod-eu"} 1
     fleetwatch_cluster_probe_failures_total{cluster="prod-us",reason="timeout"} 3
-    fleetwatch_cluster_probe_last_failure_reason{cluster="prod-us",reason="tls",class="credentials"} 1
+    fleetwatch_cluster_probe_last_failure_reason{cluster="x",reason="tls",class="credentials"} 1
 
 Only the gzipped bodies are kept (``exporter.expose.gzipped.Body``): the text of a large
 fleet is about twenty times its gzip. The text is streamed into the compressors a batch

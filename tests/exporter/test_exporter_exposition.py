@@ -156,8 +156,7 @@ def last_reason_families(snap: Snapshot) -> str:
         + reasons
         + "# HELP fleetwatch_cluster_probe_consecutive_credential_failures Of the probes failed "
         "in a row, those of the class credentials; reset to 0 by a success.\n"
-        "# TYPE fleetwatch_cluster_probe_consecutive_credential_failures gauge\n"
-        + credential
+        "# TYPE fleetwatch_cluster_probe_consecutive_credential_failures gauge\n" + credential
     )
 
 
