@@ -50,6 +50,10 @@ STORM_ALERT: Final = "FleetProbeStorm"
 #: The heads-up while a cluster fails inside its grace period (the dashboards show it).
 PROBE_FAILING_ALERT: Final = "FleetClusterProbeFailing"
 
+#: The warning while every vantage point's last probe of a cluster was refused (401, 403,
+#: TLS verification): fleetwatch's credential, not the cluster, is the likely fault.
+CREDENTIALS_ALERT: Final = "FleetClusterCredentialsRejected"
+
 #: Default share of the probeable clusters failing at once that means "the watcher is broken".
 STORM_FRACTION: Final = 0.5
 

@@ -28,6 +28,13 @@ CLUSTER_PROBE_CONSECUTIVE_FAILURES: Final = "fleetwatch_cluster_probe_consecutiv
 CLUSTER_PROBE_LAST_SUCCESS: Final = "fleetwatch_cluster_probe_last_success_timestamp_seconds"
 #: counter; label ``reason``
 CLUSTER_PROBE_FAILURES: Final = "fleetwatch_cluster_probe_failures_total"
+#: 1 while the last probe failed, else absent; labels ``reason`` and ``class``
+#: (``credentials`` or ``unreachable``): one series per failing cluster
+CLUSTER_PROBE_LAST_FAILURE_REASON: Final = "fleetwatch_cluster_probe_last_failure_reason"
+#: of the consecutive failures, those of the class ``credentials`` (reset by a success)
+CLUSTER_PROBE_CONSECUTIVE_CREDENTIAL_FAILURES: Final = (
+    "fleetwatch_cluster_probe_consecutive_credential_failures"
+)
 
 # --- the exporter's own health (no ``cluster`` label) ---------------------------------
 

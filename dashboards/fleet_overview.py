@@ -57,6 +57,7 @@ from dashboards.panels import (
     timeseries,
 )
 from dashboards.status import (
+    CLASS_COLUMN,
     COLOR_FAILING,
     COLOR_OFFLINE,
     COLOR_ONLINE,
@@ -64,6 +65,7 @@ from dashboards.status import (
     STATUS_COLORS,
     STATUS_MAPPINGS,
     firing,
+    last_failure,
 )
 from exporter.model import Reason
 
@@ -228,7 +230,9 @@ def clusters_table(b: Board, y: int) -> int:
         table(
             "Clusters",
             "One row per cluster, OFFLINE first. 'Since last success' is empty for a cluster "
-            "never probed successfully. Click a name for its detail dashboard.",
+            "never probed successfully. 'Last failure' and 'Class': the reason while it fails; "
+            "credentials: the API server refused fleetwatch's credential (401, 403) or TLS "
+            "verification failed; unreachable: the rest. Click a name for its detail dashboard.",
             [
                 _table_query(STATUS, "A"),
                 _table_query(
@@ -241,6 +245,7 @@ def clusters_table(b: Board, y: int) -> int:
                 ),
                 _table_query(f"max by (cluster) ({CLUSTER_PROBE_DURATION}{{{F}}})", "D"),
                 _table_query(f"max by (cluster, endpoint, source) ({CLUSTER_INFO}{{{F}}})", "E"),
+                _table_query(last_failure(F), "F"),
             ],
             rename={
                 "cluster": "Cluster",
@@ -250,8 +255,10 @@ def clusters_table(b: Board, y: int) -> int:
                 "Value #D": "Last probe latency",
                 "endpoint": "Endpoint",
                 "source": "Kubeconfig",
+                "reason": "Last failure",
+                "class": "Class",
             },
-            hide=["Value #E"],
+            hide=["Value #E", "Value #F"],
             overrides=[
                 column(
                     "Cluster",
@@ -270,6 +277,7 @@ def clusters_table(b: Board, y: int) -> int:
                     ("custom.cellOptions", {"type": "color-text"}),
                 ),
                 column("Last probe latency", ("unit", "s"), ("decimals", 3)),
+                CLASS_COLUMN,
             ],
             sort_by="Status",
         ),

@@ -9,7 +9,8 @@ status, the same on every panel.
 from __future__ import annotations
 
 from common.contract import STATUS_CODES, Status
-from dashboards.panels import Json
+from common.metricnames import CLUSTER_PROBE_LAST_FAILURE_REASON
+from dashboards.panels import Json, column
 
 COLOR_ONLINE = "green"
 COLOR_OFFLINE = "red"
@@ -40,6 +41,31 @@ STATUS_MAPPINGS: list[Json] = [
         "options": {"match": "null", "result": {"text": "NO DATA", "color": COLOR_UNKNOWN}},
     },
 ]
+
+
+#: The class of a last failure (``fleetwatch_cluster_probe_last_failure_reason``): a
+#: refused credential is a person's task (orange), the rest an outage (red).
+CLASS_MAPPINGS: list[Json] = [
+    {
+        "type": "value",
+        "options": {
+            "credentials": {"text": "credentials", "color": COLOR_FAILING, "index": 0},
+            "unreachable": {"text": "unreachable", "color": COLOR_OFFLINE, "index": 1},
+        },
+    }
+]
+
+#: The table column of that class, coloured.
+CLASS_COLUMN = column(
+    "Class", ("mappings", CLASS_MAPPINGS), ("custom.cellOptions", {"type": "color-text"})
+)
+
+
+def last_failure(*matchers: str) -> str:
+    """Each cluster's last failure reason and class: one series per cluster (of replicas
+    that disagree, one), so a table shows one row per cluster."""
+    selector = f"{CLUSTER_PROBE_LAST_FAILURE_REASON}{{{', '.join(matchers)}}}"
+    return f"topk by (cluster) (1, max by (cluster, reason, class) ({selector}))"
 
 
 def firing(alert: str, *matchers: str) -> str:

@@ -6,6 +6,7 @@ cycle, the probe, the checks) meet here without importing each other.
 
 - :class:`Reason` and :class:`ProbeResult`: one probe's outcome; :func:`verdict` turns an
   answer of ``/readyz?verbose`` into it. A failed probe is data, never an exception.
+  :func:`reason_class` sorts the reasons into the two classes of :class:`ReasonClass`.
 - :class:`ClusterRequestError`: a request to a cluster's API server got no usable answer,
   with its reason; :func:`ok_body` says which answers are usable.
 - :class:`MetricFamily`, :class:`Sample`, :class:`TargetGroup`, :class:`CheckResult`: what
@@ -34,6 +35,52 @@ class Reason(StrEnum):
     #: the proxy (``proxy-url``, ``HTTPS_PROXY``) refused, hung, answered CONNECT with
     #: another status than 2xx, or is not usable (not an ``http://`` URL)
     PROXY = "proxy"
+
+
+class ReasonClass(StrEnum):
+    """The class of a failure reason: the ``class`` label of
+    ``fleetwatch_cluster_probe_last_failure_reason``, and what the rules tell apart."""
+
+    #: the API server answered and refused us, or its certificate (or ours) was not
+    #: accepted: a person must fix a credential; the cluster itself may be fine
+    CREDENTIALS = "credentials"
+    #: no ready answer: the cluster (or the way to it) is down, as far as we can tell
+    UNREACHABLE = "unreachable"
+
+
+def reason_class(reason: Reason) -> ReasonClass:
+    """The class of ``reason`` (DESIGN "Statuses", "Refused credentials").
+
+    ================  ===============  =================================================
+    reason            class            why
+    ================  ===============  =================================================
+    ``unauthorized``  ``credentials``  401 or 403: the server answered and refused us
+    ``tls``           ``credentials``  TLS verification failed: the server's certificate
+                                       not accepted (unknown authority, wrong name,
+                                       expired) or ours refused by the server
+    ``timeout``       ``unreachable``  no answer: nothing says the credential is wrong
+    ``connect``       ``unreachable``  refused, reset or closed: no server to ask
+    ``not_ready``     ``unreachable``  the server let us in and says it is not ready
+    ``http_error``    ``unreachable``  any other answer: the server is unwell, not us
+    ``credentials``   ``unreachable``  the context gave no credentials (exec plugin,
+                                       unreadable file): the server was never asked,
+                                       so it did not refuse anything
+    ``proxy``         ``unreachable``  the proxy on the way failed
+    ================  ===============  =================================================
+
+    Only an answer of the cluster itself may be read as "our credential was refused":
+    those failures fire ``FleetClusterCredentialsRejected`` at once, and
+    ``fleetwatch rules --no-failure.count-rejected`` stops counting them toward OFFLINE.
+    """
+    return _CLASSES[reason]
+
+
+_CLASSES: dict[Reason, ReasonClass] = {
+    reason: ReasonClass.CREDENTIALS
+    if reason in (Reason.UNAUTHORIZED, Reason.TLS)
+    else ReasonClass.UNREACHABLE
+    for reason in Reason
+}
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,12 @@ The rules:
   file keeps the cluster's history (same name, same cluster). A cluster whose
   ``kubeconfig_secret_ref`` is not a readable file is *not probeable*: never probed, never
   failing, said once until it becomes probeable again.
-- a probe (:func:`record_probe`): success resets ``consecutive_failures`` and stamps
-  ``last_success``; a failure adds one to both ``consecutive_failures`` and the counter of
-  its reason (``fleetwatch_cluster_probe_failures_total``). Every failure is logged; a
-  success only when it ends a run of failures.
+- a probe (:func:`record_probe`): success resets ``consecutive_failures`` and
+  ``credential_failures`` and stamps ``last_success``; a failure adds one to both
+  ``consecutive_failures`` and the counter of its reason
+  (``fleetwatch_cluster_probe_failures_total``), and to ``credential_failures`` when its
+  reason is of the class ``credentials`` (``exporter.model.reason_class``). Every failure
+  is logged; a success only when it ends a run of failures.
 - checks (:meth:`ClusterTable.set_checks`): a cluster keeps, per check, what the
   exposition keeps of the check's last result (a :class:`Keeper`: its encoding,
   ``exporter.expose.encodings``; opaque here), never the result itself: at fleet scale
@@ -31,7 +33,15 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from discovery.clusters import Cluster, Discovery
-from exporter.model import UNCHANGED, CheckResult, ProbeResult, Reason, Unchanged
+from exporter.model import (
+    UNCHANGED,
+    CheckResult,
+    ProbeResult,
+    Reason,
+    ReasonClass,
+    Unchanged,
+    reason_class,
+)
 
 #: What the exposition keeps of one check result (its :class:`Keeper`'s): stored, never
 #: looked into, by the table.
@@ -75,6 +85,10 @@ class ClusterState:
     #: per check: its last result, kept, also while it shows nothing (for an
     #: ``Unchanged`` to come); usually the same tuple as ``checks``
     kept: tuple[Kept | None, ...] = ()
+    #: of the ``consecutive_failures``, those whose reason is of the class ``credentials``
+    #: (reset by a success): what ``fleetwatch rules --no-failure.count-rejected`` takes
+    #: off the count toward OFFLINE
+    credential_failures: int = 0
 
     # What the exposition reads of a state (``exporter.expose.snapshot.ClusterView``).
     @property
@@ -103,7 +117,7 @@ def record_probe(
             )
         new = ClusterState(
             state.cluster, state.probeable, result, 0, now, state.failures, state.checks, state.kept
-        )
+        )  # credential_failures back to 0 with the rest of the run
         return new, note
     assert result.reason is not None
     failures = dict(state.failures)
@@ -118,6 +132,8 @@ def record_probe(
         tuple(sorted(failures.items())),
         state.checks,
         state.kept,
+        state.credential_failures
+        + (1 if reason_class(result.reason) is ReasonClass.CREDENTIALS else 0),
     )
     # A change of state (it starts failing, or fails for another reason) is said at INFO;
     # the same failure again at DEBUG: one summary line per cycle says how many fail.
@@ -254,6 +270,7 @@ def _with(
         state.failures,
         checks if checks is not None else state.checks,
         kept if kept is not None else state.kept,
+        state.credential_failures,
     )
 
 

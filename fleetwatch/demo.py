@@ -31,7 +31,16 @@ from fleetwatch.demo_stack import Demo, default_state_file
 from fleetwatch.procs import NotReadyError
 from fleetwatch.wiring import HttpStatusError, JsonClient
 
-FAILURE_MODES = ("down", "hang", "frozen", "error", "not_ready", "unauthorized", "wrong_ca")
+FAILURE_MODES = (
+    "down",
+    "hang",
+    "frozen",
+    "error",
+    "not_ready",
+    "unauthorized",
+    "forbidden",
+    "wrong_ca",
+)
 
 
 class Watcher:
@@ -186,6 +195,7 @@ FAILURE_WORDS: dict[str, str] = {
     "error": "answers 500",
     "not_ready": "answers /readyz not ready",
     "unauthorized": "refuses our credentials (401)",
+    "forbidden": "lets our credentials in, RBAC refuses them (403)",
     "wrong_ca": "presents a certificate from another CA",
 }
 

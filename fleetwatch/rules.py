@@ -72,6 +72,7 @@ def settings_from_args(args: argparse.Namespace) -> RuleSettings:
         storm_min_clusters=args.storm_min_clusters,
         exporter_job=args.exporter_job,
         reactor_job=args.reactor_job,
+        count_rejected=args.count_rejected,
     )
 
 
@@ -161,6 +162,14 @@ def add_parsers(subparsers: Any) -> None:
         default=defaults.reactor_job,
         metavar="JOB",
         help="job label of the reactor's scrape config (default %(default)s)",
+    )
+    p.add_argument(
+        "--failure.count-rejected",
+        dest="count_rejected",
+        action=argparse.BooleanOptionalAction,
+        default=defaults.count_rejected,
+        help="count probes refused for credentials (401, 403, TLS verification) toward "
+        "OFFLINE; --no-failure.count-rejected: such a cluster reads UNKNOWN (default: counted)",
     )
     p.add_argument(
         "--format",

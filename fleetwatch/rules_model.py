@@ -44,6 +44,13 @@ class RuleSettings:
     reactor_job: str = "fleetwatch-reactor"
     """Prometheus ``job`` label of the reactor's scrape config (for the reactor alerts)."""
 
+    count_rejected: bool = True
+    """Whether probes refused for credentials (401, 403, TLS verification) count toward
+    OFFLINE. Yes by default, as the guide counts every failed probe: when fleetwatch reads
+    the deployers' own credentials, a refused one stops delivery too. No
+    (``--no-failure.count-rejected``) for teams whose fleetwatch credentials are not their
+    deployers': such a cluster reads UNKNOWN, so nothing is paused or gated."""
+
     def __post_init__(self) -> None:
         if self.failure_threshold < 1:
             raise RulesError(f"failure threshold must be at least 1, got {self.failure_threshold}")

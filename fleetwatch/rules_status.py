@@ -30,6 +30,12 @@ from common.metricnames import (
     EXPORTER_PROBE_INTERVAL,
 )
 from fleetwatch.rules_model import Group, Rule, RuleSettings, indent
+from fleetwatch.rules_reason import (
+    REASON_ANNOTATIONS,
+    counted_failures,
+    credentials_rule,
+    refusals_block_online,
+)
 
 # Several exporters may watch one cluster: two replicas of a shard (two vantage points), or
 # an HA pair of unsharded exporters. Each replica's series carry its `instance`; every status
@@ -78,13 +84,14 @@ def stalled(s: RuleSettings) -> str:
 def status_group(s: RuleSettings) -> Group:
     n = s.failure_threshold
     online, offline = STATUS_CODES[Status.ONLINE], STATUS_CODES[Status.OFFLINE]
-    failures = CLUSTER_PROBE_CONSECUTIVE_FAILURES
+    failures = counted_failures(s)
     replica_code = (
         f"{CLUSTER_PROBEABLE}\n"
         "* (\n"
         f"      2 * ({failures} >= bool {n})\n"
         f"    +     ({failures} <  bool {n})\n"
         f"        * ({CLUSTER_PROBE_LAST_SUCCESS} > bool 0)\n"
+        f"{refusals_block_online(s)}"
         "  )\n"
         "unless on (job, instance) (\n" + indent(stalled(s), "  ") + ")\n"
     )
@@ -114,6 +121,14 @@ def status_group(s: RuleSettings) -> Group:
         else f"{s.storm_fraction:.2%}"
     )
     cluster = "{{ $labels.cluster }}"
+    counted = f"min by (cluster) ({failures})" if not s.count_rejected else _FAILURES
+    refusals = (
+        " Probes refused for credentials (401, 403, TLS verification) are not counted "
+        "(fleetwatch rules --no-failure.count-rejected): FleetClusterCredentialsRejected "
+        "tells of them."
+        if not s.count_rejected
+        else ""
+    )
     return Group(
         name="fleetwatch-status",
         why=(
@@ -131,6 +146,13 @@ def status_group(s: RuleSettings) -> Group:
                     "once, fewer than N failures since. UNKNOWN: everything else, including a\n"
                     "replica that has not probed yet and unprobeable clusters (never OFFLINE).\n"
                     "A stalled replica (no cycle ended for 3 intervals) has no opinion at all."
+                    + (
+                        "\nRefusals (401, 403, TLS verification) are not counted: they are taken\n"
+                        "off the failures, and one since the last success keeps the replica\n"
+                        "from ONLINE (UNKNOWN: the cluster answers, not to us)."
+                        if not s.count_rejected
+                        else ""
+                    )
                 ),
                 body={"record": REPLICA_STATUS_RECORD, "expr": replica_code},
             ),
@@ -226,7 +248,9 @@ def status_group(s: RuleSettings) -> Group:
                             "degrade apps, raise CLUSTER_HEALTH_FAILURE_THRESHOLD and re-render "
                             "the rules (fleetwatch rules --failure.threshold). For planned "
                             "maintenance, silence this alert for the cluster to avoid the cascade."
+                            + refusals
                         ),
+                        **REASON_ANNOTATIONS,
                     },
                 },
             ),
@@ -249,6 +273,7 @@ def status_group(s: RuleSettings) -> Group:
                             f"last probe, or fewer than {n} probes in a row failed since it did. "
                             "Route it to the reactor only; nothing to do for people."
                         ),
+                        **REASON_ANNOTATIONS,
                     },
                 },
             ),
@@ -262,7 +287,7 @@ def status_group(s: RuleSettings) -> Group:
                 body={
                     "alert": PROBE_FAILING_ALERT,
                     "expr": (
-                        f"{_FAILURES} >= 1\n"
+                        f"{counted} >= 1\n"
                         f"and on (cluster) {_PROBEABLE} == 1\n"
                         f"unless on (cluster) {STATUS_CODE_RECORD} == {offline}\n"
                     ),
@@ -279,11 +304,13 @@ def status_group(s: RuleSettings) -> Group:
                             "failures in a row. Check the reason in "
                             f"{CLUSTER_PROBE_FAILURES}"
                             f'{{cluster="{cluster}"}} and the API server\'s own health (etcd, '
-                            "load balancer, certificates)."
+                            "load balancer, certificates)." + refusals
                         ),
+                        **REASON_ANNOTATIONS,
                     },
                 },
             ),
+            credentials_rule(s, stalled(s)),
             Rule(
                 why=(
                     "Not probeable: stays UNKNOWN forever, so it is never gated nor cascaded.\n"

@@ -8,6 +8,7 @@ family with HELP and TYPE, label values escaped (``\\``, ``"``, newline). Sample
     # TYPE fleetwatch_cluster_probe_success gauge
     fleetwatch_cluster_probe_success{cluster="prod-eu"} 1
     fleetwatch_cluster_probe_failures_total{cluster="prod-us",reason="timeout"} 3
+    fleetwatch_cluster_probe_last_failure_reason{cluster="x",reason="tls",class="credentials"} 1
 
 Only the gzipped bodies are kept (``exporter.expose.gzipped.Body``): the text of a large
 fleet is about twenty times its gzip. The text is streamed into the compressors a batch
@@ -34,9 +35,11 @@ from typing import TypeVar
 
 from common.metricnames import (
     CLUSTER_INFO,
+    CLUSTER_PROBE_CONSECUTIVE_CREDENTIAL_FAILURES,
     CLUSTER_PROBE_CONSECUTIVE_FAILURES,
     CLUSTER_PROBE_DURATION,
     CLUSTER_PROBE_FAILURES,
+    CLUSTER_PROBE_LAST_FAILURE_REASON,
     CLUSTER_PROBE_LAST_SUCCESS,
     CLUSTER_PROBE_SUCCESS,
     CLUSTER_PROBEABLE,
@@ -63,7 +66,7 @@ from exporter.expose.textformat import (
     escape_label,
     fmt,
 )
-from exporter.model import MetricFamily
+from exporter.model import MetricFamily, reason_class
 from exporter.state import Kept
 
 __all__ = [
@@ -132,6 +135,17 @@ CLUSTER_FAMILIES: tuple[tuple[str, str, str], ...] = (
         "counter",
         "Failed probes by reason (timeout, connect, tls, unauthorized, not_ready, http_error, "
         "credentials, proxy) since the exporter started.",
+    ),
+    (
+        CLUSTER_PROBE_LAST_FAILURE_REASON,
+        "gauge",
+        "1 while the last probe failed, with its reason and class (credentials: refused, "
+        "401/403, or TLS verification failed; unreachable: the rest); absent after a success.",
+    ),
+    (
+        CLUSTER_PROBE_CONSECUTIVE_CREDENTIAL_FAILURES,
+        "gauge",
+        "Of the probes failed in a row, those of the class credentials; reset to 0 by a success.",
     ),
 )
 
@@ -222,7 +236,8 @@ def _cluster_text(clusters: Sequence[ClusterView]) -> Iterator[bytes]:
     # The label set of each cluster, escaped once and reused by every family.
     keys = [f'cluster="{escape_label(v.cluster.name)}"' for v in clusters]
     pairs = list(zip(keys, clusters, strict=True))
-    info, probeable_, success, duration, consecutive, last_success, failures = CLUSTER_FAMILIES
+    info, probeable_, success, duration, consecutive, last_success, failures = CLUSTER_FAMILIES[:7]
+    last_reason, credential = CLUSTER_FAMILIES[7:]
 
     yield _header(*info)
     yield from _joined(
@@ -259,6 +274,20 @@ def _cluster_text(clusters: Sequence[ClusterView]) -> Iterator[bytes]:
         f'{CLUSTER_PROBE_FAILURES}{{{k},reason="{reason.value}"}} {count}\n'
         for k, v in pairs
         for reason, count in v.failures
+    )
+    # One series per failing cluster: a new reason replaces the old series, never adds one.
+    yield _header(*last_reason)
+    yield from _joined(
+        f'{CLUSTER_PROBE_LAST_FAILURE_REASON}{{{k},reason="{last.reason.value}",'
+        f'class="{reason_class(last.reason).value}"}} 1\n'
+        for k, last in probed
+        if last.reason is not None
+    )
+    yield _header(*credential)
+    yield from _joined(
+        f"{CLUSTER_PROBE_CONSECUTIVE_CREDENTIAL_FAILURES}{{{k}}} {v.credential_failures}\n"
+        for k, v in pairs
+        if v.probeable
     )
 
 

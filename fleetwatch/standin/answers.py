@@ -46,6 +46,7 @@ _REASONS = {
     200: b"OK",
     400: b"Bad Request",
     401: b"Unauthorized",
+    403: b"Forbidden",
     404: b"Not Found",
     405: b"Method Not Allowed",
     500: b"Internal Server Error",
@@ -190,6 +191,16 @@ _VERSION = _answer(200, _JSON_UTF8, json.dumps(responses.VERSION).encode())
 
 
 @functools.lru_cache(maxsize=64)
+def _forbidden(path: str) -> PreparedAnswer:
+    body = responses.forbidden(_STANDIN_USER, "get", path[:200]).encode()
+    return _answer(403, _JSON_UTF8, body)
+
+
+#: Who the stand-in says a refused client is (it does not map credentials to users).
+_STANDIN_USER = "system:serviceaccount:fleetwatch:exporter"
+
+
+@functools.lru_cache(maxsize=64)
 def _health(endpoint: str, verbose: bool, failing: frozenset[str]) -> PreparedAnswer:
     status, body = responses.health_body(endpoint, verbose, failing)
     return _answer(status, _TEXT, body.encode(), _NOSNIFF)
@@ -251,6 +262,8 @@ def respond(
     if head.method not in (b"GET", b"HEAD"):
         return _NOT_ALLOWED
     path, query = _split_target(head.target)
+    if mode is Mode.FORBIDDEN:  # authenticated, and RBAC grants this user nothing
+        return _forbidden(path)
     endpoint = path.strip("/")
     if endpoint in responses.CHECKS:
         failing = (

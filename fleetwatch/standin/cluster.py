@@ -23,6 +23,8 @@ class Mode(StrEnum):
     ERROR = "error"
     NOT_READY = "not_ready"
     UNAUTHORIZED = "unauthorized"
+    #: authenticated, then refused by authorization (RBAC): 403 for every path
+    FORBIDDEN = "forbidden"
     WRONG_CA = "wrong_ca"
 
 

@@ -104,4 +104,11 @@ def status_json(code: int, reason: str, message: str, details: bool = True) -> s
 
 #: The authentication filter's answer carries no ``details``.
 UNAUTHORIZED = status_json(401, "Unauthorized", "Unauthorized", details=False)
+
+
+def forbidden(user: str, verb: str, path: str) -> str:
+    """The authorization filter's refusal of a path that is not a resource (``/readyz``)."""
+    return status_json(403, "Forbidden", f'forbidden: User "{user}" cannot {verb} path "{path}"')
+
+
 NOT_FOUND = status_json(404, "NotFound", "the server could not find the requested resource")

@@ -145,6 +145,10 @@ def test_fleet_overview_table_has_one_row_per_cluster(live: LiveStack) -> None:
     assert rows[DOWN]["A"] == 2.0 and rows[DOWN]["C"] >= 2
     assert "B" not in rows[DOWN], "never succeeded: no 'since last success'"
     assert 0 <= rows["alpha"]["B"] < 10 and rows["alpha"]["C"] == 0
+    # The last failure's reason and class: the down cluster's only (alpha answers again).
+    [reasons] = [q for q in t["targets"] if q["refId"] == "F"]
+    [failing] = run_target(live, reasons, {"cluster": ".*"})
+    assert failing["metric"] == {"cluster": DOWN, "reason": "http_error", "class": "unreachable"}
 
 
 def test_cluster_detail_of_the_down_cluster(live: LiveStack) -> None:

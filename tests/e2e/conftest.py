@@ -32,8 +32,15 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedFleet]:
 def make_loop(tmp_path: Path, fleet: ThreadedFleet) -> Iterator[Callable[..., Loop]]:
     loops: list[Loop] = []
 
-    def make(clusters: list[str], threshold: int = 2, repeat_interval: str = "1m") -> Loop:
-        loop = Loop(tmp_path / f"loop{len(loops)}", fleet, threshold, repeat_interval)
+    def make(
+        clusters: list[str],
+        threshold: int = 2,
+        repeat_interval: str = "1m",
+        count_rejected: bool = True,
+    ) -> Loop:
+        loop = Loop(
+            tmp_path / f"loop{len(loops)}", fleet, threshold, repeat_interval, count_rejected
+        )
         loops.append(loop)
         return loop.start(clusters)
 

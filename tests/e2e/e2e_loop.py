@@ -140,11 +140,18 @@ class Loop:
     """One test's fleetwatch: start with ``start(clusters)``, always ``stop()``."""
 
     def __init__(
-        self, root: Path, fleet: ThreadedFleet, threshold: int = 2, repeat_interval: str = "1m"
+        self,
+        root: Path,
+        fleet: ThreadedFleet,
+        threshold: int = 2,
+        repeat_interval: str = "1m",
+        count_rejected: bool = True,
     ) -> None:
         self.root = root
         self.fleet = fleet
         self.threshold = threshold
+        #: ``fleetwatch rules --[no-]failure.count-rejected``
+        self.count_rejected = count_rejected
         self.repeat_interval = repeat_interval
         self.token = secrets.token_urlsafe(24)
         self.token_file = root / "token"
@@ -179,7 +186,11 @@ class Loop:
         self.fleet.write_kubeconfig(self.kubeconfig, clusters)
         rules = wiring.render_rules_file(
             self.root / "rules.yml",
-            RuleSettings(failure_threshold=self.threshold, probe_interval=INTERVAL),
+            RuleSettings(
+                failure_threshold=self.threshold,
+                probe_interval=INTERVAL,
+                count_rejected=self.count_rejected,
+            ),
         )
         self.start_reactor()
         self.proxy = FlakyProxy(self.reactor.base)

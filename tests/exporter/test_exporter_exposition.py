@@ -115,11 +115,60 @@ def tables(case: Case) -> tuple[Snapshot, before.Snapshot]:
     return snap, old
 
 
+#: The class of each reason, written out here (not read from ``exporter.model``): the
+#: contract's table, DESIGN "Statuses".
+CLASS_OF = {
+    Reason.UNAUTHORIZED: "credentials",
+    Reason.TLS: "credentials",
+    Reason.TIMEOUT: "unreachable",
+    Reason.CONNECT: "unreachable",
+    Reason.NOT_READY: "unreachable",
+    Reason.HTTP_ERROR: "unreachable",
+    Reason.CREDENTIALS: "unreachable",
+    Reason.PROXY: "unreachable",
+}
+
+
+def last_reason_families(snap: Snapshot) -> str:
+    """The families added after the reference, from the probes as the table kept them:
+    the last failure's reason and class, and the credential failures of the run."""
+
+    def key(name: str) -> str:
+        return name.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+    reasons = "".join(
+        f'fleetwatch_cluster_probe_last_failure_reason{{cluster="{key(v.cluster.name)}",'
+        f'reason="{v.last.reason.value}",class="{CLASS_OF[v.last.reason]}"}} 1\n'
+        for v in snap.clusters
+        if v.last is not None and v.last.reason is not None
+    )
+    credential = "".join(
+        f'fleetwatch_cluster_probe_consecutive_credential_failures{{cluster="{key(v.cluster.name)}"}}'
+        f" {v.credential_failures}\n"
+        for v in snap.clusters
+        if v.probeable
+    )
+    return (
+        "# HELP fleetwatch_cluster_probe_last_failure_reason 1 while the last probe failed, "
+        "with its reason and class (credentials: refused, 401/403, or TLS verification failed; "
+        "unreachable: the rest); absent after a success.\n"
+        "# TYPE fleetwatch_cluster_probe_last_failure_reason gauge\n"
+        + reasons
+        + "# HELP fleetwatch_cluster_probe_consecutive_credential_failures Of the probes failed "
+        "in a row, those of the class credentials; reset to 0 by a success.\n"
+        "# TYPE fleetwatch_cluster_probe_consecutive_credential_failures gauge\n" + credential
+    )
+
+
 def before_metrics(old: before.Snapshot, snap: Snapshot) -> bytes:
     """The reference's ``/metrics``, with what was added since, where it was added: the
     shards' view of the fleet (``fleetwatch_exporter_shards`` and
-    ``fleetwatch_exporter_fleet_clusters``) after ``fleetwatch_exporter_shard``."""
+    ``fleetwatch_exporter_fleet_clusters``) after ``fleetwatch_exporter_shard``, and the
+    last failure's reason (:func:`last_reason_families`) after the failures by reason."""
     text = before.render_metrics(old).decode()
+    failures = "# TYPE fleetwatch_cluster_probe_failures_total counter\n"
+    after = text.index("# HELP ", text.index(failures))
+    text = text[:after] + last_reason_families(snap) + text[after:]
     shard_line = f'fleetwatch_exporter_shard{{index="{old.shard[0]}",count="{old.shard[1]}"}} 1\n'
     added = (
         "# HELP fleetwatch_exporter_shards Shards the fleet is split into (--shard.count; "

@@ -263,6 +263,8 @@ DOCUMENTED_FAMILIES = [
     ("fleetwatch_cluster_probe_consecutive_failures", "gauge"),
     ("fleetwatch_cluster_probe_last_success_timestamp_seconds", "gauge"),
     ("fleetwatch_cluster_probe_failures", "counter"),
+    ("fleetwatch_cluster_probe_last_failure_reason", "gauge"),
+    ("fleetwatch_cluster_probe_consecutive_credential_failures", "gauge"),
     ("fleetwatch_exporter_clusters_discovered", "gauge"),
     ("fleetwatch_exporter_discovery_errors", "counter"),
     ("fleetwatch_exporter_cycle_duration_seconds", "gauge"),

@@ -51,6 +51,7 @@ from fleetwatch.rules_reactor import (
     REACTOR_REPLICA_DOWN_ALERT,
     RECONCILE_ALERT,
 )
+from fleetwatch.rules_reason import REASON_ANNOTATIONS
 
 JOB = 'job="fleetwatch-exporter", instance="127.0.0.1:9713"'
 
@@ -69,15 +70,21 @@ def expected(
     alert: str,
     labels: dict[str, str],
     value: float | None = None,
+    reasons: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """One expected alert: its labels and its annotations as Prometheus renders them.
 
     The annotation templates use only ``$labels.<name>``, ``$value`` and
     ``$value | humanizePercentage``; ``test_annotations_use_known_templates`` holds them to it.
+    The reason annotations (``fleetwatch.rules_reason``) are ``reasons``, empty by default
+    (no replica's last probe failed).
     """
     body = _alert_bodies(settings)[alert]
     rendered: dict[str, str] = {}
     for key, text in body.get("annotations", {}).items():
+        if key in REASON_ANNOTATIONS:
+            rendered[key] = (reasons or {}).get(key, "")
+            continue
         for name, label_value in labels.items():
             text = text.replace(f"{{{{ $labels.{name} }}}}", label_value)
         if value is not None:
@@ -100,8 +107,11 @@ def _cluster_series(
     last_success: Sequence[int | str] | None = None,
     probeable: int = 1,
     instance: str = "127.0.0.1:9713",
+    credential: Sequence[int | str] | None = None,
 ) -> list[dict[str, str]]:
     """The exporter's gauges for one cluster over len(failures) minutes.
+
+    ``credential``: of the failures, the refusals (default none).
 
     A ``"stale"`` in ``failures`` is a staleness marker in every gauge: the replica
     stopped being scraped there (killed); values after it are a restarted replica.
@@ -133,6 +143,14 @@ def _cluster_series(
         {
             "series": f"fleetwatch_cluster_probe_last_success_timestamp_seconds{{{labels}}}",
             "values": _values(list(last_success)),
+        },
+        {
+            "series": f"fleetwatch_cluster_probe_consecutive_credential_failures{{{labels}}}",
+            "values": _values(
+                list(credential)
+                if credential is not None
+                else ["stale" if f == "stale" else 0 for f in failures]
+            ),
         },
     ]
 

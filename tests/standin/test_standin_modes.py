@@ -268,3 +268,21 @@ async def test_frozen_accepts_tcp_but_never_answers_the_handshake(
     await fleet.set_mode("stopped", "ok")
     assert (await get(session, cluster.url + "/readyz", cert_ctx))[0] == 200
     assert cluster.requests == 1
+
+
+async def test_forbidden_mode_authenticates_then_refuses_every_path(
+    fleet: StandinFleet,
+    session: aiohttp.ClientSession,
+    cert_ctx: ssl.SSLContext,
+    ca_ctx: ssl.SSLContext,
+) -> None:
+    cluster = await fleet.add_cluster("c", mode="forbidden")
+    status, _, body = await get(session, cluster.url + "/readyz?verbose", cert_ctx, cluster.token)
+    answer = json.loads(body)
+    assert (status, answer["reason"], answer["code"]) == (403, "Forbidden", 403)
+    assert answer["message"].endswith('cannot get path "/readyz"')
+    # Authentication comes first: a wrong token is still 401, not 403.
+    assert (await get(session, cluster.url + "/readyz", ca_ctx, "wrong"))[0] == 401
+    assert (await get(session, cluster.url + "/version", ca_ctx, cluster.token))[0] == 403
+    await fleet.set_mode("c", "ok")
+    assert (await get(session, cluster.url + "/readyz", cert_ctx, cluster.token))[0] == 200

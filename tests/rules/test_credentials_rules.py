@@ -1,0 +1,90 @@
+"""Refused credentials in the rules: FleetClusterCredentialsRejected and whether they count.
+
+The promtool unit tests (``alerts/tests/credentials.test.yml``, built by
+``credentials_promtool.py``) run for both settings of ``--failure.count-rejected`` and
+several thresholds; the status cases of ``rules_promtool.py`` (no refusals in them) must
+hold unchanged when refusals are not counted.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+import rules_promtool
+from credentials_promtool import SHIPPED_RULE_FILE, render_test_file
+
+from fleetwatch.cli import main
+from fleetwatch.rules import RuleSettings, render_rules
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED_TESTS = ROOT / "alerts" / "tests" / "credentials.test.yml"
+
+
+def _promtool(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["promtool", *args], capture_output=True, text=True, cwd=cwd, timeout=60, check=False
+    )
+
+
+def _run(tmp_path: Path, rules: RuleSettings, tests: str) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "rules.yml").write_text(render_rules(rules))
+    (tmp_path / "test.yml").write_text(tests)
+    check = _promtool("check", "rules", "rules.yml", cwd=tmp_path)
+    assert check.returncode == 0, check.stdout + check.stderr
+    return _promtool("test", "rules", "test.yml", cwd=tmp_path)
+
+
+def test_shipped_unit_tests_equal_generated() -> None:
+    assert SHIPPED_TESTS.read_text() == render_test_file(RuleSettings(), SHIPPED_RULE_FILE), (
+        "alerts/tests/credentials.test.yml is stale: run `.venv/bin/python "
+        "tests/rules/credentials_promtool.py > alerts/tests/credentials.test.yml`"
+    )
+
+
+def test_promtool_unit_tests_of_the_shipped_rules_pass() -> None:
+    result = _promtool("test", "rules", SHIPPED_TESTS.name, cwd=SHIPPED_TESTS.parent)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("threshold", [1, 2, 3])
+@pytest.mark.parametrize("count_rejected", [True, False], ids=["counted", "not-counted"])
+def test_refusals_alert_at_once_and_count_only_when_told(
+    tmp_path: Path, threshold: int, count_rejected: bool
+) -> None:
+    settings = RuleSettings(failure_threshold=threshold, count_rejected=count_rejected)
+    result = _run(tmp_path, settings, render_test_file(settings, "rules.yml"))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("rules_count", [True, False], ids=["counted", "not-counted"])
+def test_the_unit_tests_tell_the_two_settings_apart(tmp_path: Path, rules_count: bool) -> None:
+    """Rules of one setting fail the cases of the other: the cases can fail."""
+    expected = RuleSettings(count_rejected=not rules_count)
+    result = _run(
+        tmp_path, RuleSettings(count_rejected=rules_count), render_test_file(expected, "rules.yml")
+    )
+    assert result.returncode != 0
+    assert "FAILED" in result.stdout + result.stderr
+
+
+def test_the_status_cases_hold_when_refusals_are_not_counted(tmp_path: Path) -> None:
+    """Without refusals, not counting them changes no status, alert or annotation text
+    but the sentence that says they are not counted."""
+    settings = RuleSettings(count_rejected=False)
+    result = _run(tmp_path, settings, rules_promtool.render_test_file(settings, "rules.yml"))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_flag_chooses_the_setting(capsys: pytest.CaptureFixture[str]) -> None:
+    outputs = {}
+    for args in ([], ["--failure.count-rejected"], ["--no-failure.count-rejected"]):
+        assert main(["rules", *args]) == 0
+        outputs[tuple(args)] = capsys.readouterr().out
+    assert outputs[()] == outputs[("--failure.count-rejected",)] == render_rules(RuleSettings())
+    not_counted = outputs[("--no-failure.count-rejected",)]
+    assert not_counted == render_rules(RuleSettings(count_rejected=False))
+    credential = "fleetwatch_cluster_probe_consecutive_credential_failures"
+    assert credential not in outputs[()] and credential in not_counted
+    assert "FleetClusterCredentialsRejected" in outputs[()]
