@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RUNBOOKS = ROOT / "docs" / "runbooks.md"
 SHIPPED_RULES = ROOT / "alerts" / "fleetwatch.rules.yml"
 
+
 def _alerts(rules_text: str) -> list[dict[str, object]]:
     return [r for g in yaml.safe_load(rules_text)["groups"] for r in g["rules"] if "alert" in r]
 
