@@ -23,6 +23,7 @@ from typing import Any
 from common.flags import add_old_spelling
 from fleetwatch.rules_model import Group, Rule, RulesError, RuleSettings, prom_duration
 from fleetwatch.rules_render import (
+    controlplane_groups,
     groups,
     render_groups_text,
     render_prometheusrule,
@@ -37,6 +38,7 @@ __all__ = [
     "RuleSettings",
     "RulesError",
     "add_parsers",
+    "controlplane_groups",
     "groups",
     "prom_duration",
     "render_groups_text",
@@ -73,6 +75,7 @@ def settings_from_args(args: argparse.Namespace) -> RuleSettings:
         exporter_job=args.exporter_job,
         reactor_job=args.reactor_job,
         count_rejected=args.count_rejected,
+        runbook_base_url=args.runbook_base_url,
     )
 
 
@@ -170,6 +173,14 @@ def add_parsers(subparsers: Any) -> None:
         default=defaults.count_rejected,
         help="count probes refused for credentials (401, 403, TLS verification) toward "
         "OFFLINE; --no-failure.count-rejected: such a cluster reads UNKNOWN (default: counted)",
+    )
+    p.add_argument(
+        "--runbook.base-url",
+        dest="runbook_base_url",
+        default=defaults.runbook_base_url,
+        metavar="URL",
+        help="absolute URL of the runbooks page where your team publishes docs/runbooks.md; "
+        "each alert's runbook_url is URL#<alert name in lower case> (default %(default)s)",
     )
     p.add_argument(
         "--format",

@@ -11,10 +11,17 @@ build the groups,
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from common.contract import STORM_FRACTION, STORM_MIN_CLUSTERS
+
+#: Where the runbooks are read when nobody says otherwise: docs/runbooks.md as the project's
+#: repository shows it. A team that publishes its own copy (a wiki, an internal Git host)
+#: renders the rules with ``--runbook.base-url`` pointing there.
+RUNBOOK_BASE_URL = "https://github.com/fleetwatch/fleetwatch/blob/main/docs/runbooks.md"
 
 
 class RulesError(ValueError):
@@ -51,6 +58,11 @@ class RuleSettings:
     (``--no-failure.count-rejected``) for teams whose fleetwatch credentials are not their
     deployers': such a cluster reads UNKNOWN, so nothing is paused or gated."""
 
+    runbook_base_url: str = RUNBOOK_BASE_URL
+    """Absolute URL of the runbooks page; every alert's ``runbook_url`` is it plus ``#``
+    and the alert's section. Absolute, because Alertmanager and Grafana show it as a link
+    far from any checkout."""
+
     def __post_init__(self) -> None:
         if self.failure_threshold < 1:
             raise RulesError(f"failure threshold must be at least 1, got {self.failure_threshold}")
@@ -68,6 +80,7 @@ class RuleSettings:
             raise RulesError(f"exporter job must be a plain job name, got {self.exporter_job!r}")
         if not self.reactor_job or '"' in self.reactor_job or "\\" in self.reactor_job:
             raise RulesError(f"reactor job must be a plain job name, got {self.reactor_job!r}")
+        _check_base_url(self.runbook_base_url)
 
     @property
     def hold(self) -> str:
@@ -79,6 +92,33 @@ class RuleSettings:
         """Human words for the grace period, used in descriptions."""
         about = prom_duration(self.failure_threshold * self.probe_interval)
         return f"{self.failure_threshold} probes, about {about}"
+
+
+def _check_base_url(url: str) -> None:
+    """An absolute http(s) URL without a fragment (ours is added) or template braces
+    (annotations are Go templates: ``{{`` would be executed)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise RulesError(f"runbook base URL must be an absolute http(s) URL, got {url!r}")
+    if "#" in url or "{{" in url or "}}" in url or re.search(r"[\s\x00-\x1f\x7f]", url):
+        raise RulesError(
+            f"runbook base URL must have no fragment, template braces or spaces, got {url!r}"
+        )
+
+
+def runbook_anchor(alert: str) -> str:
+    """The anchor GitHub gives the heading ``## <alert>`` in docs/runbooks.md.
+
+    GitHub lowercases a heading, drops what is not a letter, digit, space, ``-`` or ``_``,
+    and turns spaces into ``-``; an alert name is letters and digits, so its anchor is the
+    name in lower case.
+    """
+    return re.sub(r"[^a-z0-9 _-]", "", alert.lower()).replace(" ", "-")
+
+
+def runbook_url(alert: str, settings: RuleSettings) -> str:
+    """The ``runbook_url`` annotation of ``alert``."""
+    return f"{settings.runbook_base_url}#{runbook_anchor(alert)}"
 
 
 def prom_duration(seconds: float) -> str:

@@ -16,14 +16,15 @@ from fleetwatch import rules_controlplane
 from fleetwatch.rules_cd import cd_group
 from fleetwatch.rules_discovery import discovery_group
 from fleetwatch.rules_exporter import exporter_group
-from fleetwatch.rules_model import Group, RuleSettings, indent
+from fleetwatch.rules_model import Group, Rule, RuleSettings, indent, runbook_url
 from fleetwatch.rules_reactor import reactor_group
 from fleetwatch.rules_sharding import sharding_group
 from fleetwatch.rules_status import status_group
 
 
 def groups(settings: RuleSettings) -> list[Group]:
-    return [
+    """Our groups as they are rendered: every alert with its ``runbook_url``."""
+    built = [
         status_group(settings),
         exporter_group(settings),
         discovery_group(),
@@ -31,6 +32,34 @@ def groups(settings: RuleSettings) -> list[Group]:
         cd_group(),
         reactor_group(settings),
     ]
+    return [
+        Group(g.name, g.why, tuple(Rule(r.why, with_runbook(r.body, settings)) for r in g.rules))
+        for g in built
+    ]
+
+
+def controlplane_groups(settings: RuleSettings) -> list[dict[str, Any]]:
+    """The etcd and control-plane groups as they are rendered (with ``runbook_url``)."""
+    return [
+        {**g, "rules": [with_runbook(r, settings) for r in g["rules"]]}
+        for g in rules_controlplane.rule_groups()
+    ]
+
+
+def with_runbook(body: dict[str, Any], settings: RuleSettings) -> dict[str, Any]:
+    """An alerting rule with ``runbook_url`` last among its annotations.
+
+    The one place the link is made: each alert's definition says what it means, and its
+    section of docs/runbooks.md (named after the alert) what to do; a test holds every
+    link to an existing section. A recording rule is left as it is.
+    """
+    if "alert" not in body:
+        return body
+    annotations = {
+        **body.get("annotations", {}),
+        "runbook_url": runbook_url(body["alert"], settings),
+    }
+    return {**body, "annotations": annotations}
 
 
 class _Dumper(yaml.SafeDumper):
@@ -85,7 +114,7 @@ def render_groups_text(settings: RuleSettings, alert_labels: Mapping[str, str] =
         out.append("\n")
     extra = [
         {**g, "rules": [_with_labels(r, alert_labels) for r in g["rules"]]}
-        for g in rules_controlplane.rule_groups()
+        for g in controlplane_groups(settings)
     ]
     if extra:
         out.append(
@@ -103,7 +132,8 @@ def _header(settings: RuleSettings) -> str:
         f"--storm.fraction {settings.storm_fraction:g} "
         f"--storm.min-clusters {settings.storm_min_clusters} "
         f"--exporter.job {settings.exporter_job} "
-        f"--reactor.job {settings.reactor_job}`.\n"
+        f"--reactor.job {settings.reactor_job} "
+        f"--runbook.base-url {settings.runbook_base_url}`.\n"
         "# Do not edit by hand: change fleetwatch/rules.py (or render other values) instead.\n"
     )
 

@@ -23,14 +23,19 @@ import yaml
 
 from exporter.controlplane.quorum import EtcdReport, QuorumState
 from exporter.controlplane.report import ControlPlaneReport, report_samples
-from fleetwatch.rules_controlplane import rule_groups
+from fleetwatch.rules import RuleSettings, controlplane_groups
 
 RULE_FILE = "../fleetwatch.rules.yml"
 EXPORTER = {"job": "fleetwatch-exporter", "instance": "127.0.0.1:9713"}
 
 
 def _rules() -> dict[str, dict[str, Any]]:
-    return {r["alert"]: r for g in rule_groups() for r in g["rules"] if "alert" in r}
+    return {
+        r["alert"]: r
+        for g in controlplane_groups(RuleSettings())
+        for r in g["rules"]
+        if "alert" in r
+    }
 
 
 def _fmt_value(value: float) -> str:

@@ -143,31 +143,35 @@ def _receiver(receiver: Obj, prefix: str, secrets: Path) -> Obj:
     return out
 
 
-def alertmanager_config(amc: Obj, secrets: Path) -> Obj:
+def alertmanager_config(amc: Obj, secrets: Path, strategy: str = "OnNamespace") -> Obj:
     """An Alertmanager configuration holding ``amc`` as the operator would add it.
 
     The main configuration is the smallest one (a ``null`` root receiver, as in
     kube-prometheus-stack); Secret references become files under ``secrets/<name>/<key>``.
+    ``strategy`` is the Alertmanager resource's ``alertmanagerConfigMatcherStrategy``:
+    ``OnNamespace`` (the default) adds the ``namespace`` matchers, ``None`` adds none.
     """
     namespace = amc["metadata"]["namespace"]
+    enforced = [f'namespace="{namespace}"'] if strategy == "OnNamespace" else []
     prefix = f"{namespace}/{amc['metadata']['name']}/"
     spec = amc["spec"]
-    child = _route(spec["route"], prefix)
-    child["matchers"].append(f'namespace="{namespace}"')
-    child["continue"] = True
+    routes = []
+    if "route" in spec:
+        child = _route(spec["route"], prefix)
+        child["matchers"].extend(enforced)
+        child["continue"] = True
+        routes.append(child)
     inhibit = []
     for rule in spec.get("inhibitRules", []):
         converted: Obj = {
-            "source_matchers": [_matcher(m) for m in rule.get("sourceMatch", [])]
-            + [f'namespace="{namespace}"'],
-            "target_matchers": [_matcher(m) for m in rule.get("targetMatch", [])]
-            + [f'namespace="{namespace}"'],
+            "source_matchers": [_matcher(m) for m in rule.get("sourceMatch", [])] + enforced,
+            "target_matchers": [_matcher(m) for m in rule.get("targetMatch", [])] + enforced,
         }
         if rule.get("equal"):
             converted["equal"] = rule["equal"]
         inhibit.append(converted)
     return {
-        "route": {"receiver": "null", "routes": [child]},
+        "route": {"receiver": "null", "routes": routes},
         "receivers": [
             {"name": "null"},
             *(_receiver(r, prefix, secrets) for r in spec.get("receivers", [])),

@@ -20,8 +20,8 @@ from typing import Any
 import yaml
 
 from common.metricnames import EXPORTER_FLEET_CLUSTERS, EXPORTER_SHARD, EXPORTER_SHARDS
-from fleetwatch.rules import RuleSettings
-from fleetwatch.rules_sharding import FLEET_SIZE_MIN_FOR_S, SHARDING_ALERT, sharding_group
+from fleetwatch.rules import RuleSettings, groups
+from fleetwatch.rules_sharding import FLEET_SIZE_MIN_FOR_S, SHARDING_ALERT
 
 JOB = "fleetwatch-exporter"
 MINUTES = 30
@@ -75,7 +75,10 @@ def series(exporters: list[Exporter]) -> list[dict[str, str]]:
 def _alert(settings: RuleSettings, mismatch: str, value: float) -> dict[str, Any]:
     """The alert as Prometheus renders it (its templates use ``$labels.job`` and ``$value``)."""
     (body,) = [
-        r.body for r in sharding_group(settings).rules if r.body["labels"]["mismatch"] == mismatch
+        r.body
+        for g in groups(settings)  # as rendered: with its runbook_url
+        for r in g.rules
+        if r.body.get("alert") == SHARDING_ALERT and r.body["labels"]["mismatch"] == mismatch
     ]
     return {
         "exp_labels": {"job": JOB, **body["labels"]},

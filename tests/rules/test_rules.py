@@ -190,8 +190,10 @@ def test_status_alerts_have_the_contract_labels() -> None:
 def test_control_plane_groups_are_appended(monkeypatch: pytest.MonkeyPatch) -> None:
     extra = [{"name": "fleetwatch-etcd", "rules": [{"alert": "X", "expr": "vector(1)\n"}]}]
     monkeypatch.setattr(rules_controlplane, "rule_groups", lambda: extra)
-    loaded = yaml.safe_load(render_rules(RuleSettings()))
-    assert loaded["groups"][-1] == extra[0]
+    loaded = yaml.safe_load(render_rules(RuleSettings(runbook_base_url="https://wiki.example/rb")))
+    # Appended as they are, each alert given its runbook link like ours.
+    x = {**extra[0]["rules"][0], "annotations": {"runbook_url": "https://wiki.example/rb#x"}}
+    assert loaded["groups"][-1] == {**extra[0], "rules": [x]}
     assert [g["name"] for g in loaded["groups"]][:2] == ["fleetwatch-status", "fleetwatch-exporter"]
 
 
@@ -239,6 +241,21 @@ def test_flags_win_over_the_environment() -> None:
         (["--storm.fraction", "0"], {}, "storm fraction must be in (0, 1], got 0.0"),
         (["--storm.min-clusters", "1"], {}, "storm minimum fleet size must be at least 2, got 1"),
         (["--exporter.job", 'a"b'], {}, "exporter job must be a plain job name"),
+        (
+            ["--runbook.base-url", "docs/runbooks.md"],
+            {},
+            "runbook base URL must be an absolute http(s) URL, got 'docs/runbooks.md'",
+        ),
+        (
+            ["--runbook.base-url", "https://wiki.example/rb#top"],
+            {},
+            "runbook base URL must have no fragment, template braces or spaces",
+        ),
+        (
+            ["--runbook.base-url", "https://wiki.example/{{ $labels.cluster }}"],
+            {},
+            "runbook base URL must have no fragment, template braces or spaces",
+        ),
     ],
 )
 def test_bad_settings_are_refused_clearly(
@@ -248,6 +265,20 @@ def test_bad_settings_are_refused_clearly(
     assert result.returncode == 2
     assert result.stdout == ""
     assert message in result.stderr
+
+
+@pytest.mark.live
+def test_runbook_base_url_links_every_alert_and_is_in_the_header() -> None:
+    result = _fleetwatch_rules("--runbook.base-url", "https://wiki.example/fleet/runbooks")
+    assert result.returncode == 0, result.stderr
+    assert "--runbook.base-url https://wiki.example/fleet/runbooks`" in result.stdout
+    alerts = [
+        r for g in yaml.safe_load(result.stdout)["groups"] for r in g["rules"] if "alert" in r
+    ]
+    assert len(alerts) >= 30
+    for rule in alerts:
+        url = rule["annotations"]["runbook_url"]
+        assert url == f"https://wiki.example/fleet/runbooks#{rule['alert'].lower()}"
 
 
 def test_bad_settings_raise_rules_error() -> None:
