@@ -18,10 +18,12 @@ from urllib.parse import urlsplit
 
 from common.contract import STORM_FRACTION, STORM_MIN_CLUSTERS
 
-#: Where the runbooks are read when nobody says otherwise: docs/runbooks.md as the project's
-#: repository shows it. A team that publishes its own copy (a wiki, an internal Git host)
-#: renders the rules with ``--runbook.base-url`` pointing there.
-RUNBOOK_BASE_URL = "https://github.com/fleetwatch/fleetwatch/blob/main/docs/runbooks.md"
+#: Where the runbooks are when nobody says otherwise: the page's path in fleetwatch's
+#: source, which every copy of the project holds. It is no link a browser can follow from
+#: Alertmanager, and an address we do not control would be worse (a 404, or someone else's
+#: page at 3 a.m.): a team renders the rules with ``--runbook.base-url`` set to where it
+#: publishes docs/runbooks.md (a wiki, its Git host), as deploy/ and docs/rules.md say.
+RUNBOOK_BASE_URL = "docs/runbooks.md"
 
 
 class RulesError(ValueError):
@@ -95,11 +97,15 @@ class RuleSettings:
 
 
 def _check_base_url(url: str) -> None:
-    """An absolute http(s) URL without a fragment (ours is added) or template braces
-    (annotations are Go templates: ``{{`` would be executed)."""
+    """An absolute http(s) URL, or a relative path (the default), without a fragment
+    (ours is added) or template braces (annotations are Go templates: ``{{`` would be
+    executed)."""
     parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise RulesError(f"runbook base URL must be an absolute http(s) URL, got {url!r}")
+    relative = not parts.scheme and not parts.netloc and bool(parts.path)
+    if not relative and (parts.scheme not in ("http", "https") or not parts.netloc):
+        raise RulesError(
+            f"runbook base URL must be an absolute http(s) URL or a path, got {url!r}"
+        )
     if "#" in url or "{{" in url or "}}" in url or re.search(r"[\s\x00-\x1f\x7f]", url):
         raise RulesError(
             f"runbook base URL must have no fragment, template braces or spaces, got {url!r}"

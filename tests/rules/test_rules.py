@@ -242,9 +242,9 @@ def test_flags_win_over_the_environment() -> None:
         (["--storm.min-clusters", "1"], {}, "storm minimum fleet size must be at least 2, got 1"),
         (["--exporter.job", 'a"b'], {}, "exporter job must be a plain job name"),
         (
-            ["--runbook.base-url", "docs/runbooks.md"],
+            ["--runbook.base-url", "ftp://wiki.example/rb"],
             {},
-            "runbook base URL must be an absolute http(s) URL, got 'docs/runbooks.md'",
+            "runbook base URL must be an absolute http(s) URL or a path, got 'ftp://wiki.example/rb'",
         ),
         (
             ["--runbook.base-url", "https://wiki.example/rb#top"],

@@ -38,7 +38,7 @@ def test_every_shipped_alert_links_to_an_existing_section() -> None:
         url = rule["annotations"]["runbook_url"]  # type: ignore[index]
         base, _, anchor = url.partition("#")
         assert base == RuleSettings().runbook_base_url, url
-        assert base.startswith("https://") and base.endswith("/docs/runbooks.md")
+        assert base == "docs/runbooks.md"  # no address we do not control
         assert anchor in found, f"{rule['alert']}: no heading of docs/runbooks.md makes #{anchor}"
 
 
