@@ -47,15 +47,15 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.common import cpu_seconds_fine, machine_load, write_result
-from common import metricnames
-from fleetwatch import wiring
-from fleetwatch.demo_cd import (
+from fleetwatch.cli import wiring
+from fleetwatch.cli.demo_cd import (
     ObjectReader,
     application,
     argocd_cluster_secret,
     cluster_secret,
     flux_object,
 )
+from fleetwatch.common import metricnames
 from fleetwatch.procs import ManagedProcess
 from fleetwatch.standin.management import ManagementProcess
 from tests.reactor.reactor_payloads import OFFLINE, ONLINE, alert, webhook

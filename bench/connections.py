@@ -298,7 +298,9 @@ def export_tree(commit: str, directory: Path) -> Path:
         ["git", "ls-tree", "--name-only", commit],
         cwd=REPO, capture_output=True, text=True, check=True, timeout=60,
     ).stdout.split()  # fmt: skip
-    packages = [name for name in ("exporter", "discovery", "common") if name in listed]
+    packages = [
+        name for name in ("exporter", "discovery", "common", "fleetwatch") if name in listed
+    ]
     archive = subprocess.run(
         ["git", "archive", "--format=tar", commit, *packages],
         cwd=REPO, capture_output=True, check=True, timeout=60,

@@ -76,7 +76,7 @@ MODULES = (
     "exporter.server",
     "exporter.cycle",
     "exporter.net.credentials",
-    "discovery.scan",
+    "fleetwatch.discovery.scan",
     "kubernetes.client",
     "kubernetes.config.kube_config",
     "reactor.cli",
@@ -238,8 +238,8 @@ async def _resolve_all(cache: Any, contexts: list[Any]) -> int:
 
 
 def worker(kubeconfig_dir: Path, count: int) -> dict[str, Any]:
-    from discovery import Discoverer
     from exporter.net.credentials import CredentialCache
+    from fleetwatch.discovery import Discoverer
 
     _settle()
     base = _rss_mib()

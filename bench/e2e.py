@@ -1,6 +1,6 @@
 """End to end: a cluster goes down -> its apps DEGRADED, against the floor N x probe interval.
 
-Every part is real and local, wired by ``fleetwatch.wiring`` exactly as the end-to-end
+Every part is real and local, wired by ``fleetwatch.cli.wiring`` exactly as the end-to-end
 tests and the demo wire it: stand-in clusters -> ``fleetwatch exporter`` (probe every
 ``--interval``) -> Prometheus (scrape and evaluate every ``--interval``, the rules of
 ``fleetwatch rules`` for N) -> Alertmanager (the shipped route) -> ``fleetwatch reactor``.
@@ -19,12 +19,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from alerts.rules import RuleSettings, prom_duration
 from bench.common import machine_load, summary, write_result
-from fleetwatch import wiring
+from fleetwatch.cli import wiring
+from fleetwatch.cli.wiring import JsonClient
 from fleetwatch.procs import ManagedProcess, wait_until
-from fleetwatch.rules import RuleSettings, prom_duration
 from fleetwatch.standin import ThreadedFleet
-from fleetwatch.wiring import JsonClient
 
 
 class Chain:

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 from fleetwatch.procs import ManagedProcess, wait_until
 
 if TYPE_CHECKING:
-    from fleetwatch.standin.fleet import StandinFleet
+    from fleetwatch.standin.workload.fleet import StandinFleet
 
 SHARD_MAX = 5000
 REPO = Path(__file__).resolve().parent.parent
@@ -173,7 +173,7 @@ async def serve(
     kubeconfig: Path,
     hang_mode: str = "hang",
 ) -> None:
-    from fleetwatch.standin.fleet import StandinFleet  # the fleet process only
+    from fleetwatch.standin.workload.fleet import StandinFleet  # the fleet process only
 
     async with StandinFleet(directory) as fleet:
         # Hanging clusters are spread through the fleet, not bunched at the end.

@@ -24,7 +24,7 @@ from typing import Any
 
 from bench.common import cpu_seconds, machine_load, write_result
 from fleetwatch.procs import free_port, wait_until
-from fleetwatch.standin.certs import FleetCerts
+from fleetwatch.standin.workload.certs import FleetCerts
 
 
 def measure(seconds: float, tickets: int = 1) -> dict[str, Any]:

@@ -5,7 +5,7 @@ stand-in (``python -m fleetwatch.standin management``, this checkout's: its faul
 modes) for ``--seconds`` (60), while fleetwatch's reflectors run against it in worker
 processes of their own, one per target:
 
-- ``discovery``: ``discovery.apisource``'s informer, the three Secret kinds cluster-wide
+- ``discovery``: ``fleetwatch.discovery.apisource``'s informer, the three Secret kinds cluster-wide
   (three reflectors), as the exporter and the reactor run it;
 - ``cd``: the CD watches of ``--cd.flux`` (Kustomizations and HelmReleases: two reflectors).
 
@@ -62,9 +62,9 @@ RESOURCES = {
 WORKER = """
 import asyncio, logging, sys
 from pathlib import Path
-from discovery.informer import Informer, InformerSettings, watch_specs
-from discovery.kubeapi import KubeApi
-from discovery.kubeauth import from_kubeconfig
+from fleetwatch.kube.informer import Informer, InformerSettings, watch_specs
+from fleetwatch.kube.kubeapi import KubeApi
+from fleetwatch.kube.kubeauth import from_kubeconfig
 
 logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
 target, kubeconfig = sys.argv[1], sys.argv[2]
@@ -73,7 +73,7 @@ if target == "cd":
     from reactor.cd.watch import cd_watches, stored
     specs, transform = cd_watches(CdSettings(flux=True)), stored
 else:
-    from discovery.informer import slim
+    from fleetwatch.kube.informer import slim
     specs, transform = watch_specs("fleetwatch.io/kubeconfig"), slim
 print("ready", flush=True)
 sys.stdin.readline()

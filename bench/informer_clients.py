@@ -14,7 +14,7 @@ memory are its own. Per client, in order:
   events, and wall (which includes the stand-in's own writes);
 - ``rss``: ``VmRSS`` and ``VmHWM`` at the end (MiB), and ``VmRSS`` after the imports.
 
-Clients: ``aiohttp`` (``discovery.informer`` with ``discovery.kubeapi``: what fleetwatch
+Clients: ``aiohttp`` (``fleetwatch.kube.informer`` with ``fleetwatch.kube.kubeapi``: what fleetwatch
 ships), ``kubernetes`` (the synchronous client, ``watch.Watch().stream`` in a thread, as
 the user named it; its models as ``CoreV1Api`` returns them), ``kubernetes_asyncio``
 (installed by hand: ``pip install kubernetes_asyncio``; skipped when missing).
@@ -87,9 +87,9 @@ class Probe:
 
 
 def run_aiohttp(kubeconfig: str, n: int, rest: float, probe: Probe) -> None:
-    from discovery.informer import InformerSettings, Reflector, WatchSpec, slim
-    from discovery.kubeapi import KubeApi
-    from discovery.kubeauth import from_kubeconfig
+    from fleetwatch.kube.informer import InformerSettings, Reflector, WatchSpec, slim
+    from fleetwatch.kube.kubeapi import KubeApi
+    from fleetwatch.kube.kubeauth import from_kubeconfig
 
     probe.results["rss_imported"] = memory()["VmRSS"]
 

@@ -56,7 +56,6 @@ async def _cycles(
     every: int = 1,
     interval: float = 0.0,
 ) -> dict[str, Any]:
-    from discovery import Discoverer
     from exporter.controlplane.check import build_checks
     from exporter.cycle import Monitor
     from exporter.expose import render as exposition
@@ -64,6 +63,7 @@ async def _cycles(
     from exporter.model import CycleSettings
     from exporter.net.kubeclient import install_patches
     from exporter.settings import DEFAULT_CONCURRENCY
+    from fleetwatch.discovery import Discoverer
 
     install_patches()  # as `fleetwatch exporter` does at start
 

@@ -51,7 +51,7 @@ NEVER = "0001-01-01T00:00:00Z"
 def seed(db: Path, clusters: int, apps_per_cluster: int, prefix: str = "c") -> None:
     """Clusters (from the API, not probeable) with DEPLOYED apps, in one transaction."""
     from reactor.statemachine import AppStatus
-    from reactor.store_sqlite import SQLiteStore
+    from reactor.store.sqlite import SQLiteStore
 
     store = SQLiteStore(db)
     try:
@@ -70,7 +70,7 @@ def seed(db: Path, clusters: int, apps_per_cluster: int, prefix: str = "c") -> N
 
 def seed_postgres(url: str, clusters: int, apps_per_cluster: int, prefix: str = "c") -> None:
     """As :func:`seed`, in set-based SQL (100,000 single inserts would take a minute)."""
-    from reactor.store_postgres import PostgresStore
+    from reactor.store.postgres import PostgresStore
 
     store = PostgresStore(url)
     try:

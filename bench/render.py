@@ -2,7 +2,7 @@
 
 The cluster table is filled as the cycle fills it: N clusters discovered and probed, and
 the control-plane check run for each against kube-system answers of a stand-in control
-plane (``fleetwatch.standin.controlplane``'s pod lists, handed at the check's own seam,
+plane (``fleetwatch.standin.workload.controlplane``'s pod lists, handed at the check's own seam,
 ``get(path, timeout)``; no network, so only the exporter's side is measured). Then, per
 gzip level, ``exporter.expose.render.render`` with the process collectors appended, as the
 server renders after each cycle phase: afresh, and reusing the rendering of the phase
@@ -38,7 +38,7 @@ class _KubeSystem:
         self.index = index
 
     async def get(self, path: str, timeout: float) -> tuple[int, bytes]:  # noqa: ASYNC109
-        from fleetwatch.standin.controlplane import ControlPlane, pod_list
+        from fleetwatch.standin.workload.controlplane import ControlPlane, pod_list
 
         selector = unquote(path.partition("labelSelector=")[2])
         return 200, json.dumps(pod_list(ControlPlane(), self.index, selector)).encode()
@@ -46,11 +46,11 @@ class _KubeSystem:
 
 def filled_table(clusters: int) -> tuple[Any, Any, tuple[Any, ...]]:
     """(table, check, families): ``clusters`` probed clusters and their checks' results."""
-    from discovery.clusters import Cluster, Discovery
     from exporter.controlplane.check import ControlPlaneCheck
     from exporter.expose.snapshot import declared_families
     from exporter.model import ProbeResult
     from exporter.state import ClusterTable
+    from fleetwatch.discovery.clusters import Cluster, Discovery
 
     check = ControlPlaneCheck()
     families = declared_families([check.families])
@@ -138,10 +138,10 @@ def check_memory(states: Iterable[Any], checks: Iterable[Any]) -> list[object]:
 def bench_size(clusters: int, levels: list[int], runs: int) -> dict[str, Any]:
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from common.version import register_process_metrics
     from exporter.expose import render as exposition
     from exporter.expose.snapshot import CycleStats, build_snapshot
     from exporter.model import CycleSettings, ProbeResult
+    from fleetwatch.common.version import register_process_metrics
 
     table, check, families = filled_table(clusters)
     held = held_objects(check_memory(table.states.values(), [check]))

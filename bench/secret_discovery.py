@@ -56,7 +56,7 @@ import yaml
 
 from bench.common import REPO, cpu_seconds, cpu_seconds_fine, memory_kib, write_result
 from bench.fleet_server import Fleet, start_fleet
-from common.metricnames import (
+from fleetwatch.common.metricnames import (
     CLUSTER_PROBE_FAILURES,
     CLUSTER_PROBE_SUCCESS,
     DISCOVERY_KUBERNETES_ERRORS,

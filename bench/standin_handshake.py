@@ -37,7 +37,7 @@ from typing import Any
 
 from bench.common import REPO, machine_load, write_result
 from fleetwatch.standin import StandinFleet
-from fleetwatch.standin.certs import FleetCerts
+from fleetwatch.standin.workload.certs import FleetCerts
 
 TICKETS = ("2 tickets", "1 ticket", "0 tickets", "1 stateful ticket")
 

@@ -8,11 +8,12 @@ annotations, the links between the dashboards. ``tests/dashboards`` checks that 
 committed files equal the generated ones, and runs every query against a real Prometheus.
 
 - ``panels``: panel kinds, queries and the grid, as plain dicts;
-- ``status``: how the status contract of ``common.contract`` looks (colours, words, alerts);
+- ``status``: how the status contract of ``fleetwatch.common.contract`` looks (colours, words,
+alerts);
 - ``frame``: variables, annotations and links around the panels of each dashboard;
 - ``fleet_overview``, ``cluster_detail``, ``reactor``: one module per dashboard, one
   function per row of panels (the cluster detail's etcd row in ``cluster_etcd``, its
   control-plane row in ``cluster_controlplane``);
-- the metric names every query reads come from ``common.metricnames``;
+- the metric names every query reads come from ``fleetwatch.common.metricnames``;
 - ``cli``: ``python -m dashboards`` (``--check``) writes or checks the JSON files.
 """

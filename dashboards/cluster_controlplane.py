@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-from common.metricnames import (
-    CONTROLPLANE_LOCALHOST_ONLY,
-    COREDNS_NODES,
-    COREDNS_REPLICAS,
-)
 from dashboards.frame import ONE_CLUSTER
 from dashboards.panels import (
     Board,
@@ -23,6 +18,11 @@ from dashboards.status import (
     COLOR_FAILING,
     COLOR_OFFLINE,
     COLOR_ONLINE,
+)
+from fleetwatch.common.metricnames import (
+    CONTROLPLANE_LOCALHOST_ONLY,
+    COREDNS_NODES,
+    COREDNS_REPLICAS,
 )
 
 C = ONE_CLUSTER

@@ -7,16 +7,6 @@ returns where the next row starts): the status and probes row here, the etcd row
 
 from __future__ import annotations
 
-from common.contract import STATUS_CODE_RECORD
-from common.metricnames import (
-    CLUSTER_INFO,
-    CLUSTER_PROBE_CONSECUTIVE_FAILURES,
-    CLUSTER_PROBE_DURATION,
-    CLUSTER_PROBE_FAILURES,
-    CLUSTER_PROBE_LAST_SUCCESS,
-    CLUSTER_PROBE_SUCCESS,
-    CLUSTER_PROBEABLE,
-)
 from dashboards.cluster_controlplane import control_plane
 from dashboards.cluster_etcd import etcd
 from dashboards.frame import ONE_CLUSTER, UID_CLUSTER, annotation, cluster_variable, dashboard
@@ -39,6 +29,16 @@ from dashboards.status import (
     STATUS_MAPPINGS,
 )
 from exporter.model import Reason
+from fleetwatch.common.contract import STATUS_CODE_RECORD
+from fleetwatch.common.metricnames import (
+    CLUSTER_INFO,
+    CLUSTER_PROBE_CONSECUTIVE_FAILURES,
+    CLUSTER_PROBE_DURATION,
+    CLUSTER_PROBE_FAILURES,
+    CLUSTER_PROBE_LAST_SUCCESS,
+    CLUSTER_PROBE_SUCCESS,
+    CLUSTER_PROBEABLE,
+)
 
 C = ONE_CLUSTER
 

@@ -7,17 +7,6 @@ The descriptions explain what the user sees and how to fix it, next to their que
 
 from __future__ import annotations
 
-from common.metricnames import (
-    ETCD_DB_SIZE,
-    ETCD_HAS_LEADER,
-    ETCD_MEMBER_HEALTHY,
-    ETCD_MEMBERS,
-    ETCD_MEMBERS_HEALTHY,
-    ETCD_QUORUM_SIZE,
-    ETCD_QUORUM_STATE,
-    ETCD_RAFT_TERM,
-    ETCD_SOURCE_INFO,
-)
 from dashboards.frame import ONE_CLUSTER
 from dashboards.panels import (
     Board,
@@ -36,6 +25,17 @@ from dashboards.status import (
     COLOR_OFFLINE,
     COLOR_ONLINE,
     COLOR_UNKNOWN,
+)
+from fleetwatch.common.metricnames import (
+    ETCD_DB_SIZE,
+    ETCD_HAS_LEADER,
+    ETCD_MEMBER_HEALTHY,
+    ETCD_MEMBERS,
+    ETCD_MEMBERS_HEALTHY,
+    ETCD_QUORUM_SIZE,
+    ETCD_QUORUM_STATE,
+    ETCD_RAFT_TERM,
+    ETCD_SOURCE_INFO,
 )
 
 C = ONE_CLUSTER

@@ -10,29 +10,6 @@ for its users, live next to their queries.
 
 from __future__ import annotations
 
-from common.contract import (
-    CLUSTERS_COUNT_RECORD,
-    FAILING_RATIO_RECORD,
-    PROBE_FAILING_ALERT,
-    STATUS_CODE_RECORD,
-    STATUS_CODES,
-    STORM_ALERT,
-    STORM_FRACTION,
-    STORM_MIN_CLUSTERS,
-    Status,
-)
-from common.metricnames import (
-    CLUSTER_INFO,
-    CLUSTER_PROBE_CONSECUTIVE_FAILURES,
-    CLUSTER_PROBE_DURATION,
-    CLUSTER_PROBE_FAILURES,
-    CLUSTER_PROBE_LAST_SUCCESS,
-    EXPORTER_CLUSTERS_DISCOVERED,
-    EXPORTER_CYCLE_DURATION,
-    EXPORTER_DISCOVERY_ERRORS,
-    EXPORTER_LAST_CYCLE,
-    EXPORTER_PROBE_INTERVAL,
-)
 from dashboards.frame import (
     ANY_CLUSTER,
     CLUSTER_LINK,
@@ -68,6 +45,29 @@ from dashboards.status import (
     last_failure,
 )
 from exporter.model import Reason
+from fleetwatch.common.contract import (
+    CLUSTERS_COUNT_RECORD,
+    FAILING_RATIO_RECORD,
+    PROBE_FAILING_ALERT,
+    STATUS_CODE_RECORD,
+    STATUS_CODES,
+    STORM_ALERT,
+    STORM_FRACTION,
+    STORM_MIN_CLUSTERS,
+    Status,
+)
+from fleetwatch.common.metricnames import (
+    CLUSTER_INFO,
+    CLUSTER_PROBE_CONSECUTIVE_FAILURES,
+    CLUSTER_PROBE_DURATION,
+    CLUSTER_PROBE_FAILURES,
+    CLUSTER_PROBE_LAST_SUCCESS,
+    EXPORTER_CLUSTERS_DISCOVERED,
+    EXPORTER_CYCLE_DURATION,
+    EXPORTER_DISCOVERY_ERRORS,
+    EXPORTER_LAST_CYCLE,
+    EXPORTER_PROBE_INTERVAL,
+)
 
 F = ANY_CLUSTER
 STATUS = f"max by (cluster) ({STATUS_CODE_RECORD}{{{F}}})"

@@ -8,10 +8,10 @@ Grafana 10 or later (schemaVersion 38); Prometheus as the only datasource.
 
 from __future__ import annotations
 
-from common.contract import PROBE_FAILING_ALERT, STORM_ALERT, Status, StatusAlert
-from common.metricnames import CLUSTER_INFO
 from dashboards.panels import DS, Board, Json
 from dashboards.status import COLOR_FAILING, COLOR_OFFLINE, firing
+from fleetwatch.common.contract import PROBE_FAILING_ALERT, STORM_ALERT, Status, StatusAlert
+from fleetwatch.common.metricnames import CLUSTER_INFO
 
 SCHEMA_VERSION = 38  # Grafana 10.0; later versions migrate it on load.
 GRAFANA_MIN_VERSION = "10.0.0"

@@ -13,20 +13,6 @@ from pathlib import Path
 
 import yaml
 
-from common.contract import CLUSTERS_COUNT_RECORD, StatusAlert
-from common.metricnames import (
-    REACTOR_APPS,
-    REACTOR_APPS_DEGRADED,
-    REACTOR_APPS_RESTORED,
-    REACTOR_CLUSTERS,
-    REACTOR_DEPLOYMENTS,
-    REACTOR_DEPLOYMENTS_REFUSED,
-    REACTOR_LAST_NOTIFICATION,
-    REACTOR_NOTIFICATIONS,
-    REACTOR_OUTAGES_CLOSED,
-    REACTOR_OUTAGES_OPENED,
-    total,
-)
 from dashboards.frame import ANY_CLUSTER, UID_REACTOR, cluster_variable, dashboard
 from dashboards.panels import (
     Board,
@@ -40,6 +26,20 @@ from dashboards.panels import (
 )
 from dashboards.reactor_cd import cd
 from dashboards.status import COLOR_FAILING, COLOR_OFFLINE, COLOR_ONLINE, STATUS_COLORS
+from fleetwatch.common.contract import CLUSTERS_COUNT_RECORD, StatusAlert
+from fleetwatch.common.metricnames import (
+    REACTOR_APPS,
+    REACTOR_APPS_DEGRADED,
+    REACTOR_APPS_RESTORED,
+    REACTOR_CLUSTERS,
+    REACTOR_DEPLOYMENTS,
+    REACTOR_DEPLOYMENTS_REFUSED,
+    REACTOR_LAST_NOTIFICATION,
+    REACTOR_NOTIFICATIONS,
+    REACTOR_OUTAGES_CLOSED,
+    REACTOR_OUTAGES_OPENED,
+    total,
+)
 from reactor.statemachine import CLUSTER_OFFLINE, AppStatus
 
 ALERTMANAGER_YML = Path(__file__).resolve().parent.parent / "alerts" / "alertmanager.yml"

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from common.metricnames import (
+from dashboards.frame import ANY_CLUSTER
+from dashboards.panels import Board, Json, color_override, stat, target, thresholds, timeseries
+from dashboards.status import COLOR_FAILING, COLOR_OFFLINE, COLOR_ONLINE
+from fleetwatch.common.metricnames import (
     REACTOR_CD_ACTIONS,
     REACTOR_CD_FAILURES,
     REACTOR_CD_LAST_RESYNC,
@@ -22,9 +25,6 @@ from common.metricnames import (
     REACTOR_CD_UNRESOLVED,
     total,
 )
-from dashboards.frame import ANY_CLUSTER
-from dashboards.panels import Board, Json, color_override, stat, target, thresholds, timeseries
-from dashboards.status import COLOR_FAILING, COLOR_OFFLINE, COLOR_ONLINE
 
 OFF = "CD integration off"
 STATE_COLORS = {

@@ -1,16 +1,16 @@
 """The status contract as the dashboards draw it: colours, words for codes, firing alerts.
 
 The statuses, their codes in ``cluster:fleetwatch_status:code`` and the alert names come
-from :mod:`common.contract`, so a renamed alert or a new code reaches the dashboards with
+from :mod:`fleetwatch.common.contract`, so a renamed alert or a new code reaches the dashboards with
 the rules and the reactor. What is decided here is only how they look: one colour per
 status, the same on every panel.
 """
 
 from __future__ import annotations
 
-from common.contract import STATUS_CODES, Status
-from common.metricnames import CLUSTER_PROBE_LAST_FAILURE_REASON
 from dashboards.panels import Json, column
+from fleetwatch.common.contract import STATUS_CODES, Status
+from fleetwatch.common.metricnames import CLUSTER_PROBE_LAST_FAILURE_REASON
 
 COLOR_ONLINE = "green"
 COLOR_OFFLINE = "red"

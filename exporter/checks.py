@@ -27,9 +27,9 @@ from __future__ import annotations
 from collections.abc import Sequence, Set
 from typing import Protocol, runtime_checkable
 
-from discovery.clusters import Cluster
 from exporter.model import CheckResult, MetricFamily, ProbeResult, Unchanged
 from exporter.net import ApiClient
+from fleetwatch.discovery.clusters import Cluster
 
 
 class ClusterCheck(Protocol):

@@ -17,19 +17,6 @@ from typing import Any
 
 from aiohttp import web
 
-from common.flags import add_old_spelling
-from common.logs import add_log_flags, setup_logging
-from common.web import bind_sockets, display_address
-from common.webconfig import (
-    WEB_CONFIG_HELP,
-    WebConfig,
-    WebConfigError,
-    load_web_config,
-    server_tls,
-)
-from discovery.apisource import add_flags as add_kubernetes_flags
-from discovery.apisource import from_args as kubernetes_from_args
-from discovery.kubeauth import KubeAuthError
 from exporter import mallocpolicy
 from exporter.checks import ClusterCheck
 from exporter.configfile import load_config
@@ -44,6 +31,19 @@ from exporter.settings import (
     SettingsError,
     resolve,
 )
+from fleetwatch.common.flags import add_old_spelling
+from fleetwatch.common.logs import add_log_flags, setup_logging
+from fleetwatch.common.web import bind_sockets, display_address
+from fleetwatch.common.webconfig import (
+    WEB_CONFIG_HELP,
+    WebConfig,
+    WebConfigError,
+    load_web_config,
+    server_tls,
+)
+from fleetwatch.discovery.apisource import add_flags as add_kubernetes_flags
+from fleetwatch.discovery.apisource import from_args as kubernetes_from_args
+from fleetwatch.kube.kubeauth import KubeAuthError
 
 log = logging.getLogger("exporter")
 

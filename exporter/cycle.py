@@ -1,7 +1,7 @@
 """The probe cycle: re-scan, probe every probeable cluster concurrently, check, publish.
 
 Every ``interval`` seconds: discovery re-scans (cheap when nothing changed; once more a
-moment later when it found a file changing, ``discovery.settle``), every
+moment later when it found a file changing, ``fleetwatch.discovery.settle``), every
 probeable cluster is probed under a semaphore of ``concurrency``, each probe (credentials
 included) bounded by ``timeout``, then the per-cluster checks of the extension seam run.
 A probe holds its slot while it works and gives it back while it waits
@@ -29,7 +29,6 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from discovery.clusters import Cluster, ContextConfig, Discovery, probeable
 from exporter.advice import CycleWarnings
 from exporter.checks import ClosingCheck, ClusterCheck, RetainingCheck
 from exporter.expose.encodings import Encoder
@@ -37,6 +36,7 @@ from exporter.expose.snapshot import CycleStats, Snapshot, build_snapshot, decla
 from exporter.model import CheckResult, CycleSettings, ProbeResult, Reason, Unchanged
 from exporter.net import ApiClient, FleetClient, Probed, Slot
 from exporter.state import ClusterState, ClusterTable, Note
+from fleetwatch.discovery.clusters import Cluster, ContextConfig, Discovery, probeable
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ RESCAN_MARGIN_S = 0.05
 
 
 class DiscoverySource(Protocol):
-    """What the cycle needs from discovery (``discovery.scan.Discoverer``)."""
+    """What the cycle needs from discovery (``fleetwatch.discovery.scan.Discoverer``)."""
 
     def scan(self) -> Discovery: ...
 
@@ -299,7 +299,7 @@ class Monitor:
     def _scan_again(self, discovery: Discovery, elapsed: float) -> bool:
         """Whether to scan again in this cycle, ``discovery.rescan_in`` from now.
 
-        A file was caught changing (``discovery.settle``); its last good version stands
+        A file was caught changing (``fleetwatch.discovery.settle``); its last good version stands
         meanwhile. It is read once it has held still, at most ``SETTLE_SECONDS`` away:
         in this cycle when that comes before the next one, and always in the first cycle
         (its publication makes the exporter ready, and a file written just before start,

@@ -3,7 +3,8 @@
 The same discovery as the exporter's, without probing: the kubeconfig files and, with
 ``--discovery.kubernetes``, one complete list of the management cluster's Secrets (the
 exporter's informer, stopped once every watch has listed), merged by discovery's rules
-(``discovery.merge``: files first, then Secrets by namespace and name) and filtered by the
+(``fleetwatch.discovery.merge``: files first, then Secrets by namespace and name) and filtered by
+the
 shard flags. Each cluster once: name, endpoint, source (a file's path, or
 ``secret://NAMESPACE/NAME[#KEY]``), whether it can be probed and, when not, why
 (``Cluster.not_probeable``: an Argo CD ``awsAuthConfig``, an exec plugin refused, ...).
@@ -15,9 +16,9 @@ exits 0. Nothing read from a kubeconfig or a Secret is printed but names, endpoi
 references: no token, password or key, and a proxy only as ``http://host:port``.
 
 Nothing is printed raw either: a context or cluster name with a control character or a
-bidi override is a problem (``common.names``), and every field of both outputs (a path
+bidi override is a problem (``fleetwatch.common.names``), and every field of both outputs (a path
 holds what its file system allows) is shown with such characters escaped
-(``common.names.escaped``: ``\\x1b``, ``\\u202e``), so the table cannot drive the
+(``fleetwatch.common.names.escaped``: ``\\x1b``, ``\\u202e``), so the table cannot drive the
 terminal that shows it, and ``jq -r`` on the JSON cannot either.
 """
 
@@ -30,9 +31,11 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from common.logs import setup_logging
-from common.names import escaped
-from discovery import (
+from exporter.net import ProxyError, parse_proxy
+from exporter.settings import SettingsError, resolve
+from fleetwatch.common.logs import setup_logging
+from fleetwatch.common.names import escaped
+from fleetwatch.discovery import (
     Cluster,
     Discoverer,
     DiscoveryProblem,
@@ -40,16 +43,14 @@ from discovery import (
     merge,
     probeable,
 )
-from discovery.apisource import (
+from fleetwatch.discovery.apisource import (
     KubernetesDiscovery,
     SecretReads,
     api_problems,
     build_informer,
     from_args,
 )
-from discovery.kubeauth import KubeAuthError
-from exporter.net import ProxyError, parse_proxy
-from exporter.settings import SettingsError, resolve
+from fleetwatch.kube.kubeauth import KubeAuthError
 
 #: Seconds ``discover`` waits for the first complete list of the management cluster's Secrets.
 LIST_TIMEOUT_S = 20.0

@@ -1,14 +1,15 @@
 """The exporter's fleet with the management cluster's Secrets: files + informer, merged.
 
-``--discovery.kubernetes`` adds the Secrets of a management cluster (``discovery.informer``,
-built by ``discovery.apisource``, whose flags and settings the reactor and ``fleetwatch
+``--discovery.kubernetes`` adds the Secrets of a management cluster (``fleetwatch.kube.informer``,
+built by ``fleetwatch.discovery.apisource``, whose flags and settings the reactor and ``fleetwatch
 discover`` share) to the kubeconfig files. :class:`SecretSource` is then the cycle's
 discovery source (``exporter.cycle.DiscoverySource``):
 
 - :meth:`~SecretSource.scan` (in the cycle's worker thread) runs the file scan unsharded
   (so ``fleet_size`` counts the whole fleet), reads the Secrets the informer holds
-  (``discovery.apisource.SecretReads``: each once per ``uid`` and ``resourceVersion``; one
-  gone is dropped), and merges both (``discovery.merge``) with this exporter's shard;
+  (``fleetwatch.discovery.apisource.SecretReads``: each once per ``uid`` and ``resourceVersion``;
+  one
+  gone is dropped), and merges both (``fleetwatch.discovery.merge``) with this exporter's shard;
 - :meth:`~SecretSource.context_config`: a Secret cluster's config from that merge, else
   the file scan's;
 - :meth:`~SecretSource.probeable`: a file that can be read, or a Secret cluster the merge
@@ -18,7 +19,7 @@ A Secret changed is a new ``ContextConfig.version``: the credential cache builds
 credentials and prunes the old ones, and ``FleetClient.forget`` closes the connections
 made with them. A Secret deleted takes its clusters out in the next cycle.
 
-The informer's own health is exported by ``discovery.apimetrics.InformerCollector``, read
+The informer's own health is exported by ``fleetwatch.discovery.apimetrics.InformerCollector``, read
 at each publication.
 
 The informer's objects are read from the scan's thread: :meth:`Informer.objects` copies
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from discovery import (
+from fleetwatch.discovery import (
     Cluster,
     ContextConfig,
     Discoverer,
@@ -40,9 +41,9 @@ from discovery import (
     merge,
     probeable,
 )
-from discovery.apisource import KubernetesDiscovery, SecretReads
-from discovery.informer import Informer
-from discovery.shard import Shard
+from fleetwatch.discovery.apisource import KubernetesDiscovery, SecretReads
+from fleetwatch.discovery.shard import Shard
+from fleetwatch.kube.informer import Informer
 
 
 class SecretSource:

@@ -20,16 +20,6 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 
-from common.landing import landing_page
-from common.version import register_process_metrics
-from common.webconfig import WebConfig
-from common.webguard import add_headers, guard_middlewares
-from discovery import Discoverer
-from discovery.apimetrics import InformerCollector
-from discovery.apisource import build_informer
-from discovery.informer import Informer
-from discovery.kubeapi import KubeApi
-from discovery.settle import SETTLE_SECONDS
 from exporter.checks import ClusterCheck
 from exporter.cycle import DiscoverySource, Monitor
 from exporter.expose.render import CONTENT_TYPE, Body, Rendered, render
@@ -38,6 +28,16 @@ from exporter.model import CycleSettings
 from exporter.net import install_patches, remove_temp_files
 from exporter.secretsource import SecretSource
 from exporter.settings import ExporterSettings
+from fleetwatch.common.landing import landing_page
+from fleetwatch.common.version import register_process_metrics
+from fleetwatch.common.webconfig import WebConfig
+from fleetwatch.common.webguard import add_headers, guard_middlewares
+from fleetwatch.discovery import Discoverer
+from fleetwatch.discovery.apimetrics import InformerCollector
+from fleetwatch.discovery.apisource import build_informer
+from fleetwatch.discovery.settle import SETTLE_SECONDS
+from fleetwatch.kube.informer import Informer
+from fleetwatch.kube.kubeapi import KubeApi
 
 log = logging.getLogger(__name__)
 

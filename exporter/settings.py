@@ -14,11 +14,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.logs import FORMATS, LEVELS
-from common.web import ListenAddressError, parse_listen_addresses
-from discovery.apisource import KubernetesDiscovery
-from discovery.files import MainKubeconfig, main_kubeconfig
-from discovery.shard import Shard, ShardError, resolve_shard
+from fleetwatch.common.logs import FORMATS, LEVELS
+from fleetwatch.common.web import ListenAddressError, parse_listen_addresses
+from fleetwatch.discovery.apisource import KubernetesDiscovery
+from fleetwatch.discovery.files import MainKubeconfig, main_kubeconfig
+from fleetwatch.discovery.shard import Shard, ShardError, resolve_shard
 
 log = logging.getLogger(__name__)
 
@@ -65,11 +65,11 @@ class ExporterSettings:
     #: optional YAML for the etcd/control-plane checks (``--config.file``)
     config_file: Path | None = None
     log_level: str = "info"
-    #: ``logfmt`` or ``json`` (``common.logs``)
+    #: ``logfmt`` or ``json`` (``fleetwatch.common.logs``)
     log_format: str = "logfmt"
     #: this exporter's shard (``--shard.count``/``--shard.index``); None: the whole fleet
     shard: Shard | None = None
-    #: ``--discovery.kubernetes`` and its flags (``discovery.apisource``); None: off
+    #: ``--discovery.kubernetes`` and its flags (``fleetwatch.discovery.apisource``); None: off
     kubernetes: KubernetesDiscovery | None = None
 
     @property

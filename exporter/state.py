@@ -32,7 +32,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from discovery.clusters import Cluster, Discovery
 from exporter.model import (
     UNCHANGED,
     CheckResult,
@@ -42,6 +41,7 @@ from exporter.model import (
     Unchanged,
     reason_class,
 )
+from fleetwatch.discovery.clusters import Cluster, Discovery
 
 #: What the exposition keeps of one check result (its :class:`Keeper`'s): stored, never
 #: looked into, by the table.

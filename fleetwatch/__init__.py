@@ -6,6 +6,6 @@ work itself lives in the `exporter` and `reactor` packages; where the clusters c
 read by both, in `discovery`; what all of them share, in `common`.
 """
 
-from common.version import __version__
+from fleetwatch.common.version import __version__
 
 __all__ = ["__version__"]

@@ -1,15 +1,15 @@
 """The reactor's clusters from the management cluster's Secrets, upserted as they change.
 
 With ``--discovery.kubernetes`` the reactor runs the same list+watch as the exporter
-(``discovery.apisource``) for as long as it serves, and :class:`ApiDiscovery` keeps its
+(``fleetwatch.discovery.apisource``) for as long as it serves, and :class:`ApiDiscovery` keeps its
 store in step with it:
 
 1. **When.** The informer says when its objects changed (``Informer.changed``); a burst of
    events (every Secret rotated at once, the first list) is gathered for ``debounce_s``
    before anything is read, so a burst costs one merge and one round of upserts.
 2. **What.** Off the event loop (a worker thread): each Secret read once per ``uid`` and
-   ``resourceVersion`` (``discovery.apisource.SecretReads``), merged with the clusters of
-   the start-up file scan by discovery's rules (``discovery.merge``: files first, then
+   ``resourceVersion`` (``fleetwatch.discovery.apisource.SecretReads``), merged with the clusters of
+   the start-up file scan by discovery's rules (``fleetwatch.discovery.merge``: files first, then
    Secrets by namespace and name; a later name is a problem, logged once).
 3. **Upsert.** The Secret clusters whose endpoint or ``kubeconfig_secret_ref``
    (``secret://NAMESPACE/NAME`` and ``#KEY`` for a labelled Secret's key) differ from
@@ -26,8 +26,8 @@ reactor logs that the Secret is gone; ``DELETE /clusters/{name}`` forgets a deco
 cluster. Its reference then names nothing discovery holds, so ``POST /clusters`` warns.
 
 **Probeable.** :attr:`ApiDiscovery.held` are the refs of the Secret clusters the exporter
-can probe (``discovery.merge.Merged.held``); ``POST /clusters`` asks
-``discovery.probeable(ref, held)`` and, when not, :func:`unprobeable_reason`.
+can probe (``fleetwatch.discovery.merge.Merged.held``); ``POST /clusters`` asks
+``fleetwatch.discovery.probeable(ref, held)`` and, when not, :func:`unprobeable_reason`.
 
 **Never fatal.** The informer retries on its own (its errors are counted and exported on
 the reactor's ``/metrics``); an error here is logged and the loop goes on: the API and the
@@ -44,7 +44,7 @@ from typing import Any
 
 from aiohttp import web
 
-from discovery import (
+from fleetwatch.discovery import (
     Cluster,
     Discovery,
     DiscoveryProblem,
@@ -52,10 +52,10 @@ from discovery import (
     merge,
     parse_secret_ref,
 )
-from discovery.apisource import KubernetesDiscovery, SecretReads
-from discovery.clusters import SECRET_SCHEME
-from discovery.informer import Informer
-from discovery.secrets import SecretShape
+from fleetwatch.discovery.apisource import KubernetesDiscovery, SecretReads
+from fleetwatch.discovery.clusters import SECRET_SCHEME
+from fleetwatch.discovery.secrets import SecretShape
+from fleetwatch.kube.informer import Informer
 from reactor.context import Backend
 from reactor.service import DiscoveredCluster, Service
 from reactor.store import StoreUnavailable
@@ -219,7 +219,7 @@ class ApiDiscovery:
 
 def unprobeable_reason(ref: str, source: ApiDiscovery | None) -> str:
     """Why ``ref`` cannot be probed, as the end of "kubeconfig_secret_ref REF ..." (for
-    ``POST /clusters``'s warning, once ``discovery.probeable`` said it cannot)."""
+    ``POST /clusters``'s warning, once ``fleetwatch.discovery.probeable`` said it cannot)."""
     if not ref.startswith(SECRET_SCHEME):
         return "is not a readable file"
     if parse_secret_ref(ref) is None:

@@ -20,34 +20,33 @@ from typing import Protocol
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from common.version import register_process_metrics
-from common.webconfig import WebConfig
-from common.webguard import add_headers, guard_middlewares
-from discovery import Discoverer, Discovery
-from discovery.apimetrics import InformerCollector
-from discovery.apisource import build_informer
-from discovery.kubeapi import KubeApi
-from reactor import database
-from reactor.api import (
+from fleetwatch.common.version import register_process_metrics
+from fleetwatch.common.webconfig import WebConfig
+from fleetwatch.common.webguard import add_headers, guard_middlewares
+from fleetwatch.discovery import Discoverer, Discovery
+from fleetwatch.discovery.apimetrics import InformerCollector
+from fleetwatch.discovery.apisource import build_informer
+from fleetwatch.kube.kubeapi import KubeApi
+from reactor.api.auth import TOKEN, TokenSource
+from reactor.api.handlers import (
     BASIC_AUTH,
     add_routes,
     auth_middleware,
     auth_problem,
     errors_middleware,
 )
+from reactor.api.health import add_health_routes
 from reactor.apidiscovery import API_DISCOVERY, ApiDiscovery
-from reactor.auth import TOKEN, TokenSource
 from reactor.cd.settings import CdSettings
 from reactor.cd.setup import setup_cd
 from reactor.context import BACKEND, METRICS, SETTINGS, Backend, ReactorSettings, StoreThread
-from reactor.database import parse_db_url, sqlite_url
-from reactor.health import add_health_routes
 from reactor.metrics import ReactorMetrics
-from reactor.pg_pipeline import PipelinedDeploys
 from reactor.reconcile import setup_reconciliation
 from reactor.service import DiscoveredCluster, Service
-from reactor.store import Store, StoreUnavailable
-from reactor.store_postgres import PostgresStore
+from reactor.store import Store, StoreUnavailable, database
+from reactor.store.database import parse_db_url, sqlite_url
+from reactor.store.pg_pipeline import PipelinedDeploys
+from reactor.store.postgres import PostgresStore
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +59,7 @@ RETENTION_BATCH = 500
 
 
 class Scanner(Protocol):
-    """What start-up discovery needs (``discovery.scan.Discoverer`` is one)."""
+    """What start-up discovery needs (``fleetwatch.discovery.scan.Discoverer`` is one)."""
 
     def scan(self) -> Discovery: ...
 
@@ -85,7 +84,7 @@ def create_app(
     every path (the TLS part is the server's, ``fleetwatch reactor`` passes it to aiohttp).
 
     With ``settings.kubernetes`` the management cluster's credentials are read here
-    (``discovery.kubeauth.KubeAuthError`` when they cannot be).
+    (``fleetwatch.kube.kubeauth.KubeAuthError`` when they cannot be).
     ``cd``: ``--cd.*``, the Flux and Argo CD objects mirrored and paused (``reactor.cd``);
     apart from ``settings`` because ``reactor.cd`` builds on ``reactor.context``.
     """
@@ -94,7 +93,7 @@ def create_app(
     app = web.Application(
         client_max_size=settings.max_body_bytes,
         middlewares=[*guard, errors_middleware, auth_middleware],
-        # Bodies are decoded by reactor.api.read_body: aiohttp's own decoding answers a
+        # Bodies are decoded by reactor.api.handlers.read_body: aiohttp's own decoding answers a
         # body declared gzip that is not gzip with a traceback and a dropped connection.
         handler_args={"auto_decompress": False},
     )

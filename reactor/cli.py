@@ -2,7 +2,7 @@
 
 Every setting has a flag; flags win over the environment (``FLEETWATCH_TOKEN``,
 ``KUBECONFIG_PATH``, ``KUBECONFIG_DIR``). The commands that ask a running reactor over
-HTTP (``fleetwatch status``, ``fleetwatch cluster``) are ``reactor.client_cli``.
+HTTP (``fleetwatch status``, ``fleetwatch cluster``) are ``fleetwatch.cli.status``.
 
 Longer than most modules (about 400 lines) because half of it is the fifteen flags with
 their help text; the checks that turn them into :class:`ReactorSettings` sit next to them,
@@ -20,17 +20,18 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from common.flags import add_old_spelling
-from common.logs import add_log_flags, setup_logging
-from common.web import bind_sockets, display_address, parse_listen_addresses
-from common.webconfig import WEB_CONFIG_HELP, WebConfigError, load_web_config, server_tls
-from discovery import main_kubeconfig
-from discovery.apisource import add_flags as add_kubernetes_flags
-from discovery.apisource import from_args as kubernetes_from_args
-from discovery.kubeauth import KubeAuthError
-from reactor.alertmanager_http import add_flags as add_alertmanager_http_flags
-from reactor.alertmanager_http import from_args as alertmanager_http_from
-from reactor.auth import TokenFileError, read_token, reload_token_on_sighup
+from fleetwatch.common.flags import add_old_spelling
+from fleetwatch.common.logs import add_log_flags, setup_logging
+from fleetwatch.common.web import bind_sockets, display_address, parse_listen_addresses
+from fleetwatch.common.webconfig import WEB_CONFIG_HELP, WebConfigError, load_web_config, server_tls
+from fleetwatch.discovery import main_kubeconfig
+from fleetwatch.discovery.apisource import add_flags as add_kubernetes_flags
+from fleetwatch.discovery.apisource import from_args as kubernetes_from_args
+from fleetwatch.kube.kubeauth import KubeAuthError
+from reactor.alertmanager.http import add_flags as add_alertmanager_http_flags
+from reactor.alertmanager.http import from_args as alertmanager_http_from
+from reactor.alertmanager.signals import DEFAULT_MAX_FUTURE_SKEW_S
+from reactor.api.auth import TokenFileError, read_token, reload_token_on_sighup
 from reactor.cd.settings import add_cd_flags, cd_settings_from
 from reactor.context import (
     DEFAULT_DB_PATH,
@@ -40,8 +41,7 @@ from reactor.context import (
     DEFAULT_MAX_BODY_BYTES,
     ReactorSettings,
 )
-from reactor.database import POSTGRESQL, open_store, parse_db_url, sqlite_url
-from reactor.signals import DEFAULT_MAX_FUTURE_SKEW_S
+from reactor.store.database import POSTGRESQL, open_store, parse_db_url, sqlite_url
 
 log = logging.getLogger("reactor")
 
@@ -361,7 +361,7 @@ def run_reactor(args: argparse.Namespace) -> int:
         addresses = parse_listen_addresses(args.listen_address or [DEFAULT_LISTEN_ADDRESS])
         settings = settings_from(args, dict(os.environ))
         cd = cd_settings_from(args)
-    except ValueError as exc:  # common.web.ListenAddressError is one
+    except ValueError as exc:  # fleetwatch.common.web.ListenAddressError is one
         print(f"fleetwatch reactor: {exc}", file=sys.stderr)
         return 2
     if args.db_migrate_only:

@@ -15,15 +15,15 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from discovery import MainKubeconfig
-from discovery.apisource import KubernetesDiscovery
+from fleetwatch.discovery import MainKubeconfig
+from fleetwatch.discovery.apisource import KubernetesDiscovery
 from reactor import gate
-from reactor.alertmanager_http import DEFAULT_MAX_LISTING_BYTES, AlertmanagerAuth
+from reactor.alertmanager.http import DEFAULT_MAX_LISTING_BYTES, AlertmanagerAuth
+from reactor.alertmanager.signals import DEFAULT_MAX_FUTURE_SKEW_S
 from reactor.metrics import ReactorMetrics
-from reactor.pg_pipeline import PipelinedDeploys
 from reactor.service import NotificationResult, ResetResult, Service
-from reactor.signals import DEFAULT_MAX_FUTURE_SKEW_S
 from reactor.store import MIRRORED_PREFIXES, AppRecord, retry_conflicts
+from reactor.store.pg_pipeline import PipelinedDeploys
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ class ReactorSettings:
     token: str | None = None
     """Bearer token required on ``POST /alerts`` and every mutating call; None: no auth."""
     token_file: Path | None = None
-    """File of the token: re-read when it changes and on SIGHUP (``reactor.auth``)."""
+    """File of the token: re-read when it changes and on SIGHUP (``reactor.api.auth``)."""
     max_future_skew_s: float = DEFAULT_MAX_FUTURE_SKEW_S
     """A status alert starting later than now plus this is skipped, never stored: one
     dated in year 9999 would otherwise win over every real alert of its cluster for ever."""
@@ -52,12 +52,12 @@ class ReactorSettings:
     db_busy_timeout_s: float = 5.0
     """How long a transaction waits for another writer's lock before the call answers 503."""
     db_url: str | None = None
-    """``sqlite:///PATH`` or ``postgresql://user@host:port/db`` (``reactor.database``);
+    """``sqlite:///PATH`` or ``postgresql://user@host:port/db`` (``reactor.store.database``);
     None: the SQLite file ``db_path``."""
     db_writers: int = DEFAULT_DB_WRITERS
     """Store threads writing in parallel, each on its own connection, when the store allows
     it (PostgreSQL; a SQLite file has one writer), and on PostgreSQL the most connections
-    deployments are pipelined on (``reactor.pg_pipeline``). More: throughput on a remote
+    deployments are pipelined on (``reactor.store.pg_pipeline``). More: throughput on a remote
     database."""
     db_retention_s: float = DEFAULT_DB_RETENTION_S
     """Closed outages older than this are deleted, in small batches off the request path;
@@ -78,7 +78,7 @@ class ReactorSettings:
     may hold basic-auth credentials, hence no repr."""
     alertmanager_auth: AlertmanagerAuth | None = field(default=None, repr=False)
     """Credentials for every Alertmanager, from ``--alertmanager.http-config.file``
-    (``reactor.alertmanager_http``); None: the URL's own, if any."""
+    (``reactor.alertmanager.http``); None: the URL's own, if any."""
     alertmanager_max_listing_bytes: int = DEFAULT_MAX_LISTING_BYTES
     """A listing bigger than this is not read: that reconciliation fails, counted."""
     reconcile_interval_s: float = 60.0
@@ -275,7 +275,7 @@ class Backend:
 
     async def deploy(self, app: str, cluster: str) -> AppRecord:
         """``Service.deploy``; on PostgreSQL decided from the event loop (the hot path,
-        ``reactor.pg_pipeline``), the rare answers that need more reads on a store thread:
+        ``reactor.store.pg_pipeline``), the rare answers that need more reads on a store thread:
         a mirrored app's name (managed by Flux or Argo CD?) and an unknown name (which?)."""
         deploys = self.deploys
         if deploys is None or app.startswith(MIRRORED_PREFIXES):

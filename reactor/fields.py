@@ -2,12 +2,12 @@
 
 The rules that cannot be said with a JSON Schema keyword alone are regular expressions
 here, and the server checks values with the very pattern the OpenAPI document carries
-(``reactor.openapi`` names each one once):
+(``reactor.api.openapi`` names each one once):
 
 - a name (cluster, app) is 1 to 253 printable characters without a space at either end:
-  ``common.names``' rule, the one discovery applies to the names it publishes, so the
+  ``fleetwatch.common.names``' rule, the one discovery applies to the names it publishes, so the
   reactor never refuses a name the exporter's alerts carry (:data:`NAME_PATTERN` is built
-  from ``common.names.printable_char`` over every code point, so a client sees the exact
+  from ``fleetwatch.common.names.printable_char`` over every code point, so a client sees the exact
   set);
 - a text (``kubeconfig_secret_ref``, a ``reason``) is 1 to 4096 printable characters, not
   only spaces;
@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BeforeValidator, Field
 
-from common.names import MAX_NAME, name_flaw, printable_char
+from fleetwatch.common.names import MAX_NAME, name_flaw, printable_char
 
 MAX_TEXT = 4096
 
@@ -114,7 +114,7 @@ TIMESTAMP_RE = re.compile(TIMESTAMP_PATTERN)
 
 def is_name(text: str) -> bool:
     """A usable cluster or app name: 1 to 253 printable characters, no space at either end
-    (``common.names``, which says why each character class is refused).
+    (``fleetwatch.common.names``, which says why each character class is refused).
 
     A cluster's name is its kubeconfig context name, and kubeconfigs allow inner spaces
     ("prod east"): refusing them would leave such a cluster UNKNOWN for ever. Printable

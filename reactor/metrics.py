@@ -16,7 +16,7 @@ reads the counts (one ``GROUP BY`` each, on the store thread) and hands them to
 database, whoever wrote it. The counters count what this process did since it started.
 
 ``/metrics`` answers while the database cannot: the reactor's own health matters most
-then. A scrape whose read fails (or takes over ``reactor.api.METRICS_DB_TIMEOUT_S``)
+then. A scrape whose read fails (or takes over ``reactor.api.handlers.METRICS_DB_TIMEOUT_S``)
 renders what is in memory, ``fleetwatch_reactor_database_up 0``, and no gauge of apps or
 clusters: absent, as Prometheus' own exporters leave out what they could not read, never
 a stale or zero count that a dashboard or a rule would take for the truth.
@@ -30,7 +30,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from common.metricnames import (
+from fleetwatch.common.metricnames import (
     REACTOR_APPS,
     REACTOR_APPS_DEGRADED,
     REACTOR_APPS_RESTORED,

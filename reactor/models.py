@@ -1,8 +1,9 @@
 """The reactor API's bodies, as models: what validates a request, what an answer looks like,
-and what reactor/openapi.py turns into the OpenAPI document. One statement of each rule.
+and what reactor/api/openapi.py turns into the OpenAPI document. One statement of each rule.
 
 Requests are pydantic models in strict mode (a JSON ``true`` is not an integer, ``5`` is not
-a string), checked after the body is read as a JSON object (reactor.signals.load_json_object
+a string), checked after the body is read as a JSON object
+(reactor.alertmanager.signals.load_json_object
 says what is wrong with a body that is not one); their fields' types, patterns and checks
 are ``reactor.fields``. A model's ``ValidationError`` becomes the 400's message with
 :func:`problem`, in the API's words (``missing "endpoint"``, ``alerts[0].startsAt is not an

@@ -3,7 +3,7 @@
 Alertmanager may drop a notification for good: a "resolved" sent while the reactor was
 unreachable is never sent again. Webhooks stay the fast path; every
 ``--alertmanager.reconcile-interval`` (and at start) the reactor also reads the status
-alerts each Alertmanager lists (``reactor.alertmanager``) and folds them into the state
+alerts each Alertmanager lists (``reactor.alertmanager.client``) and folds them into the state
 with the same state machine as a webhook, in one transaction:
 
 * An alert listed and not suppressed is *firing since its startsAt*, as in a webhook.
@@ -21,7 +21,7 @@ with the same state machine as a webhook, in one transaction:
   instance seen firing again (listed again, re-sent, repeated) revives it. So an
   Alertmanager that was wrong to list nothing (restarted empty before min-uptime could
   tell, the wrong URL) costs one interval, not the rest of the alert's life.
-* Times are compared to the millisecond (``reactor.signals``): the API lists
+* Times are compared to the millisecond (``reactor.alertmanager.signals``): the API lists
   milliseconds where webhooks bring nanoseconds, and one instance must not read as two.
 
 The reactor's state is read before the Alertmanagers are, so an alert notified (and so
@@ -50,17 +50,16 @@ import aiohttp
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from common import metricnames
-from reactor.alertmanager import (
+from fleetwatch.common import metricnames
+from reactor.alertmanager.client import (
     STATUS_ALERT_NAMES,
     AlertmanagerClient,
     AlertmanagerError,
     Listing,
     display_name,
 )
-from reactor.alertmanager_http import has_credentials
-from reactor.context import BACKEND, METRICS, SETTINGS, Backend
-from reactor.signals import (
+from reactor.alertmanager.http import has_credentials
+from reactor.alertmanager.signals import (
     DEFAULT_MAX_FUTURE_SKEW_S,
     Alert,
     Signal,
@@ -69,6 +68,7 @@ from reactor.signals import (
     status_signals,
     to_precision,
 )
+from reactor.context import BACKEND, METRICS, SETTINGS, Backend
 from reactor.statemachine import AlertState, ClusterAlertState, StatusAlert, is_newer
 from reactor.store import ClusterRecord, StoreUnavailable
 
@@ -146,7 +146,8 @@ def plan(
 ) -> Plan:
     """The news in the Alertmanagers' listings, against what the reactor ``held``.
 
-    The alerts go through the webhook's checks (``reactor.signals.status_signals``): one
+    The alerts go through the webhook's checks (``reactor.alertmanager.signals.status_signals``):
+    one
     starting more than ``max_future_skew_s`` after ``now_us`` is skipped, as in a webhook.
 
     Pure (no I/O), so the rules are tested as a table. News is what the state machine would

@@ -24,9 +24,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from reactor import gate
+from reactor.alertmanager.signals import Signal, format_time
 from reactor.managed import managed_elsewhere
 from reactor.metrics import ReactorMetrics
-from reactor.signals import Signal, format_time
 from reactor.statemachine import (
     AlertState,
     AppStatus,
@@ -359,7 +359,7 @@ class Service:
     def placed(self, app: str, cluster: str, place: Placement) -> AppRecord:
         """What a deployment the store has decided answers: the app, or the gate's refusal
         (the store wrote nothing then); counted either way. No I/O: also called on the
-        event loop for a deployment decided there (``reactor.pg_pipeline``)."""
+        event loop for a deployment decided there (``reactor.store.pg_pipeline``)."""
         self._gate(cluster, place.cluster_status)
         if self.metrics is not None:
             self.metrics.deployments.inc()

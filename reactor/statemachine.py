@@ -8,7 +8,8 @@ Status signals. Alertmanager tells us about two alerts per cluster:
 ``FleetClusterOnline`` fires while it is ONLINE, ``FleetClusterOffline`` while it is
 OFFLINE. For each of the two we keep the latest thing we know: *firing since startsAt* or
 *resolved at endsAt*. An alert instance is named by its ``startsAt`` (to the millisecond,
-what every path carries: ``reactor.signals``); a later ``startsAt`` is a newer instance.
+what every path carries: ``reactor.alertmanager.signals``); a later ``startsAt`` is a newer
+instance.
 Within one instance, a resolution is newer than "firing", and there are two kinds of it:
 
 * *resolved by Alertmanager* (a webhook saying so) is final: nothing more about that
@@ -71,8 +72,8 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 # Re-exported: the reactor's modules and tests import them from here.
-from common.contract import Status as Status
-from common.contract import StatusAlert as StatusAlert
+from fleetwatch.common.contract import Status as Status
+from fleetwatch.common.contract import StatusAlert as StatusAlert
 
 
 class AppStatus(StrEnum):
@@ -92,7 +93,7 @@ class AlertState:
     """What we know of one status alert: firing since ``starts_at``, or resolved at ``ends_at``.
 
     Times are microseconds since the Unix epoch, whole milliseconds (see
-    ``reactor.signals.parse_time``).
+    ``reactor.alertmanager.signals.parse_time``).
     """
 
     firing: bool

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from common.logs import DEFAULT_LEVEL
-from common.version import __version__
 from fleetwatch.cli import COMMANDS, build_parser
+from fleetwatch.common.logs import DEFAULT_LEVEL
+from fleetwatch.common.version import __version__
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
 from fleetwatch.standin import ThreadedFleet
 
@@ -130,7 +130,7 @@ def test_a_client_command_says_the_reactors_own_error_not_only_the_http_reason()
     import urllib.error
     from email.message import Message
 
-    from reactor.client_cli import error_message
+    from fleetwatch.cli.status import error_message
 
     def answer(body: bytes) -> urllib.error.HTTPError:
         return urllib.error.HTTPError(

@@ -23,7 +23,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "fleetwatch" / "data"
-PRODUCT = ("common", "discovery", "exporter", "reactor", "fleetwatch", "dashboards")
+PRODUCT = ("fleetwatch", "exporter", "reactor", "alerts", "dashboards")
 #: The stand-in API servers are test equipment that ships for the demo: exempt from sizes.
 STANDIN = ROOT / "fleetwatch" / "standin"
 MAX_LINES = 450

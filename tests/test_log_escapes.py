@@ -1,4 +1,5 @@
-"""Log lines never carry a raw control, C1 or bidi character (common.logs, common.names).
+"""Log lines never carry a raw control, C1 or bidi character (fleetwatch.common.logs,
+fleetwatch.common.names).
 
 A name read from a kubeconfig, a Secret or an API body is logged as found; the logfmt and
 JSON formatters escape what no name may hold, so a line cannot be forged or drive the
@@ -15,7 +16,7 @@ import re
 import pytest
 from discovery_names import BAD_NAMES, BadName, no_raw_control
 
-from common.logs import JsonFormatter, LogfmtFormatter, setup_logging
+from fleetwatch.common.logs import JsonFormatter, LogfmtFormatter, setup_logging
 
 
 def record(message: str, *args: object) -> logging.LogRecord:

@@ -1,4 +1,5 @@
-"""Metric names are spelled once: in ``common.metricnames`` (and ``common.contract``).
+"""Metric names are spelled once: in ``fleetwatch.common.metricnames`` (and
+``fleetwatch.common.contract``).
 
 The exporter and the reactor write the series, the rules and the dashboards read them;
 a name spelled on both sides can drift apart silently (a renamed series leaves a rule
@@ -15,17 +16,20 @@ from pathlib import Path
 
 import pytest
 
-import common.metricnames as metricnames
-from common import contract
+import fleetwatch.common.metricnames as metricnames
+from fleetwatch.common import contract
 
 ROOT = Path(__file__).resolve().parent.parent
-PRODUCT = ("common", "discovery", "exporter", "reactor", "fleetwatch", "dashboards")
-CONTRACT = {ROOT / "common" / "metricnames.py", ROOT / "common" / "contract.py"}
+PRODUCT = ("fleetwatch", "exporter", "reactor", "alerts", "dashboards")
+CONTRACT = {
+    ROOT / "fleetwatch" / "common" / "metricnames.py",
+    ROOT / "fleetwatch" / "common" / "contract.py",
+}
 NAME = re.compile(r"\bfleetwatch_[a-z_]+")
 
 #: Literals that are not metric names: (file, name) -> why.
 NOT_METRICS = {
-    ("reactor/store_postgres.py", "fleetwatch_schema"): "the PostgreSQL table of the version",
+    ("reactor/store/postgres.py", "fleetwatch_schema"): "the PostgreSQL table of the version",
 }
 
 

@@ -33,17 +33,17 @@ from aiohttp.test_utils import TestClient
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from common.flags import USED, old_spellings
-from common.logs import setup_logging
-from common.version import __version__
-from common.webconfig import parse_web_config
 from exporter.server import MONITOR
 from exporter.server import create_app as create_exporter
 from exporter.settings import ExporterSettings
 from fleetwatch.cli import build_parser, main, warn_old_spellings
+from fleetwatch.common.flags import USED, old_spellings
+from fleetwatch.common.logs import setup_logging
+from fleetwatch.common.version import __version__
+from fleetwatch.common.webconfig import parse_web_config
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
 from fleetwatch.standin import StandinFleet
-from fleetwatch.standin.certs import FleetCerts
+from fleetwatch.standin.workload.certs import FleetCerts
 from reactor.app import create_app
 from reactor.context import ReactorSettings
 

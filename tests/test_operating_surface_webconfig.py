@@ -1,8 +1,9 @@
-"""``--web.config.file`` parsing and basic auth (``common.webconfig``, ``common.basicauth``),
+"""``--web.config.file`` parsing and basic auth (``fleetwatch.common.webconfig``,
+``fleetwatch.common.basicauth``),
 without a server process.
 
 Each invalid file is paired with the message a user gets, as exporter-toolkit's own tests
-do; the TLS contexts are built from real certificates (``fleetwatch.standin.certs``).
+do; the TLS contexts are built from real certificates (``fleetwatch.standin.workload.certs``).
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from pathlib import Path
 import bcrypt
 import pytest
 
-from common.basicauth import BasicAuth, parse_basic
-from common.webconfig import (
+from fleetwatch.common.basicauth import BasicAuth, parse_basic
+from fleetwatch.common.webconfig import (
     ReloadingTLS,
     TLSServerConfig,
     WebConfigError,
@@ -25,7 +26,7 @@ from common.webconfig import (
     parse_web_config,
     server_ssl_context,
 )
-from fleetwatch.standin.certs import FleetCerts
+from fleetwatch.standin.workload.certs import FleetCerts
 
 #: Cost 4, the least bcrypt allows: these tests check answers, not the cost.
 HASH = bcrypt.hashpw(b"s3cret", bcrypt.gensalt(4)).decode()

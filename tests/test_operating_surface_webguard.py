@@ -27,9 +27,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from common.webconfig import parse_web_config, server_ssl_context
 from exporter.server import create_app
 from exporter.settings import ExporterSettings
+from fleetwatch.common.webconfig import parse_web_config, server_ssl_context
 from fleetwatch.procs import free_port
 
 Mint = Callable[[str, list[x509.GeneralName]], tuple[Path, Path]]

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import quote
 
-from discovery import Cluster
 from exporter.checks import ClusterCheck
 from exporter.configfile import EtcdConfig, ExporterConfig
 from exporter.controlplane.components import COMPONENTS
@@ -55,6 +54,7 @@ from exporter.model import (
     ok_body,
 )
 from exporter.net import ApiClient
+from fleetwatch.discovery import Cluster
 
 log = logging.getLogger(__name__)
 

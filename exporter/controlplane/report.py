@@ -20,7 +20,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from common.metricnames import (
+from exporter.controlplane.components import COMPONENTS, ComponentTarget, control_plane_targets
+from exporter.controlplane.kubesystem import (
+    CoreDNSSpread,
+    KubeSystem,
+    coredns_spread,
+    etcd_from_static_pods,
+)
+from exporter.controlplane.quorum import EtcdReport, QuorumState
+from exporter.model import CheckResult, MetricFamily, Sample, TargetGroup
+from fleetwatch.common.metricnames import (
     CONTROLPLANE_LOCALHOST_ONLY,
     COREDNS_NODES,
     COREDNS_REPLICAS,
@@ -34,15 +43,6 @@ from common.metricnames import (
     ETCD_RAFT_TERM,
     ETCD_SOURCE_INFO,
 )
-from exporter.controlplane.components import COMPONENTS, ComponentTarget, control_plane_targets
-from exporter.controlplane.kubesystem import (
-    CoreDNSSpread,
-    KubeSystem,
-    coredns_spread,
-    etcd_from_static_pods,
-)
-from exporter.controlplane.quorum import EtcdReport, QuorumState
-from exporter.model import CheckResult, MetricFamily, Sample, TargetGroup
 
 
 @dataclass(frozen=True)

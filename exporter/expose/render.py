@@ -33,7 +33,20 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from common.metricnames import (
+from exporter.expose.encodings import in_order
+from exporter.expose.gzipped import Body, Deflater, Piece, deflated, joined
+from exporter.expose.snapshot import ClusterView, Snapshot
+from exporter.expose.textformat import (
+    NO_CHECKS,
+    SEP,
+    EncodedChecks,
+    escape_help,
+    escape_label,
+    fmt,
+)
+from exporter.model import MetricFamily, reason_class
+from exporter.state import Kept
+from fleetwatch.common.metricnames import (
     CLUSTER_INFO,
     CLUSTER_PROBE_CONSECUTIVE_CREDENTIAL_FAILURES,
     CLUSTER_PROBE_CONSECUTIVE_FAILURES,
@@ -55,19 +68,6 @@ from common.metricnames import (
     EXPORTER_SHARD,
     EXPORTER_SHARDS,
 )
-from exporter.expose.encodings import in_order
-from exporter.expose.gzipped import Body, Deflater, Piece, deflated, joined
-from exporter.expose.snapshot import ClusterView, Snapshot
-from exporter.expose.textformat import (
-    NO_CHECKS,
-    SEP,
-    EncodedChecks,
-    escape_help,
-    escape_label,
-    fmt,
-)
-from exporter.model import MetricFamily, reason_class
-from exporter.state import Kept
 
 __all__ = [
     "CLUSTER_FAMILIES",

@@ -30,13 +30,13 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
-from discovery.clusters import Cluster, ContextConfig
 from exporter.model import ProbeResult, Reason
 from exporter.net.credentials import CredentialCache, Credentials, CredentialsError
 from exporter.net.http1 import HttpError
 from exporter.net.pool import HttpPool, Route
 from exporter.net.probe import ApiClient, probe
 from exporter.net.proxy import EnvironmentProxies, Proxy, ProxyError, select
+from fleetwatch.discovery.clusters import Cluster, ContextConfig
 
 #: Seconds an idle kept-alive connection may wait for its next probe (at least two intervals).
 IDLE_CONNECTION_SECONDS = 3600.0

@@ -1,7 +1,7 @@
 """A kubeconfig context -> the TLS context and headers of an authenticated request.
 
 ``exporter.net.kubeclient.load_context`` resolves the context from what discovery kept of it
-(``discovery.contextauth.ContextAuth``), as the kubernetes client would. It is
+(``fleetwatch.discovery.contextauth.ContextAuth``), as the kubernetes client would. It is
 synchronous (it reads files, and may run an exec plugin for up to the probe timeout), so
 it runs on the credential workers (``exporter.net.workers``): a bounded pool of its own, never
 the event loop and never the default executor that discovery and rendering need. Contexts
@@ -15,7 +15,7 @@ is ever written to disk, not even for a moment. Where there is no ``memfd_create
 in a private 0700 folder is written and removed at once.
 
 Results are cached per (file version, context), and contexts whose credentials are equal
-(:class:`~discovery.contextauth.ContextAuth`: the cluster but for its ``server``, and
+(:class:`~fleetwatch.discovery.contextauth.ContextAuth`: the cluster but for its ``server``, and
 the user) share one resolution, across files too: a fleet whose kubeconfigs repeat one CA,
 client certificate, token file or exec plugin resolves it once, not once per cluster.
 ``ssl.SSLContext`` objects are shared between contexts with the same CA, client
@@ -45,13 +45,13 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from common.pem import load_cert_chain_pem
-from discovery.clusters import ContextConfig
-from discovery.contextauth import ContextAuth
-from discovery.files import FileVersion
 from exporter.net.execplugin import ExecPluginError, PluginRunner
 from exporter.net.kubeclient import ContextLoadError, LoadedContext, load_context
 from exporter.net.workers import Workers
+from fleetwatch.common.pem import load_cert_chain_pem
+from fleetwatch.discovery.clusters import ContextConfig
+from fleetwatch.discovery.contextauth import ContextAuth
+from fleetwatch.discovery.files import FileVersion
 
 #: Seconds before an exec credential's ``expirationTimestamp`` at which it is renewed.
 EXPIRY_MARGIN = 30.0
@@ -265,7 +265,7 @@ def shared_key(ctx: ContextConfig) -> ContextAuth:
 
     The cluster entry without its ``server`` (only its scheme matters), the user entry;
     an exec plugin that asks for the cluster's info (``provideClusterInfo``) sees the
-    server, so then the server counts too (``discovery.contextauth``).
+    server, so then the server counts too (``fleetwatch.discovery.contextauth``).
     """
     return ctx.auth
 

@@ -1,7 +1,7 @@
 """A kubeconfig context -> the TLS material and token it resolves to, as the client resolves it.
 
 :func:`load_context` resolves what discovery kept of a context
-(:class:`~discovery.contextauth.ContextAuth`) and hands back plain data
+(:class:`~fleetwatch.discovery.contextauth.ContextAuth`) and hands back plain data
 (:class:`LoadedContext`), following the kubernetes client's ``KubeConfigLoader`` step by
 step: ``token`` (or else ``tokenFile``, read now) or else ``username`` and ``password``,
 then the CA, client certificate and key (``*-data`` decoded at discovery, files checked
@@ -47,8 +47,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from discovery.contextauth import ContextAuth, Fault, KubeconfigError
 from exporter.net.execplugin import ExecPluginError, PluginRunner
+from fleetwatch.discovery.contextauth import ContextAuth, Fault, KubeconfigError
 
 
 class ContextLoadError(Exception):

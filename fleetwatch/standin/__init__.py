@@ -15,11 +15,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from fleetwatch.standin.certs import FleetCerts
-    from fleetwatch.standin.controlplane import ControlPlane, node_ip
-    from fleetwatch.standin.fleet import Mode, StandinCluster, StandinFleet
-    from fleetwatch.standin.kubeconfig import CaKind, Credential
-    from fleetwatch.standin.threaded import ThreadedFleet
+    from fleetwatch.standin.workload.certs import FleetCerts
+    from fleetwatch.standin.workload.controlplane import ControlPlane, node_ip
+    from fleetwatch.standin.workload.fleet import Mode, StandinCluster, StandinFleet
+    from fleetwatch.standin.workload.kubeconfig import CaKind, Credential
+    from fleetwatch.standin.workload.threaded import ThreadedFleet
 
 __all__ = [
     "CaKind",
@@ -36,23 +36,23 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name == "FleetCerts":
-        from fleetwatch.standin import certs
+        from fleetwatch.standin.workload import certs
 
         return certs.FleetCerts
     if name in ("ControlPlane", "node_ip"):
-        from fleetwatch.standin import controlplane
+        from fleetwatch.standin.workload import controlplane
 
         return getattr(controlplane, name)
     if name in ("Mode", "StandinCluster", "StandinFleet"):
-        from fleetwatch.standin import fleet
+        from fleetwatch.standin.workload import fleet
 
         return getattr(fleet, name)
     if name in ("CaKind", "Credential"):
-        from fleetwatch.standin import kubeconfig
+        from fleetwatch.standin.workload import kubeconfig
 
         return getattr(kubeconfig, name)
     if name == "ThreadedFleet":
-        from fleetwatch.standin import threaded
+        from fleetwatch.standin.workload import threaded
 
         return threaded.ThreadedFleet
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from common.logs import setup_logging
+from fleetwatch.common.logs import setup_logging
 from fleetwatch.standin.management.cli import add_parser as add_management
 from fleetwatch.standin.management.cli import serve as serve_management
 
@@ -46,9 +46,9 @@ def exec_credential(args: argparse.Namespace) -> int:
 async def _serve(args: argparse.Namespace) -> int:
     from aiohttp import web
 
-    from fleetwatch.standin.control import cluster_json, create_app
-    from fleetwatch.standin.controlplane import ControlPlane
-    from fleetwatch.standin.fleet import StandinFleet
+    from fleetwatch.standin.workload.control import cluster_json, create_app
+    from fleetwatch.standin.workload.controlplane import ControlPlane
+    from fleetwatch.standin.workload.fleet import StandinFleet
 
     directory = Path(args.dir)
     stop = asyncio.Event()

@@ -31,9 +31,9 @@ I/O (the edges):
 - ``mirrorpass``: the mirror's part of a pass (read, plan, write or preview);
   ``unwatched``: the rows of kinds the replica does not watch, counted and named;
 - ``kubewrite``: writes to the management cluster's API (aiohttp, beside
-  ``discovery.kubeapi``): the patches, the Lease's requests;
+  ``fleetwatch.kube.kubeapi``): the patches, the Lease's requests;
 - ``election``: the Lease taken, renewed and released, and its metrics;
-- ``watch``: the list+watch of the three kinds (``discovery.informer``);
+- ``watch``: the list+watch of the three kinds (``fleetwatch.kube.informer``);
 - ``actuator``: the loop that runs the mirror and the rules on every change and every
   resync interval, and counts what it did; ``settings``, ``metrics``, ``setup`` (flags,
   metrics, the app's lifecycle).

@@ -68,7 +68,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from discovery.kubeapi import KubeApiError
+from fleetwatch.kube.kubeapi import KubeApiError
 from reactor.cd.clustersecrets import ClusterSecret, decide_secrets
 from reactor.cd.fence import Fence, OpenOutages
 from reactor.cd.kubewrite import Fenced

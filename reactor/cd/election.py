@@ -46,8 +46,8 @@ from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from common import metricnames
-from discovery.kubeapi import KubeApiError
+from fleetwatch.common import metricnames
+from fleetwatch.kube.kubeapi import KubeApiError
 from reactor.cd.lease import (
     LeaderElection,
     Lease,

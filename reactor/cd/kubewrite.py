@@ -1,6 +1,6 @@
 """Writes to the management cluster's API: the CD actuator's patches, the Lease's requests.
 
-:class:`KubeWriter` is ``discovery.kubeapi.KubeApi`` (the same aiohttp session, TLS and
+:class:`KubeWriter` is ``fleetwatch.kube.kubeapi.KubeApi`` (the same aiohttp session, TLS and
 bearer token, so one client lists, watches and writes) with two more calls:
 :meth:`KubeWriter.merge_patch`, a JSON merge patch (``application/merge-patch+json``;
 custom resources refuse a strategic merge patch with 415) sent with
@@ -37,7 +37,7 @@ import aiohttp
 from aiohttp.abc import AbstractStreamWriter
 from aiohttp.payload import BytesPayload
 
-from discovery.kubeapi import KubeApi, KubeApiError
+from fleetwatch.kube.kubeapi import KubeApi, KubeApiError
 from reactor.cd.patches import FIELD_MANAGER
 
 MERGE_PATCH = "application/merge-patch+json"

@@ -23,7 +23,7 @@ last object went away drops out (a collector, not a labelled gauge that would ke
 as they are (``reactor.cd.unwatched``), by what was last seen of their objects; each kind
 with such rows has its three states.
 
-The interval and ``info`` are for the alert on pending actions (``fleetwatch.rules_cd``):
+The interval and ``info`` are for the alert on pending actions (``alerts.cd``):
 an action is retried at every pass, the resync at the latest, so "pending for longer
 than two intervals" needs the interval the reactor runs with; and a dry run keeps every
 action pending by design.
@@ -41,7 +41,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from common import metricnames
+from fleetwatch.common import metricnames
 
 #: What an object is, as the objects gauge counts it.
 STATES = ("running", "paused_by_outage", "paused")

@@ -33,7 +33,7 @@ e.g. ``flux:Kustomization/flux-system/apps``): unique per object, stable while i
 between clusters, and unambiguous, as Kubernetes names hold neither ``:`` nor ``/``. The
 API refuses to create an app whose name starts with one of
 ``reactor.store.MIRRORED_PREFIXES``, so an API row and a mirrored object never claim the
-same name. A namespace or name that breaks ``common.names``' rule (a control character:
+same name. A namespace or name that breaks ``fleetwatch.common.names``' rule (a control character:
 an API server refuses them, a stand-in or a proxy may not) makes the object
 :class:`Unreadable`, named escaped: it is never stored, and no log line carries it raw.
 
@@ -46,7 +46,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from common.names import char_flaw, escaped, name_problem
+from fleetwatch.common.names import char_flaw, escaped, name_problem
 from reactor.store import MIRRORED_SOURCES
 
 FLUX, ARGOCD = MIRRORED_SOURCES
@@ -136,7 +136,7 @@ class Destination:
     argocd_server: str | None = None
 
     def __str__(self) -> str:
-        """Escaped (``common.names``): the object's spec says it, and logs and the API
+        """Escaped (``fleetwatch.common.names``): the object's spec says it, and logs and the API
         repeat it."""
         if self.secret_ref is not None:
             return f"Secret {escaped(self.secret_ref)}"

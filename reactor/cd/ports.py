@@ -1,7 +1,7 @@
 """What the CD actuator needs of the parts around it, as protocols (tests stand in for them;
 the store's, ``StoreRunner``, is ``reactor.cd.storeops``'):
 
-- :class:`ObjectSource`: the informer's objects (``discovery.informer``);
+- :class:`ObjectSource`: the informer's objects (``fleetwatch.kube.informer``);
 - :class:`Patcher`: ``reactor.cd.kubewrite.KubeWriter``'s one write, behind a guard;
 - :class:`Leadership`: ``reactor.cd.election.LeaderElector``, asked whether this replica
   acts and, by the fence (``reactor.cd.fence``), whether a write may still leave.

@@ -26,7 +26,7 @@ dry run        one it does not watch         UNWATCHED, as for an acting replica
 =============  ============================  ===============================================
 
 A replica that waits for the Lease reads no row, so it has no scope. The store's write
-statements take the watched kinds as well (``reactor.store_sql``): a row outside them is
+statements take the watched kinds as well (``reactor.store.sql``): a row outside them is
 never changed even if a plan named it.
 
 Why a row of an unwatched kind stays rather than goes: the kind may be watched by another

@@ -45,7 +45,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from discovery.informer import InformerSettings
+from fleetwatch.kube.informer import InformerSettings
 from reactor.cd.lease import DEFAULT_LEASE_DURATION_S, DEFAULT_LEASE_NAME, LeaderElection
 from reactor.cd.objects import APPLICATION, HELMRELEASE, KUSTOMIZATION, CdKind
 

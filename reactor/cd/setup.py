@@ -23,8 +23,8 @@ from pathlib import Path
 
 from aiohttp import web
 
-from discovery.informer import Informer
-from discovery.kubeauth import ApiCredentials, from_kubeconfig, load_credentials
+from fleetwatch.kube.informer import Informer
+from fleetwatch.kube.kubeauth import ApiCredentials, from_kubeconfig, load_credentials
 from reactor.apidiscovery import API_DISCOVERY
 from reactor.cd.actuator import CdActuator
 from reactor.cd.election import LeaderElector, LeaderMetrics, lease_namespace

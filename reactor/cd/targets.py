@@ -7,13 +7,14 @@ An object's :class:`~reactor.cd.objects.Destination` is resolved against those:
 
 - **Flux**: the Secret and key it names, read as Flux reads them (:func:`resolve_secret`,
   whose table is the spec), against what discovery read of that Secret (its kind and the
-  names of its keys, ``discovery.merge``'s ``Merged.secrets``).
+  names of its keys, ``fleetwatch.discovery.merge``'s ``Merged.secrets``).
 - **Argo CD**: as Argo CD resolves a destination, against its own cluster Secrets only
   (:meth:`ClusterIndex.resolve_argocd`, whose table is the spec): a Cluster API or a
   labelled Secret of the same name is none of Argo CD's.
 
 A Secret discovery set aside as a duplicate of a cluster of the same name at the same
-server (``discovery.merge``'s aliases: Argo CD's and Cluster API's Secrets of one cluster)
+server (``fleetwatch.discovery.merge``'s aliases: Argo CD's and Cluster API's Secrets of one
+cluster)
 names that cluster too: for Flux, unless a cluster of the store holds that ref itself;
 for Argo CD, when it is an Argo CD cluster Secret (Argo CD knows the cluster by it).
 
@@ -30,8 +31,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from discovery.argocd import IN_CLUSTER_SERVER
-from discovery.secrets import CAPI_KEY, SecretShape
+from fleetwatch.discovery.argocd import IN_CLUSTER_SERVER
+from fleetwatch.discovery.secrets import CAPI_KEY, SecretShape
 from reactor.cd.objects import Destination
 from reactor.statemachine import Status
 
@@ -49,7 +50,7 @@ _NOT_ARGOCD = {
 }
 
 #: What discovery from the API hands the mirror: the aliases (duplicate Secret ref -> its
-#: cluster) and every Secret read, by ref (``discovery.merge.Merged``).
+#: cluster) and every Secret read, by ref (``fleetwatch.discovery.merge.Merged``).
 Discovered = tuple[Mapping[str, str], Mapping[str, SecretShape]]
 
 

@@ -1,15 +1,15 @@
-"""The list+watch of the mirrored kinds: ``discovery.informer``'s reflectors, on CRDs.
+"""The list+watch of the mirrored kinds: ``fleetwatch.kube.informer``'s reflectors, on CRDs.
 
 One :class:`CdWatch` per kind turned on (``--cd.flux``: Kustomizations and HelmReleases;
 ``--cd.argocd``: Applications), cluster-wide: an object's destination is in its spec, which
 no selector can filter on, so every object is listed and ``reactor.cd.objects`` keeps those
-that deploy to a remote cluster. Each kind's list+watch is a ``discovery.reflector``, the
+that deploy to a remote cluster. Each kind's list+watch is a ``fleetwatch.kube.reflector``, the
 one implementation the Secrets use too: it pages, resumes, relists after ``410 Gone``,
 ignores an event older than the object held, and waits client-go's backoff (0.8 s doubling
 to 30 s, with jitter) after any failed round, so a struggling API server is not hammered.
 
 What the informer keeps of an object (:func:`stored`) is what it keeps of a Secret
-(``discovery.informer.slim``: no ``managedFields``, no ``kubectl apply`` copy), but for one
+(``fleetwatch.kube.informer.slim``: no ``managedFields``, no ``kubectl apply`` copy), but for one
 thing the rules need: who owns the field that holds the pause, kept as a one-field
 ``managedFields`` per owner (``reactor.cd.objects`` reads it to tell an owner's revert
 from a person's resume).
@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from discovery.informer import slim
+from fleetwatch.kube.informer import slim
 from reactor.cd import clustersecrets
 from reactor.cd.clustersecrets import CLUSTER_SECRET, SELECTOR, is_cluster_secret
 from reactor.cd.objects import CdKind, kind_of, owners_of
@@ -33,7 +33,7 @@ from reactor.cd.settings import CdSettings
 
 @dataclass(frozen=True)
 class CdWatch:
-    """One kind's list+watch (``discovery.informer.Watched``)."""
+    """One kind's list+watch (``fleetwatch.kube.informer.Watched``)."""
 
     cd_kind: CdKind
     namespace: str | None = None

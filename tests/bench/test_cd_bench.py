@@ -14,9 +14,9 @@ import pytest
 
 from bench import cd
 from bench.common import is_number
-from discovery import DEFAULT_SELECTOR, read_secret
-from discovery.clusters import Discovery
-from discovery.merge import merge
+from fleetwatch.discovery import DEFAULT_SELECTOR, read_secret
+from fleetwatch.discovery.clusters import Discovery
+from fleetwatch.discovery.merge import merge
 from reactor.cd.objects import CdObject, read_object
 from reactor.cd.targets import ClusterIndex, KnownCluster
 

@@ -13,7 +13,7 @@ import pytest
 
 from bench import secret_discovery
 from bench.common import is_number
-from discovery import DEFAULT_SELECTOR, read_secret
+from fleetwatch.discovery import DEFAULT_SELECTOR, read_secret
 
 CA = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg=="
 

@@ -13,7 +13,7 @@ import secrets
 import socket
 
 from fleetwatch.standin import node_ip
-from fleetwatch.standin.controlplane import COMPONENTS
+from fleetwatch.standin.workload.controlplane import COMPONENTS
 
 #: Index 0 up is where fleets without a chosen ``first_index`` put their clusters.
 LOWEST = 1000

@@ -21,9 +21,9 @@ from typing import Any
 
 import yaml
 
+from alerts.rules import RuleSettings, controlplane_groups
 from exporter.controlplane.quorum import EtcdReport, QuorumState
 from exporter.controlplane.report import ControlPlaneReport, report_samples
-from fleetwatch.rules import RuleSettings, controlplane_groups
 
 RULE_FILE = "../fleetwatch.rules.yml"
 EXPORTER = {"job": "fleetwatch-exporter", "instance": "127.0.0.1:9713"}

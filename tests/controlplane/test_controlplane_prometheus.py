@@ -22,14 +22,14 @@ from controlplane_nodes import free_first_index
 from etcd_cluster import EtcdCluster
 from etcd_poll import poll
 
+from alerts.controlplane import rule_groups
 from exporter.configfile import ClusterConfig, EtcdConfig, ExporterConfig
 from exporter.controlplane.check import ControlPlaneCheck
 from exporter.server import MONITOR, create_app
 from exporter.settings import ExporterSettings
 from fleetwatch.procs import ManagedProcess, free_port
-from fleetwatch.rules_controlplane import rule_groups
 from fleetwatch.standin import StandinFleet, node_ip
-from fleetwatch.standin.controlplane import ControlPlane
+from fleetwatch.standin.workload.controlplane import ControlPlane
 
 pytestmark = [
     pytest.mark.live,

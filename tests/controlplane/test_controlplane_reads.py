@@ -13,11 +13,11 @@ from urllib.parse import unquote
 
 import pytest
 
-from discovery import Cluster
 from exporter.controlplane.check import ControlPlaneCheck, reads_every
 from exporter.controlplane.report import only
 from exporter.model import UNCHANGED, CheckResult, ProbeResult, Reason, Unchanged
-from fleetwatch.standin.controlplane import ControlPlane, pod_list
+from fleetwatch.discovery import Cluster
+from fleetwatch.standin.workload.controlplane import ControlPlane, pod_list
 
 OK = ProbeResult(True, None, 0.01, 200)
 DOWN = ProbeResult(False, Reason.CONNECT, 0.01)

@@ -10,8 +10,8 @@ import pytest
 import yaml
 from controlplane_promtool import render_test_file
 
-from fleetwatch.rules import RuleSettings, render_rules
-from fleetwatch.rules_controlplane import KUBEADM_FIX, WHY, rule_groups
+from alerts.controlplane import KUBEADM_FIX, WHY, rule_groups
+from alerts.rules import RuleSettings, render_rules
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED_TESTS = ROOT / "alerts" / "tests" / "controlplane.test.yml"

@@ -26,7 +26,7 @@ from exporter.controlplane.report import FAMILIES, report_from_kube_system
 from exporter.server import MONITOR, create_app
 from exporter.settings import ExporterSettings
 from fleetwatch.standin import StandinFleet
-from fleetwatch.standin.controlplane import ControlPlane
+from fleetwatch.standin.workload.controlplane import ControlPlane
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -219,7 +219,7 @@ class PodsOnly:
         self.paths: list[str] = []
 
     async def get(self, path: str, timeout: float) -> tuple[int, bytes]:  # noqa: ASYNC109
-        from fleetwatch.standin.controlplane import pod_list
+        from fleetwatch.standin.workload.controlplane import pod_list
 
         self.paths.append(path)
         if path.startswith("/api/v1/nodes"):

@@ -25,7 +25,7 @@ from dashboards_grafana import (
     variables_used,
 )
 
-from common.contract import STATUS_CODES, STORM_ALERT, StatusAlert
+from fleetwatch.common.contract import STATUS_CODES, STORM_ALERT, StatusAlert
 
 DS_REF = {"type": "prometheus", "uid": "${datasource}"}
 EXPECTED = {

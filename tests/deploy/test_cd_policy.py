@@ -344,7 +344,7 @@ def test_the_policy_validates_against_the_oldest_kubernetes_it_needs() -> None:
 
 
 def test_each_refusal_reaches_the_reactors_log_whole() -> None:
-    """The reactor keeps 300 characters of an API error's message (discovery.kubeapi);
+    """The reactor keeps 300 characters of an API error's message (fleetwatch.kube.kubeapi);
     kube-apiserver wraps the policy's message as below: for the longest resource name and
     an object named with 63 characters, every message still fits."""
     policy = find(render("overlays/cd"), "ValidatingAdmissionPolicy", "fleetwatch-cd-writes")

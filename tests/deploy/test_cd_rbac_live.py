@@ -29,8 +29,8 @@ from deploy_policy import REACTOR as REACTOR_USER
 from deploy_policy import Policy
 from reactor_payloads import alert, webhook
 
-from discovery.informer import InformerSettings
 from fleetwatch.cli import build_parser
+from fleetwatch.kube.informer import InformerSettings
 from fleetwatch.standin.management import ManagementCluster, ManagementSettings
 from fleetwatch.standin.management.auth import RbacRule
 from fleetwatch.standin.management.kinds import BY_API_KIND

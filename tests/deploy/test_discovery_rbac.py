@@ -37,9 +37,9 @@ from deploy_manifests import (
     workloads,
 )
 
-from discovery import DEFAULT_SELECTOR, apisource, read_secret
-from discovery.secrets import kind_of
 from fleetwatch.cli import build_parser
+from fleetwatch.discovery import DEFAULT_SELECTOR, apisource, read_secret
+from fleetwatch.discovery.secrets import kind_of
 
 #: The one rule a Role or ClusterRole of the components may hold.
 READ_SECRETS = {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]}

@@ -16,9 +16,9 @@ from typing import Any
 
 import yaml
 
-from discovery.informer import Informer, InformerSettings, WatchSpec, watch_specs
-from discovery.kubeapi import KubeApi
-from discovery.kubeauth import ApiCredentials, from_kubeconfig
+from fleetwatch.kube.informer import Informer, InformerSettings, WatchSpec, watch_specs
+from fleetwatch.kube.kubeapi import KubeApi
+from fleetwatch.kube.kubeauth import ApiCredentials, from_kubeconfig
 from fleetwatch.standin.management import ManagementCluster
 
 SENTINEL = "SENTINEL-credential-7f3a9c"

@@ -1,4 +1,4 @@
-"""The names every test of the name rule (``common.names``) goes through, in one table.
+"""The names every test of the name rule (``fleetwatch.common.names``) goes through, in one table.
 
 Each bad name carries one character no name may hold, between printable characters, and
 the escape ``repr`` shows it with: what a problem, a log line or ``fleetwatch discover``

@@ -1,8 +1,8 @@
 """The list+watch's schedule against a hostile API, walked on an injected clock (no wait).
 
-A reflector (``discovery.reflector``) against an in-memory API that fails every watch in
+A reflector (``fleetwatch.kube.reflector``) against an in-memory API that fails every watch in
 one of the ways a struggling API server does: the requests it sends over ten virtual
-minutes follow client-go's backoff (``discovery.backoff``): about two a second at first,
+minutes follow client-go's backoff (``fleetwatch.kube.backoff``): about two a second at first,
 one round per 30 to 60 s from the fifth minute on. Beside it: the backoff itself, its
 reset, ``Retry-After``, and events older than the object held.
 """
@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from discovery.backoff import Backoff, BackoffSettings
-from discovery.informer import InformerSettings, WatchSpec
-from discovery.kubeapi import KubeApiError
-from discovery.reflector import Reflector, older
+from fleetwatch.kube.backoff import Backoff, BackoffSettings
+from fleetwatch.kube.informer import InformerSettings, WatchSpec
+from fleetwatch.kube.kubeapi import KubeApiError
+from fleetwatch.kube.reflector import Reflector, older
 
 SPEC = WatchSpec("argocd", "argocd.argoproj.io/secret-type=cluster")
 
@@ -90,7 +90,7 @@ class HostileApi:
         self,
         path: str,
         params: Mapping[str, str],
-        timeout: float,  # noqa: ASYNC109 (discovery.reflector.Api's signature)
+        timeout: float,  # noqa: ASYNC109 (fleetwatch.kube.reflector.Api's signature)
     ) -> AsyncGenerator[dict[str, Any], None]:
         self.requests.append((self.clock.now, "watch"))
         await asyncio.sleep(0)

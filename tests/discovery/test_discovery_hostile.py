@@ -19,7 +19,7 @@ import pytest
 from discovery_hostile import HOSTILE, most_requests, observe, requests
 from discovery_informer import argocd_secret, running
 
-from discovery.informer import InformerSettings, WatchSpec
+from fleetwatch.kube.informer import InformerSettings, WatchSpec
 from fleetwatch.standin.management import ManagementCluster, ManagementSettings
 
 pytestmark = pytest.mark.live

@@ -24,9 +24,9 @@ from discovery_informer import (
     until,
 )
 
-from discovery import read_secret
-from discovery.informer import WatchSpec, watch_specs
-from discovery.kubeauth import from_kubeconfig
+from fleetwatch.discovery import read_secret
+from fleetwatch.kube.informer import WatchSpec, watch_specs
+from fleetwatch.kube.kubeauth import from_kubeconfig
 from fleetwatch.standin.management import ManagementCluster, ManagementSettings
 from fleetwatch.standin.management.kinds import SECRETS
 

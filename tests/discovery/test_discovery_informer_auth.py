@@ -15,9 +15,9 @@ import pytest
 import yaml
 from discovery_informer import SENTINEL, argocd_secret, capi_secret, names, running, until
 
-from discovery.informer import watch_specs
-from discovery.kubeapi import KubeApi, KubeApiError
-from discovery.kubeauth import (
+from fleetwatch.kube.informer import watch_specs
+from fleetwatch.kube.kubeapi import KubeApi, KubeApiError
+from fleetwatch.kube.kubeauth import (
     InClusterPaths,
     KubeAuthError,
     from_kubeconfig,

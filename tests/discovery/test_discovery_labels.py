@@ -1,10 +1,11 @@
-"""The user's label selector, parsed and matched as the API server does (discovery.labels)."""
+"""The user's label selector, parsed and matched as the API server does
+(fleetwatch.discovery.labels)."""
 
 from __future__ import annotations
 
 import pytest
 
-from discovery import DEFAULT_SELECTOR, LabelSelector, SelectorError
+from fleetwatch.discovery import DEFAULT_SELECTOR, LabelSelector, SelectorError
 
 MATCHES = [
     # (selector, labels, matches)

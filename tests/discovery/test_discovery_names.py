@@ -1,4 +1,4 @@
-"""Names are printable: one rule (common.names) for every name discovery publishes.
+"""Names are printable: one rule (fleetwatch.common.names) for every name discovery publishes.
 
 A context of a kubeconfig file, an Argo CD Secret's ``name``, a Cluster API Secret's label
 and a labelled Secret's context with a control character, a C1 control or a bidi override
@@ -17,9 +17,9 @@ import pytest
 import yaml
 from discovery_names import BAD_NAMES, GOOD_NAMES, BadName, no_raw_control
 
-from common import names
-from discovery import Discoverer, DiscoveryProblem, merge, read_secret
-from discovery.files import walk_folder
+from fleetwatch.common import names
+from fleetwatch.discovery import Discoverer, DiscoveryProblem, merge, read_secret
+from fleetwatch.discovery.files import walk_folder
 from reactor.fields import NAME_PATTERN, is_name
 
 SERVER = "https://10.0.0.1:6443"

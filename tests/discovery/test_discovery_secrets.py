@@ -1,4 +1,5 @@
-"""Secrets of the management cluster -> clusters and problems (discovery.secrets, .merge).
+"""Secrets of the management cluster -> clusters and problems (fleetwatch.discovery.secrets,
+.merge).
 
 Not live but the last test: Secret objects are dicts as the API returns them. Credentials
 are compared with what the same kubeconfig gives through the file scan, and every repr
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from discovery import (
+from fleetwatch.discovery import (
     Cluster,
     ContextConfig,
     Discoverer,
@@ -30,8 +31,8 @@ from discovery import (
     read_secret,
     secret_ref,
 )
-from discovery.contextauth import ContextAuth
-from discovery.shard import Shard
+from fleetwatch.discovery.contextauth import ContextAuth
+from fleetwatch.discovery.shard import Shard
 
 TOKEN = "SENTINEL-token-7f3a"
 PASSWORD = "SENTINEL-password-91c2"

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from discovery import Discovery, merge, probeable, read_secret
 from exporter.net import FleetClient, Slot
+from fleetwatch.discovery import Discovery, merge, probeable, read_secret
 from fleetwatch.standin import StandinFleet
 
 

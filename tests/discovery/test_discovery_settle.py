@@ -1,10 +1,10 @@
-"""A kubeconfig caught mid-write never replaces its last good version (discovery.settle).
+"""A kubeconfig caught mid-write never replaces its last good version (fleetwatch.discovery.settle).
 
 Pure: real files, a fake clock set against the files' own times, no sleep. Writers are
 played as they write: in place (truncate, then write: client-go's ``WriteToFile``), by a
 rename into place, by the kubelet's ``..data`` swap, by vim's move aside. Then Secrets
 read through the API, which need no settle time: a version that cannot be read keeps the
-last good one (``discovery.secrets.with_last_good``).
+last good one (``fleetwatch.discovery.secrets.with_last_good``).
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 import yaml
 
-from discovery import Discoverer, Discovery
-from discovery.apisource import KubernetesDiscovery, SecretReads
-from discovery.files import FileVersion
-from discovery.secrets import KEPT
-from discovery.settle import SETTLE_SECONDS, Sighting, arrived_whole, wait_for
+from fleetwatch.discovery import Discoverer, Discovery
+from fleetwatch.discovery.apisource import KubernetesDiscovery, SecretReads
+from fleetwatch.discovery.files import FileVersion
+from fleetwatch.discovery.secrets import KEPT
+from fleetwatch.discovery.settle import SETTLE_SECONDS, Sighting, arrived_whole, wait_for
 
 SETTLE = SETTLE_SECONDS
 
@@ -59,7 +59,7 @@ class Clock:
 
 
 def changed_at(path: Path) -> float:
-    """The file's last change by its own times (what discovery.settle reads)."""
+    """The file's last change by its own times (what fleetwatch.discovery.settle reads)."""
     st = os.stat(path)
     return max(st.st_mtime_ns, st.st_ctime_ns) / 1e9
 

@@ -1,10 +1,10 @@
-"""What the informer keeps of each object (``discovery.informer.slim``): pure."""
+"""What the informer keeps of each object (``fleetwatch.kube.informer.slim``): pure."""
 
 from __future__ import annotations
 
 import copy
 
-from discovery.informer import LAST_APPLIED, slim
+from fleetwatch.kube.informer import LAST_APPLIED, slim
 
 
 def test_managed_fields_and_the_last_applied_copy_are_not_kept() -> None:

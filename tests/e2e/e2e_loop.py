@@ -21,11 +21,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from fleetwatch import wiring
+from alerts.rules import RuleSettings
+from fleetwatch.cli import wiring
+from fleetwatch.cli.wiring import HttpStatusError, JsonClient
 from fleetwatch.procs import ManagedProcess, wait_until
-from fleetwatch.rules import RuleSettings
 from fleetwatch.standin import ThreadedFleet
-from fleetwatch.wiring import HttpStatusError, JsonClient
 
 INTERVAL = 1.0
 

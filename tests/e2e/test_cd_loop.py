@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 from e2e_loop import INTERVAL, Loop
 
-from fleetwatch import wiring
-from fleetwatch.demo_cd import (
+from fleetwatch.cli import wiring
+from fleetwatch.cli.demo_cd import (
     ObjectReader,
     application,
     argocd_cluster_secret,

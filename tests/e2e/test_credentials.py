@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from e2e_loop import Loop
 
-from common.contract import CREDENTIALS_ALERT, STATUS_CODE_RECORD, StatusAlert
+from fleetwatch.common.contract import CREDENTIALS_ALERT, STATUS_CODE_RECORD, StatusAlert
 
 pytestmark = pytest.mark.live
 

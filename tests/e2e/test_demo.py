@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from e2e_demo import alive, cd_objects, stop_demo
 
+from fleetwatch.cli.wiring import JsonClient
 from fleetwatch.procs import wait_until
-from fleetwatch.wiring import JsonClient
 
 pytestmark = pytest.mark.live
 

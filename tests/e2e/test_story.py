@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 from e2e_loop import INTERVAL, Loop
 
-from fleetwatch.wiring import HttpStatusError
+from fleetwatch.cli.wiring import HttpStatusError
 
 pytestmark = pytest.mark.live
 

@@ -27,7 +27,9 @@ from typing import Any
 
 import pytest
 
-from common.contract import (
+from alerts.rules import prom_duration
+from fleetwatch.cli import wiring
+from fleetwatch.common.contract import (
     CLUSTERS_COUNT_RECORD,
     FAILING_RATIO_RECORD,
     REPLICA_STATUS_RECORD,
@@ -37,10 +39,8 @@ from common.contract import (
     Status,
     StatusAlert,
 )
-from discovery.shard import shard_of
-from fleetwatch import wiring
+from fleetwatch.discovery.shard import shard_of
 from fleetwatch.procs import ManagedProcess, wait_until
-from fleetwatch.rules import prom_duration
 from fleetwatch.standin import ThreadedFleet
 
 pytestmark = pytest.mark.live

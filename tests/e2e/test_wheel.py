@@ -25,14 +25,14 @@ from pathlib import Path
 import pytest
 from e2e_demo import stop_demo
 
+from fleetwatch.cli.wiring import JsonClient
 from fleetwatch.procs import wait_until
-from fleetwatch.wiring import JsonClient
 
 pytestmark = pytest.mark.live
 
 ROOT = Path(__file__).resolve().parents[2]
 #: What the wheel is built from: the packages, the shipped files they link to, the metadata.
-SOURCES = ("common", "discovery", "exporter", "reactor", "fleetwatch", "alerts", "dashboards")
+SOURCES = ("fleetwatch", "exporter", "reactor", "alerts", "dashboards")
 #: Two clusters probed every second: OFFLINE two seconds after `down`.
 DEMO_ARGS = ("--web.free-ports", "--clusters=2", "--probe.interval=1")
 

@@ -19,10 +19,10 @@ from controlplane_promtool import observed_states_test
 from etcd_cluster import EtcdCluster
 from etcd_poll import poll
 
+from alerts.rules import RuleSettings, render_rules
 from exporter.configfile import EtcdConfig
 from exporter.controlplane.etcd_client import probe_etcd
 from exporter.controlplane.quorum import NO_LEADER_ERROR, EtcdReport, QuorumState
-from fleetwatch.rules import RuleSettings, render_rules
 
 #: Every observed report, by step: test_etcd_rules_live feeds them to the alert rules.
 OBSERVED: dict[str, EtcdReport] = {}

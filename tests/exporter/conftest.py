@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from exporter_helpers import MonitorFactory, Recorder
 
-from discovery import Discoverer
 from exporter.checks import ClusterCheck
 from exporter.cycle import DiscoverySource, Monitor
 from exporter.model import CycleSettings
 from exporter.net import install_patches
+from fleetwatch.discovery import Discoverer
 from fleetwatch.standin import StandinFleet
 
 

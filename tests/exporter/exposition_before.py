@@ -15,8 +15,8 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from discovery.clusters import Cluster
 from exporter.model import CheckResult, MetricFamily, Reason
+from fleetwatch.discovery.clusters import Cluster
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """`fleetwatch discover` never prints a raw control byte: a context whose name has one is a
-problem shown escaped (common.names), in the table and in the JSON, and on stderr too."""
+problem shown escaped (fleetwatch.common.names), in the table and in the JSON, and on stderr too."""
 
 from __future__ import annotations
 

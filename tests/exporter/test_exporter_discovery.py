@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from discovery import Discoverer, probeable
+from fleetwatch.discovery import Discoverer, probeable
 
 
 def kubeconfig(*contexts: str, server: str = "https://127.0.0.1:6443", **extra: Any) -> str:

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import yaml
 
-from discovery import Discoverer, boundedyaml
-from discovery.kubeconfig import parse_document
+from fleetwatch.discovery import Discoverer, boundedyaml
+from fleetwatch.discovery.kubeconfig import parse_document
 
 if TYPE_CHECKING:
     from exporter_helpers import MonitorFactory

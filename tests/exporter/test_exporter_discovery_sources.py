@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
-from discovery import Discoverer, KubeconfigList, main_kubeconfig
 from exporter.settings import resolve
+from fleetwatch.discovery import Discoverer, KubeconfigList, main_kubeconfig
 
 
 def doc(

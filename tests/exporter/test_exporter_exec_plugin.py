@@ -36,7 +36,7 @@ from exporter.model import Reason
 from exporter.net.execplugin import ExecCredential, ExecPluginError, PluginRunner
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
 from fleetwatch.standin import StandinFleet
-from fleetwatch.standin.threaded import ThreadedFleet
+from fleetwatch.standin.workload.threaded import ThreadedFleet
 
 #: Sleeps forever after saying its pid.
 SLEEPS = """\

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 import exposition_before as before
 import pytest
 
-from discovery.clusters import Cluster, Discovery
 from exporter.controlplane.components import ComponentTarget
 from exporter.controlplane.kubesystem import CoreDNSSpread
 from exporter.controlplane.quorum import EtcdMember, EtcdReport
@@ -39,6 +38,7 @@ from exporter.model import (
     Unchanged,
 )
 from exporter.state import ClusterTable
+from fleetwatch.discovery.clusters import Cluster, Discovery
 
 ODD = 'we"ird\\name\nx'
 

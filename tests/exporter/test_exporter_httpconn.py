@@ -25,7 +25,7 @@ from exporter.net.connection import Connection
 from exporter.net.http1 import Failure, HttpError
 from exporter.net.pool import HttpPool, Progress
 from exporter.net.proxy import Proxy
-from fleetwatch.standin.certs import FleetCerts
+from fleetwatch.standin.workload.certs import FleetCerts
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from exporter_helpers import MonitorFactory, Recorder
 
-from discovery import Cluster, ContextConfig, Discoverer, Discovery
 from exporter.model import Reason
+from fleetwatch.discovery import Cluster, ContextConfig, Discoverer, Discovery
 from fleetwatch.standin import StandinFleet
 
 pytestmark = pytest.mark.live

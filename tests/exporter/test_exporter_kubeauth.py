@@ -1,7 +1,7 @@
 """Credentials resolved without the kubernetes client, proven against it, shape by shape.
 
 ``exporter.net.kubeclient`` resolves a context from what discovery kept of it
-(``discovery.contextauth``) without importing the kubernetes client. Here the client's
+(``fleetwatch.discovery.contextauth``) without importing the kubernetes client. Here the client's
 own ``KubeConfigLoader`` is the oracle: for every kubeconfig shape of the table, the
 kubeconfig is written to a file, discovered and resolved by the exporter, and loaded by
 the client from the same document, and both answers are compared: the token (or its
@@ -34,11 +34,11 @@ from kubernetes.client import Configuration
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.config.kube_config import KubeConfigLoader
 
-from discovery import Discoverer
 from exporter.net import kubeclient as kube
 from exporter.net.credentials import _safe_reason
 from exporter.net.execplugin import PluginRunner
 from exporter.net.kubeclient import ContextLoadError, load_context
+from fleetwatch.discovery import Discoverer
 
 EXEC_API = "client.authentication.k8s.io/v1beta1"
 
@@ -480,7 +480,7 @@ _IMPORTS = textwrap.dedent(
     """
     import json, sys
     from pathlib import Path
-    from discovery import Discoverer
+    from fleetwatch.discovery import Discoverer
     from exporter.net.kubeclient import load_context, ContextLoadError
     folder = Path(sys.argv[1])
     found = []

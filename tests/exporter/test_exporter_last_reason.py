@@ -15,11 +15,11 @@ import pytest
 import yaml
 from exporter_helpers import MonitorFactory
 
-from discovery.clusters import Cluster, Discovery
 from exporter.expose.render import render_metrics
 from exporter.expose.snapshot import CycleStats, Snapshot, build_snapshot
 from exporter.model import CycleSettings, ProbeResult, Reason, ReasonClass, reason_class
 from exporter.state import ClusterTable
+from fleetwatch.discovery.clusters import Cluster, Discovery
 from fleetwatch.standin import StandinFleet
 
 LAST_REASON = "fleetwatch_cluster_probe_last_failure_reason"

@@ -16,10 +16,10 @@ import pytest
 import yaml
 from exporter_helpers import MonitorFactory
 
-from discovery import Cluster, ContextConfig, Discovery
-from discovery.kubeconfig import context_config
 from exporter.model import Reason
 from exporter.net.credentials import CredentialsError, build_credentials
+from fleetwatch.discovery import Cluster, ContextConfig, Discovery
+from fleetwatch.discovery.kubeconfig import context_config
 from fleetwatch.standin import StandinFleet
 
 CREDENTIAL_KINDS = [

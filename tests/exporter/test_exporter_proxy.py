@@ -34,13 +34,13 @@ import pytest
 import yaml
 from exporter_helpers import Recorder
 
-from discovery import Cluster, Discoverer
 from exporter.cycle import Monitor
 from exporter.expose.render import render_metrics
 from exporter.expose.textformat import EncodedChecks
 from exporter.model import CheckResult, CycleSettings, MetricFamily, ProbeResult, Reason, Sample
 from exporter.net import ApiClient
 from exporter.net.proxy import EnvironmentProxies, Proxy, ProxyError, parse_proxy, select
+from fleetwatch.discovery import Cluster, Discoverer
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
 from fleetwatch.standin import StandinFleet
 

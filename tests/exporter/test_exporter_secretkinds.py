@@ -31,16 +31,16 @@ from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 from test_exporter_proxy import Tinyproxy
 
-from discovery.apisource import KubernetesDiscovery
-from discovery.informer import InformerSettings
-from discovery.shard import Shard
 from exporter import server
 from exporter.server import INFORMER, MONITOR, create_app
 from exporter.settings import ExporterSettings
+from fleetwatch.discovery.apisource import KubernetesDiscovery
+from fleetwatch.discovery.shard import Shard
+from fleetwatch.kube.informer import InformerSettings
 from fleetwatch.standin import StandinFleet
-from fleetwatch.standin.kubeconfig import kubeconfig_dict
 from fleetwatch.standin.management import ManagementCluster, ManagementSettings
 from fleetwatch.standin.management.kinds import SECRETS
+from fleetwatch.standin.workload.kubeconfig import kubeconfig_dict
 
 pytestmark = pytest.mark.live
 

@@ -20,10 +20,10 @@ import pytest
 from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 
-from discovery.apisource import KubernetesDiscovery
-from discovery.informer import InformerSettings
 from exporter.server import INFORMER, MONITOR, create_app
 from exporter.settings import ExporterSettings
+from fleetwatch.discovery.apisource import KubernetesDiscovery
+from fleetwatch.kube.informer import InformerSettings
 from fleetwatch.standin import StandinFleet
 from fleetwatch.standin.management import ManagementCluster, ManagementSettings
 from fleetwatch.standin.management.kinds import SECRETS

@@ -17,13 +17,13 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from discovery import Cluster
 from exporter.expose.render import render_metrics
 from exporter.expose.snapshot import Snapshot
 from exporter.model import CheckResult, MetricFamily, ProbeResult, Sample, TargetGroup
 from exporter.net import ApiClient
 from exporter.server import MONITOR, create_app
 from exporter.settings import ExporterSettings
+from fleetwatch.discovery import Cluster
 from fleetwatch.standin import StandinFleet
 
 ClientFactory = Callable[[web.Application], Any]

@@ -1,6 +1,6 @@
 """A kubeconfig rewritten in place never makes the exporter publish fewer clusters.
 
-The cycle's side of ``discovery.settle``: a scan that finds a file changing asks to look
+The cycle's side of ``fleetwatch.discovery.settle``: a scan that finds a file changing asks to look
 again (``Discovery.rescan_in``), and the cycle does, once, when that comes before the next
 cycle (always in the first); ``/-/ready`` counts cycles, not scans. Then the issue's own
 measurement, on a real ``fleetwatch exporter``: 200 clusters in one file rewritten about
@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import yaml
 
-from discovery import Cluster, ContextConfig, Discoverer, Discovery
-from discovery.apisource import KubernetesDiscovery
 from exporter.secretsource import SecretSource
+from fleetwatch.discovery import Cluster, ContextConfig, Discoverer, Discovery
+from fleetwatch.discovery.apisource import KubernetesDiscovery
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
 
 if TYPE_CHECKING:

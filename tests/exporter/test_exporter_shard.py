@@ -18,8 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from discovery import Discoverer
-from discovery.shard import (
+from exporter.server import MONITOR, create_app
+from exporter.settings import SettingsError, resolve
+from fleetwatch.discovery import Discoverer
+from fleetwatch.discovery.shard import (
     Shard,
     ShardError,
     current_hostname,
@@ -27,8 +29,6 @@ from discovery.shard import (
     resolve_shard,
     shard_of,
 )
-from exporter.server import MONITOR, create_app
-from exporter.settings import SettingsError, resolve
 from fleetwatch.standin import StandinFleet
 
 NAME = st.text(st.characters(categories=("L", "N", "P", "S")), min_size=1, max_size=40)
@@ -66,7 +66,7 @@ def test_the_hash_is_fixed_across_processes_and_versions() -> None:
     """Python's hash() is salted per process; ours must give the same shards everywhere."""
     names = ["prod-eu-1", "prod-us-2", "staging", "dev-é"]
     here = [shard_of(n, 7) for n in names]
-    code = f"from discovery.shard import shard_of; print([shard_of(n, 7) for n in {names!r}])"
+    code = f"from fleetwatch.discovery.shard import shard_of; print([shard_of(n, 7) for n in {names!r}])"
     other = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,

@@ -18,9 +18,9 @@ import pytest
 from aiohttp.test_utils import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from discovery import Cluster, ContextConfig, Discoverer, Discovery
 from exporter.server import STALL_INTERVALS, create_app, stalled_for
 from exporter.settings import ExporterSettings
+from fleetwatch.discovery import Cluster, ContextConfig, Discoverer, Discovery
 from fleetwatch.standin import StandinFleet
 
 

@@ -25,7 +25,7 @@ from reactor_postgres import PostgresServer
 from fleetwatch.standin.management import ManagementCluster, ManagementSettings
 from reactor.app import Scanner, create_app
 from reactor.context import ReactorSettings
-from reactor.database import POSTGRESQL, SQLITE
+from reactor.store.database import POSTGRESQL, SQLITE
 
 
 @pytest.fixture(scope="session")

@@ -16,8 +16,8 @@ from aiohttp.test_utils import TestClient
 from reactor_payloads import webhook
 
 from reactor.store import Store
-from reactor.store_postgres import PostgresStore
-from reactor.store_sqlite import SQLiteStore
+from reactor.store.postgres import PostgresStore
+from reactor.store.sqlite import SQLiteStore
 
 TOKEN = "s3cret-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

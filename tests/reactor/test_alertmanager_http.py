@@ -35,8 +35,8 @@ from etcd_poll import poll
 from prometheus_client import CollectorRegistry
 
 from fleetwatch.cli import build_parser
-from reactor.alertmanager import AlertmanagerClient, AlertmanagerError, Listing
-from reactor.alertmanager_http import HTTPConfigError, parse_http_config
+from reactor.alertmanager.client import AlertmanagerClient, AlertmanagerError, Listing
+from reactor.alertmanager.http import HTTPConfigError, parse_http_config
 from reactor.app import create_app
 from reactor.cli import settings_from
 from reactor.context import ReactorSettings

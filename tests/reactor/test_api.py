@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry
 from reactor_helpers import AUTH, TOKEN, MakeClient, dump_db, hold_write_lock
 from reactor_payloads import OFFLINE, ONLINE, alert, webhook
 
-from reactor.openapi import openapi_document
+from reactor.api.openapi import openapi_document
 
 
 def kubeconfig(path: Path, contexts: dict[str, str]) -> Path:

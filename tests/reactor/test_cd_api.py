@@ -28,13 +28,13 @@ from test_cd_live import (  # noqa: F401 (start is a fixture)
     until,
 )
 
-from common import metricnames
-from discovery.informer import InformerSettings
+from fleetwatch.cli.status import render_status
+from fleetwatch.common import metricnames
+from fleetwatch.kube.informer import InformerSettings
 from fleetwatch.standin.management import ManagementCluster
 from reactor.app import create_app
 from reactor.cd.lease import LeaderElection
 from reactor.cd.settings import CdSettings
-from reactor.client_cli import render_status
 from reactor.context import ReactorSettings
 
 pytestmark = pytest.mark.live

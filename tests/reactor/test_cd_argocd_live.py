@@ -20,8 +20,8 @@ from prometheus_client import CollectorRegistry
 from reactor_helpers import mirrored, notify, postgres_url, until
 from reactor_payloads import OFFLINE, ONLINE, alert
 
-from common import metricnames
-from discovery.informer import InformerSettings
+from fleetwatch.common import metricnames
+from fleetwatch.kube.informer import InformerSettings
 from fleetwatch.standin.management import ManagementCluster
 from fleetwatch.standin.management.kinds import BY_API_KIND, SECRETS
 from reactor.app import create_app

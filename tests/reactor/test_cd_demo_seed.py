@@ -13,10 +13,10 @@ from typing import Any
 
 import yaml
 
-from discovery.clusters import Discovery
-from discovery.merge import merge
-from discovery.secrets import SecretClusters, read_secret
-from fleetwatch import demo_cd
+from fleetwatch.cli import demo_cd
+from fleetwatch.discovery.clusters import Discovery
+from fleetwatch.discovery.merge import merge
+from fleetwatch.discovery.secrets import SecretClusters, read_secret
 from reactor.cd.objects import CdObject, read_object
 from reactor.cd.targets import ClusterIndex, KnownCluster, Unresolved
 

@@ -31,12 +31,12 @@ from reactor_postgres import PostgresServer
 from test_cd_live import C1_PAUSED, FLEET, kustomization
 from test_cd_replicas import Replica, reader, seed_store
 
-from common import metricnames
+from fleetwatch.common import metricnames
 from fleetwatch.procs import wait_until
 from fleetwatch.standin.management import ManagementProcess
+from reactor.alertmanager.signals import parse_webhook, status_signals
 from reactor.service import Service
-from reactor.signals import parse_webhook, status_signals
-from reactor.store_postgres import PostgresStore
+from reactor.store.postgres import PostgresStore
 
 pytestmark = pytest.mark.live
 
@@ -185,7 +185,7 @@ def test_a_dry_run_beside_the_acting_replica_writes_nothing_and_every_app_is_res
         assert rows(url) == before
         assert writes(mgmt, leases=False) == requests
         # The dry run sees the Applications it does not watch, paused by the outage: it
-        # counts them and leaves them (its count pages nobody: fleetwatch.rules_cd).
+        # counts them and leaves them (its count pages nobody: alerts.cd).
         assert sample(dry, UNWATCHED, kind="Application", state="paused_by_outage") == 2
 
         # The recovery restores every app the outage degraded, and resumes the objects.

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from common import metricnames
-from discovery.kubeapi import KubeApiError
-from discovery.kubeauth import BearerToken, from_kubeconfig
+from fleetwatch.common import metricnames
+from fleetwatch.kube.kubeapi import KubeApiError
+from fleetwatch.kube.kubeauth import BearerToken, from_kubeconfig
 from fleetwatch.standin.management import ManagementCluster
 from fleetwatch.standin.management.kinds import BY_API_KIND
 from reactor.cd.election import LeaderElector, LeaderMetrics, lease_namespace

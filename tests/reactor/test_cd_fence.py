@@ -21,8 +21,9 @@ from prometheus_client import CollectorRegistry
 from reactor_helpers import until
 from reactor_payloads import OFFLINE, ONLINE, alert, webhook
 
-from common import metricnames
-from discovery.kubeapi import KubeApiError
+from fleetwatch.common import metricnames
+from fleetwatch.kube.kubeapi import KubeApiError
+from reactor.alertmanager.signals import parse_webhook, status_signals
 from reactor.cd.actuator import CdActuator
 from reactor.cd.election import LeaderElector, LeaderMetrics
 from reactor.cd.fence import OpenOutages
@@ -31,8 +32,7 @@ from reactor.cd.lease import LeaderElection
 from reactor.cd.metrics import CdMetrics
 from reactor.cd.settings import CdSettings
 from reactor.service import Service
-from reactor.signals import parse_webhook, status_signals
-from reactor.store_sqlite import SQLiteStore
+from reactor.store.sqlite import SQLiteStore
 
 OBJECTS = 20
 IN_FLIGHT = 4

@@ -3,7 +3,7 @@ watch, live: the reactor with ``--cd.flux`` at client-go's pace, each hostile mo
 ``discovery_hostile.HOSTILE`` armed on both kinds before it starts. Each kind's reflector
 sends at most about two requests a second and backs off; meanwhile the reactor answers
 ``/metrics`` at once and its process stays nearly idle. The list+watch is discovery's
-(``discovery.reflector``): the schedule itself is walked on a virtual clock in
+(``fleetwatch.kube.reflector``): the schedule itself is walked on a virtual clock in
 ``tests/discovery/test_discovery_backoff.py``.
 """
 

@@ -16,10 +16,10 @@ from prometheus_client import CollectorRegistry
 from reactor_helpers import mirrored, notify, postgres_url, until
 from reactor_payloads import OFFLINE, ONLINE, alert
 
-from common import metricnames
-from discovery.apisource import KubernetesDiscovery
-from discovery.informer import InformerSettings
-from fleetwatch.demo_cd import cluster_secret, flux_object
+from fleetwatch.cli.demo_cd import cluster_secret, flux_object
+from fleetwatch.common import metricnames
+from fleetwatch.discovery.apisource import KubernetesDiscovery
+from fleetwatch.kube.informer import InformerSettings
 from fleetwatch.standin.management import ManagementCluster
 from fleetwatch.standin.management.kinds import BY_API_KIND
 from reactor.app import create_app

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from discovery.secrets import Kind, SecretShape
+from fleetwatch.discovery.secrets import Kind, SecretShape
 from reactor.cd.mirror import MirrorRow, NewMirrored, SeenUpdate, placement, plan
 from reactor.cd.objects import (
     APPLICATION,
@@ -180,7 +180,7 @@ def test_destinations_resolve_to_the_store_clusters(
 
 
 def test_a_duplicate_secret_of_a_store_cluster_names_it_for_flux() -> None:
-    """discovery.merge's aliases: Cluster API's Secret of a cluster kept by its Argo CD
+    """fleetwatch.discovery.merge's aliases: Cluster API's Secret of a cluster kept by its Argo CD
     Secret resolves to it; an alias of a cluster the store lacks does not; a ref a store
     cluster holds itself is that cluster's, whatever an alias says."""
     clusters = [KnownCluster("prod-1", "https://p1:6443", "secret://argocd/cluster-p1")]

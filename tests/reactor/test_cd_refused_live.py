@@ -23,14 +23,14 @@ from prometheus_client import CollectorRegistry
 from reactor_helpers import mirrored, notify, until
 from reactor_payloads import OFFLINE, ONLINE, alert
 
-from common import metricnames
-from discovery.informer import InformerSettings
+from fleetwatch.common import metricnames
+from fleetwatch.kube.informer import InformerSettings
 from fleetwatch.standin.management import ManagementCluster
 from fleetwatch.standin.management.kinds import BY_API_KIND
 from reactor.app import create_app
 from reactor.cd.settings import CdSettings
 from reactor.context import ReactorSettings
-from reactor.database import SQLITE
+from reactor.store.database import SQLITE
 
 pytestmark = pytest.mark.live
 

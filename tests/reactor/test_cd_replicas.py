@@ -23,14 +23,14 @@ from reactor_payloads import OFFLINE, ONLINE, alert, webhook
 from reactor_postgres import PostgresServer
 from test_cd_live import C1_PAUSED, FLEET, OBJECTS, SERVER
 
-from common import metricnames
+from fleetwatch.common import metricnames
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
 from fleetwatch.standin.management import ManagementProcess
 from fleetwatch.standin.management.kinds import BY_API_KIND
+from reactor.alertmanager.signals import parse_webhook, status_signals
 from reactor.cd.objects import MARK, SKIP_RECONCILE
 from reactor.service import Service
-from reactor.signals import parse_webhook, status_signals
-from reactor.store_postgres import PostgresStore
+from reactor.store.postgres import PostgresStore
 
 pytestmark = pytest.mark.live
 

@@ -65,9 +65,9 @@ from typing import Any
 import pytest
 import yaml
 
-from discovery.clusters import Discovery
-from discovery.merge import Merged, merge
-from discovery.secrets import SecretClusters, read_secret
+from fleetwatch.discovery.clusters import Discovery
+from fleetwatch.discovery.merge import Merged, merge
+from fleetwatch.discovery.secrets import SecretClusters, read_secret
 from reactor.cd.mirror import plan
 from reactor.cd.objects import CdObject, Destination, Unreadable, read_object
 from reactor.cd.targets import ClusterIndex, KnownCluster, Unresolved, resolve_secret
@@ -290,7 +290,7 @@ def test_without_secrets_read_through_the_api_the_store_alone_decides(
 def test_the_function_is_the_table() -> None:
     """:func:`resolve_secret` alone, on shapes the table names (a Secret's key present but
     holding no cluster discovery could read)."""
-    from discovery.secrets import SecretShape
+    from fleetwatch.discovery.secrets import SecretShape
 
     labelled = SecretShape("labelled", frozenset({"value", "broken"}))
     by_ref = {"secret://ns/s#value": ("a",)}

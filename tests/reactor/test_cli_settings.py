@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from common.web import parse_listen_address
 from fleetwatch.cli import build_parser
+from fleetwatch.cli.status import render_status
+from fleetwatch.common.web import parse_listen_address
 from reactor.cli import settings_from
-from reactor.client_cli import render_status
 from reactor.context import ReactorSettings
 
 

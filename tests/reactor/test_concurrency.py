@@ -17,8 +17,8 @@ from typing import Any
 from reactor_helpers import MakeClient, dump_db, open_store
 from reactor_payloads import OFFLINE, ONLINE, alert, webhook
 
+from reactor.alertmanager.signals import parse_webhook, status_signals
 from reactor.service import Gated, Service
-from reactor.signals import parse_webhook, status_signals
 from reactor.statemachine import AppStatus
 from reactor.store import retry_conflicts
 

@@ -28,7 +28,7 @@ from fleetwatch.procs import ManagedProcess, free_port, wait_until
 from reactor.secretfile import SecretFile
 from reactor.service import Service
 from reactor.store import StoreUnavailable
-from reactor.store_postgres import PostgresStore
+from reactor.store.postgres import PostgresStore
 
 pytestmark = pytest.mark.live
 

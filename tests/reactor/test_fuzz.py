@@ -27,7 +27,7 @@ from reactor_helpers import POSTGRES_URL_SUFFIX, db_flag, dump_db
 from reactor_payloads import OFFLINE, ONLINE, ZERO_TIME, alert, at, webhook
 
 from fleetwatch.procs import ManagedProcess, free_port
-from reactor.database import POSTGRESQL, SQLITE
+from reactor.store.database import POSTGRESQL, SQLITE
 
 pytestmark = pytest.mark.live
 

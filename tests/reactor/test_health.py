@@ -16,7 +16,7 @@ from fleetwatch.procs import ManagedProcess, free_port, http_ok, wait_until
 from reactor.app import create_app
 from reactor.context import ReactorSettings
 from reactor.store import StoreUnavailable
-from reactor.store_sqlite import SQLiteStore
+from reactor.store.sqlite import SQLiteStore
 
 
 async def test_healthy_and_ready_need_no_token(make_client: MakeClient) -> None:

@@ -16,13 +16,12 @@ import psycopg
 import pytest
 from reactor_postgres import PostgresServer
 
-from reactor import schema
+from reactor.alertmanager.signals import parse_webhook, status_signals
 from reactor.service import Service
-from reactor.signals import parse_webhook, status_signals
 from reactor.statemachine import AppStatus, Status
-from reactor.store import StoreUnavailable
-from reactor.store_postgres import PostgresStore
-from reactor.store_sqlite import SQLiteStore
+from reactor.store import StoreUnavailable, schema
+from reactor.store.postgres import PostgresStore
+from reactor.store.sqlite import SQLiteStore
 
 SCHEMA1 = Path(__file__).parent / "fixtures" / "schema1.db"
 TABLES = ("clusters", "outages", "apps")

@@ -1,5 +1,5 @@
 """Names are printable in the reactor: nothing it stores, answers or logs carries a raw
-control, C1 or bidi character (common.names, reactor.fields, reactor.cd.objects).
+control, C1 or bidi character (fleetwatch.common.names, reactor.fields, reactor.cd.objects).
 
 ``POST /clusters`` and ``POST /apps`` refuse such a name with a 400 that names the
 character by code point; a webhook's alert whose ``cluster`` label has one is skipped with
@@ -19,7 +19,7 @@ from discovery_names import BAD_CHARS, BAD_LIST, BAD_NAMES, BadName, no_raw_cont
 from reactor_helpers import MakeClient, dump_db
 from reactor_payloads import ONLINE, alert, webhook
 
-from common import names
+from fleetwatch.common import names
 from reactor.cd.objects import Destination, Unreadable, read_object
 from reactor.cd.targets import ClusterIndex, KnownCluster, Unresolved
 

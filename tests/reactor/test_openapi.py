@@ -13,11 +13,11 @@ import pytest
 from openapi_spec_validator import validate
 from pydantic import TypeAdapter
 
-from common.webconfig import WebConfig
+from fleetwatch.common.webconfig import WebConfig
 from reactor import fields, models
+from reactor.api.openapi import OPERATIONS, openapi_document
 from reactor.app import create_app
 from reactor.context import ReactorSettings
-from reactor.openapi import OPERATIONS, openapi_document
 
 MUTATING = {"post", "patch", "put", "delete"}
 

@@ -19,7 +19,7 @@ from reactor_postgres import PostgresServer
 
 from reactor.service import DiscoveredCluster, Service
 from reactor.store import retry_conflicts
-from reactor.store_postgres import PostgresStore
+from reactor.store.postgres import PostgresStore
 
 pytestmark = pytest.mark.live
 

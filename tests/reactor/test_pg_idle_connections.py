@@ -31,7 +31,7 @@ from reactor_postgres import PostgresServer
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
 from reactor.service import Service
 from reactor.statemachine import Status
-from reactor.store_postgres import PostgresStore
+from reactor.store.postgres import PostgresStore
 
 pytestmark = pytest.mark.live
 

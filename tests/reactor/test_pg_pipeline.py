@@ -1,4 +1,4 @@
-"""Deployments pipelined from the event loop (``reactor.pg_pipeline``) on a real PostgreSQL.
+"""Deployments pipelined from the event loop (``reactor.store.pg_pipeline``) on a real PostgreSQL.
 
 What must hold as it did on a store thread: each deployment is its own transaction (an
 error in one leaves the next on its lane alone), the gate is decided under the cluster's
@@ -20,12 +20,12 @@ import pytest
 from reactor_helpers import until
 from reactor_postgres import PostgresServer
 
-from reactor.pg_connection import Connector, Reachability
-from reactor.pg_pipeline import PipelinedDeploys, numbered, text_array
 from reactor.service import Service
 from reactor.statemachine import Status
 from reactor.store import Placement, StoreBusy, StoreConflict, StoreUnavailable
-from reactor.store_postgres import DEPLOY, PostgresStore
+from reactor.store.pg_connection import Connector, Reachability
+from reactor.store.pg_pipeline import PipelinedDeploys, numbered, text_array
+from reactor.store.postgres import DEPLOY, PostgresStore
 
 pytestmark = pytest.mark.live
 
@@ -196,7 +196,7 @@ async def test_a_connection_ended_while_idle_costs_no_caller_anything(
 ) -> None:
     """Ended and its goodbye not yet read (the loop has not run since): the socket is
     asked before use, and the deployment never goes out on the dead connection."""
-    caplog.set_level(logging.INFO, logger="reactor.pg_pipeline")
+    caplog.set_level(logging.INFO, logger="reactor.store.pg_pipeline")
     deploys = pipelined(url, lanes=1)
     try:
         await deploys.deploy("app-1", "c2", REFUSED)

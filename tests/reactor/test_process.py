@@ -18,9 +18,9 @@ from reactor_helpers import db_flag, dump_db, open_store, postgres_url, query
 from reactor_payloads import OFFLINE, ONLINE, alert, webhook
 
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
+from reactor.alertmanager.signals import parse_webhook, status_signals
 from reactor.service import Service
-from reactor.signals import parse_webhook, status_signals
-from reactor.store_postgres import PostgresTransaction
+from reactor.store.postgres import PostgresTransaction
 
 pytestmark = pytest.mark.live
 

@@ -30,7 +30,7 @@ from prometheus_client import CollectorRegistry
 from reactor_helpers import MakeClient
 from reactor_payloads import alert, webhook
 
-from reactor.alertmanager import (
+from reactor.alertmanager.client import (
     AlertmanagerClient,
     AlertmanagerError,
     ListedAlert,
@@ -39,10 +39,10 @@ from reactor.alertmanager import (
     read_alert,
     unreadable_cluster,
 )
+from reactor.alertmanager.signals import parse_webhook, status_signals
 from reactor.app import create_app
 from reactor.context import ReactorSettings
 from reactor.reconcile import PeerListing, plan, request_timeout
-from reactor.signals import parse_webhook, status_signals
 from reactor.statemachine import AlertState, ClusterAlertState, Status, StatusAlert, apply
 from reactor.store import ClusterRecord
 

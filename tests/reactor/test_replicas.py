@@ -30,9 +30,9 @@ from reactor_payloads import OFFLINE, ONLINE, alert, webhook
 from reactor_postgres import PostgresServer
 
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
+from reactor.alertmanager.signals import parse_webhook, status_signals
 from reactor.service import Service
-from reactor.signals import parse_webhook, status_signals
-from reactor.store_postgres import PostgresStore
+from reactor.store.postgres import PostgresStore
 
 pytestmark = pytest.mark.live
 

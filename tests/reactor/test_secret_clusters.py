@@ -34,8 +34,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from reactor_helpers import MakeClient, db_flag, until
 from reactor_payloads import ONLINE, alert, webhook
 
-from discovery.apisource import KubernetesDiscovery
-from discovery.informer import InformerSettings
+from fleetwatch.discovery.apisource import KubernetesDiscovery
+from fleetwatch.kube.informer import InformerSettings
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
 from fleetwatch.standin.management import (
     ManagementCluster,

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from reactor.database import open_store, parse_db_url
 from reactor.secretfile import SecretFile, SecretFileError
+from reactor.store.database import open_store, parse_db_url
 
 
 class Clock:

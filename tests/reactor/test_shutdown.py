@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry
 import reactor.app
 from reactor.app import create_app
 from reactor.context import ReactorSettings
-from reactor.store_sqlite import SQLiteStore
+from reactor.store.sqlite import SQLiteStore
 
 
 class WatchedStore(SQLiteStore):
@@ -74,7 +74,7 @@ async def test_close_waits_for_a_running_checkpoint(
 
 CLOSE_DURING_CHECKPOINT = """
 import sys, threading
-from reactor.store_sqlite import SQLiteStore
+from reactor.store.sqlite import SQLiteStore
 store = SQLiteStore(sys.argv[1])
 store.checkpoint()  # opens the checkpoint connection
 with store.write() as tx:  # a WAL big enough for the next checkpoint to take a while

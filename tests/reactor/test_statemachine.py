@@ -19,9 +19,9 @@ from reactor_helpers import open_store
 from reactor_payloads import OFFLINE, ONLINE, alert, webhook
 
 from reactor import gate
+from reactor.alertmanager.signals import parse_webhook, status_signals
 from reactor.metrics import ReactorMetrics
 from reactor.service import Gated, Service
-from reactor.signals import parse_webhook, status_signals
 from reactor.statemachine import (
     AlertState,
     AppStatus,

@@ -16,12 +16,12 @@ from reactor_postgres import PostgresServer
 
 from fleetwatch.cli import build_parser
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
+from reactor.alertmanager.signals import parse_webhook, status_signals
 from reactor.cli import settings_from, shown_database
-from reactor.database import POSTGRESQL, SQLITE, parse_db_url
 from reactor.service import Service
-from reactor.signals import parse_webhook, status_signals
 from reactor.store import StoreUnavailable, retry_conflicts
-from reactor.store_postgres import PostgresStore
+from reactor.store.database import POSTGRESQL, SQLITE, parse_db_url
+from reactor.store.postgres import PostgresStore
 
 
 @pytest.mark.parametrize(

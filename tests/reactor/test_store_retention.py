@@ -14,8 +14,8 @@ from reactor_helpers import MakeClient, open_store
 from reactor_payloads import OFFLINE, ONLINE, T0, alert, webhook
 
 import reactor.app
+from reactor.alertmanager.signals import parse_webhook, status_signals
 from reactor.service import Service
-from reactor.signals import parse_webhook, status_signals
 
 
 def micros(minutes: float) -> int:

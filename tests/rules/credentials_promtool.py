@@ -19,9 +19,9 @@ from typing import Any
 import yaml
 from rules_promtool import _cluster_series, _code, _values, expected
 
-from common.contract import CREDENTIALS_ALERT
-from common.metricnames import CLUSTER_PROBE_LAST_FAILURE_REASON, CLUSTER_PROBE_SUCCESS
-from fleetwatch.rules import RuleSettings
+from alerts.rules import RuleSettings
+from fleetwatch.common.contract import CREDENTIALS_ALERT
+from fleetwatch.common.metricnames import CLUSTER_PROBE_LAST_FAILURE_REASON, CLUSTER_PROBE_SUCCESS
 
 A, B = "10.0.0.1:9713", "10.0.0.2:9713"
 JOB = "fleetwatch-exporter"

@@ -21,8 +21,24 @@ from typing import Any
 
 import yaml
 
-from common.contract import STORM_ALERT as STORM
-from common.metricnames import (
+from alerts.cd import (
+    CD_NO_ACTOR_ALERT,
+    CD_PENDING_ALERT,
+    CD_STALLED_ALERT,
+    CD_UNWATCHED_ALERT,
+)
+from alerts.discovery import DISCOVERY_DOWN_ALERT
+from alerts.reactor import (
+    DATABASE_ALERT,
+    NOTIFICATIONS_ALERT,
+    REACTOR_DOWN_ALERT,
+    REACTOR_REPLICA_DOWN_ALERT,
+    RECONCILE_ALERT,
+)
+from alerts.reason import REASON_ANNOTATIONS
+from alerts.rules import RuleSettings, groups
+from fleetwatch.common.contract import STORM_ALERT as STORM
+from fleetwatch.common.metricnames import (
     DISCOVERY_KUBERNETES_UP,
     REACTOR_CD_INFO,
     REACTOR_CD_LAST_RESYNC,
@@ -36,22 +52,6 @@ from common.metricnames import (
     REACTOR_RECONCILE_LAST_SUCCESS,
     total,
 )
-from fleetwatch.rules import RuleSettings, groups
-from fleetwatch.rules_cd import (
-    CD_NO_ACTOR_ALERT,
-    CD_PENDING_ALERT,
-    CD_STALLED_ALERT,
-    CD_UNWATCHED_ALERT,
-)
-from fleetwatch.rules_discovery import DISCOVERY_DOWN_ALERT
-from fleetwatch.rules_reactor import (
-    DATABASE_ALERT,
-    NOTIFICATIONS_ALERT,
-    REACTOR_DOWN_ALERT,
-    REACTOR_REPLICA_DOWN_ALERT,
-    RECONCILE_ALERT,
-)
-from fleetwatch.rules_reason import REASON_ANNOTATIONS
 
 JOB = 'job="fleetwatch-exporter", instance="127.0.0.1:9713"'
 
@@ -76,7 +76,7 @@ def expected(
 
     The annotation templates use only ``$labels.<name>``, ``$value`` and
     ``$value | humanizePercentage``; ``test_annotations_use_known_templates`` holds them to it.
-    The reason annotations (``fleetwatch.rules_reason``) are ``reasons``, empty by default
+    The reason annotations (``alerts.reason``) are ``reasons``, empty by default
     (no replica's last probe failed).
     """
     body = _alert_bodies(settings)[alert]

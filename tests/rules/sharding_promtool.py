@@ -19,9 +19,9 @@ from typing import Any
 
 import yaml
 
-from common.metricnames import EXPORTER_FLEET_CLUSTERS, EXPORTER_SHARD, EXPORTER_SHARDS
-from fleetwatch.rules import RuleSettings, groups
-from fleetwatch.rules_sharding import FLEET_SIZE_MIN_FOR_S, SHARDING_ALERT
+from alerts.rules import RuleSettings, groups
+from alerts.sharding import FLEET_SIZE_MIN_FOR_S, SHARDING_ALERT
+from fleetwatch.common.metricnames import EXPORTER_FLEET_CLUSTERS, EXPORTER_SHARD, EXPORTER_SHARDS
 
 JOB = "fleetwatch-exporter"
 MINUTES = 30

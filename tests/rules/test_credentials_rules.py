@@ -15,8 +15,8 @@ import pytest
 import rules_promtool
 from credentials_promtool import SHIPPED_RULE_FILE, render_test_file
 
+from alerts.rules import RuleSettings, render_rules
 from fleetwatch.cli import main
-from fleetwatch.rules import RuleSettings, render_rules
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED_TESTS = ROOT / "alerts" / "tests" / "credentials.test.yml"

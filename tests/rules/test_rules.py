@@ -13,9 +13,10 @@ import pytest
 import yaml
 from rules_promtool import SHIPPED_RULE_FILE, render_test_file
 
-from fleetwatch import rules, rules_controlplane
-from fleetwatch.rules import RulesError, RuleSettings, render_rules
-from fleetwatch.rules_reason import REASON_ANNOTATIONS
+from alerts import controlplane as rules_controlplane
+from alerts import rules
+from alerts.reason import REASON_ANNOTATIONS
+from alerts.rules import RulesError, RuleSettings, render_rules
 
 ROOT = Path(__file__).resolve().parents[2]
 ALERTS = ROOT / "alerts"
@@ -68,7 +69,7 @@ def test_shipped_unit_tests_equal_generated() -> None:
 
 
 def test_rendered_yaml_is_the_rule_definitions() -> None:
-    """Comments aside, the file is exactly the dicts of fleetwatch.rules (nothing lost in YAML)."""
+    """Comments aside, the file is exactly the dicts of alerts.rules (nothing lost in YAML)."""
     settings = RuleSettings()
     loaded = yaml.safe_load(render_rules(settings))
     ours = [{"name": g.name, "rules": [r.body for r in g.rules]} for g in rules.groups(settings)]

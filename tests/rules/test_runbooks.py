@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 from test_docs import anchors, prose
 
-from fleetwatch.rules import RuleSettings, render_rules
+from alerts.rules import RuleSettings, render_rules
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNBOOKS = ROOT / "docs" / "runbooks.md"

@@ -21,11 +21,11 @@ from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 from sharding_promtool import JOB, SHIPPED_RULE_FILE, render_test_file
 
-from common.metricnames import EXPORTER_FLEET_CLUSTERS, EXPORTER_SHARD, EXPORTER_SHARDS
+from alerts.rules import RuleSettings, render_rules
+from alerts.sharding import SHARDING_ALERT
 from exporter.server import MONITOR, create_app
 from exporter.settings import resolve
-from fleetwatch.rules import RuleSettings, render_rules
-from fleetwatch.rules_sharding import SHARDING_ALERT
+from fleetwatch.common.metricnames import EXPORTER_FLEET_CLUSTERS, EXPORTER_SHARD, EXPORTER_SHARDS
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED_TESTS = ROOT / "alerts" / "tests" / "sharding.test.yml"

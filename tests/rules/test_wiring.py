@@ -5,8 +5,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from fleetwatch import wiring
-from fleetwatch.rules import RuleSettings
+from alerts.rules import RuleSettings
+from fleetwatch.cli import wiring
 
 
 def test_generated_prometheus_config_passes_promtool(tmp_path: Path) -> None:

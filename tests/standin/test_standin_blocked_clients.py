@@ -12,7 +12,7 @@ import yaml
 from aiohttp.test_utils import TestClient, TestServer
 
 from fleetwatch.standin import StandinFleet
-from fleetwatch.standin.control import create_app
+from fleetwatch.standin.workload.control import create_app
 
 pytestmark = pytest.mark.live
 

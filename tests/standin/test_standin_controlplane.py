@@ -13,7 +13,7 @@ import kubernetes
 import pytest
 
 from fleetwatch.standin import ControlPlane, StandinFleet, ThreadedFleet
-from fleetwatch.standin.controlplane import parse_selector
+from fleetwatch.standin.workload.controlplane import parse_selector
 
 PODS = "/api/v1/namespaces/kube-system/pods"
 

@@ -12,7 +12,7 @@ from kubernetes.client.rest import ApiException
 from kubernetes.config.kube_config import KubeConfigLoader
 
 from fleetwatch.standin import ThreadedFleet
-from fleetwatch.standin.kubeconfig import CREDENTIALS
+from fleetwatch.standin.workload.kubeconfig import CREDENTIALS
 
 pytestmark = pytest.mark.live
 

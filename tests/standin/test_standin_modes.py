@@ -11,7 +11,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from fleetwatch.standin import StandinFleet, ports
+from fleetwatch.standin import StandinFleet
+from fleetwatch.standin.workload import ports
 
 pytestmark = pytest.mark.live
 

@@ -15,7 +15,8 @@ from collections.abc import Callable
 
 import pytest
 
-from fleetwatch.standin import StandinFleet, apiserver, ports
+from fleetwatch.standin import StandinFleet
+from fleetwatch.standin.workload import apiserver, ports
 
 pytestmark = pytest.mark.live
 

@@ -45,7 +45,7 @@ from fleetwatch.standin.management.status import (
 from fleetwatch.standin.management.store import WATCH_BUFFER, ObjectStore
 from fleetwatch.standin.management.tables import TABLE_CONTENT_TYPE, table, wants_table
 from fleetwatch.standin.management.watch import serve_broken_watch, serve_watch
-from fleetwatch.standin.responses import VERSION
+from fleetwatch.standin.workload.responses import VERSION
 
 MERGE = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"

@@ -20,14 +20,14 @@ from typing import Any, TypeVar
 import yaml
 from aiohttp import web
 
-from fleetwatch.standin.certs import FleetCerts
-from fleetwatch.standin.loopthread import OnLoopThread
 from fleetwatch.standin.management.api import Management, create_app
 from fleetwatch.standin.management.auth import RbacRule
 from fleetwatch.standin.management.control import create_control_app
 from fleetwatch.standin.management.faults import parse_fault
 from fleetwatch.standin.management.seed import seed_objects
 from fleetwatch.standin.management.store import WATCH_BUFFER, ObjectStore
+from fleetwatch.standin.workload.certs import FleetCerts
+from fleetwatch.standin.workload.loopthread import OnLoopThread
 
 T = TypeVar("T")
 

@@ -1,0 +1,114 @@
+"""The health of the list+watch of the management cluster's Secrets, as Prometheus series.
+
+Both servers export it under the same names (``fleetwatch.common.metricnames``): the exporter on its
+``/metrics`` beside the probes, the reactor on its own. :class:`InformerCollector` reads
+the informer at each collection (a few attributes and one pass over the objects it holds,
+to count them by kind), so the series are never out of step with it.
+
+Pure: it reads what :class:`InformerHealth` offers (``fleetwatch.kube.informer.Informer`` is
+one), and never the network.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Protocol
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from fleetwatch.common.metricnames import (
+    DISCOVERY_KUBERNETES_ERRORS,
+    DISCOVERY_KUBERNETES_LAST_SYNC,
+    DISCOVERY_KUBERNETES_OBJECTS,
+    DISCOVERY_KUBERNETES_UP,
+    DISCOVERY_KUBERNETES_WATCH_RESTARTS,
+)
+from fleetwatch.discovery.labels import LabelSelector
+from fleetwatch.discovery.secrets import DEFAULT_SELECTOR, kind_of
+
+
+class InformerHealth(Protocol):
+    """What the collector reads of an informer."""
+
+    @property
+    def up(self) -> bool: ...
+
+    @property
+    def last_sync(self) -> float: ...
+
+    def objects(self) -> Mapping[str, Mapping[str, Any]]: ...
+
+    def restarts(self) -> Counter[str]: ...
+
+    def errors(self) -> Counter[str]: ...
+
+
+class InformerCollector(Collector):
+    """The informer's health, e.g.::
+
+    fleetwatch_discovery_kubernetes_up 1
+    fleetwatch_discovery_kubernetes_objects{kind="argocd"} 5000
+    fleetwatch_discovery_kubernetes_last_sync_timestamp_seconds 1.7e9
+    fleetwatch_discovery_kubernetes_watch_restarts_total{reason="closed"} 3
+    fleetwatch_discovery_kubernetes_errors_total{reason="forbidden"} 1
+    """
+
+    def __init__(
+        self, informer: InformerHealth, selector: LabelSelector = DEFAULT_SELECTOR
+    ) -> None:
+        self.informer = informer
+        self.selector = selector
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        informer = self.informer
+        yield GaugeMetricFamily(
+            DISCOVERY_KUBERNETES_UP,
+            "1 while every list+watch of the management cluster's Secrets succeeds.",
+            value=1 if informer.up else 0,
+        )
+        objects = GaugeMetricFamily(
+            DISCOVERY_KUBERNETES_OBJECTS,
+            "Secrets of the management cluster held, by kind.",
+            labels=["kind"],
+        )
+        for kind, count in sorted(_kinds(informer.objects().values(), self.selector).items()):
+            objects.add_metric([kind], count)
+        yield objects
+        yield GaugeMetricFamily(
+            DISCOVERY_KUBERNETES_LAST_SYNC,
+            "Unix time of the oldest list+watch's last good answer; 0 before the first.",
+            value=informer.last_sync,
+        )
+        yield _counter(
+            DISCOVERY_KUBERNETES_WATCH_RESTARTS,
+            "Watches started again, by reason (closed, short: closed within a second with "
+            "no event, expired, error).",
+            informer.restarts(),
+            ("closed", "short", "expired", "error"),
+        )
+        yield _counter(
+            DISCOVERY_KUBERNETES_ERRORS,
+            "Failed requests to the management cluster's API, by reason.",
+            informer.errors(),
+            (),
+        )
+
+
+def _kinds(objects: Iterable[Mapping[str, Any]], selector: LabelSelector) -> dict[str, int]:
+    counts = {"argocd": 0, "cluster-api": 0, "labelled": 0}
+    for obj in objects:
+        kind = kind_of(obj, selector)
+        if kind is not None:
+            counts[kind] += 1
+    return counts
+
+
+def _counter(
+    name: str, help_text: str, values: Mapping[str, int], always: Iterable[str]
+) -> CounterMetricFamily:
+    family = CounterMetricFamily(name.removesuffix("_total"), help_text, labels=["reason"])
+    for reason in sorted({*always, *values}):
+        family.add_metric([reason], values.get(reason, 0))
+    return family

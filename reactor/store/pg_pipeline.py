@@ -1,0 +1,382 @@
+"""Deployments on PostgreSQL, sent from the event loop in libpq's pipeline mode.
+
+Why: ``POST /deployments`` is the reactor's hot path (every CD pipeline asks it before it
+deploys), and on PostgreSQL it cost about 340 µs of reactor CPU against 130 µs on SQLite
+(bench/RESULTS.md §4c). Its statement was already one round trip; the cost was around
+it: each call went to a store thread and back (two hand-overs under the GIL) and through
+psycopg's cursor, about 90 µs of Python per execute. Here a deployment never leaves the
+event loop:
+
+- Up to ``--db.writers`` connections ("lanes"), each in pipeline mode and non-blocking,
+  their sockets watched by the loop. A deployment goes to the lane with the fewest
+  deployments in flight (a lane is opened when every open one is busy), as the store's
+  prepared statement (``reactor.store.postgres``: the cluster read ``FOR SHARE``, the gate
+  decided in SQL under that lock, the app written) followed by a Sync. The Sync ends the
+  implicit transaction: each deployment commits alone, as before, and an error in one
+  never touches another.
+- The server runs a lane's statements in the order sent and answers in that order, so
+  each answer resolves the deployment at the front of the lane's queue. Deployments in
+  flight together on a lane share its round trips; lanes commit in parallel, and the
+  server flushes their commits together. One waiting for a cluster's lock (a
+  notification holds it) holds up those behind it on its lane, for the lock timeout at
+  most; new ones go to the lanes with fewer in flight.
+- The libpq calls go through psycopg's own binding (``psycopg.pq``): a few C calls per
+  deployment, no cursor and no adaptation (three text parameters, four text columns).
+
+What a deployment keeps from the store thread: the statement and its guarantees, the
+connections (``reactor.store.pg_connection.Connector``: the password file, the lock timeout,
+keepalives), the errors (a lost race run again, a lock not granted a 503 StoreBusy, an
+unreachable database a 503 with the reconnect pause the store's handles share).
+
+A lane's connection that the server closes while idle is replaced before the next
+deployment: the loop reads its goodbye as it comes, and an idle lane's socket is asked
+before use, as the store's connections are. A deployment that did not run is sent once
+more on a new connection: its write failed (its Sync, the commit, is the last thing
+written), or the server ended the session before answering it (``pg_terminate_backend``,
+a shutdown: its transaction rolled back, the deployments behind it never read). A
+connection lost otherwise while deployments are in flight answers them 503: each may have
+committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from collections.abc import Collection
+from dataclasses import dataclass, field
+
+import psycopg
+from psycopg import errors, pq
+
+from reactor.statemachine import Status
+from reactor.store import (
+    CONFLICT_ATTEMPTS,
+    Placement,
+    StoreConflict,
+    StoreUnavailable,
+    conflict_pause_s,
+)
+from reactor.store.pg_connection import (
+    Connection,
+    Connector,
+    Reachability,
+    closed_by_server,
+    first_line,
+)
+from reactor.store.postgres import DEPLOY, store_error
+
+log = logging.getLogger(__name__)
+
+#: The name of the prepared deployment statement on each lane's connection.
+STATEMENT = b"fleetwatch_deploy"
+
+
+def numbered(sql: str) -> bytes:
+    """``sql`` with psycopg's ``%s`` marks turned into the server's ``$1, $2...``."""
+    parts = sql.split("%s")
+    out = parts[0]
+    for i, part in enumerate(parts[1:], start=1):
+        out += f"${i}{part}"
+    return out.encode()
+
+
+def text_array(values: Collection[str]) -> bytes:
+    """A ``text[]`` parameter in PostgreSQL's text form, each element quoted."""
+    quoted = ('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in sorted(values))
+    return ("{" + ",".join(quoted) + "}").encode()
+
+
+@dataclass(slots=True)
+class _InFlight:
+    """One deployment sent on a lane: its caller's future, and its answer so far."""
+
+    future: asyncio.Future[tuple[bytes | None, ...] | None]
+    row: tuple[bytes | None, ...] | None = None
+    error: psycopg.Error | None = None
+
+
+class _NotRun(Exception):
+    """The deployment did not run and can be sent again on a new connection: writing it
+    failed (its Sync, the commit, is the last thing written), or the server ended the
+    session before answering it (``pg_terminate_backend``, a shutdown: its transaction
+    was rolled back, and the statements behind it were never read)."""
+
+
+#: A session ended by the server (the answer of whatever it was running or about to run).
+_SESSION_ENDED = (errors.AdminShutdown, errors.CrashShutdown, errors.IdleSessionTimeout)
+
+
+@dataclass(eq=False)
+class Lane:
+    """One connection in pipeline mode, driven by the event loop."""
+
+    pool: PipelinedDeploys
+    conn: Connection | None = None
+    opening: asyncio.Task[Connection] | None = None
+    #: sent and not answered, oldest first
+    queue: deque[_InFlight] = field(default_factory=deque)
+    #: deployments given to this lane and not answered (waiting for it to open included)
+    inflight: int = 0
+    #: the socket the loop watches
+    fd: int = -1
+
+    async def connected(self) -> Connection:
+        """This lane's connection, opened now if it has none (one opening at a time)."""
+        if self.conn is not None:
+            return self.conn
+        opening = self.opening
+        if opening is None or _failed(opening):  # a failure is not kept for later callers
+            opening = self.opening = asyncio.ensure_future(self.pool.open())
+            # every waiter may have gone (their requests cancelled): nobody left to read it
+            opening.add_done_callback(_seen)
+        try:
+            conn = await asyncio.shield(opening)
+        finally:
+            if self.opening is opening and opening.done():
+                self.opening = None
+        if self.conn is None:
+            if conn.closed:  # installed by another waiter, and lost since: open anew
+                return await self.connected()
+            self._install(conn)  # the first waiter to wake installs it
+        return self.conn if self.conn is not None else conn
+
+    def _install(self, conn: Connection) -> None:
+        pg = conn.pgconn
+        pg.nonblocking = 1
+        pg.enter_pipeline_mode()
+        self.conn = conn
+        self.fd = pg.socket
+        asyncio.get_running_loop().add_reader(self.fd, self._readable)
+
+    def send(self, params: list[bytes]) -> asyncio.Future[tuple[bytes | None, ...] | None]:
+        """Send one deployment; its future gets the statement's row (or its error)."""
+        conn = self.conn
+        assert conn is not None
+        pg = conn.pgconn
+        try:
+            pg.send_query_prepared(STATEMENT, params)
+            pg.pipeline_sync()
+            pending = pg.flush()
+        except psycopg.OperationalError as exc:
+            self.close(f"sending failed: {first_line(exc)}")
+            raise _NotRun from exc
+        loop = asyncio.get_running_loop()
+        if pending:  # the socket's buffer is full: the rest goes when it drains
+            loop.add_writer(self.fd, self._writable)
+        sent = _InFlight(loop.create_future())
+        self.queue.append(sent)
+        return sent.future
+
+    def _writable(self) -> None:
+        conn = self.conn
+        if conn is None:
+            return
+        try:
+            if conn.pgconn.flush() == 0:
+                asyncio.get_running_loop().remove_writer(self.fd)
+        except psycopg.OperationalError as exc:
+            self.close(f"connection lost: {first_line(exc)}")
+
+    def _readable(self) -> None:
+        """Read what the server sent: answers of the deployments in flight, in order, or,
+        on an idle connection, its goodbye (then the lane closes)."""
+        conn = self.conn
+        if conn is None:
+            return
+        pg = conn.pgconn
+        try:
+            pg.consume_input()
+            nulls = 0
+            while self.queue and not pg.is_busy():
+                result = pg.get_result()
+                if result is None:  # the end of one statement's results
+                    nulls += 1
+                    if nulls > 1:
+                        break
+                    continue
+                nulls = 0
+                self._take(result)
+        except psycopg.OperationalError as exc:
+            self.close(f"connection lost: {first_line(exc)}")
+            return
+        if pg.status == pq.ConnStatus.BAD:
+            self.close("the server closed the connection")
+
+    def idle_and_closed(self) -> bool:
+        """Whether the server closed this idle lane's connection (its goodbye is waiting
+        in the socket, not read yet): checked before a deployment is sent on it."""
+        return self.conn is not None and not self.queue and closed_by_server(self.conn)
+
+    def _take(self, result: pq.abc.PGresult) -> None:
+        head = self.queue[0]
+        status = result.status
+        if status == pq.ExecStatus.PIPELINE_SYNC:  # its transaction is over
+            self.queue.popleft()
+            self.pool.answered(self, head)
+        elif status == pq.ExecStatus.TUPLES_OK:
+            if result.ntuples:
+                head.row = tuple(result.get_value(0, i) for i in range(result.nfields))
+        elif status == pq.ExecStatus.FATAL_ERROR:
+            head.error = _error(result)
+        else:  # PIPELINE_ABORTED cannot happen: every statement has its own Sync
+            head.error = psycopg.InternalError(f"unexpected result {pq.ExecStatus(status).name}")
+
+    def close(self, why: str) -> None:
+        """Close the connection. The deployments in flight answer 503 (each may have
+        committed), unless the server said it ended the session before answering the
+        oldest: then none of them ran, and each is sent again on a new connection."""
+        conn, self.conn = self.conn, None
+        if conn is None:
+            return
+        # By the number watched: libpq may have closed the socket already (on reading
+        # the end of the stream), and its number may be reused by the next connection.
+        loop = asyncio.get_running_loop()
+        loop.remove_reader(self.fd)
+        loop.remove_writer(self.fd)
+        conn.close()
+        lost = list(self.queue)
+        self.queue.clear()
+        head = lost[0] if lost else None
+        ended = head is not None and head.row is None and isinstance(head.error, _SESSION_ENDED)
+        if ended:
+            log.info("%s: %d deployment(s) in flight sent again", why, len(lost))
+        elif lost:
+            log.warning("%s: %d deployment(s) in flight answer 503", why, len(lost))
+        else:
+            log.info("deployment connection closed: %s", why)
+        for sent in lost:
+            if not sent.future.done():
+                sent.future.set_exception(
+                    _NotRun()
+                    if ended
+                    else StoreUnavailable(f"the database connection was lost ({why})")
+                )
+
+
+def _seen(task: asyncio.Future[Connection]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+def _close_when_open(task: asyncio.Future[Connection]) -> None:
+    if not _failed(task):
+        task.result().close()
+
+
+def _failed(task: asyncio.Future[Connection]) -> bool:
+    return task.done() and (task.cancelled() or task.exception() is not None)
+
+
+def _error(result: pq.abc.PGresult) -> psycopg.Error:
+    """The psycopg exception a failed statement stands for (its class from the SQLSTATE)."""
+    code = result.error_field(pq.DiagnosticField.SQLSTATE)
+    message = (result.error_message or b"").decode("utf-8", "replace").strip()
+    cls: type[psycopg.Error] = psycopg.DatabaseError
+    if code is not None:
+        with contextlib.suppress(KeyError):
+            cls = errors.lookup(code.decode())
+    return cls(message)
+
+
+class PipelinedDeploys:
+    """The deployments of one replica on PostgreSQL, on the event loop (module docstring).
+
+    ``lanes``: connections at most (``--db.writers``); opened as the load needs them.
+    """
+
+    def __init__(
+        self,
+        connector: Connector,
+        reach: Reachability,
+        *,
+        busy_timeout_s: float,
+        lanes: int,
+    ) -> None:
+        self.connector = connector
+        self.reach = reach
+        self.busy_timeout_s = busy_timeout_s
+        self.lanes = [Lane(self) for _ in range(max(1, lanes))]
+
+    async def deploy(self, app: str, cluster: str, refused: Collection[Status]) -> Placement | None:
+        """The store's ``deploy``: None when the app or the cluster is unknown."""
+        params = [cluster.encode(), app.encode(), text_array([s.value for s in refused])]
+        for attempt in range(1, CONFLICT_ATTEMPTS + 1):  # store.retry_conflicts, on the loop
+            try:
+                row = await self._run(params)
+                break
+            except StoreConflict:
+                if attempt == CONFLICT_ATTEMPTS:
+                    raise
+                await asyncio.sleep(conflict_pause_s(attempt))
+        if row is None or row[0] is None or row[1] is None or row[2] is None:
+            return None
+        return Placement(int(row[0]), int(row[1]), Status(row[2].decode()))
+
+    async def _run(self, params: list[bytes]) -> tuple[bytes | None, ...] | None:
+        """One deployment's row; sent once more, on a new connection, when it did not run."""
+        try:
+            return await self._once(params)
+        except _NotRun:
+            pass
+        try:
+            return await self._once(params)
+        except _NotRun as exc:
+            raise StoreUnavailable("the database ended two connections in a row") from exc
+
+    async def _once(self, params: list[bytes]) -> tuple[bytes | None, ...] | None:
+        lane = min(self.lanes, key=lambda lane: lane.inflight)
+        lane.inflight += 1
+        try:
+            await lane.connected()
+            if lane.idle_and_closed():  # replaced before anything is sent on it
+                lane.close("the server closed it while idle")
+                await lane.connected()
+            return await lane.send(params)
+        finally:
+            lane.inflight -= 1
+
+    def answered(self, lane: Lane, sent: _InFlight) -> None:
+        """A deployment's transaction ended: its caller gets the row or the error."""
+        if sent.future.done():  # its caller went away
+            return
+        if sent.error is None:
+            sent.future.set_result(sent.row)
+            return
+        failure = store_error(sent.error, self.busy_timeout_s)
+        sent.future.set_exception(failure)
+
+    async def open(self) -> Connection:
+        """A new connection with the statement prepared (blocking work, on a thread)."""
+        reach = self.reach
+        if reach.paused():
+            raise StoreUnavailable(f"the database cannot be reached: {reach.last_error}")
+        try:
+            conn = await asyncio.to_thread(self._open_blocking)
+        except psycopg.Error as exc:
+            reach.failed(first_line(exc))
+            raise StoreUnavailable(f"the database cannot be reached: {reach.last_error}") from exc
+        reach.reached()
+        return conn
+
+    def _open_blocking(self) -> Connection:
+        conn = self.connector.open(self.busy_timeout_s)
+        try:
+            prepared = conn.pgconn.prepare(STATEMENT, numbered(DEPLOY))
+            if prepared.status != pq.ExecStatus.COMMAND_OK:
+                raise _error(prepared)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def close(self) -> None:
+        """Close every lane (on the event loop, once no deployment is in flight)."""
+        for lane in self.lanes:
+            lane.close("the reactor is stopping")
+            opening, lane.opening = lane.opening, None
+            if opening is not None and opening.done() and not _failed(opening):
+                opening.result().close()  # opened for callers that went away
+            elif opening is not None:
+                opening.add_done_callback(_close_when_open)
