@@ -66,7 +66,10 @@ def test_the_hash_is_fixed_across_processes_and_versions() -> None:
     """Python's hash() is salted per process; ours must give the same shards everywhere."""
     names = ["prod-eu-1", "prod-us-2", "staging", "dev-é"]
     here = [shard_of(n, 7) for n in names]
-    code = f"from fleetwatch.discovery.shard import shard_of; print([shard_of(n, 7) for n in {names!r}])"
+    code = (
+        "from fleetwatch.discovery.shard import shard_of; "
+        f"print([shard_of(n, 7) for n in {names!r}])"
+    )
     other = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
