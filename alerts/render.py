@@ -7,7 +7,7 @@ like a hand-written one and still cannot drift from its generator.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import yaml
@@ -24,17 +24,31 @@ from alerts.status import status_group
 
 def groups(settings: RuleSettings) -> list[Group]:
     """Our groups as they are rendered: every alert with its ``runbook_url``."""
+    return [group for group, _ in _groups_and_sources(settings)]
+
+
+def _source(builder: Callable[..., Group]) -> str:
+    """The file that writes a group's rules: where a newcomer changes one."""
+    return builder.__module__.replace(".", "/") + ".py"
+
+
+def _groups_and_sources(settings: RuleSettings) -> list[tuple[Group, str]]:
     built = [
-        status_group(settings),
-        exporter_group(settings),
-        discovery_group(),
-        sharding_group(settings),
-        cd_group(),
-        reactor_group(settings),
+        (status_group(settings), _source(status_group)),
+        (exporter_group(settings), _source(exporter_group)),
+        (discovery_group(), _source(discovery_group)),
+        (sharding_group(settings), _source(sharding_group)),
+        (cd_group(), _source(cd_group)),
+        (reactor_group(settings), _source(reactor_group)),
     ]
     return [
-        Group(g.name, g.why, tuple(Rule(r.why, with_runbook(r.body, settings)) for r in g.rules))
-        for g in built
+        (
+            Group(
+                g.name, g.why, tuple(Rule(r.why, with_runbook(r.body, settings)) for r in g.rules)
+            ),
+            source,
+        )
+        for g, source in built
     ]
 
 
@@ -94,8 +108,12 @@ def _with_labels(body: dict[str, Any], alert_labels: Mapping[str, str]) -> dict[
     return {**body, "labels": {**alert_labels, **body.get("labels", {})}}
 
 
-def _render_group(group: Group, alert_labels: Mapping[str, str] = {}) -> str:
-    out = [_comment(group.why, "  "), f"  - name: {group.name}\n", "    rules:\n"]
+def _render_group(group: Group, source: str, alert_labels: Mapping[str, str] = {}) -> str:
+    out = [
+        _comment(f"{group.why}\n({source})", "  "),
+        f"  - name: {group.name}\n",
+        "    rules:\n",
+    ]
     for rule in group.rules:
         out.append(_comment(rule.why, "      "))
         item = _dump([_with_labels(rule.body, alert_labels)])
@@ -109,8 +127,8 @@ def render_groups_text(settings: RuleSettings, alert_labels: Mapping[str, str] =
     ``alert_labels`` are added to every alerting rule (``--namespace`` needs it).
     """
     out = ["groups:\n"]
-    for group in groups(settings):
-        out.append(_render_group(group, alert_labels))
+    for group, source in _groups_and_sources(settings):
+        out.append(_render_group(group, source, alert_labels))
         out.append("\n")
     extra = [
         {**g, "rules": [_with_labels(r, alert_labels) for r in g["rules"]]}
@@ -131,8 +149,10 @@ def _header(settings: RuleSettings) -> str:
         f"--storm.min-clusters {settings.storm_min_clusters} "
         f"--exporter.job {settings.exporter_job} "
         f"--reactor.job {settings.reactor_job} "
+        f"--{'' if settings.count_rejected else 'no-'}failure.count-rejected "
         f"--runbook.base-url {settings.runbook_base_url}`.\n"
-        "# Do not edit by hand: change alerts/rules.py (or render other values) instead.\n"
+        "# Do not edit by hand: each group names the module of alerts/ that writes its rules\n"
+        "# (the threshold's rules: alerts/status.py); change them there, or render other values.\n"
     )
 
 

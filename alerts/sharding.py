@@ -76,8 +76,8 @@ def sharding_group(s: RuleSettings) -> Group:
     return Group(
         name="fleetwatch-sharding",
         why=(
-            "Sharded exporters that do not split the fleet between them (fleetwatch/\n"
-            "rules_sharding.py says how each rule reads). Unsharded exporters publish\n"
+            "Sharded exporters that do not split the fleet between them (the module named\n"
+            "below says how each rule reads). Unsharded exporters publish\n"
             "count 1, index 0: the rules hold for them as for one shard."
         ),
         rules=(
