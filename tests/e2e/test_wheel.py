@@ -33,6 +33,9 @@ pytestmark = pytest.mark.live
 ROOT = Path(__file__).resolve().parents[2]
 #: What the wheel is built from: the packages, the shipped files they link to, the metadata.
 SOURCES = ("fleetwatch", "exporter", "reactor", "alerts", "dashboards")
+#: The import names an install adds, and no other: generic ones (``common``) would clash
+#: with other distributions' packages in site-packages (docs/development.md, "Layout").
+TOP_LEVEL = {"fleetwatch", "exporter", "reactor", "alerts", "dashboards"}
 #: Two clusters probed every second: OFFLINE two seconds after `down`.
 DEMO_ARGS = ("--web.free-ports", "--clusters=2", "--probe.interval=1")
 
@@ -94,8 +97,9 @@ def test_installed_wheel_runs_the_demo_to_an_offline_cluster(
             [
                 str(venv / "bin" / "python"),
                 "-c",
-                "import json, common, exporter, fleetwatch, reactor; print(json.dumps("
-                "{m.__name__: m.__file__ for m in (common, exporter, fleetwatch, reactor)}))",
+                "import json, alerts, dashboards, exporter, fleetwatch, reactor; print(json.dumps("
+                "{m.__name__: m.__file__ for m in (alerts, dashboards, exporter, fleetwatch, "
+                "reactor)}))",
             ],
             cwd=work,
             env=clean_env(),
@@ -103,6 +107,25 @@ def test_installed_wheel_runs_the_demo_to_an_offline_cluster(
     )
     for name, path in where.items():
         assert Path(path).is_relative_to(venv), f"{name} imported from {path}, not the wheel"
+    # One namespace: the top-level names the installed distribution's files sit under.
+    files = json.loads(
+        _run(
+            [
+                str(venv / "bin" / "python"),
+                "-c",
+                "import json, importlib.metadata as m; "
+                "print(json.dumps([str(f) for f in m.distribution('fleetwatch').files]))",
+            ],
+            cwd=work,
+            env=clean_env(),
+        )
+    )
+    top = {
+        Path(f).parts[0]
+        for f in files
+        if not Path(f).parts[0].endswith(".dist-info") and not f.startswith("..")
+    }
+    assert top == TOP_LEVEL, sorted(top)
     # A package people can vet: the declared license, its text, and classifiers.
     meta = json.loads(
         _run(
