@@ -33,6 +33,7 @@ from exporter.settings import (
 )
 from fleetwatch.common.flags import add_old_spelling
 from fleetwatch.common.logs import add_log_flags, setup_logging
+from fleetwatch.common.metricnames import CLUSTER_LABELS
 from fleetwatch.common.web import bind_sockets, display_address
 from fleetwatch.common.webconfig import (
     WEB_CONFIG_HELP,
@@ -153,6 +154,16 @@ def add_parsers(subparsers: Any) -> None:
         "every probe (default: 0)",
     )
     exp.add_argument(
+        "--metric-labels-allowlist",
+        dest="metric_labels_allowlist",
+        metavar="KEYS",
+        default="",
+        help="cluster labels (of its Secret, or its kubeconfig context's fleetwatch.io/labels "
+        f"extension) published on {CLUSTER_LABELS} as label_<key>, as "
+        "kube-state-metrics: 'team,env,region', 'example.org/*' or '*' (default: none, "
+        "no series)",
+    )
+    exp.add_argument(
         "--config.check",
         dest="config_check",
         action="store_true",
@@ -253,6 +264,7 @@ def run_exporter(args: argparse.Namespace) -> int:
             shard_index=args.shard_index,
             shard_index_from_hostname=args.shard_index_from_hostname,
             kubernetes=kubernetes_from_args(args),
+            metric_labels_allowlist=args.metric_labels_allowlist,
         )
     except (SettingsError, ValueError) as exc:
         print(f"fleetwatch exporter: {exc}", file=sys.stderr)

@@ -42,6 +42,7 @@ from fleetwatch.discovery import (
     probeable,
 )
 from fleetwatch.discovery.apisource import KubernetesDiscovery, SecretReads
+from fleetwatch.discovery.clusterlabels import NO_LABELS, Allowlist
 from fleetwatch.discovery.shard import Shard
 from fleetwatch.kube.informer import Informer
 
@@ -56,14 +57,16 @@ class SecretSource:
         settings: KubernetesDiscovery,
         shard: Shard | None = None,
         cycles_done: Callable[[], int] = lambda: 0,
+        allowlist: Allowlist = NO_LABELS,
     ) -> None:
         """``cycles_done``: how many cycles the scanning Monitor has completed (its
-        ``stats.cycles_total``), which names the cycle a scan belongs to."""
+        ``stats.cycles_total``), which names the cycle a scan belongs to. ``allowlist``:
+        the labels each Secret cluster keeps (``--metric-labels-allowlist``)."""
         self.files = files
         self.informer = informer
         self.settings = settings
         self.shard = shard
-        self.reads = SecretReads(settings)
+        self.reads = SecretReads(settings, allowlist)
         self._merged = Merged(Discovery((), ()))
         self._problems: tuple[DiscoveryProblem, ...] = ()
         #: the first cycle (counted from 1) with a scan that held a complete list: the

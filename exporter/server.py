@@ -90,10 +90,11 @@ def create_app(
     app[RENDERED] = slot
 
     shard = (settings.shard.index, settings.shard.count) if settings.shard else (0, 1)
+    cluster_labels = not settings.metric_labels_allowlist.empty
 
     async def publish(snap: Snapshot) -> None:
         # Rendering 10k clusters takes tens of ms of CPU: keep it off the event loop.
-        snap = dataclasses.replace(snap, shard=shard)
+        snap = dataclasses.replace(snap, shard=shard, cluster_labels=cluster_labels)
         slot[0] = await asyncio.to_thread(render_with, process, snap, slot[0])
 
     informer: Informer | None = None
@@ -102,14 +103,22 @@ def create_app(
         # Files unsharded (fleet_size counts the whole fleet); the merge applies the shard.
         kubeapi, informer = build_informer(settings.kubernetes)
         files = Discoverer(
-            settings.kubeconfig_path, settings.kubeconfig_dir, settle_s=SETTLE_SECONDS
+            settings.kubeconfig_path,
+            settings.kubeconfig_dir,
+            settle_s=SETTLE_SECONDS,
+            allowlist=settings.metric_labels_allowlist,
         )
 
         def cycles_done() -> int:  # the monitor below, read at each scan
             return monitor.stats.cycles_total
 
         discovery = SecretSource(
-            files, informer, settings.kubernetes, settings.shard, cycles_done=cycles_done
+            files,
+            informer,
+            settings.kubernetes,
+            settings.shard,
+            cycles_done=cycles_done,
+            allowlist=settings.metric_labels_allowlist,
         )
         process.register(InformerCollector(informer, settings.kubernetes.label_selector))
     app[INFORMER] = informer
@@ -126,6 +135,7 @@ def create_app(
             settings.kubeconfig_dir,
             shard=settings.shard,
             settle_s=SETTLE_SECONDS,
+            allowlist=settings.metric_labels_allowlist,
         ),
         publish,
         checks,

@@ -17,6 +17,7 @@ from pathlib import Path
 from fleetwatch.common.logs import FORMATS, LEVELS
 from fleetwatch.common.web import ListenAddressError, parse_listen_addresses
 from fleetwatch.discovery.apisource import KubernetesDiscovery
+from fleetwatch.discovery.clusterlabels import NO_LABELS, Allowlist, AllowlistError
 from fleetwatch.discovery.files import MainKubeconfig, main_kubeconfig
 from fleetwatch.discovery.shard import Shard, ShardError, resolve_shard
 
@@ -71,6 +72,10 @@ class ExporterSettings:
     shard: Shard | None = None
     #: ``--discovery.kubernetes`` and its flags (``fleetwatch.discovery.apisource``); None: off
     kubernetes: KubernetesDiscovery | None = None
+    #: the cluster labels published on ``fleetwatch_cluster_labels``
+    #: (``--metric-labels-allowlist``, ``fleetwatch.discovery.clusterlabels``): none by default, as
+    #: kube-state-metrics, since label cardinality is the user's choice
+    metric_labels_allowlist: Allowlist = NO_LABELS
 
     @property
     def listen_address(self) -> str:
@@ -119,6 +124,7 @@ def resolve(
     shard_index: int | None = None,
     shard_index_from_hostname: bool = False,
     kubernetes: KubernetesDiscovery | None = None,
+    metric_labels_allowlist: str | None = None,
 ) -> ExporterSettings:
     """The settings from flag values (None when not given) and the environment."""
     env = os.environ if env is None else env
@@ -169,6 +175,10 @@ def resolve(
         raise SettingsError(f"--log.level {log_level!r}: expected one of {', '.join(LEVELS)}")
     if log_format not in FORMATS:
         raise SettingsError(f"--log.format {log_format!r}: expected one of {', '.join(FORMATS)}")
+    try:
+        allowlist = Allowlist.parse(metric_labels_allowlist or "")
+    except AllowlistError as exc:
+        raise SettingsError(f"--metric-labels-allowlist: {exc}") from None
     return ExporterSettings(
         listen_addresses=listen,
         kubeconfig_path=path,
@@ -182,4 +192,5 @@ def resolve(
         log_format=log_format,
         shard=shard,
         kubernetes=kubernetes,
+        metric_labels_allowlist=allowlist,
     )

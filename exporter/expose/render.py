@@ -35,6 +35,7 @@ from typing import TypeVar
 
 from exporter.expose.encodings import in_order
 from exporter.expose.gzipped import Body, Deflater, Piece, deflated, joined
+from exporter.expose.labels import labels_text
 from exporter.expose.snapshot import ClusterView, Snapshot
 from exporter.expose.textformat import (
     NO_CHECKS,
@@ -187,7 +188,7 @@ def render(
         sd = Body.of([deflated(_sd_text(encoded), level)])
     metrics = Body.of(
         [
-            deflated(_cluster_text(snap.clusters), level),
+            deflated(_cluster_text(snap.clusters, snap.cluster_labels), level),
             families,
             deflated(itertools.chain(_exporter_text(snap), (process_metrics,)), level),
         ]
@@ -200,7 +201,7 @@ def render_metrics(snap: Snapshot) -> bytes:
     checks = in_order(snap.clusters)
     return b"".join(
         itertools.chain(
-            _cluster_text(snap.clusters),
+            _cluster_text(snap.clusters, snap.cluster_labels),
             (_check_text(snap.check_families, checks),),
             _exporter_text(snap),
         )
@@ -232,7 +233,7 @@ def _batches(items: Sequence[T]) -> Iterator[Sequence[T]]:
         yield items[start : start + _BATCH]
 
 
-def _cluster_text(clusters: Sequence[ClusterView]) -> Iterator[bytes]:
+def _cluster_text(clusters: Sequence[ClusterView], labels: bool = False) -> Iterator[bytes]:
     # The label set of each cluster, escaped once and reused by every family.
     keys = [f'cluster="{escape_label(v.cluster.name)}"' for v in clusters]
     pairs = list(zip(keys, clusters, strict=True))
@@ -245,6 +246,8 @@ def _cluster_text(clusters: Sequence[ClusterView]) -> Iterator[bytes]:
         f'source="{escape_label(v.cluster.kubeconfig_secret_ref)}"}} 1\n'
         for k, v in pairs
     )
+    if labels:  # fleetwatch_cluster_labels (exporter.expose.labels)
+        yield from labels_text(pairs)
     yield _header(*probeable_)
     yield from _joined(f"{CLUSTER_PROBEABLE}{{{k}}} {1 if v.probeable else 0}\n" for k, v in pairs)
     # The last probe of each probed cluster, looked up once for the two families it feeds.

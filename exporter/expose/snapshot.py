@@ -37,6 +37,9 @@ class Snapshot:
     shard: tuple[int, int] = (0, 1)
     #: clusters in the whole fleet as the last scan saw it, before sharding
     fleet_size: int = 0
+    #: whether ``fleetwatch_cluster_labels`` is published (``--metric-labels-allowlist``
+    #: not empty): then one series per cluster, its labels or none
+    cluster_labels: bool = False
 
 
 @dataclass

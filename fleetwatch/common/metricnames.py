@@ -19,6 +19,9 @@ from typing import Final
 
 #: 1 per cluster; labels ``endpoint``, ``source`` (the kubeconfig file)
 CLUSTER_INFO: Final = "fleetwatch_cluster_info"
+#: 1 per cluster while ``--metric-labels-allowlist`` is not empty; labels
+#: ``label_<key>``, the allowlisted labels of its Secret or kubeconfig context
+CLUSTER_LABELS: Final = "fleetwatch_cluster_labels"
 #: 1 if the cluster's kubeconfig is a readable file (so it is probed), else 0
 CLUSTER_PROBEABLE: Final = "fleetwatch_cluster_probeable"
 #: 1 if the last probe answered 200, else 0; absent before the first probe

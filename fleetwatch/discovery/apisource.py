@@ -32,6 +32,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from fleetwatch.discovery.clusterlabels import NO_LABELS, Allowlist
 from fleetwatch.discovery.clusters import DiscoveryProblem
 from fleetwatch.discovery.labels import LabelSelector, SelectorError
 from fleetwatch.discovery.secrets import (
@@ -151,8 +152,10 @@ class SecretReads:
     merge in a worker thread, one after the other).
     """
 
-    def __init__(self, settings: KubernetesDiscovery) -> None:
+    def __init__(self, settings: KubernetesDiscovery, allowlist: Allowlist = NO_LABELS) -> None:
+        """``allowlist``: the labels each cluster keeps (``fleetwatch.discovery.clusterlabels``)."""
         self.settings = settings
+        self.allowlist = allowlist
         #: uid -> (resourceVersion, what read_secret made of it)
         self._reads: dict[str, tuple[str, SecretClusters | None]] = {}
 
@@ -169,7 +172,10 @@ class SecretReads:
                 reads[uid] = known
                 continue
             read = read_secret(
-                obj, self.settings.label_selector, exec_plugins=self.settings.exec_plugins
+                obj,
+                self.settings.label_selector,
+                exec_plugins=self.settings.exec_plugins,
+                allowlist=self.allowlist,
             )
             last = known[1] if known is not None else None
             if read is not None and last is not None and read.kind == last.kind:

@@ -35,6 +35,9 @@ class Cluster:
     #: fleetwatch does not run: ``awsAuthConfig``); never a value. Files: always None,
     #: their probeability is :func:`probeable`'s look at the file.
     not_probeable: str | None = None
+    #: its allowlisted labels, ``(key, value, ...)`` sorted by key
+    #: (``fleetwatch.discovery.clusterlabels``): the Secret's and the context's; () by default
+    labels: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ import yaml
 
 from fleetwatch.common.names import char_flaw, name_problem
 from fleetwatch.discovery import boundedyaml
+from fleetwatch.discovery.clusterlabels import NO_LABELS, Allowlist, Labels, context_labels
 from fleetwatch.discovery.clusters import ContextConfig, DiscoveryProblem
 from fleetwatch.discovery.entries import (
     ClusterEntry,
@@ -198,6 +199,8 @@ class ResolvedContext:
     endpoint: str
     config: ContextConfig
     proxy_url: str | None = field(default=None, repr=False)
+    #: its allowlisted labels from the context's extension (``fleetwatch.discovery.clusterlabels``)
+    labels: Labels = ()
 
 
 #: Nodes one cluster, user or context entry may hold, aliases expanded. What a context
@@ -232,9 +235,10 @@ def _has_userinfo(server: str) -> bool:
 
 
 def resolve_contexts(
-    docs: list[tuple[str, Document]],
+    docs: list[tuple[str, Document]], allowlist: Allowlist = NO_LABELS
 ) -> tuple[dict[str, ResolvedContext], list[DiscoveryProblem]]:
-    """Every context of ``docs`` merged map by map (first file wins for a name)."""
+    """Every context of ``docs`` merged map by map (first file wins for a name), with
+    the labels ``allowlist`` keeps of each context's extension."""
     clusters: dict[str, tuple[str, ClusterEntry]] = {}
     users: dict[str, tuple[str, UserEntry]] = {}
     contexts: dict[str, tuple[str, Mapping[str, Any], bool]] = {}
@@ -321,7 +325,10 @@ def resolve_contexts(
             context_entry=entry,
         )
         config = ContextConfig(source, name, version, auth, base)
-        resolved[name] = ResolvedContext(server, config, proxy_url or None)
+        labels, label_problems = context_labels(entry, allowlist)
+        for reason in label_problems:  # skipped and counted: the context stays
+            problem(reason)
+        resolved[name] = ResolvedContext(server, config, proxy_url or None, labels)
     return resolved, problems
 
 

@@ -32,7 +32,9 @@ name *and at the same server* is one cluster known twice, which a management clu
 running Argo CD and Cluster API (or Flux) always holds: Argo CD's cluster Secret and
 Cluster API's ``<cluster>-kubeconfig``. Its ref stays out of the fleet, but the reactor's
 CD mirror resolves Flux objects naming it to the kept cluster (``reactor.cd.targets``).
-A duplicate at another server is another cluster with a clashing name: no alias.
+A duplicate at another server is another cluster with a clashing name: no alias. An
+alias's labels (``Cluster.labels``) fill those the kept cluster lacks: teams label the
+Argo CD Secret or the Cluster API one, whichever of the two is kept.
 
 :attr:`Merged.secrets`: every Secret read, by ref, as its kind and the names of its keys
 (``SecretShape``): the CD mirror resolves a Flux ``secretRef`` as Flux reads the Secret
@@ -43,9 +45,11 @@ Pure: records in, records out.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from fleetwatch.discovery.clusterlabels import combined
 from fleetwatch.discovery.clusters import Cluster, ContextConfig, Discovery, DiscoveryProblem
 from fleetwatch.discovery.secrets import SecretClusters, SecretShape
 from fleetwatch.discovery.shard import Shard
@@ -88,6 +92,7 @@ def merge(
         return name is None or shard is None or shard.owns(name)
 
     clusters = [c for c in files.clusters if mine(c.name)]
+    places = {c.name: i for i, c in enumerate(clusters)}  # where each is in clusters
     problems = [p for p in files.problems if mine(p.context)]
     new = [p for p in files.new_problems if mine(p.context)]
     seen = {c.name: c.kubeconfig_secret_ref for c in files.clusters}
@@ -112,12 +117,18 @@ def merge(
                     )
                     if same_server(servers[cluster.name], cluster.endpoint):
                         aliases[cluster.kubeconfig_secret_ref] = cluster.name
+                        at = places.get(cluster.name)
+                        if at is not None and cluster.labels:
+                            kept = clusters[at]
+                            labels = combined(cluster.labels, kept.labels)
+                            clusters[at] = dataclasses.replace(kept, labels=labels)
                 continue
             seen[cluster.name] = cluster.kubeconfig_secret_ref
             servers[cluster.name] = cluster.endpoint
             fleet += 1
             if not mine(cluster.name):
                 continue
+            places[cluster.name] = len(clusters)
             clusters.append(cluster)
             if found.config is not None:
                 configs[cluster.name] = found.config

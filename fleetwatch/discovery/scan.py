@@ -41,6 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fleetwatch.discovery.clusterlabels import NO_LABELS, Allowlist
 from fleetwatch.discovery.clusters import (
     Cluster,
     ContextConfig,
@@ -113,6 +114,8 @@ class Discoverer:
     :func:`main_kubeconfig`); None: no main file. ``shard``: only that shard's clusters.
     ``settle_s``: how long a changed file must hold still before it is read (0: read when
     seen; see the module docstring); ``clock``: the wall clock it is timed with.
+    ``allowlist``: the labels each cluster keeps of its context's extension
+    (``fleetwatch.discovery.clusterlabels``; none by default).
     """
 
     def __init__(
@@ -123,6 +126,7 @@ class Discoverer:
         shard: Shard | None = None,
         settle_s: float = 0.0,
         clock: Callable[[], float] = time.time,
+        allowlist: Allowlist = NO_LABELS,
     ) -> None:
         # Absolute (and ``~`` expanded) once: every source and kubeconfig_secret_ref
         # must name its file from any working directory.
@@ -135,6 +139,7 @@ class Discoverer:
         self.shard = shard
         self.settle_s = settle_s
         self._clock = clock
+        self.allowlist = allowlist
         #: (unit, path) -> what is known of that file; a unit is "main" or a folder file
         self._states: dict[tuple[str, str], _FileState] = {}
         self._units: dict[str, _Unit] = {}
@@ -286,7 +291,7 @@ class Discoverer:
             for source, _ in docs:
                 self._states.pop((unit, source), None)
             return (cached.contexts if cached else {}), problems
-        contexts, context_problems = resolve_contexts(ready)
+        contexts, context_problems = resolve_contexts(ready, self.allowlist)
         self._units[unit] = _Unit(tuple(key), contexts, context_problems)
         return contexts, [*problems, *context_problems]
 
@@ -359,7 +364,14 @@ class Discoverer:
                 fleet += 1
                 if mine:
                     clusters.append(
-                        Cluster(name, resolved.endpoint, source, name, resolved.proxy_url)
+                        Cluster(
+                            name,
+                            resolved.endpoint,
+                            source,
+                            name,
+                            resolved.proxy_url,
+                            labels=resolved.labels,
+                        )
                     )
                     configs[name] = resolved.config
         live_units = {unit for unit, _, _ in units}

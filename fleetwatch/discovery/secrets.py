@@ -63,6 +63,8 @@ smaller fleet (``fleetwatch.discovery.apisource.SecretReads`` says why no settle
 
 **Names** (Argo CD's ``name``, the Cluster API label, a context) and servers follow
 ``fleetwatch.common.names``' rule: one that breaks it (a control or bidi character) is a problem.
+**Labels**: a cluster keeps the allowlisted ones of its Secret and context
+(``fleetwatch.discovery.clusterlabels``), the context's winning.
 
 **Problems.** A Secret that cannot be read (a key missing or not base64, a ``config``
 Argo CD would refuse, a kubeconfig that does not parse) is a
@@ -86,11 +88,13 @@ from typing import Any, Literal
 
 from fleetwatch.common.names import char_flaw, name_problem
 from fleetwatch.discovery import argocd
+from fleetwatch.discovery.clusterlabels import NO_LABELS, Allowlist, Labels, combined
 from fleetwatch.discovery.clusters import SECRET_SCHEME, Cluster, ContextConfig, DiscoveryProblem
-from fleetwatch.discovery.contextauth import ContextAuth
 from fleetwatch.discovery.files import FileVersion, ReadError
 from fleetwatch.discovery.kubeconfig import Document, document_of, parse_document, resolve_contexts
 from fleetwatch.discovery.labels import LabelSelector
+from fleetwatch.discovery.secretauth import refused as _refused
+from fleetwatch.discovery.secretauth import without_folder as _without_folder
 
 ARGOCD_LABEL = "argocd.argoproj.io/secret-type"
 ARGOCD_CLUSTER = "cluster"
@@ -101,6 +105,7 @@ CAPI_KEY = "value"
 DEFAULT_SELECTOR = LabelSelector.parse("fleetwatch.io/kubeconfig")
 
 Kind = Literal["argocd", "cluster-api", "labelled"]
+NO_LABELS_KEPT: Labels = ()
 
 
 def secret_ref(namespace: str, name: str, key: str | None = None) -> str:
@@ -197,12 +202,14 @@ def read_secret(
     selector: LabelSelector = DEFAULT_SELECTOR,
     *,
     exec_plugins: bool = False,
+    allowlist: Allowlist = NO_LABELS,
 ) -> SecretClusters | None:
     """The clusters and problems of one Secret object; None when it is none of ours.
 
     ``selector``: which Secrets the user labels (``--discovery.kubernetes.label-selector``).
     ``exec_plugins``: whether a Secret may name an exec plugin for its cluster (see the
-    module docstring). Never raises for what the Secret holds.
+    module docstring). ``allowlist``: the labels each cluster keeps of the Secret's and
+    its context's (``fleetwatch.discovery.clusterlabels``). Never raises for what the Secret holds.
     """
     kind = kind_of(secret, selector)
     if kind is None:
@@ -211,7 +218,9 @@ def read_secret(
     namespace, name = metadata.get("namespace"), metadata.get("name")
     if not isinstance(namespace, str) or not isinstance(name, str) or not namespace or not name:
         return None  # not an object the API returns: nothing can be named after it
-    reader = _Reader(namespace, name, secret_version(metadata), exec_plugins)
+    reader = _Reader(namespace, name, secret_version(metadata), exec_plugins, allowlist)
+    reader.labels, why = allowlist.pick(metadata.get("labels"), "the Secret's label")
+    reader.problems.extend(DiscoveryProblem(reader.ref, None, reason) for reason in why)
     data = secret.get("data")
     if data is not None and not isinstance(data, Mapping):
         reader.problem("its data is not a mapping of keys")
@@ -273,11 +282,14 @@ def with_last_good(read: SecretClusters, last: SecretClusters) -> SecretClusters
 class _Reader:
     """The clusters and problems of one Secret, gathered as its keys are read."""
 
-    def __init__(self, namespace: str, name: str, version: FileVersion, exec_plugins: bool):
+    def __init__(
+        self, namespace: str, name: str, version: FileVersion, exec: bool, allowlist: Allowlist
+    ):
         self.namespace, self.name = namespace, name
+        self.allowlist, self.labels = allowlist, NO_LABELS_KEPT
         self.ref = secret_ref(namespace, name)
         self.version = version
-        self.exec_plugins = exec_plugins
+        self.exec_plugins = exec
         self.clusters: list[SecretCluster] = []
         self.problems: list[DiscoveryProblem] = []
         self.unreadable: set[str] = set()
@@ -337,7 +349,7 @@ class _Reader:
             return False
         except argocd.NotProbeable as exc:
             self.clusters.append(
-                SecretCluster(Cluster(name, server, self.ref, name, None, str(exc)))
+                SecretCluster(Cluster(name, server, self.ref, name, None, str(exc), self.labels))
             )
             return True
         self.contexts(self.ref, document_of(doc, self.version))
@@ -396,7 +408,7 @@ class _Reader:
         self, source: str, doc: Document, only: str | None = None, name: str | None = None
     ) -> None:
         """The clusters of ``doc``'s contexts (``only`` that one, called ``name``)."""
-        resolved, problems = resolve_contexts([(source, doc)])
+        resolved, problems = resolve_contexts([(source, doc)], self.allowlist)
         for p in problems:
             if only is None or p.context == only:
                 self.problem(p.reason, name or p.context, source)
@@ -405,40 +417,8 @@ class _Reader:
                 continue
             config = _without_folder(found.config)
             refused = _refused(config.auth, self.exec_plugins)
+            labels = combined(self.labels, found.labels)  # the context's win
             cluster = Cluster(
-                name or context, found.endpoint, source, context, found.proxy_url, refused
+                name or context, found.endpoint, source, context, found.proxy_url, refused, labels
             )
             self.clusters.append(SecretCluster(cluster, None if refused else config))
-
-
-def _without_folder(config: ContextConfig) -> ContextConfig:
-    """``config`` with no folder: the parse took the reference's "folder" for one."""
-    auth = dataclasses.replace(config.auth, exec_cwd="", client_base="")
-    return dataclasses.replace(config, base_path="", auth=auth)
-
-
-#: The file keys of a kubeconfig, by the part of :class:`ContextAuth` they end in.
-_FILE_KEYS = (
-    ("ca", "certificate-authority"),
-    ("cert", "client-certificate"),
-    ("key", "client-key"),
-    ("token_file", "tokenFile"),
-)
-
-
-def _refused(auth: ContextAuth, exec_plugins: bool) -> str | None:
-    """Why a Secret's context is not probed though it resolved (None: it is probed)."""
-    for attribute, key in _FILE_KEYS:
-        if isinstance(getattr(auth, attribute), str):  # a path (data is bytes)
-            return (
-                f"its kubeconfig names a file ({key}): a kubeconfig read from a Secret "
-                "must embed its credentials"
-            )
-    if auth.client is not None:
-        return (
-            "its user has an auth-provider: only kubeconfig files may use one (the "
-            "kubernetes client reads and writes files for it)"
-        )
-    if auth.exec is not None and not exec_plugins:
-        return "its user has an exec plugin, and exec plugins from Secrets are refused"
-    return None

@@ -317,12 +317,15 @@ def test_the_documented_metrics_table_is_the_scrape() -> None:
     """docs/exporter.md lists what the scrape above serves, in the same order, nothing more.
 
     ``fleetwatch_exporter_check_errors_total`` has a series only once a check failed (see
-    test_exposition_escapes_label_values), so a fleet without checks does not serve it.
+    test_exposition_escapes_label_values), so a fleet without checks does not serve it;
+    ``fleetwatch_cluster_labels`` only with ``--metric-labels-allowlist``.
     """
     doc = Path(__file__).resolve().parents[2] / "docs" / "exporter.md"
     assert documented_table(doc) == [
         *DOCUMENTED_FAMILIES,
         ("fleetwatch_exporter_check_errors", "counter"),
+        # only with --metric-labels-allowlist (tests/exporter/test_exporter_labels.py)
+        ("fleetwatch_cluster_labels", "gauge"),
     ]
 
 
