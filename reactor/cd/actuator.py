@@ -54,6 +54,11 @@ and its first pass is a full resync.
 **Orphans.** An object (or cluster Secret) fleetwatch paused whose cluster left the store
 is resumed once it has been one for a resync interval (``reactor.cd.orphans`` says why).
 
+**What it remembers** between passes (each object read once per version, what was sent
+for which version, what is pending and since when, each object's last pause, the
+orphans' grace periods) is a :class:`~reactor.cd.ledger.Ledger`, pure, whose methods
+answer with what to do; the actuator keeps only its collaborators and the loop's timers.
+
 I/O (asyncio, the store threads, the management API).
 """
 
