@@ -26,7 +26,7 @@ resumed or unmarked when an earlier pause of theirs is found (``reactor.cd.rules
 thing to patch is a :class:`Step`, whichever it is.
 
 An owner that undoes a pause (``reactor.cd.rules``) has it applied again at most once per
-resync interval for the same outage (:meth:`CdActuator._held`): an ApplicationSet
+resync interval for the same outage (``reactor.cd.ledger``): an ApplicationSet
 without ``preservedFields`` reverts the annotation the moment it is written, and
 re-pausing at once would make the two patch the object back and forth without end.
 
@@ -54,6 +54,11 @@ and its first pass is a full resync.
 **Orphans.** An object (or cluster Secret) fleetwatch paused whose cluster left the store
 is resumed once it has been one for a resync interval (``reactor.cd.orphans`` says why).
 
+**What it remembers** between passes (each object read once per version, what was sent
+for which version, what is pending and since when, each object's last pause, the
+orphans' grace periods) is a :class:`~reactor.cd.ledger.Ledger`, pure, whose methods
+answer with what to do; the actuator keeps only its collaborators and the loop's timers.
+
 I/O (asyncio, the store threads, the management API).
 """
 
@@ -69,26 +74,17 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fleetwatch.kube.kubeapi import KubeApiError
-from reactor.cd.clustersecrets import ClusterSecret, decide_secrets
+from reactor.cd.clustersecrets import decide_secrets
 from reactor.cd.fence import Fence, OpenOutages
 from reactor.cd.kubewrite import Fenced
+from reactor.cd.ledger import Ledger, Step, count_states, describe, leaving_of
 from reactor.cd.metrics import CdMetrics
 from reactor.cd.mirrorpass import MirrorPass
 from reactor.cd.objects import ARGOCD, CdObject
-from reactor.cd.orphans import RESUME_ORPHAN, Orphans, Pausable, orphan_key
 from reactor.cd.patches import patch_for
 from reactor.cd.ports import Leadership, ObjectSource, Patcher
-from reactor.cd.rules import Observed, StoreView, Verb, decide, decide_without_pausing
+from reactor.cd.rules import Observed, StoreView, decide, decide_without_pausing
 from reactor.cd.settings import CdSettings
-from reactor.cd.steps import (
-    Seen,
-    Step,
-    count_states,
-    describe,
-    leaving_of,
-    read_seen,
-    shape_of,
-)
 from reactor.cd.storeops import StoreRunner, cluster_stamp, leave_outages, open_outages
 from reactor.cd.targets import Discovered, KnownCluster
 from reactor.store import MirroredApp, StoreUnavailable
@@ -126,30 +122,14 @@ class CdActuator:
         self.metrics = metrics
         self.wake = wake
         self.clock = clock
-        #: uid -> (resourceVersion, what the object reads as)
-        self._reads: dict[str, tuple[str, Seen | ClusterSecret | None]] = {}
-        #: app name -> the object, and what of it the mirror and the rules look at
-        self._objects: dict[str, Seen] = {}
-        #: the Argo CD cluster Secrets (``--cd.argocd.pause cluster-secret``), by key
-        self._secrets: dict[str, ClusterSecret] = {}
-        self._shapes: dict[str, object] = {}
-        self._outages_moved = False
-        #: app name (or Secret key) -> the resourceVersion an action was sent (or logged) for
-        self._acted: dict[str, str] = {}
-        #: app name (or Secret key) -> the mark of its last pause applied, and when
-        self._paused: dict[str, tuple[str | None, float]] = {}
-        #: app name (or Secret key) -> when an action was first decided and not yet done
-        self._pending_since: dict[str, float] = {}
-        self._unresolved: dict[str, str] = {}
-        self.passes = 0
         #: None: this replica acts alone (no leader election)
         self.leader = leader
-        self._resync_now = False
-        self._stamp: object = None
-        self._next_poll = 0.0
-        self._orphans = Orphans(settings.resync_interval_s)
-        self._secret_orphans = Orphans(settings.resync_interval_s)
+        #: everything remembered between two passes (``reactor.cd.ledger``)
+        self.ledger = Ledger(settings.resync_interval_s)
         self._mirror = MirrorPass(backend, settings, metrics)
+        #: the loop's timers: a full resync at the next pass; the next read of the stamp
+        self._resync_now = False
+        self._next_poll = 0.0
 
     def acting(self) -> bool:
         """Does this replica act on the objects now (it alone, or it holds the Lease)?"""
@@ -158,13 +138,8 @@ class CdActuator:
     def leadership_changed(self, leading: bool) -> None:
         """The elector's listener: a replica that begins to act starts from scratch, with a
         full resync; one that stops has nothing pending any more."""
-        self._acted.clear()
-        self._pending_since.clear()
-        self._paused.clear()
-        self._orphans.reset()
-        self._secret_orphans.reset()
+        self.ledger.forget()
         self._mirror.reset()
-        self._stamp = None
         self._resync_now = leading
         if not leading:  # the acting replica alone exports the objects and their actions
             self.metrics.set_objects({}, None)
@@ -176,7 +151,7 @@ class CdActuator:
 
     def outages_moved(self) -> None:
         """A write moved apps in or out of an outage (``Backend.outage_listeners``)."""
-        self._outages_moved = True
+        self.ledger.moved = True
         self.wake.set()
 
     async def run(self) -> None:
@@ -214,52 +189,28 @@ class CdActuator:
         if self.leader is None or time.monotonic() < self._next_poll:
             return
         self._next_poll = time.monotonic() + POLL_S
-        stamp = await self.backend.read(cluster_stamp)
-        if self._stamp is not None and stamp != self._stamp:
-            self._outages_moved = True
-        self._stamp = stamp
+        self.ledger.stamp_read(await self.backend.read(cluster_stamp))
 
     # -- one pass ------------------------------------------------------------------------
 
     async def run_pass(self, full: bool) -> None:
-        changed = self._read_objects()
-        moved, self._outages_moved = self._outages_moved, False
-        if not (changed or moved or full):
-            return
-        self.passes += 1
-        mirrored = await self._mirror.run(self._objects, self.discovered(), self.acting)
+        ledger = self.ledger
+        if not ledger.start_pass(self.informer.objects(), full):
+            return  # nothing the mirror or the rules look at changed
+        mirrored = await self._mirror.run(ledger.objects, self.discovered(), self.acting)
         if mirrored is None:
             return  # the replica stopped acting
         rows = mirrored.rows
         steps, unresolved = self._decide(mirrored.clusters, rows)
         self._report_unresolved({**mirrored.unresolved, **unresolved})
         await self._act(steps)
-        now = self.clock()
-        orphans = self._orphans.due(self._objects, {r.name for r in rows}, now)
-        named = set(self._secrets) - set(unresolved)  # the Secrets that name a cluster
-        orphans += self._secret_orphans.due(self._secrets, named, now)
+        named = set(ledger.secrets) - set(unresolved)  # the Secrets that name a cluster
+        orphans = ledger.orphans_due({r.name for r in rows}, named, self.clock())
         if orphans:
             await self._resume_orphans(orphans)
         self._export(rows, steps)
         if full:
             self.metrics.last_resync.set(self.clock())
-
-    def _read_objects(self) -> bool:
-        """Read what changed since the last pass; True when something the mirror or the
-        rules look at changed (not merely a status)."""
-        reads: dict[str, tuple[str, Seen | ClusterSecret | None]] = {}
-        for uid, obj in self.informer.objects().items():
-            version = str((obj.get("metadata") or {}).get("resourceVersion", ""))
-            known = self._reads.get(uid)
-            reads[uid] = known if known and known[0] == version else (version, read_seen(obj))
-        self._reads = reads
-        seen = [seen for _, seen in reads.values() if seen is not None]
-        objects = {s.app_name: s for s in seen if not isinstance(s, ClusterSecret)}
-        secrets = {s.key: s for s in seen if isinstance(s, ClusterSecret)}
-        shapes = {name: shape_of(s) for name, s in (*objects.items(), *secrets.items())}
-        changed = shapes != self._shapes
-        self._objects, self._secrets, self._shapes = objects, secrets, shapes
-        return changed
 
     def _decide(
         self, clusters: list[KnownCluster], rows: list[MirroredApp]
@@ -270,7 +221,7 @@ class CdActuator:
         secrets_pause = self.settings.pause_cluster_secrets
         steps: list[Step] = []
         for row in rows:
-            obj = self._objects.get(row.name)
+            obj = self.ledger.objects.get(row.name)
             if not isinstance(obj, CdObject):
                 continue  # gone or unreadable since: the next mirror removes the row
             view = StoreView(row.cluster_status, row.cluster_outage_id, row.status, row.outage_id)
@@ -283,32 +234,17 @@ class CdActuator:
             steps.append(Step(row.name, row.cluster, obj, decision, leaving_of(row.id, leave)))
         if not secrets_pause:
             return steps, {}
-        decided, unresolved = decide_secrets(self._secrets.values(), clusters, rows)
+        decided, unresolved = decide_secrets(self.ledger.secrets.values(), clusters, rows)
         steps += [Step(d.secret.key, d.cluster, d.secret, d.decision, d.leaving) for d in decided]
         return steps, unresolved
 
     async def _act(self, steps: list[Step]) -> None:
         now = self.clock()
-        todo: list[Step] = []
-        for step in steps:
-            if step.decision.verb is Verb.NOTHING:
-                self._pending_since.pop(step.key, None)
-                continue
-            self._pending_since.setdefault(step.key, now)
-            acted = self._acted.get(step.key) == step.target.resource_version
-            if not acted and not self._held(step, now):
-                todo.append(step)
-        live = {step.key for step in steps}
-        self._pending_since = {k: t for k, t in self._pending_since.items() if k in live}
-        self._acted = {k: v for k, v in self._acted.items() if k in live}
-        self._paused = {k: v for k, v in self._paused.items() if k in live}
+        todo = self.ledger.todo(steps, now)
         if not todo:
             return
         if self.settings.dry_run:
-            for step in todo:
-                log.info("cd (dry run): would %s", describe(step))
-                self.metrics.actions.labels(step.decision.verb.value, "dry_run").inc()
-                self._acted[step.key] = step.target.resource_version
+            self._log_dry_run(todo, now)
             return
         leaving = [pair for step in todo for pair in step.leaving]
         if not self.acting():
@@ -355,31 +291,23 @@ class CdActuator:
         except KubeApiError as exc:
             if exc.status in (404, 409):
                 result = "gone" if exc.status == 404 else "conflict"
-                self._acted[step.key] = step.target.resource_version  # the watch brings it
                 log.debug("cd: %s: %s (%s)", describe(step), result, exc)
             else:
                 result = "failed"
                 self.metrics.failures.labels(exc.reason).inc()
                 log.warning("cd: %s failed, retried at the next pass: %s", describe(step), exc)
+            self.ledger.record(step, result, self.clock())  # gone, conflict: the watch brings it
             self.metrics.actions.labels(verb, result).inc()
             return result
-        self._acted[step.key] = step.target.resource_version
-        self._pending_since.pop(step.key, None)
-        if step.decision.verb is Verb.PAUSE:
-            self._paused[step.key] = (step.decision.mark, self.clock())
+        self.ledger.record(step, "applied", self.clock())
         self.metrics.actions.labels(verb, "applied").inc()
         log.debug("cd: %s: done", describe(step))
         return "applied"
 
-    async def _resume_orphans(self, orphans: list[Pausable]) -> None:
+    async def _resume_orphans(self, steps: list[Step]) -> None:
         """Resume what fleetwatch paused and no cluster of the store holds any more."""
-        todo = [o for o in orphans if self._acted.get(orphan_key(o)) != o.resource_version]
-        steps = [Step(orphan_key(obj), "(none)", obj, RESUME_ORPHAN) for obj in todo]
         if self.settings.dry_run:
-            for step in steps:
-                log.info("cd (dry run): would %s", describe(step))
-                self.metrics.actions.labels(Verb.RESUME.value, "dry_run").inc()
-                self._acted[step.key] = step.target.resource_version
+            self._log_dry_run(steps, self.clock())
             return
         stamp = datetime.fromtimestamp(self.clock(), UTC).isoformat().replace("+00:00", "Z")
         results = await self._send(steps, stamp)
@@ -397,28 +325,22 @@ class CdActuator:
                 shown,
             )
 
-    def _held(self, step: Step, now: float) -> bool:
-        """A pause of this outage applied less than a resync interval ago, undone since by
-        the object's owner, waits (pending) for the interval to pass: an ApplicationSet
-        that does not preserve the annotation reverts it as soon as it changes, and both
-        would otherwise patch the object back and forth as fast as the watches go."""
-        if step.decision.verb is not Verb.PAUSE:
-            return False
-        mark, when = self._paused.get(step.key, (None, float("-inf")))
-        return mark == step.decision.mark and now - when < self.settings.resync_interval_s
+    def _log_dry_run(self, steps: list[Step], now: float) -> None:
+        """A dry run's action: each step logged and counted once per object version."""
+        for step in steps:
+            log.info("cd (dry run): would %s", describe(step))
+            self.metrics.actions.labels(step.decision.verb.value, "dry_run").inc()
+            self.ledger.record(step, "dry_run", now)
 
     def _report_unresolved(self, unresolved: dict[str, str]) -> None:
-        for name, reason in unresolved.items():
-            if self._unresolved.get(name) != reason:
-                log.warning("cd: %s is not mirrored: %s", name, reason)
-        self._unresolved = dict(unresolved)
+        for name, reason in self.ledger.report_unresolved(unresolved):
+            log.warning("cd: %s is not mirrored: %s", name, reason)
         self.metrics.unresolved.set(len(unresolved))
 
     def _export(self, rows: list[MirroredApp], steps: list[Step]) -> None:
-        counts, secret_states = count_states(rows, steps, self._objects)
+        counts, secret_states = count_states(rows, steps, self.ledger.objects)
         by_secret = self.settings.pause_cluster_secrets
         self.metrics.set_objects(counts, secret_states if by_secret else None)
-        now = self.clock()
-        self.metrics.pending.set(len(self._pending_since))
-        oldest = min(self._pending_since.values(), default=now)
-        self.metrics.pending_age.set(max(0.0, now - oldest))
+        pending, age = self.ledger.pending(self.clock())
+        self.metrics.pending.set(pending)
+        self.metrics.pending_age.set(age)

@@ -58,6 +58,11 @@ class MirrorRow:
     mark: str | None
 
 
+def mirror_row(app: MirroredApp) -> MirrorRow:
+    """A store row (``reactor.store.MirroredApp``) as the mirror compares it."""
+    return MirrorRow(app.id, app.name, app.source, app.cluster, app.uid, app.paused, app.mark)
+
+
 @dataclass(frozen=True, slots=True)
 class NewMirrored:
     """An object to insert as an app of ``cluster``."""

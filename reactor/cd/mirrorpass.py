@@ -21,11 +21,11 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from reactor.cd.ledger import Seen
 from reactor.cd.metrics import CdMetrics
-from reactor.cd.mirror import MirrorPlan, plan, preview
+from reactor.cd.mirror import MirrorPlan, mirror_row, plan, preview
 from reactor.cd.scope import prefix_of
 from reactor.cd.settings import CdSettings
-from reactor.cd.steps import Seen, mirror_row
 from reactor.cd.storeops import StoreRunner, apply_mirror, read_mirror
 from reactor.cd.targets import ClusterIndex, Discovered, KnownCluster
 from reactor.cd.unwatched import UnwatchedRows

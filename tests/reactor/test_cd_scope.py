@@ -14,10 +14,9 @@ from prometheus_client import CollectorRegistry
 from reactor_helpers import open_store
 
 from reactor.cd.metrics import CdMetrics
-from reactor.cd.mirror import plan, preview
+from reactor.cd.mirror import mirror_row, plan, preview
 from reactor.cd.objects import APPLICATION, HELMRELEASE, KUSTOMIZATION, CdObject, read_object
 from reactor.cd.scope import OTHER_KIND, Scope, kind_of, prefix_of, scope_of
-from reactor.cd.steps import mirror_row
 from reactor.cd.targets import ClusterIndex, KnownCluster
 from reactor.cd.unwatched import UnwatchedRows, count, split
 from reactor.service import Service
