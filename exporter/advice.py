@@ -87,10 +87,15 @@ class CycleWarnings:
         advice = slow_cycle_advice(elapsed, self.settings, timed_out, slot_waits)
         return Note("warning", "%s", (advice,))
 
-    def open_files(self, soft_limit: int | None, probed: int, held: int = 0) -> Note | None:
+    def open_files(
+        self, soft_limit: int | None, probed: int, held: int = 0, hard_limit: int | None = None
+    ) -> Note | None:
         """Warn (once per need) when ``soft_limit`` (None: unlimited) is too low.
 
-        ``probed``: clusters this cycle probes; ``held``: the probes' sockets open now.
+        ``probed``: clusters this cycle probes; ``held``: the probes' sockets open now;
+        ``hard_limit``: the process's hard limit (None: unlimited or unknown). The soft
+        limit was raised to the hard one at start, so a hard limit too low is the usual
+        cause: the warning then says where to raise it, the process cannot.
         """
         bound = self.settings.max_idle_connections
         kept = probed if bound is None else min(probed, bound)
@@ -101,10 +106,30 @@ class CycleWarnings:
         if needed <= self._open_files_for:
             return None
         self._open_files_for = needed
+        head = (
+            "open-files limit %d is below the %d this fleet needs (%d clusters probed keep a "
+            "connection each, %d sockets held now, plus %d for the rest)"
+        )
+        args: tuple[object, ...] = (soft_limit, needed, probed, held, OPEN_FILES_MARGIN)
+        if hard_limit is not None and hard_limit < needed:
+            return Note("warning", head + ": " + open_files_where(hard_limit, needed), args)
         return Note(
             "warning",
-            "open-files limit %d is below the %d this fleet needs (%d clusters probed keep a "
-            "connection each, %d sockets held now, plus %d for the rest): raise the limit "
-            "(LimitNOFILE=, ulimit -n) or set --probe.max-idle-connections",
-            (soft_limit, needed, probed, held, OPEN_FILES_MARGIN),
+            head + ": raise the limit (LimitNOFILE=, ulimit -n) or set "
+            "--probe.max-idle-connections",
+            args,
         )
+
+
+def open_files_where(hard_limit: int, needed: int) -> str:
+    """Where a hard open-files limit too low for ``needed`` is raised (the process cannot
+    raise its own): the service manager or the container runtime that starts it."""
+    return (
+        f"the hard limit {hard_limit} cannot be raised by the exporter; raise it where the "
+        f"process is started: systemd: LimitNOFILE={needed} (or more) in the unit "
+        f"(deploy/systemd sets 65536); docker or podman: run --ulimit nofile={needed}:{needed}; "
+        "Kubernetes: the container runtime's limit, which every container inherits "
+        "(LimitNOFILE= of the containerd or CRI-O service, CRI-O's default_ulimits); "
+        "or keep fewer connections: --probe.max-idle-connections "
+        f"{max(0, hard_limit - OPEN_FILES_MARGIN)}"
+    )

@@ -219,13 +219,14 @@ class Monitor:
                 for s in self.table.probeable()
                 if probed.get(s.cluster.name) != s.cluster  # a changed one: probed anew
             ]
-            soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-            unlimited = soft == resource.RLIM_INFINITY
+            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+            infinity = resource.RLIM_INFINITY
             _say(
                 self.warnings.open_files(
-                    None if unlimited else soft,
+                    None if soft == infinity else soft,
                     len(early) + len(rest),
                     self.client.held,
+                    None if hard == infinity else hard,
                 )
             )
             self._start_probes(group, round_, rest)

@@ -9,7 +9,9 @@ discovery source (``exporter.cycle.DiscoverySource``):
   (so ``fleet_size`` counts the whole fleet), reads the Secrets the informer holds
   (``fleetwatch.discovery.apisource.SecretReads``: each once per ``uid`` and ``resourceVersion``;
   one
-  gone is dropped), and merges both (``fleetwatch.discovery.merge``) with this exporter's shard;
+  gone is dropped; its ``data`` released from the informer's store once read: the read
+  holds what the probe needs), and merges both (``fleetwatch.discovery.merge``) with this exporter's
+  shard;
 - :meth:`~SecretSource.context_config`: a Secret cluster's config from that merge, else
   the file scan's;
 - :meth:`~SecretSource.probeable`: a file that can be read, or a Secret cluster the merge
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from exporter import mallocpolicy
 from fleetwatch.discovery import (
     Cluster,
     ContextConfig,
@@ -45,6 +48,10 @@ from fleetwatch.discovery.apisource import KubernetesDiscovery, SecretReads
 from fleetwatch.discovery.clusterlabels import NO_LABELS, Allowlist
 from fleetwatch.discovery.shard import Shard
 from fleetwatch.kube.informer import Informer
+
+#: Secrets released in one scan past which glibc is asked to return free pages: a first
+#: list or a rotation, not the odd Secret changed.
+TRIM_AFTER = 100
 
 
 class SecretSource:
@@ -66,7 +73,8 @@ class SecretSource:
         self.informer = informer
         self.settings = settings
         self.shard = shard
-        self.reads = SecretReads(settings, allowlist)
+        # The informer is this source's alone: each Secret's data is dropped once read.
+        self.reads = SecretReads(settings, allowlist, release=True)
         self._merged = Merged(Discovery((), ()))
         self._problems: tuple[DiscoveryProblem, ...] = ()
         #: the first cycle (counted from 1) with a scan that held a complete list: the
@@ -82,6 +90,8 @@ class SecretSource:
         complete = self.informer.synced  # before the copy: it then holds the whole list
         files = self.files.scan()
         secrets = self.reads.read(self.informer.objects())
+        if self.reads.released >= TRIM_AFTER:
+            mallocpolicy.trim()  # the released data's pages back to the system
         if complete and self.first_complete_cycle is None:
             self.first_complete_cycle = self._cycles_done() + 1
         merged = merge(files, secrets, shard=self.shard, previous=self._problems)

@@ -24,6 +24,7 @@ from exporter.checks import ClusterCheck
 from exporter.cycle import DiscoverySource, Monitor
 from exporter.expose.render import CONTENT_TYPE, Body, Rendered, render
 from exporter.expose.snapshot import Snapshot
+from exporter.looplag import LoopLag
 from exporter.model import CycleSettings
 from exporter.net import install_patches, remove_temp_files
 from exporter.secretsource import SecretSource
@@ -45,6 +46,8 @@ MONITOR: web.AppKey[Monitor] = web.AppKey("monitor", Monitor)
 RENDERED: web.AppKey[list[Rendered]] = web.AppKey("rendered", list)
 #: the list+watch of the management cluster's Secrets (``--discovery.kubernetes``), or None
 INFORMER: web.AppKey[Informer | None] = web.AppKey("informer", Informer)
+#: the event loop's lag timer (``fleetwatch_exporter_event_loop_lag_seconds``)
+LOOP_LAG: web.AppKey[LoopLag] = web.AppKey("loop_lag", LoopLag)
 #: How long the first cycle waits for the management cluster's first list.
 FIRST_LIST_WAIT_S = 30.0
 
@@ -86,6 +89,9 @@ def create_app(
     add_headers(app, web_config)
     # Build info and the process collectors, on a registry of this app's own.
     process = register_process_metrics(CollectorRegistry())
+    lag = LoopLag()
+    process.register(lag)
+    app[LOOP_LAG] = lag
     slot: list[Rendered] = [render_with(process, _empty(settings))]
     app[RENDERED] = slot
 
@@ -190,6 +196,17 @@ def create_app(
         async with kubeapi, informer:
             yield
 
+    async def measure_lag(app: web.Application) -> AsyncIterator[None]:
+        """The lag timer, an owned task from the first to the last of the app's life."""
+        task = asyncio.create_task(lag.run(), name="fleetwatch event loop lag")
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    app.cleanup_ctx.append(measure_lag)
     app.cleanup_ctx.append(watch_secrets)
     app.cleanup_ctx.append(probe_loop)
     app.router.add_get("/", _index)

@@ -48,6 +48,9 @@ EXPORTER_CYCLES: Final = "fleetwatch_exporter_cycles_total"
 EXPORTER_LAST_CYCLE: Final = "fleetwatch_exporter_last_cycle_timestamp_seconds"
 EXPORTER_PROBE_INTERVAL: Final = "fleetwatch_exporter_probe_interval_seconds"
 EXPORTER_PROBE_TIMEOUT: Final = "fleetwatch_exporter_probe_timeout_seconds"
+#: summary (quantiles 0.5, 0.9, 0.99 and 1 over the last 5 minutes, ``_sum``, ``_count``):
+#: how late a timer of the event loop fires, the wait a scrape arriving then would add
+EXPORTER_EVENT_LOOP_LAG: Final = "fleetwatch_exporter_event_loop_lag_seconds"
 
 # --- the exporter's list+watch of the management cluster's Secrets (no ``cluster``) -------
 

@@ -30,6 +30,7 @@ import argparse
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from fleetwatch.discovery.clusterlabels import NO_LABELS, Allowlist
@@ -135,6 +136,11 @@ def build_informer(
     return api, Informer(api, specs, settings.informer)
 
 
+#: What a released Secret's ``data`` becomes (:class:`SecretReads`): no key, one shared
+#: object; read again, it would be a Secret with no keys.
+RELEASED: Mapping[str, Any] = MappingProxyType({})
+
+
 class SecretReads:
     """What each Secret names, read once per ``uid`` and ``resourceVersion``.
 
@@ -150,12 +156,31 @@ class SecretReads:
 
     Not thread-safe: one caller at a time (the exporter's scan thread, the reactor's
     merge in a worker thread, one after the other).
+
+    **Release** (``release=True``, the exporter's): once a version is read, its ``data``
+    is dropped from the object the informer holds. What the probe needs is in the read
+    (each cluster's ``ContextConfig``: the decoded CA, certificate, token), and the
+    ``data`` beside it (base64 of the config JSON, itself holding the certificates in
+    base64) was a second copy of every credential, about a tenth of the exporter's memory
+    per cluster. A version is read once (a new version comes as a new object,
+    whole), so nothing reads a released object again; only the reader that owns the
+    informer may release (a second reader would find no data).
     """
 
-    def __init__(self, settings: KubernetesDiscovery, allowlist: Allowlist = NO_LABELS) -> None:
-        """``allowlist``: the labels each cluster keeps (``fleetwatch.discovery.clusterlabels``)."""
+    def __init__(
+        self,
+        settings: KubernetesDiscovery,
+        allowlist: Allowlist = NO_LABELS,
+        *,
+        release: bool = False,
+    ) -> None:
+        """``allowlist``: the labels each cluster keeps (``fleetwatch.discovery.clusterlabels``);
+        ``release``: drop each Secret's data once read (above)."""
         self.settings = settings
         self.allowlist = allowlist
+        self.release = release
+        #: objects whose data the last :meth:`read` released
+        self.released = 0
         #: uid -> (resourceVersion, what read_secret made of it)
         self._reads: dict[str, tuple[str, SecretClusters | None]] = {}
 
@@ -165,6 +190,7 @@ class SecretReads:
     def read(self, objects: Mapping[str, Mapping[str, Any]]) -> list[SecretClusters]:
         """The Secrets of ``objects`` (``Informer.objects``: by uid) that are ours, read."""
         reads: dict[str, tuple[str, SecretClusters | None]] = {}
+        self.released = 0
         for uid, obj in objects.items():
             version = str((obj.get("metadata") or {}).get("resourceVersion", ""))
             known = self._reads.get(uid)
@@ -177,6 +203,11 @@ class SecretReads:
                 exec_plugins=self.settings.exec_plugins,
                 allowlist=self.allowlist,
             )
+            if self.release and isinstance(obj, dict) and "data" in obj:
+                # One item assignment: atomic for the loop that may read this object
+                # (its metadata and labels, never its data) while this runs in a thread.
+                obj["data"] = RELEASED
+                self.released += 1
             last = known[1] if known is not None else None
             if read is not None and last is not None and read.kind == last.kind:
                 read = with_last_good(read, last)

@@ -124,7 +124,33 @@ class ContextAuth:
     #: the folder the client resolves relative paths against
     client_base: str = ""
 
+    def __hash__(self) -> int:
+        """Every field but the plugin's mappings, the token and the password included.
+
+        Leaving the token out (it may be a value of any YAML type, so unhashable) gave
+        every context of a fleet with one CA and a token per cluster (Argo CD's Secrets)
+        one hash: each look-up of the credential cache then compared it with all the
+        others, seconds of the event loop per cycle at 5,000 clusters. A value that
+        cannot be hashed counts by its type (equality still tells such contexts apart).
+        """
+        return hash(
+            (
+                self.https, self.first, _hashable(self.token), self.token_file,
+                _hashable(self.basic), self.ca, self.cert, self.key, self.late, self.verify,
+                _hashable(self.tls_server_name), self.exec_cwd, self.client, self.client_base,
+            )
+        )  # fmt: skip
+
     @property
     def may_block(self) -> bool:
         """Resolving it runs a plugin or an auth provider (up to the probe timeout)."""
         return self.exec is not None or self.client is not None
+
+
+def _hashable(value: object) -> object:
+    """``value`` if it can be hashed, else its type's name (``ContextAuth.__hash__``)."""
+    try:
+        hash(value)
+    except TypeError:
+        return type(value).__name__
+    return value

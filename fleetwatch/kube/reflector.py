@@ -27,6 +27,10 @@ A reflector's loop (client-go's ``ListAndWatch`` in ``tools/cache/reflector.go``
    from the watch when there is a ``resourceVersion``, from the list otherwise. The store is
    kept meanwhile: the clusters last seen stay published while the API fails.
 
+Events already received come out of the stream without a suspension, so a burst (every
+Secret rewritten at once) would be decoded and stored in one callback of the event loop:
+the watch gives the loop a turn every :attr:`InformerSettings.events_per_slice` events.
+
 I/O (asyncio): exempt from the pure-discovery contract in ``.importlinter``.
 """
 
@@ -82,6 +86,10 @@ class InformerSettings:
     backoff_reset: float = 120.0
     #: a watch closed sooner than this with no event is a failed round (client-go: 1 s)
     short_watch: float = 1.0
+    #: events handled in a row before the loop is given a turn: a stream that arrived
+    #: while the loop was busy (every Secret rewritten at once: 20,000 events buffered)
+    #: is otherwise decoded and stored in one callback, and scrapes wait for all of it
+    events_per_slice: int = 100
 
     def backoff(self) -> BackoffSettings:
         return BackoffSettings(
@@ -274,12 +282,17 @@ class Reflector:
         started = self._clock()
         events = self.api.watch(self.spec.path, params, timeout)
         count = 0
+        per_slice = max(1, self.settings.events_per_slice)
         async with contextlib.aclosing(events):
             async for event in events:
                 self._event(event)
                 if not count:  # the watch answered (an ERROR event raised above)
                     self._ok()
                 count += 1
+                if count % per_slice == 0:
+                    # Events already buffered come without a suspension: yield, so the
+                    # loop serves what waits (a scrape) between two slices.
+                    await asyncio.sleep(0)
         return count > 0 or self._clock() - started >= self.settings.short_watch
 
     def _event(self, event: Mapping[str, Any]) -> None:

@@ -128,6 +128,27 @@ def test_the_open_files_warning_counts_the_sockets_held() -> None:
     assert warnings.open_files(limit, probed=300, held=500) is None  # said once
 
 
+def test_a_hard_open_files_limit_too_low_says_what_to_set_where() -> None:
+    """The exporter raised its soft limit to the hard one: only whoever starts it can
+    raise more, so the warning names each place and the number to set."""
+    warnings = CycleWarnings(CycleSettings(interval=10, timeout=5, concurrency=8))
+    note = warnings.open_files(20_000, probed=20_000, held=0, hard_limit=20_000)
+    assert note is not None
+    text = note.msg % note.args
+    needed = 20_000 + OPEN_FILES_MARGIN
+    assert f"open-files limit 20000 is below the {needed} this fleet needs" in text
+    assert "hard limit 20000 cannot be raised by the exporter" in text
+    assert f"LimitNOFILE={needed}" in text  # systemd
+    assert f"--ulimit nofile={needed}:{needed}" in text  # docker, podman
+    assert "containerd" in text and "CRI-O" in text  # Kubernetes: the runtime
+    assert f"--probe.max-idle-connections {20_000 - OPEN_FILES_MARGIN}" in text
+    # A hard limit that would do (the soft one could not be raised): the short advice.
+    other = CycleWarnings(CycleSettings(interval=10, timeout=5, concurrency=8))
+    short = other.open_files(20_000, probed=20_000, held=0, hard_limit=65_536)
+    assert short is not None
+    assert "hard limit" not in short.msg % short.args
+
+
 @pytest.mark.live
 async def test_the_control_plane_check_forgets_clusters_that_left(
     fleet: StandinFleet, kubeconfig_dir: Path, make_monitor: MonitorFactory

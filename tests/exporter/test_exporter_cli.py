@@ -121,6 +121,7 @@ def test_an_open_files_limit_too_low_for_the_fleet_is_said_once(
     assert code == 0, proc.log_tail()
     text = log.read_text()
     assert text.count("open-files limit 200 is below the 259 this fleet needs") == 1, text
+    assert "LimitNOFILE=259" in text and "--ulimit nofile=259:259" in text, text
 
 
 @pytest.mark.live

@@ -276,6 +276,7 @@ DOCUMENTED_FAMILIES = [
     ("fleetwatch_exporter_shards", "gauge"),
     ("fleetwatch_exporter_fleet_clusters", "gauge"),
     ("fleetwatch_build_info", "gauge"),
+    ("fleetwatch_exporter_event_loop_lag_seconds", "summary"),
 ]
 
 
