@@ -25,7 +25,7 @@ with the settings of ``k8s.io/apiserver``'s ``secure_serving.go``):
 Deadlines are checked by one sweep a second over the open connections, not a timer per
 connection.
 
-Longer than most modules: a connection's whole life (handshake, framing, deadlines,
+Long because a connection's whole life (handshake, framing, deadlines,
 writing under back-pressure, closing) is one state machine, read in one place, with the
 poller and the listeners that feed it.
 """

@@ -11,7 +11,7 @@ those defaults; ``ControlPlane.hardened()`` is the fixed cluster.
 Every address is loopback (``127.<a>.<b>.<node>``, distinct per cluster): a real
 Prometheus in the tests scrapes these targets, and no traffic may leave the machine.
 
-Longer than most modules: it renders kube-system as an API server does (pods, nodes,
+Long because it renders kube-system as an API server does (pods, nodes,
 label selectors, static pods' command lines) in every shape the checks must handle.
 """
 
