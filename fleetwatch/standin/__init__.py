@@ -5,6 +5,12 @@ No kube-apiserver can be installed here, so the tests, the benchmarks and
 127.0.0.1, each on its own port, with the answers, certificates and failure modes a
 prober meets in the field. ``python -m fleetwatch.standin serve`` runs one by hand.
 
+The stand-ins are independent oracles: ``workload/`` (the fleet's API servers) and
+``management/`` (the management cluster's Secrets and Flux and Argo CD objects) import
+nothing of the product's parsers (discovery, kube, exporter, reactor), as an import
+contract holds. Where both sides need the same grammar (label selectors, kubeconfigs), it
+is written twice on purpose: a bug in ours cannot then hide in a stand-in that agrees.
+
 Names are imported on first use (PEP 562): ``python -m fleetwatch.standin exec-credential``
 (the exec plugin the kubeconfigs name) must start fast, without aiohttp or cryptography.
 Each import is written out, so the import contracts see it.
