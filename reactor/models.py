@@ -184,6 +184,17 @@ class ClusterBody(TypedDict):
     source: Source
     #: start of the open outage, null when none is open
     outage_since: Time
+    #: the last probe failure's reason as the status alerts told it (the exporter's words,
+    #: comma-separated when vantage points differ: "timeout", "unauthorized"...); null when
+    #: its last probe succeeded or none was told
+    reason: str | None
+    #: the class of that reason: "unreachable" or "credentials" (refused: 401, 403, TLS)
+    reason_class: str | None
+    #: what holds its FleetClusterOffline back in Alertmanager while the reactor does not
+    #: read it OFFLINE: "storm_guard" (inhibited by FleetProbeStorm) or "silence"; else null
+    offline_held_by: Literal["storm_guard", "silence"] | None
+    #: that hold in words (nothing is paused, deployments are allowed), null when none
+    note: str | None
 
 
 class Outage(TypedDict):
@@ -201,6 +212,10 @@ class App(TypedDict):
     reason: str | None
     #: "api", or the Flux or Argo CD object it mirrors (named SOURCE:KIND/NAMESPACE/NAME)
     source: AppSource
+    #: a mirrored object last seen paused: by fleetwatch for an outage ("outage", it
+    #: carries fleetwatch's mark) or by a person ("person": never resumed by fleetwatch);
+    #: null when not paused or not mirrored
+    paused_by: Literal["outage", "person"] | None
 
 
 class ClusterDetail(ClusterBody):

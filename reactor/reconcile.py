@@ -69,6 +69,7 @@ from reactor.alertmanager.signals import (
     to_precision,
 )
 from reactor.context import BACKEND, METRICS, SETTINGS, Backend
+from reactor.reasons import ClusterNote, Listed, listing_notes, note_rows, stored, told, write_notes
 from reactor.statemachine import AlertState, ClusterAlertState, StatusAlert, is_newer
 from reactor.store import ClusterRecord, StoreUnavailable
 
@@ -136,6 +137,8 @@ class Plan:
     firing: int  #: of which news: listed, not suppressed, newer than what the reactor held
     resolved: int  #: held firing, listed by no Alertmanager, resolved now
     skipped: tuple[str, ...]  #: listed status alerts that could not be used, and why
+    #: the reasons the listed alerts tell and what holds an OFFLINE back (reactor.reasons)
+    notes: tuple[ClusterNote, ...] = ()
 
 
 def plan(
@@ -158,6 +161,7 @@ def plan(
     alerts: list[Alert] = []
     listed: set[tuple[str, str, int]] = set()
     unsure: set[str] = set()  #: clusters a listed entry that could not be read may name
+    heard: list[Listed] = []
     for peer in peers:
         unsure |= peer.listing.unreadable_for
         for item in peer.listing.alerts:
@@ -165,6 +169,12 @@ def plan(
             if name not in STATUS_ALERT_NAMES or not is_name(where):
                 continue
             listed.add((name, where, item.starts_at))
+            if item.starts_at <= now_us + max_future_skew_s * 1_000_000:
+                said = told(item.annotations)
+                kind = StatusAlert(name)
+                heard.append(
+                    Listed(where, kind, item.starts_at, item.inhibited, item.silenced, said)
+                )
             if not item.suppressed:
                 alerts.append(Alert("firing", item.labels, item.starts_at, None))
     may_resolve = any(peer.old_enough for peer in peers) and not any(
@@ -190,7 +200,8 @@ def plan(
     known = {c.name: c.state for c in held}
     news = tuple(s for s in (*found.signals, *missing) if _is_news(s, known))
     firing = sum(1 for s in news if s.state.firing)
-    return Plan(news, len(listed), firing, len(news) - firing, found.skipped)
+    notes = tuple(listing_notes(heard))
+    return Plan(news, len(listed), firing, len(news) - firing, found.skipped, notes)
 
 
 def _is_news(signal: Signal, known: dict[str, ClusterAlertState]) -> bool:
@@ -262,6 +273,10 @@ class Reconciler:
             applied = await self.backend.run(lambda s: s.apply_signals(signals))
             changed = len(applied.clusters_changed)
             self.metrics.changes.inc(changed)
+        # Written when they change a row, or name a cluster the signals may have created.
+        if news.notes and (news.signals or note_rows(news.notes, stored(held))):
+            notes = news.notes
+            await self.backend.run(lambda s: write_notes(s.store, notes))
         self.metrics.last_success.set(self.clock())
         if changed:
             log.info(

@@ -6,12 +6,11 @@ a cluster, deploy an app... Each opens one write transaction, consults the pure 
 rolls everything back. Counters are bumped only after the commit, so a rolled-back call
 counts nothing; the one exception is a refusal of the gate, counted as it is decided.
 
-Calls are synchronous and blocking: the HTTP layer runs them on store threads, never on
-the event loop. On SQLite one thread serialises them; on PostgreSQL several run at once
-and the row lock on each cluster serialises what must be. Either way a deployment racing
-with a cascade is either refused or degraded with the others.
-
-Longer than most modules: one method per API operation and per notification, each one
+Calls are synchronous and blocking, on store threads, never on the event loop. On SQLite
+one thread serialises them; on PostgreSQL the row lock on each cluster serialises what
+must be: a deployment racing with a cascade is refused or degraded with the others. A
+notification also records the reason its alerts tell (``reactor.reasons``).
+Longer than most modules: one method per API operation and notification, each one
 transaction; split, the gate would sit apart from the cascade it must agree with.
 """
 
@@ -27,6 +26,7 @@ from reactor import gate
 from reactor.alertmanager.signals import Signal, format_time
 from reactor.managed import managed_elsewhere
 from reactor.metrics import ReactorMetrics
+from reactor.reasons import notes_for
 from reactor.statemachine import (
     AlertState,
     AppStatus,
@@ -147,6 +147,7 @@ class Service:
                     changed.append(name)
                     transitions.append((cluster, transition))
             tx.save_states([(cluster.id, t.state) for cluster, t in transitions])
+            tx.set_notes(notes_for(known, {c.name: t.state for c, t in transitions}, signals))
             # The effects run in steps: the k-th effect of every cluster together, each kind
             # as one set-based statement over all of them (a cluster's own effects keep
             # their order). One round trip per kind, not per cluster: on a database server

@@ -57,6 +57,12 @@ def _gate() -> CommandModule:
     return fleetwatch.cli.gate
 
 
+def _explain() -> CommandModule:
+    import reactor.explain_cli
+
+    return reactor.explain_cli
+
+
 def _rules() -> CommandModule:
     from alerts import rules
 
@@ -78,6 +84,7 @@ COMMANDS: dict[str, Callable[[], CommandModule]] = {
     "status": _reactor_client,
     "cluster": _reactor_client,
     "gate": _gate,
+    "explain": _explain,
     "rules": _rules,
     "demo": _demo,
 }

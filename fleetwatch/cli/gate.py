@@ -30,6 +30,7 @@ from fleetwatch.cli.status import (
     client_token,
     error_message,
     get_json,
+    reason_text,
 )
 from reactor.api.auth import TokenFileError
 from reactor.gate import check
@@ -91,7 +92,9 @@ def run_gate(args: argparse.Namespace) -> int:
     if refusal is not None:
         since = cluster.get("outage_since") or cluster.get("status_since")
         print(
-            f"{name}: refused: {refusal.message}" + (f" (since {since})" if since else ""),
+            f"{name}: refused: {refusal.message}"
+            + (f" (since {since})" if since else "")
+            + f"; last failure reason: {reason_text(cluster)}",
             file=sys.stderr,
         )
         return _print(args, {**cluster, "allowed": False}, REFUSED)
@@ -102,5 +105,8 @@ def _print(args: argparse.Namespace, cluster: dict[str, Any], code: int) -> int:
     if args.output == "json":
         print(json.dumps(cluster, sort_keys=True))
     elif code == ALLOWED:
-        print(f"{cluster['name']} {cluster.get('status', '')}: deployments allowed")
+        line = f"{cluster['name']} {cluster.get('status', '')}: deployments allowed"
+        if cluster.get("reason"):
+            line += f" (last failure reason: {reason_text(cluster)})"
+        print(line + (f"; {cluster['note']}" if cluster.get("note") else ""))
     return code

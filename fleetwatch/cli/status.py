@@ -33,8 +33,9 @@ def add_parsers(subparsers: Any) -> None:
         help="print the reactor's clusters and apps as a table",
         description=(
             "Ask a running reactor (GET /clusters and GET /apps; no token needed) for its "
-            "clusters (status, since when, source) and apps (cluster, status, source: api, "
-            "flux or argocd, reason) and print them as two tables. Exits 1 when the reactor "
+            "clusters (status, since when, source, open outage, last failure reason, and a line "
+            "for each whose OFFLINE the storm guard or a silence holds back) and apps (cluster, "
+            "status, source: api, flux or argocd, reason) as two tables. Exits 1 when the reactor "
             "cannot be read. A reactor whose --web.config.file requires basic auth accepts "
             "its bearer token instead: it is sent when one is given; $SSL_CERT_FILE names a "
             "private CA for https."
@@ -209,33 +210,53 @@ def run_cluster(args: argparse.Namespace) -> int:
 
 
 def render_status(clusters: list[dict[str, Any]], apps: list[dict[str, Any]], now: datetime) -> str:
-    """Two plain-text tables: clusters (status, since, open outage) and apps (status, source:
-    ``api``, or ``flux``/``argocd`` for the objects those tools deploy, reason).
+    """Two plain-text tables: clusters (status, since, open outage, last failure reason)
+    and apps (status, source: ``api``, or ``flux``/``argocd`` for the objects those tools
+    deploy, reason), and below the clusters a line for each one whose OFFLINE the storm
+    guard or a silence holds back.
 
         The OUTAGE column is there for the reader at 3 a.m.: a cluster can read ONLINE while
         its outage is still open (the ONLINE that closes it has not been delivered yet), and
-        that is why its apps are still DEGRADED.
+        that is why its apps are still DEGRADED. REASON is the last failed probe's reason
+        and its class (``credentials``: the API server refused fleetwatch's credential).
     """
     cluster_rows = [
         [
             c["name"],
-            c["status"],
+            c["status"] + ("*" if c.get("note") else ""),
             _since(c.get("status_since"), now),
             c.get("source") or "",
             _since(c.get("outage_since"), now),
+            reason_text(c),
         ]
         for c in clusters
     ]
+    held = [f"* {c['name']}: {c['note']}" for c in clusters if c.get("note")]
     app_rows = [
         [a["name"], a["cluster"], a["status"], a.get("source") or "", a.get("reason") or ""]
         for a in apps
     ]
     parts = [
-        _table(["CLUSTER", "STATUS", "SINCE", "SOURCE", "OUTAGE"], cluster_rows, "no clusters"),
+        _table(
+            ["CLUSTER", "STATUS", "SINCE", "SOURCE", "OUTAGE", "REASON"],
+            cluster_rows,
+            "no clusters",
+        ),
+        *held,
         "",
         _table(["APP", "CLUSTER", "STATUS", "SOURCE", "REASON"], app_rows, "no apps"),
     ]
     return "\n".join(parts)
+
+
+def reason_text(cluster: dict[str, Any]) -> str:
+    """``timeout (unreachable)``, ``-`` when no failure is told: one definition for
+    ``status``, ``gate`` and ``explain``."""
+    reason = cluster.get("reason")
+    if not reason:
+        return "-"
+    kind = cluster.get("reason_class")
+    return f"{reason} ({kind})" if kind else str(reason)
 
 
 def _since(value: str | None, now: datetime) -> str:

@@ -62,6 +62,9 @@ class ListedAlert:
     starts_at: int  #: microseconds since the epoch
     #: muted by a silence or an inhibition (state ``suppressed``), or not yet processed
     suppressed: bool
+    annotations: Mapping[str, str] | None = None
+    inhibited: bool = False  #: ``status.inhibitedBy`` names an alert (the storm guard)
+    silenced: bool = False  #: ``status.silencedBy`` names a silence
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,8 +264,19 @@ def read_alert(raw: Any) -> ListedAlert | None:
     if starts_at is None:
         return None
     status = raw.get("status")
-    state = status.get("state") if isinstance(status, dict) else None
-    return ListedAlert(labels=labels, starts_at=starts_at, suppressed=state != "active")
+    if not isinstance(status, dict):
+        status = {}
+    notes = raw.get("annotations")
+    if not isinstance(notes, dict) or not all(isinstance(v, str) for v in notes.values()):
+        notes = None
+    return ListedAlert(
+        labels,
+        starts_at,
+        suppressed=status.get("state") != "active",
+        annotations=notes,
+        inhibited=bool(status.get("inhibitedBy")),
+        silenced=bool(status.get("silencedBy")),
+    )
 
 
 #: The status alerts' names (``fleetwatch.common.contract.StatusAlert``), as listed.

@@ -37,6 +37,7 @@ from reactor.fields import clip as clip  # re-exported: the rules live in fields
 from reactor.fields import is_name as is_name
 from reactor.fields import kind as _kind
 from reactor.models import validate
+from reactor.reasons import Told, told
 from reactor.statemachine import AlertState, StatusAlert
 
 
@@ -50,6 +51,7 @@ class Alert:
     labels: Mapping[str, str]
     starts_at: int  #: microseconds since the epoch
     ends_at: int | None  #: microseconds since the epoch; None for Go's zero time or when absent
+    annotations: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +66,8 @@ class Signal:
     cluster: str
     alert: StatusAlert
     state: AlertState
+    #: the last failure reason its annotations tell (``reactor.reasons``); None: none
+    told: Told | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,7 +184,7 @@ def _alert(raw: models.WebhookAlert, where: str) -> Alert:
     if starts_at is None:
         raise PayloadError(f"{where}.startsAt is the zero time")
     ends_at = _checked_time(raw.endsAt, where, "endsAt") if raw.endsAt is not None else None
-    return Alert(status=raw.status, labels=raw.labels, starts_at=starts_at, ends_at=ends_at)
+    return Alert(raw.status, raw.labels, starts_at, ends_at, raw.annotations)
 
 
 _ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
@@ -265,5 +269,5 @@ def status_signals(
             )
             continue
         state = AlertState(firing=firing, starts_at=alert.starts_at, ends_at=ends_at)
-        signals.append(Signal(cluster=cluster, alert=kind, state=state))
+        signals.append(Signal(cluster, kind, state, told(alert.annotations)))
     return Signals(signals=tuple(signals), skipped=tuple(skipped))

@@ -11,6 +11,7 @@ from aiohttp import web
 
 from reactor import models
 from reactor.alertmanager.signals import format_time
+from reactor.reasons import held_note, shown_hold
 from reactor.store import AppRecord, ClusterRecord, OutageRecord
 
 #: Lists longer than this are encoded to JSON off the event loop.
@@ -27,6 +28,10 @@ def cluster_json(cluster: ClusterRecord) -> dict[str, Any]:
         "status_since": format_time(state.status_since),
         "source": cluster.source,
         "outage_since": format_time(state.outage_since),
+        "reason": cluster.reason,
+        "reason_class": cluster.reason_class,
+        "offline_held_by": shown_hold(state.status, cluster.offline_held),
+        "note": held_note(state.status, cluster.offline_held),
     }
 
 
@@ -37,6 +42,7 @@ def app_json(app: AppRecord) -> dict[str, Any]:
         "status": app.status.value,
         "reason": app.reason,
         "source": app.source,
+        "paused_by": None if not app.paused else "outage" if app.mark else "person",
     }
 
 

@@ -95,6 +95,11 @@ class ClusterRecord:
     source: str  #: "discovery", "api" or "alerts": who created it
     state: ClusterAlertState
     outage_id: int | None  #: the open outage, if any
+    #: the last failure reason the status alerts told, and its class (``reactor.reasons``)
+    reason: str | None = None
+    reason_class: str | None = None
+    #: what holds its FleetClusterOffline back: "storm_guard", "silence" or None
+    offline_held: str | None = None
 
 
 #: An app of the API has source "api"; these sources are apps mirrored from the management
@@ -115,6 +120,9 @@ class AppRecord:
     outage_id: int | None  #: the open outage that degraded it, if any
     #: "api" (made through the API), or "flux", "argocd": mirrored from that object
     source: str = "api"
+    #: a mirrored app: whether its object was last seen paused, and fleetwatch's mark on it
+    paused: bool | None = None
+    mark: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +185,10 @@ class Transaction(Protocol):
         ...
 
     def set_cluster_location(self, cluster_id: int, endpoint: str, ref: str) -> None: ...
+    def set_notes(self, rows: Sequence[tuple[int, str | None, str | None, str | None]]) -> None:
+        """(cluster id, reason, reason class, offline held) of each cluster that changed."""
+        ...
+
     def open_outages(self, starts: Sequence[tuple[int, int]], opened_at: int) -> list[int]:
         """Open an outage on each (cluster id, started at); their ids, in that order."""
         ...

@@ -37,6 +37,15 @@ INFERRED_RESOLUTIONS = (
     "ALTER TABLE clusters ADD COLUMN offline_inferred INTEGER NOT NULL DEFAULT 0",
 )
 
+#: Migration 5 of both stores: why a cluster has its status (``reactor.reasons``): the
+#: last failure reason and class the status alerts told, and what holds its
+#: FleetClusterOffline back ("storm_guard", "silence"). Nullable, no default: no rewrite.
+CLUSTER_NOTES = (
+    "ALTER TABLE clusters ADD COLUMN last_reason TEXT",
+    "ALTER TABLE clusters ADD COLUMN last_reason_class TEXT",
+    "ALTER TABLE clusters ADD COLUMN offline_held TEXT",
+)
+
 SQLITE: tuple[tuple[str, ...], ...] = (
     # 1: the first release
     (
@@ -94,6 +103,8 @@ SQLITE: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE apps ADD COLUMN pause_mark TEXT",
         "CREATE INDEX IF NOT EXISTS apps_mirrored ON apps (source) WHERE source <> 'api'",
     ),
+    # 5: the last failure reason and the hold of each cluster
+    CLUSTER_NOTES,
 )
 
 POSTGRES: tuple[tuple[str, ...], ...] = (
@@ -154,6 +165,8 @@ POSTGRES: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE apps ADD COLUMN pause_mark TEXT",
         "CREATE INDEX apps_mirrored ON apps (source) WHERE source <> 'api'",
     ),
+    # 5: as SQLite's
+    CLUSTER_NOTES,
 )
 
 #: The version this code writes: every store's migrations end there.

@@ -63,12 +63,13 @@ CLUSTER_SELECT = (
     "SELECT c.id, c.name, c.endpoint, c.kubeconfig_secret_ref, c.source, "
     "c.online_firing, c.online_starts_at, c.online_ends_at, "
     "c.offline_firing, c.offline_starts_at, c.offline_ends_at, "
-    "c.was_online, c.outage_id, o.started_at, c.online_inferred, c.offline_inferred "
+    "c.was_online, c.outage_id, o.started_at, c.online_inferred, c.offline_inferred, "
+    "c.last_reason, c.last_reason_class, c.offline_held "
     "FROM clusters c LEFT JOIN outages o ON o.id = c.outage_id"
 )
 APP_SELECT = (
-    "SELECT a.id, a.name, a.cluster_id, c.name, a.status, a.reason, a.outage_id, a.source "
-    "FROM apps a JOIN clusters c ON c.id = a.cluster_id"
+    "SELECT a.id, a.name, a.cluster_id, c.name, a.status, a.reason, a.outage_id, a.source, "
+    "a.paused, a.pause_mark FROM apps a JOIN clusters c ON c.id = a.cluster_id"
 )
 MIRRORED_SELECT = (
     "SELECT a.id, a.name, a.source, c.name, a.status, a.outage_id, c.status, c.outage_id, "
@@ -123,6 +124,15 @@ class SQLTransaction:
             f"UPDATE clusters SET endpoint = {p}, kubeconfig_secret_ref = {p} WHERE id = {p}",
             (endpoint, ref, cluster_id),
         )
+
+    def set_notes(self, rows: Sequence[tuple[int, str | None, str | None, str | None]]) -> None:
+        if rows:
+            p = self.MARK
+            self._db.executemany(
+                f"UPDATE clusters SET last_reason = {p}, last_reason_class = {p}, "
+                f"offline_held = {p} WHERE id = {p}",
+                [(reason, kind, held, cid) for cid, reason, kind, held in rows],
+            )
 
     def save_states(self, states: Sequence[tuple[int, ClusterAlertState]]) -> None:
         if not states:
@@ -404,12 +414,17 @@ def cluster_record(row: tuple[Any, ...]) -> ClusterRecord:
         was_online=bool(row[11]),
         outage_since=None if row[13] is None else to_precision(row[13]),
     )
-    return ClusterRecord(row[0], row[1], row[2], row[3], row[4], state, row[12])
+    return ClusterRecord(
+        row[0], row[1], row[2], row[3], row[4], state, row[12], row[16], row[17], row[18]
+    )
 
 
 def app_record(row: tuple[Any, ...]) -> AppRecord:
     """A row of :data:`APP_SELECT` as a record."""
-    return AppRecord(row[0], row[1], row[2], row[3], AppStatus(row[4]), row[5], row[6], row[7])
+    paused = None if row[8] is None else bool(row[8])
+    return AppRecord(
+        row[0], row[1], row[2], row[3], AppStatus(row[4]), row[5], row[6], row[7], paused, row[9]
+    )
 
 
 def state_row(cluster_id: int, state: ClusterAlertState) -> tuple[Any, ...]:

@@ -46,7 +46,9 @@ def reactor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             cluster = {"name": name, "endpoint": f"https://{name}:6443"}
             assert post(f"{url}/clusters", {**cluster, "kubeconfig_secret_ref": name}) == 201
         post(f"{url}/alerts", webhook(alert(ONLINE, "prod-up", 0)))
-        post(f"{url}/alerts", webhook(alert(OFFLINE, "prod-down", 5)))
+        down = alert(OFFLINE, "prod-down", 5)
+        down["annotations"] |= {"reason": "timeout", "reason_class": "unreachable"}
+        post(f"{url}/alerts", webhook(down))
         yield url
 
 
@@ -63,6 +65,7 @@ def test_an_offline_cluster_stops_the_pipeline_with_its_status_and_outage(reacto
     assert out.returncode == 1
     assert "prod-down" in out.stderr and "OFFLINE" in out.stderr
     assert "since 2026-11-30T02:05:00" in out.stderr  # the outage's start, for the log
+    assert "last failure reason: timeout (unreachable)" in out.stderr
     # The same answer POST /deployments gives: one rule (reactor.gate).
     refused = fleetwatch("gate", "prod-down", "--reactor", reactor, "--output", "json")
     assert refused.returncode == 1

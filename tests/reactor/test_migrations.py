@@ -55,8 +55,10 @@ def test_a_first_release_sqlite_file_upgrades_in_place(tmp_path: Path) -> None:
         assert store.schema_version() == schema.VERSION
         after = sqlite_rows(path)
         assert after["outages"] == before["outages"]  # nothing lost, nothing changed...
-        # ...but two columns: every resolution stored before is Alertmanager's (final).
-        assert after["clusters"] == [(*row, 0, 0) for row in before["clusters"]]
+        # ...but two columns: every resolution stored before is Alertmanager's (final),
+        # and three of migration 5: no reason told yet, nothing held back.
+        expected = [(*row, 0, 0, None, None, None) for row in before["clusters"]]
+        assert after["clusters"] == expected
         # ...and the apps are the API's (migration 4's columns).
         first_release = len(before["apps"][0])
         assert [row[:first_release] for row in after["apps"]] == before["apps"]

@@ -268,7 +268,7 @@ async def test_a_listing_says_which_clusters_it_cannot_vouch_for(aiohttp_server:
                 "startsAt": "1970-01-01T00:00:10Z",
                 "status": {"state": "suppressed", "silencedBy": ["x"], "inhibitedBy": []},
             },
-            listed(OFF, "c1", 10, True),
+            ListedAlert({"alertname": OFF, "cluster": "c1"}, 10 * S, True, silenced=True),
         ),
         ({"labels": {"alertname": ON}, "startsAt": "yesterday"}, None),
         ({"labels": {"alertname": 1}, "startsAt": "1970-01-01T00:00:10Z"}, None),
