@@ -66,11 +66,10 @@ from reactor.alertmanager.signals import (
     Webhook,
     is_name,
     status_signals,
-    to_precision,
 )
 from reactor.context import BACKEND, METRICS, SETTINGS, Backend
 from reactor.reasons import ClusterNote, Listed, listing_notes, note_rows, stored, told, write_notes
-from reactor.statemachine import AlertState, ClusterAlertState, StatusAlert, is_newer
+from reactor.statemachine import AlertState, ClusterAlertState, StatusAlert, is_newer, to_precision
 from reactor.store import ClusterRecord, StoreUnavailable
 
 log = logging.getLogger(__name__)

@@ -75,6 +75,16 @@ from enum import StrEnum
 from fleetwatch.common.contract import Status as Status
 from fleetwatch.common.contract import StatusAlert as StatusAlert
 
+#: What a time is cut to, in microseconds: the millisecond, the precision of Alertmanager's
+#: API v2 (go-openapi's ``strfmt.DateTime``), which its webhooks exceed.
+PRECISION_US = 1000
+
+
+def to_precision(us: int) -> int:
+    """Microseconds since the epoch, cut to :data:`PRECISION_US` (cut, not rounded, as Go's
+    formatting does: ``.123999`` is ``.123``)."""
+    return us - us % PRECISION_US
+
 
 class AppStatus(StrEnum):
     """Status of an app."""

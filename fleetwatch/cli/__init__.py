@@ -58,9 +58,9 @@ def _gate() -> CommandModule:
 
 
 def _explain() -> CommandModule:
-    import reactor.explain_cli
+    import fleetwatch.cli.explain
 
-    return reactor.explain_cli
+    return fleetwatch.cli.explain
 
 
 def _rules() -> CommandModule:

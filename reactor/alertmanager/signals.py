@@ -87,17 +87,6 @@ _RFC3339 = re.compile(
 )
 
 
-#: What a time is cut to, in microseconds: the millisecond, the precision of Alertmanager's
-#: API v2 (go-openapi's ``strfmt.DateTime``), which its webhooks exceed.
-PRECISION_US = 1000
-
-
-def to_precision(us: int) -> int:
-    """Microseconds since the epoch, cut to :data:`PRECISION_US` (cut, not rounded, as Go's
-    formatting does: ``.123999`` is ``.123``)."""
-    return us - us % PRECISION_US
-
-
 def parse_time(value: object, where: str) -> int | None:
     """RFC 3339 -> microseconds since the epoch, to the millisecond; Go's zero time -> None.
 

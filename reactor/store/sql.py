@@ -24,13 +24,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, ClassVar, Protocol
 
-from reactor.alertmanager.signals import to_precision
 from reactor.statemachine import (
     CLUSTER_OFFLINE,
     AlertState,
     AppStatus,
     ClusterAlertState,
     Status,
+    to_precision,
 )
 from reactor.store import (
     AppRecord,
@@ -403,7 +403,7 @@ def _alert(
 def cluster_record(row: tuple[Any, ...]) -> ClusterRecord:
     """A row of :data:`CLUSTER_SELECT` as a record.
 
-    Times are read to the millisecond (``reactor.alertmanager.signals.PRECISION_US``): a row written
+    Times are read to the millisecond (``reactor.statemachine.PRECISION_US``): a row written
     with
     microseconds, by a release before that rule or a replica not yet upgraded, names its
     alert instance as the webhooks and listings of today do.

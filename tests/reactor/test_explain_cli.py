@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from reactor.explain_cli import gather, where
+from fleetwatch.cli.explain import gather, where
 
 pytestmark = pytest.mark.live
 

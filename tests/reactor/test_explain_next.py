@@ -1,4 +1,4 @@
-"""``reactor.explain_next.what_next``: one row per row of its docstring's table."""
+"""``fleetwatch.cli.explain_next.what_next``: one row per row of its docstring's table."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from reactor.explain_next import Facts, what_next
+from fleetwatch.cli.explain_next import Facts, what_next
 
 BASE = Facts(
     known=True,

@@ -17,7 +17,7 @@ reach; a partial answer still explains what it can:
   inhibited (by the storm guard: named when ``FleetProbeStorm`` is among the inhibitors)
   or silenced for it.
 
-Then :func:`reactor.explain_next.what_next` turns the facts into sentences. Exit 0 when
+Then :func:`fleetwatch.cli.explain_next.what_next` turns the facts into sentences. Exit 0 when
 the cluster was explained, 1 when no source that answered knows it, 2 when no source
 could be asked. A URL's credentials are never printed: a source is named by host:port.
 """
@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from fleetwatch.cli.explain_next import Facts, what_next
 from fleetwatch.cli.status import (
     DEFAULT_REACTOR_URL,
     add_client_flags,
@@ -45,7 +46,6 @@ from fleetwatch.cli.status import (
 )
 from fleetwatch.common import contract, metricnames
 from reactor.api.auth import TokenFileError
-from reactor.explain_next import Facts, what_next
 
 EXPLAINED, UNKNOWN_CLUSTER, NOTHING_ASKED = 0, 1, 2
 

@@ -1,6 +1,6 @@
 """``fleetwatch explain``'s last part: what will happen next to a cluster, in sentences.
 
-Pure: :func:`what_next` reads the facts ``reactor.explain_cli`` gathered from the reactor,
+Pure: :func:`what_next` reads the facts ``fleetwatch.cli.explain`` gathered from the reactor,
 Prometheus and Alertmanager (:class:`Facts`) and says what comes next. The table is the
 specification; the rows are tried in order, the first that matches speaks (and the
 credentials row adds its sentence before the others when refusals are not counted):
