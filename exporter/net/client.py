@@ -176,6 +176,7 @@ class FleetClient:
         attempt here. Credentials resolved for this probe and refused are the answer.
         """
         api: ApiClient | None = None
+        resolving = False
         try:
             # The requests bound themselves; this bound is for the rest (credentials, a
             # reconnection, a slot after a refusal) and ends just after the requests'.
@@ -184,7 +185,9 @@ class FleetClient:
                     if refused is not None:
                         await slot.acquire()
                         self.credentials.invalidate(ctx, refused)
+                    resolving = True
                     creds, fresh = await self._resolve(ctx, start)
+                    resolving = False
                     api = ApiClient(self.http, cluster.endpoint, creds, proxy)
                     reconnecting = self._reconnects.get(cluster.name)
                     if reconnecting is not None:  # its connection is on the way: wait, slot-free
@@ -199,8 +202,14 @@ class FleetClient:
                 ProbeResult(False, Reason.CREDENTIALS, time.perf_counter() - start, None, str(exc))
             )
         except TimeoutError:
-            # It had a connection (or was getting one): reconnect it later, no checks.
             elapsed = time.perf_counter() - start
+            if resolving:
+                # Both bounds came due before the loop ran them (it was late by more than the
+                # grace, on a loaded machine): the resolution's fault all the same.
+                return Probed(
+                    ProbeResult(False, Reason.CREDENTIALS, elapsed, None, self._too_long())
+                )
+            # It had a connection (or was getting one): reconnect it later, no checks.
             return Probed(
                 ProbeResult(False, Reason.TIMEOUT, elapsed, None, "no answer in time"), lost=api
             )
@@ -211,9 +220,10 @@ class FleetClient:
             async with asyncio.timeout(self._remaining(start)):
                 return await self.credentials.resolve(ctx)
         except TimeoutError:
-            raise CredentialsError(
-                f"resolving the credentials took longer than {self.timeout:g}s"
-            ) from None
+            raise CredentialsError(self._too_long()) from None
+
+    def _too_long(self) -> str:
+        return f"resolving the credentials took longer than {self.timeout:g}s"
 
     @staticmethod
     async def _readyz(

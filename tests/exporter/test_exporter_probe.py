@@ -11,12 +11,14 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 from exporter_helpers import MonitorFactory
 
 from exporter.model import Reason
+from exporter.net.client import FleetClient, Slot
 from exporter.net.credentials import CredentialsError, build_credentials
 from fleetwatch.discovery import Cluster, ContextConfig, Discovery
 from fleetwatch.discovery.kubeconfig import context_config
@@ -97,6 +99,31 @@ async def test_each_failure_mode_is_success_0_with_its_reason(
         assert view.last_success == 0
     assert monitor.states["m-not_ready"].last.failed_checks == ("etcd", "etcd-readiness")  # type: ignore[union-attr]
     assert "failed checks: etcd, etcd-readiness" in caplog.text
+
+
+async def test_credentials_past_their_deadline_are_reason_credentials_however_late_the_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A loaded machine runs the loop late: the resolution's bound and the whole probe's
+    (50 ms later) can both be due before it runs either. The probe still says credentials,
+    as when the loop is on time (it said timeout at load 10, in the shared-plugin tests)."""
+    client = FleetClient(timeout=0.2, interval=60.0, environ={})
+    ctx = ContextConfig("/nonexistent/kubeconfig", "c", (0, 0, 0, 0, 0), None)  # type: ignore[arg-type]
+
+    async def hung(asked: ContextConfig) -> Any:
+        # Both bounds are armed: the loop is held past them, as a busy machine holds it
+        # (blocking it is the point); then no answer ever comes.
+        time.sleep(0.5)  # noqa: ASYNC251
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(client.credentials, "resolve", hung)
+    try:
+        cluster = Cluster("c", "https://127.0.0.1:1/c", "/nonexistent/kubeconfig", "c")
+        probed = await client.probe(cluster, ctx, Slot(None))
+    finally:
+        await client.aclose()
+    assert probed.result.reason is Reason.CREDENTIALS, probed.result
+    assert probed.result.detail == "resolving the credentials took longer than 0.2s"
 
 
 @pytest.mark.live
