@@ -41,9 +41,13 @@ from fleetwatch.discovery.clusters import Cluster, ContextConfig
 #: Seconds an idle kept-alive connection may wait for its next probe (at least two intervals).
 IDLE_CONNECTION_SECONDS = 3600.0
 
-#: How much later than the probe's own deadline the bound of a whole probe ends: the
-#: request must see its timeout first, to say what it waited for (the proxy or the server).
-_BOUND_GRACE = 0.05
+#: How much later than the probe's own deadline the backstop of a whole probe ends. Every
+#: wait of a probe is bounded at the deadline itself (the request's, the credentials', the
+#: slot's after a refusal, a reconnection's), each saying what it waited for; this one only
+#: catches a wait that escaped them. Were it due with one of them (a loop running late on
+#: a loaded machine, by more than this), it would win and say "timeout" where the request
+#: would have said "proxy": 50 ms was not enough at load 8-10, a second is.
+_BACKSTOP_S = 1.0
 
 
 class Slot:
@@ -177,13 +181,13 @@ class FleetClient:
         """
         api: ApiClient | None = None
         resolving = False
+        deadline = asyncio.get_running_loop().time() + self._remaining(start)
         try:
-            # The requests bound themselves; this bound is for the rest (credentials, a
-            # reconnection, a slot after a refusal) and ends just after the requests'.
-            async with asyncio.timeout(self._remaining(start) + _BOUND_GRACE):
+            async with asyncio.timeout(self._remaining(start) + _BACKSTOP_S):
                 while True:
                     if refused is not None:
-                        await slot.acquire()
+                        async with asyncio.timeout_at(deadline):
+                            await slot.acquire()
                         self.credentials.invalidate(ctx, refused)
                     resolving = True
                     creds, fresh = await self._resolve(ctx, start)
@@ -192,7 +196,8 @@ class FleetClient:
                     reconnecting = self._reconnects.get(cluster.name)
                     if reconnecting is not None:  # its connection is on the way: wait, slot-free
                         slot.release()
-                        await asyncio.wait([reconnecting])  # its outcome: the probe will see
+                        async with asyncio.timeout_at(deadline):
+                            await asyncio.wait([reconnecting])  # its outcome: the probe sees
                     result = await self._readyz(api, self._remaining(start), slot)
                     if result.reason is not Reason.UNAUTHORIZED or fresh or refused is not None:
                         return _probed(result, api)
@@ -205,7 +210,7 @@ class FleetClient:
             elapsed = time.perf_counter() - start
             if resolving:
                 # Both bounds came due before the loop ran them (it was late by more than the
-                # grace, on a loaded machine): the resolution's fault all the same.
+                # backstop's margin): the resolution's fault all the same.
                 return Probed(
                     ProbeResult(False, Reason.CREDENTIALS, elapsed, None, self._too_long())
                 )

@@ -7,6 +7,7 @@ import base64
 import contextlib
 import copy
 import logging
+import socket
 import sys
 import threading
 import time
@@ -18,8 +19,9 @@ import yaml
 from exporter_helpers import MonitorFactory
 
 from exporter.model import Reason
+from exporter.net import client as client_module
 from exporter.net.client import FleetClient, Slot
-from exporter.net.credentials import CredentialsError, build_credentials
+from exporter.net.credentials import Credentials, CredentialsError, build_credentials
 from fleetwatch.discovery import Cluster, ContextConfig, Discovery
 from fleetwatch.discovery.kubeconfig import context_config
 from fleetwatch.standin import StandinFleet
@@ -101,20 +103,28 @@ async def test_each_failure_mode_is_success_0_with_its_reason(
     assert "failed checks: etcd, etcd-readiness" in caplog.text
 
 
-async def test_credentials_past_their_deadline_are_reason_credentials_however_late_the_loop(
+# A loaded machine runs the loop late: a wait's own bound (the resolution's, the proxy's)
+# and the backstop of the whole probe can both be due before the loop runs either. The
+# probe still says what it waited for, as when the loop is on time (at load 8-10 it said
+# timeout instead, in the shared-plugin and hung-proxy tests).
+
+HOLD_S = 0.5  #: the loop held this long, past a 0.2 s timeout
+
+
+def hold_the_loop() -> None:
+    time.sleep(HOLD_S)  # what a busy machine does to the loop; blocking it is the point
+
+
+async def test_credentials_past_their_deadline_are_credentials_however_late_the_loop(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A loaded machine runs the loop late: the resolution's bound and the whole probe's
-    (50 ms later) can both be due before it runs either. The probe still says credentials,
-    as when the loop is on time (it said timeout at load 10, in the shared-plugin tests)."""
+    monkeypatch.setattr(client_module, "_BACKSTOP_S", 0.05)  # both due within the hold
     client = FleetClient(timeout=0.2, interval=60.0, environ={})
     ctx = ContextConfig("/nonexistent/kubeconfig", "c", (0, 0, 0, 0, 0), None)  # type: ignore[arg-type]
 
     async def hung(asked: ContextConfig) -> Any:
-        # Both bounds are armed: the loop is held past them, as a busy machine holds it
-        # (blocking it is the point); then no answer ever comes.
-        time.sleep(0.5)  # noqa: ASYNC251
-        await asyncio.Event().wait()
+        hold_the_loop()  # both bounds armed, then both due
+        await asyncio.Event().wait()  # and no answer ever comes
 
     monkeypatch.setattr(client.credentials, "resolve", hung)
     try:
@@ -124,6 +134,32 @@ async def test_credentials_past_their_deadline_are_reason_credentials_however_la
         await client.aclose()
     assert probed.result.reason is Reason.CREDENTIALS, probed.result
     assert probed.result.detail == "resolving the credentials took longer than 0.2s"
+
+
+async def test_a_hung_proxy_is_proxy_however_late_the_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    client = FleetClient(timeout=0.2, interval=60.0, environ={})
+    ctx = ContextConfig("/nonexistent/kubeconfig", "c", (0, 0, 0, 0, 0), None)  # type: ignore[arg-type]
+
+    async def resolved(asked: ContextConfig) -> tuple[Credentials, bool]:
+        return Credentials(None, {}, None, None, False), True
+
+    monkeypatch.setattr(client.credentials, "resolve", resolved)
+    with socket.socket() as hung:  # accepts (the kernel's backlog does), never answers
+        hung.bind(("127.0.0.1", 0))
+        hung.listen(8)
+        proxy = f"http://127.0.0.1:{hung.getsockname()[1]}"
+        cluster = Cluster(
+            "c", "http://127.0.0.1:1/c", "/nonexistent/kubeconfig", "c", proxy_url=proxy
+        )
+        asyncio.get_running_loop().call_later(0.1, hold_the_loop)  # in the CONNECT's wait
+        try:
+            probed = await client.probe(cluster, ctx, Slot(None))
+        finally:
+            await client.aclose()
+    assert probed.result.reason is Reason.PROXY, probed.result
+    assert probed.result.detail == f"proxy {proxy} did not answer CONNECT in time"
 
 
 @pytest.mark.live
