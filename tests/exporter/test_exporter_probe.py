@@ -20,9 +20,16 @@ from exporter_helpers import MonitorFactory
 
 from exporter.model import Reason
 from exporter.net import client as client_module
+from exporter.net import credentials as credentials_module
 from exporter.net.client import FleetClient, Slot
-from exporter.net.credentials import Credentials, CredentialsError, build_credentials
+from exporter.net.credentials import (
+    CredentialCache,
+    Credentials,
+    CredentialsError,
+    build_credentials,
+)
 from fleetwatch.discovery import Cluster, ContextConfig, Discovery
+from fleetwatch.discovery.contextauth import ContextAuth
 from fleetwatch.discovery.kubeconfig import context_config
 from fleetwatch.standin import StandinFleet
 
@@ -160,6 +167,38 @@ async def test_a_hung_proxy_is_proxy_however_late_the_loop(
             await client.aclose()
     assert probed.result.reason is Reason.PROXY, probed.result
     assert probed.result.detail == f"proxy {proxy} did not answer CONNECT in time"
+
+
+async def test_a_failure_nobody_waited_for_is_given_again_not_built_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every probe waiting on a hung plugin gave up first (its own bound, on a loaded
+    machine), then the plugin failed: the next context that shares it gets that failure
+    at once, without starting the plugin again (at load 8-10 it was started twice)."""
+    cache = CredentialCache(plugin_timeout=5.0)
+    release = threading.Event()
+
+    def hung_then_failed(*args: object) -> Credentials:
+        release.wait(10)
+        raise CredentialsError("the plugin gave no answer")
+
+    monkeypatch.setattr(credentials_module, "build_credentials", hung_then_failed)
+    ctx = ContextConfig("/k", "c", (0, 0, 0, 0, 0), ContextAuth(https=True))
+    try:
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.1):  # the probe's own bound
+                await cache.resolve(ctx)
+        release.set()
+        deadline = time.monotonic() + 10
+        while not all(b.done() for b in cache._building.values()):  # the failure arrived
+            assert time.monotonic() < deadline, "the build never ended"
+            await asyncio.sleep(0.01)
+        with pytest.raises(CredentialsError, match="the plugin gave no answer"):
+            await cache.resolve(ctx)
+        assert cache.builds == 1
+    finally:
+        release.set()
+        cache.close()
 
 
 @pytest.mark.live
