@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 run() { echo "=== $(date -u +%H:%M:%S) $*"; "$@" > /dev/null || echo "!!! failed: $*"; }
 run $PY -m bench.aiohttp_baseline --duration 5 --runs 3
+run $PY -m bench.auth_flood --threads 40 --scrapes 10
 run $PY -m bench.genlatest --series 10000 100000 --runs 5
 run $PY -m bench.e2e --runs 5 --threshold 2 --interval 1
 run $PY -m bench.e2e --runs 3 --threshold 3 --interval 1

@@ -24,9 +24,17 @@ from typing import Any
 
 import pytest
 from etcd_cluster import EtcdCluster
+from hypothesis import HealthCheck, settings
 
 from exporter.net.execplugin import _GUARD as EXEC_PLUGIN_GUARD
 from fleetwatch.standin import StandinFleet
+
+# Hypothesis judges each example by what it asserts, never by how long it took: its
+# per-example deadline (200 ms) and its too-slow health check trip on a loaded machine
+# (two cores shared with the suite's other workers), not on the code. A test's own
+# ``@settings`` (max_examples) still applies on top of this profile.
+settings.register_profile("fleetwatch", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("fleetwatch")
 
 #: Programs a test that is not ``live`` may run: short-lived tools, none of them a server.
 TOOLS = frozenset(

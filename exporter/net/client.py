@@ -41,9 +41,13 @@ from fleetwatch.discovery.clusters import Cluster, ContextConfig
 #: Seconds an idle kept-alive connection may wait for its next probe (at least two intervals).
 IDLE_CONNECTION_SECONDS = 3600.0
 
-#: How much later than the probe's own deadline the bound of a whole probe ends: the
-#: request must see its timeout first, to say what it waited for (the proxy or the server).
-_BOUND_GRACE = 0.05
+#: How much later than the probe's own deadline the backstop of a whole probe ends. Every
+#: wait of a probe is bounded at the deadline itself (the request's, the credentials', the
+#: slot's after a refusal, a reconnection's), each saying what it waited for; this one only
+#: catches a wait that escaped them. Were it due with one of them (a loop running late on
+#: a loaded machine, by more than this), it would win and say "timeout" where the request
+#: would have said "proxy": 50 ms was not enough at load 8-10, a second is.
+_BACKSTOP_S = 1.0
 
 
 class Slot:
@@ -176,20 +180,24 @@ class FleetClient:
         attempt here. Credentials resolved for this probe and refused are the answer.
         """
         api: ApiClient | None = None
+        resolving = False
+        deadline = asyncio.get_running_loop().time() + self._remaining(start)
         try:
-            # The requests bound themselves; this bound is for the rest (credentials, a
-            # reconnection, a slot after a refusal) and ends just after the requests'.
-            async with asyncio.timeout(self._remaining(start) + _BOUND_GRACE):
+            async with asyncio.timeout(self._remaining(start) + _BACKSTOP_S):
                 while True:
                     if refused is not None:
-                        await slot.acquire()
+                        async with asyncio.timeout_at(deadline):
+                            await slot.acquire()
                         self.credentials.invalidate(ctx, refused)
+                    resolving = True
                     creds, fresh = await self._resolve(ctx, start)
+                    resolving = False
                     api = ApiClient(self.http, cluster.endpoint, creds, proxy)
                     reconnecting = self._reconnects.get(cluster.name)
                     if reconnecting is not None:  # its connection is on the way: wait, slot-free
                         slot.release()
-                        await asyncio.wait([reconnecting])  # its outcome: the probe will see
+                        async with asyncio.timeout_at(deadline):
+                            await asyncio.wait([reconnecting])  # its outcome: the probe sees
                     result = await self._readyz(api, self._remaining(start), slot)
                     if result.reason is not Reason.UNAUTHORIZED or fresh or refused is not None:
                         return _probed(result, api)
@@ -199,8 +207,14 @@ class FleetClient:
                 ProbeResult(False, Reason.CREDENTIALS, time.perf_counter() - start, None, str(exc))
             )
         except TimeoutError:
-            # It had a connection (or was getting one): reconnect it later, no checks.
             elapsed = time.perf_counter() - start
+            if resolving:
+                # Both bounds came due before the loop ran them (it was late by more than the
+                # backstop's margin): the resolution's fault all the same.
+                return Probed(
+                    ProbeResult(False, Reason.CREDENTIALS, elapsed, None, self._too_long())
+                )
+            # It had a connection (or was getting one): reconnect it later, no checks.
             return Probed(
                 ProbeResult(False, Reason.TIMEOUT, elapsed, None, "no answer in time"), lost=api
             )
@@ -211,9 +225,10 @@ class FleetClient:
             async with asyncio.timeout(self._remaining(start)):
                 return await self.credentials.resolve(ctx)
         except TimeoutError:
-            raise CredentialsError(
-                f"resolving the credentials took longer than {self.timeout:g}s"
-            ) from None
+            raise CredentialsError(self._too_long()) from None
+
+    def _too_long(self) -> str:
+        return f"resolving the credentials took longer than {self.timeout:g}s"
 
     @staticmethod
     async def _readyz(

@@ -347,6 +347,7 @@ class CredentialCache:
                 workers.submit(build_credentials, ctx, self._ssl, self.plugins)
             )
             building.add_done_callback(_retrieve)
+            building.add_done_callback(lambda done: self._remember_failure(shared, done))
             self._building[shared] = building
         try:
             creds = await asyncio.shield(building)
@@ -362,6 +363,14 @@ class CredentialCache:
         self._failed.pop(shared, None)
         self._entries[shared] = creds
         return creds, True
+
+    def _remember_failure(self, shared: ContextAuth, done: asyncio.Future[Credentials]) -> None:
+        """A failed build is given again for one plugin timeout, even when every caller
+        had given up before it ended (their probes' bounds, on a loaded machine): else the
+        next context that shares it would start the hung plugin a second time."""
+        exc = None if done.cancelled() else done.exception()
+        if isinstance(exc, CredentialsError):
+            self._failed[shared] = (exc, asyncio.get_running_loop().time() + self.plugins.timeout)
 
     def close(self) -> None:
         """Kill the plugins in flight, cancel the builds not started (the exporter stops)."""

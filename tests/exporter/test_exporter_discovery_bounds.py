@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import time
 import tracemalloc
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import yaml
 
-from fleetwatch.discovery import Discoverer, boundedyaml
+from fleetwatch.discovery import Discoverer, Discovery, boundedyaml
 from fleetwatch.discovery.kubeconfig import parse_document
 
 if TYPE_CHECKING:
@@ -147,9 +148,14 @@ def test_big_binary_special_files_are_problems_and_the_rest_is_found(tmp_path: P
     (tmp_path / "binary.yaml").write_bytes(bytes(range(256)) * 4)
     os.mkfifo(tmp_path / "fifo.yaml")  # opening it for reading would wait for a writer forever
     (tmp_path / "ok.yaml").write_text(kubeconfig("ok"))
-    started = time.monotonic()
-    found = Discoverer(None, tmp_path).scan()
-    assert time.monotonic() - started < 2
+    # In a thread of its own, so that a scan held by the FIFO fails the test, not hangs it.
+    scanned: list[Discovery] = []
+    scan = threading.Thread(target=lambda: scanned.append(Discoverer(None, tmp_path).scan()))
+    scan.daemon = True
+    scan.start()
+    scan.join(30)
+    assert scanned, "the scan never ended"
+    found = scanned[0]
     assert names(found) == ["ok"]
     got = reasons(found)
     assert got["big.yaml"] == f"too big: 52428800 bytes, the limit is {32 * 1024 * 1024}"
@@ -396,4 +402,6 @@ async def test_a_bomb_neither_blocks_the_loop_nor_stops_the_fleet(
     assert [v.cluster.name for v in rec.last.clusters] == ["good"]
     assert rec.view("good").success is True
     assert monitor.discovery_errors_total == 1
-    assert lag < 0.5
+    # An expanded bomb holds the loop for minutes or memory runs out; the scheduler of a
+    # loaded machine can hold it for a few tenths of a second: the bound is between.
+    assert lag < 2.0

@@ -248,9 +248,10 @@ def test_sigterm_ends_the_exporter_with_plugins_in_flight(setup: Setup, tmp_path
         code = proc.proc.wait(20)
         took = time.monotonic() - sent
         print(f"SIGTERM to exit: {took:.2f}s")
-        assert took < 5.0, f"SIGTERM took {took:.1f}s\n{proc.log_tail()}"
+        # the probe's 30 s timeout is what a plugin in flight would hold it for: half of it
+        assert took < 15.0, f"SIGTERM took {took:.1f}s\n{proc.log_tail()}"
         assert code == 0, proc.log_tail()
-        wait_until(lambda: not setup.live_plugins(), 3.0, what="every plugin process ended")
+        wait_until(lambda: not setup.live_plugins(), 10.0, what="every plugin process ended")
         assert setup.key_files() == []
         assert list(setup.tmpdir.iterdir()) == []
 
@@ -304,9 +305,10 @@ def test_a_hung_plugin_is_killed_with_its_children_at_its_deadline(
     started = time.monotonic()
     with pytest.raises(ExecPluginError, match=r"no answer within 0\.5s"):
         runner.run(_exec_entry(script, str(pids), "marker"), str(tmp_path))
-    assert time.monotonic() - started < 1.5
+    # at the 0.5 s deadline, not the plugin's sleep of days: ten deadlines of slack at load
+    assert time.monotonic() - started < 5.0
     recorded = [int(p) for p in pids.read_text().split()]
-    wait_until(lambda: not any(_alive(p) for p in recorded), 2.0, what="plugin group killed")
+    wait_until(lambda: not any(_alive(p) for p in recorded), 10.0, what="plugin group killed")
     assert runner.live() == 0
     runner.close()
 
@@ -331,8 +333,8 @@ def test_kill_all_ends_plugins_in_flight_and_refuses_new_ones(tmp_path: Path) ->
     killed = time.monotonic()
     runner.close()
     for t in threads:
-        t.join(5.0)
-    assert time.monotonic() - killed < 2.0
+        t.join(30.0)
+    assert time.monotonic() - killed < 30.0  # not the plugins' 60 s timeout: they were killed
     assert len(errors) == 3, errors
     assert not any(_alive(p) for p in recorded)
     with pytest.raises(ExecPluginError, match="stopping"):
@@ -454,7 +456,7 @@ async def test_credential_work_never_starves_discovery_and_rendering(
         assert rec.view("late").success is True
         recorded = [int(p) for f in pids.iterdir() for p in f.read_text().split()]
         assert recorded
-    wait_until(lambda: not any(_alive(p) for p in recorded), 3.0, what="plugins killed")
+    wait_until(lambda: not any(_alive(p) for p in recorded), 10.0, what="plugins killed")
 
 
 @pytest.mark.live

@@ -21,13 +21,14 @@ async def test_more_hung_clusters_than_slots_end_within_the_timeout(
     await fleet.add_clusters(4, prefix="ok")
     await fleet.add_clusters(6, prefix="hung", mode="hang")
     fleet.write_kubeconfig(kubeconfig_dir / "k.yaml", credential="token")
-    timeout = 1.0
-    # 2 slots, 6 hung clusters: a slot held while waiting would make this 3 timeouts long
+    timeout = 1.5
+    # 2 slots, 6 hung clusters: a slot held while waiting would make this 3 timeouts long;
+    # the bound is halfway, a timeout of slack for a loaded machine
     async with make_monitor(probe_timeout=timeout, concurrency=2) as (monitor, rec):
         for _ in range(2):
             started = time.monotonic()
             await monitor.run_cycle()
-            assert time.monotonic() - started < timeout + 1.0
+            assert time.monotonic() - started < 2 * timeout
         opened = monitor.client.http.opened
         await monitor.run_cycle()
         # one new connection per hung cluster: the reconnection started after the previous

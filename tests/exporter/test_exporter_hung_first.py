@@ -115,7 +115,9 @@ async def test_next_cycle_waits_for_the_reconnections_of_the_last(
         started = time.monotonic()
         await monitor.until_next_cycle(elapsed=10.0)  # the cycle outlasted the interval
         assert monitor.client.reconnecting("hung") is None
-        assert time.monotonic() - started < 0.5 + 1.0  # the wait is bounded by the timeout
+        # The wait is bounded by the 0.5 s timeout; unbounded, it lasts as long as the hung
+        # server holds on: 5 s is ten timeouts of slack for a loaded machine.
+        assert time.monotonic() - started < 5.0
 
 
 async def test_stopped_api_servers_hold_no_slot_once_they_timed_out(
@@ -124,7 +126,7 @@ async def test_stopped_api_servers_hold_no_slot_once_they_timed_out(
     # Six API servers that accept TCP and never answer the TLS handshake, one slot: each
     # would hold the slot for a whole timeout while connecting (six timeouts per cycle).
     await _six_stopped_and(fleet, kubeconfig_dir, "ok", "ok")
-    timeout = 0.5
+    timeout = 1.0
     async with make_monitor(probe_timeout=timeout, interval=timeout, concurrency=1) as (
         monitor,
         rec,
@@ -134,7 +136,8 @@ async def test_stopped_api_servers_hold_no_slot_once_they_timed_out(
         started = time.monotonic()
         await monitor.run_cycle()
         elapsed = time.monotonic() - started
-    assert elapsed < 2 * timeout, f"a steady cycle took {elapsed:.2f}s"
+    # one timeout when no slot is held, six when each holds it: halfway between the two
+    assert elapsed < 3 * timeout, f"a steady cycle took {elapsed:.2f}s"
     assert dict(rec.view("stopped-0").failures) == {Reason.TIMEOUT: 2}
     assert rec.view("ok").consecutive_failures == 0
 
@@ -165,6 +168,7 @@ async def test_a_stalled_connection_set_up_gives_its_slot_back(
         started = time.monotonic()
         await monitor.run_cycle()
         elapsed = time.monotonic() - started
-    assert elapsed < 2 * timeout, f"the first cycle took {elapsed:.2f}s (6 timeouts: 12 s)"
+    # one timeout when set-ups give their slot back, six (12 s) when not: half of those
+    assert elapsed < 3 * timeout, f"the first cycle took {elapsed:.2f}s (6 timeouts: 12 s)"
     assert all(_reason(rec, f"stopped-{i}") is Reason.TIMEOUT for i in range(6))
     assert rec.view("ok").success is True

@@ -7,18 +7,29 @@ import base64
 import contextlib
 import copy
 import logging
+import socket
 import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 from exporter_helpers import MonitorFactory
 
 from exporter.model import Reason
-from exporter.net.credentials import CredentialsError, build_credentials
+from exporter.net import client as client_module
+from exporter.net import credentials as credentials_module
+from exporter.net.client import FleetClient, Slot
+from exporter.net.credentials import (
+    CredentialCache,
+    Credentials,
+    CredentialsError,
+    build_credentials,
+)
 from fleetwatch.discovery import Cluster, ContextConfig, Discovery
+from fleetwatch.discovery.contextauth import ContextAuth
 from fleetwatch.discovery.kubeconfig import context_config
 from fleetwatch.standin import StandinFleet
 
@@ -97,6 +108,97 @@ async def test_each_failure_mode_is_success_0_with_its_reason(
         assert view.last_success == 0
     assert monitor.states["m-not_ready"].last.failed_checks == ("etcd", "etcd-readiness")  # type: ignore[union-attr]
     assert "failed checks: etcd, etcd-readiness" in caplog.text
+
+
+# A loaded machine runs the loop late: a wait's own bound (the resolution's, the proxy's)
+# and the backstop of the whole probe can both be due before the loop runs either. The
+# probe still says what it waited for, as when the loop is on time (at load 8-10 it said
+# timeout instead, in the shared-plugin and hung-proxy tests).
+
+HOLD_S = 0.5  #: the loop held this long, past a 0.2 s timeout
+
+
+def hold_the_loop() -> None:
+    time.sleep(HOLD_S)  # what a busy machine does to the loop; blocking it is the point
+
+
+async def test_credentials_past_their_deadline_are_credentials_however_late_the_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(client_module, "_BACKSTOP_S", 0.05)  # both due within the hold
+    client = FleetClient(timeout=0.2, interval=60.0, environ={})
+    ctx = ContextConfig("/nonexistent/kubeconfig", "c", (0, 0, 0, 0, 0), None)  # type: ignore[arg-type]
+
+    async def hung(asked: ContextConfig) -> Any:
+        hold_the_loop()  # both bounds armed, then both due
+        await asyncio.Event().wait()  # and no answer ever comes
+
+    monkeypatch.setattr(client.credentials, "resolve", hung)
+    try:
+        cluster = Cluster("c", "https://127.0.0.1:1/c", "/nonexistent/kubeconfig", "c")
+        probed = await client.probe(cluster, ctx, Slot(None))
+    finally:
+        await client.aclose()
+    assert probed.result.reason is Reason.CREDENTIALS, probed.result
+    assert probed.result.detail == "resolving the credentials took longer than 0.2s"
+
+
+async def test_a_hung_proxy_is_proxy_however_late_the_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    client = FleetClient(timeout=0.2, interval=60.0, environ={})
+    ctx = ContextConfig("/nonexistent/kubeconfig", "c", (0, 0, 0, 0, 0), None)  # type: ignore[arg-type]
+
+    async def resolved(asked: ContextConfig) -> tuple[Credentials, bool]:
+        return Credentials(None, {}, None, None, False), True
+
+    monkeypatch.setattr(client.credentials, "resolve", resolved)
+    with socket.socket() as hung:  # accepts (the kernel's backlog does), never answers
+        hung.bind(("127.0.0.1", 0))
+        hung.listen(8)
+        proxy = f"http://127.0.0.1:{hung.getsockname()[1]}"
+        cluster = Cluster(
+            "c", "http://127.0.0.1:1/c", "/nonexistent/kubeconfig", "c", proxy_url=proxy
+        )
+        asyncio.get_running_loop().call_later(0.1, hold_the_loop)  # in the CONNECT's wait
+        try:
+            probed = await client.probe(cluster, ctx, Slot(None))
+        finally:
+            await client.aclose()
+    assert probed.result.reason is Reason.PROXY, probed.result
+    assert probed.result.detail == f"proxy {proxy} did not answer CONNECT in time"
+
+
+async def test_a_failure_nobody_waited_for_is_given_again_not_built_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every probe waiting on a hung plugin gave up first (its own bound, on a loaded
+    machine), then the plugin failed: the next context that shares it gets that failure
+    at once, without starting the plugin again (at load 8-10 it was started twice)."""
+    cache = CredentialCache(plugin_timeout=5.0)
+    release = threading.Event()
+
+    def hung_then_failed(*args: object) -> Credentials:
+        release.wait(10)
+        raise CredentialsError("the plugin gave no answer")
+
+    monkeypatch.setattr(credentials_module, "build_credentials", hung_then_failed)
+    ctx = ContextConfig("/k", "c", (0, 0, 0, 0, 0), ContextAuth(https=True))
+    try:
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.1):  # the probe's own bound
+                await cache.resolve(ctx)
+        release.set()
+        deadline = time.monotonic() + 10
+        while not all(b.done() for b in cache._building.values()):  # the failure arrived
+            assert time.monotonic() < deadline, "the build never ended"
+            await asyncio.sleep(0.01)
+        with pytest.raises(CredentialsError, match="the plugin gave no answer"):
+            await cache.resolve(ctx)
+        assert cache.builds == 1
+    finally:
+        release.set()
+        cache.close()
 
 
 @pytest.mark.live

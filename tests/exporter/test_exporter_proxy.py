@@ -243,15 +243,17 @@ async def test_a_hanging_proxy_is_reason_proxy_within_the_timeout(
     assert dict(view.failures) == {Reason.PROXY: 1}, last
     assert last is not None
     assert last.detail == f"proxy {url} did not answer CONNECT in time"
-    assert 0.3 <= last.duration < 0.6  # it waited, and no longer than the timeout
-    assert elapsed < 1.5
+    # It waited, and ended at the 0.5 s timeout: without it, a CONNECT nobody answers
+    # waits for ever; the upper bounds leave a loaded machine seconds of slack.
+    assert 0.3 <= last.duration < 2.5
+    assert elapsed < 5.0
 
 
 @pytest.mark.live
 async def test_a_hanging_proxy_takes_no_slot_while_it_hangs(
     fleet: StandinFleet, kubeconfig_dir: Path
 ) -> None:
-    """12 clusters behind a hung proxy, 2 slots, 0.5 s timeout: one timeout, not six.
+    """12 clusters behind a hung proxy, 2 slots, 2 s timeout: one timeout, not six.
 
     Waiting for a tunnel is no work, so it is not under a slot: otherwise a proxy that
     hangs in front of many clusters would hold every slot for a whole timeout, batch
@@ -266,15 +268,18 @@ async def test_a_hanging_proxy_takes_no_slot_while_it_hangs(
         write_kubeconfig(fleet, kubeconfig_dir / "many.yaml", [c.name for c in behind], url)
         write_kubeconfig(fleet, kubeconfig_dir / "direct.yaml", [direct.name], None)
         recorder = Recorder()
-        settings = CycleSettings(interval=60.0, timeout=0.5, concurrency=2)
+        # 2 s: at load 10-12, a 1 s deadline sometimes passed before a probe reached the
+        # proxy at all (a timeout, not a proxy failure)
+        settings = CycleSettings(interval=60.0, timeout=2.0, concurrency=2)
         discovery = Discoverer(None, kubeconfig_dir)
         async with Monitor(settings, discovery, recorder, environ={}) as monitor:
             started = time.monotonic()
             await monitor.run_cycle()
             elapsed = time.monotonic() - started
     assert recorder.view(direct.name).success is True
-    assert all(dict(recorder.view(c.name).failures) == {Reason.PROXY: 1} for c in behind)
-    assert elapsed < 1.5, elapsed  # holding slots while hung: 6 x 0.5 s at least
+    failures = {c.name: dict(recorder.view(c.name).failures) for c in behind}
+    assert all(f == {Reason.PROXY: 1} for f in failures.values()), failures
+    assert elapsed < 6.0, elapsed  # holding slots while hung: 6 x 2 s at least; halfway
 
 
 @pytest.mark.live

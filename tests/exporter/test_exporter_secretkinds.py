@@ -32,6 +32,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from test_exporter_proxy import Tinyproxy
 
 from exporter import server
+from exporter.net import remove_temp_files
 from exporter.server import INFORMER, MONITOR, create_app
 from exporter.settings import ExporterSettings
 from fleetwatch.discovery.apisource import KubernetesDiscovery
@@ -113,18 +114,21 @@ def proxy(tmp_path: Path) -> Iterator[Tinyproxy]:
     started.stop()
 
 
-def written_since(start: float, skip: list[Path]) -> list[Path]:
-    """Files under the temporary folder modified since ``start``, outside ``skip``."""
-    found = []
-    for path in Path(tempfile.gettempdir()).rglob("*"):
-        try:
-            if not path.is_file() or path.stat().st_mtime < start:
-                continue
-        except OSError:
-            continue
-        if not any(path.is_relative_to(folder) for folder in skip):
-            found.append(path)
-    return found
+def own_temp_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A temporary folder for the product's files, this test's alone.
+
+    ``tempfile`` in this process and ``TMPDIR`` in the processes it starts (the exec
+    plugin) point into the test's folder, and the Kubernetes client's private folder is
+    made anew there: what the product writes to temporary files is then all under it, and
+    the test reads no folder but its own (a walk of all of ``/tmp`` on a busy machine
+    meets other processes' folders as they are removed).
+    """
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    remove_temp_files()  # the client's folder, if this process made one, is made anew
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    monkeypatch.setenv("TMPDIR", str(folder))
+    return folder
 
 
 async def test_each_kind_and_credential_form_is_probed_and_none_leaks(
@@ -133,9 +137,10 @@ async def test_each_kind_and_credential_form_is_probed_and_none_leaks(
     proxy: Tinyproxy,
     aiohttp_client: ClientFactory,
     caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    started = time.time()
+    temp = own_temp_folder(tmp_path, monkeypatch)
     async with StandinFleet(tmp_path / "fleet") as fleet:
         names = [
             "argo-token",
@@ -304,14 +309,12 @@ async def test_each_kind_and_credential_form_is_probed_and_none_leaks(
         for credential in credentials:
             assert credential not in logs
             assert credential not in text
-        # The test's own folder holds the stand-ins' files (kubeconfigs, the exec token).
-        for path in written_since(started, [tmp_path]):
-            try:
+        # Its temporary files (the stand-ins' kubeconfigs and the exec token are elsewhere).
+        for path in temp.rglob("*"):
+            if path.is_file():
                 content = path.read_bytes()
-            except OSError:
-                continue
-            for credential in credentials:
-                assert credential.encode() not in content, f"{path} holds a credential"
+                for credential in credentials:
+                    assert credential.encode() not in content, f"{path} holds a credential"
 
 
 async def test_every_shard_watches_and_probes_its_share(

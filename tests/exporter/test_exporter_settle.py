@@ -4,7 +4,8 @@ The cycle's side of ``fleetwatch.discovery.settle``: a scan that finds a file ch
 again (``Discovery.rescan_in``), and the cycle does, once, when that comes before the next
 cycle (always in the first); ``/-/ready`` counts cycles, not scans. Then the issue's own
 measurement, on a real ``fleetwatch exporter``: 200 clusters in one file rewritten about
-six times a second by truncate and chunked writes, every scrape for ten seconds.
+six times a second by truncate and chunked writes, 40 scrapes (counted, not timed: a
+loaded machine takes longer, the verdict is the same).
 """
 
 from __future__ import annotations
@@ -137,6 +138,9 @@ FLEET = 200
 #: and half-written versions were counted as discovery errors (the workload, not a wait)
 REWRITES_PER_S = 6
 PIECE = 512
+#: scrapes taken and rewrites made before the verdict (about ten seconds on a quiet machine)
+SCRAPES = 40
+REWRITES = 20
 
 
 def fleet_kubeconfig(count: int) -> bytes:
@@ -207,8 +211,11 @@ def test_a_kubeconfig_rewritten_in_place_never_publishes_fewer_clusters(tmp_path
         writer.start()
         scrapes: list[tuple[int, float]] = []
         try:
-            end = time.monotonic() + 10
-            while time.monotonic() < end:
+            # Counted, not timed: SCRAPES scrapes while at least REWRITES rewrites happen,
+            # however slowly a loaded machine gets there (the deadline only stops a hang).
+            deadline = time.monotonic() + 180
+            while len(scrapes) < SCRAPES or rewrites < REWRITES:
+                assert time.monotonic() < deadline, f"{len(scrapes)} scrapes, {rewrites} rewrites"
                 scrapes.append(published(port))
                 time.sleep(0.2)  # Prometheus' pace, faster: the measurement, not a wait
         finally:
@@ -217,7 +224,6 @@ def test_a_kubeconfig_rewritten_in_place_never_publishes_fewer_clusters(tmp_path
         fewer = [n for n, _ in scrapes if n != FLEET]
         assert fewer == [], f"{len(fewer)} of {len(scrapes)} scrapes: {sorted(fewer)[:10]}"
         assert {errors for _, errors in scrapes} == {0}  # nothing half-written was even read
-        assert rewrites >= 20 and len(scrapes) >= 30
         # Once the file holds still, its new version is published.
         write_in_place(path, fleet_kubeconfig(FLEET + 1))
         wait_until(lambda: published(port)[0] == FLEET + 1, 10, what="the new version")

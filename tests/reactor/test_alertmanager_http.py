@@ -299,6 +299,16 @@ async def _longest_stall(client: TestClient[Any, Any], until: asyncio.Event) -> 
     return longest
 
 
+def _parse_seconds(body: bytes) -> float:
+    """What one ``json.loads`` of ``body`` takes in this process now: the least the loop
+    was held when the listing was read on it. A stall bound is a share of it, so that it
+    grows with the machine's load as the stall it guards against does (a fixed 0.15 s or
+    0.4 s is a clock, not a behaviour)."""
+    started = time.monotonic()
+    json.loads(body)
+    return time.monotonic() - started
+
+
 async def _reconcile_once(
     aiohttp_client: Any, tmp_path: Path, am: ThreadedAlertmanager, **extra: Any
 ) -> tuple[float, CollectorRegistry]:
@@ -350,8 +360,9 @@ async def test_a_40_mb_listing_is_refused_unread_and_the_api_keeps_answering(
         "fleetwatch_reactor_reconcile_failures_total", {"alertmanager": name}
     )
     assert failures == 1
-    print(f"\nlongest stall while a 42 MB listing was refused: {stall:.3f}s")
-    assert stall < 0.15, f"the event loop was held {stall:.3f}s"
+    parse_s = _parse_seconds(big_listing)
+    print(f"\nlongest stall while a 42 MB listing was refused: {stall:.3f}s (parse {parse_s:.3f}s)")
+    assert stall < parse_s / 4, f"the event loop was held {stall:.3f}s"
 
 
 async def test_a_listing_within_a_raised_bound_is_read_off_the_event_loop(
@@ -360,16 +371,18 @@ async def test_a_listing_within_a_raised_bound_is_read_off_the_event_loop(
     """60,000 alerts, all silenced (no news: what is measured is reading the listing, not
     writing 60,000 clusters). Before, one ``json.loads`` held the GIL and the entries were
     read on the loop: 0.9-1.0 s without an answer."""
-    with ThreadedAlertmanager(listing_body(60_000, state="suppressed")) as am:
+    body = listing_body(60_000, state="suppressed")
+    with ThreadedAlertmanager(body) as am:
         stall, registry = await _reconcile_once(
             aiohttp_client, tmp_path, am, alertmanager_max_listing_bytes=64 * 1024 * 1024
         )
+    parse_s = _parse_seconds(body)
     assert registry.get_sample_value("fleetwatch_reactor_reconcile_last_success_timestamp_seconds")
     assert registry.get_sample_value("fleetwatch_reactor_reconcile_changes_total") == 0
     # What is left on the loop is the garbage collector's pauses (a full collection holds
     # the GIL, whichever thread runs it) and, on a loaded machine, the scheduler's.
-    print(f"\nlongest stall while a 42 MB listing was read: {stall:.3f}s")
-    assert stall < 0.4, f"the event loop was held {stall:.3f}s"
+    print(f"\nlongest stall while a 42 MB listing was read: {stall:.3f}s (parse {parse_s:.3f}s)")
+    assert stall < parse_s / 2, f"the event loop was held {stall:.3f}s"
 
 
 async def test_the_bound_names_its_flag(aiohttp_server: Any) -> None:

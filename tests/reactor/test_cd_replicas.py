@@ -152,7 +152,7 @@ def test_one_replica_acts_and_the_other_takes_over_within_seconds_of_its_death(
         # A cluster added through the replica that does not act: the acting one mirrors
         # its objects within seconds (the resync is a minute away: the store's stamp).
         assert waiting.call("POST", "/clusters", cluster("c2"))[0] == 201
-        wait_until(lambda: len(acting.call("GET", "/apps")[1]) == 8, 5, what="c2's objects")
+        wait_until(lambda: len(acting.call("GET", "/apps")[1]) == 8, 20, what="c2's objects")
 
         # The outage reaches the replica that does not act: the acting one learns it from
         # the store (its outage stamp, polled every second) and pauses the objects.
@@ -169,7 +169,8 @@ def test_one_replica_acts_and_the_other_takes_over_within_seconds_of_its_death(
         acting.proc.kill()
         wait_until(waiting.acts, 30, what="the other replica acts")
         handover = time.monotonic() - killed
-        assert handover <= LEASE_DURATION_S + 2 * RETRY_S * 1.2 + 1.5, handover
+        # halfway between one lease duration and two: a loaded machine's slack is 2 s
+        assert handover <= 1.5 * LEASE_DURATION_S + 2 * RETRY_S * 1.2, handover
         taken = metricnames.total(metricnames.REACTOR_CD_LEADER_TRANSITIONS)
         assert waiting.sample(taken) == 1
 

@@ -315,7 +315,9 @@ async def test_shutdown_cancels_a_reconciliation_in_flight(
         await poll(runs, lambda n: n >= 1, 10, "a reconciliation under way")
         started = time.monotonic()
         await client.close()
-        assert time.monotonic() - started < 2.0
+        # Without the cancel, shutdown waits out the request's 10 s timeout; half of it is
+        # a bound a loaded machine keeps.
+        assert time.monotonic() - started < 5.0
     names = {task.get_name() for task in asyncio.all_tasks()}
     assert "fleetwatch-reconciliation" not in names
 

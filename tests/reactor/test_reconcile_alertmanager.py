@@ -319,7 +319,9 @@ async def test_an_inhibited_or_silenced_offline_cascades_nothing(
 async def test_a_freshly_restarted_alertmanager_resolves_nothing(
     start_reactor: StartReactor, alertmanagers: Any, http: aiohttp.ClientSession
 ) -> None:
-    min_uptime_s = 4.0
+    # Long enough for a restart and two reconciliations to fit in it on a loaded machine
+    # (an Alertmanager's start alone took seconds there), so the proof below holds.
+    min_uptime_s = 8.0
     am = alertmanagers()
     await asyncio.to_thread(am.start)
     reactor = await start_reactor(alertmanager_urls=(am.url,), min_uptime_s=min_uptime_s)
