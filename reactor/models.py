@@ -205,6 +205,19 @@ class Outage(TypedDict):
     apps_restored: int
 
 
+class PausedByOutage(TypedDict):
+    """Paused by fleetwatch: ``outage`` is its mark, the id of the outage it is for."""
+
+    by: Literal["outage"]
+    outage: str
+
+
+class PausedByPerson(TypedDict):
+    """Paused without fleetwatch's mark (by a person, as a rule): never resumed by it."""
+
+    by: Literal["person"]
+
+
 class App(TypedDict):
     name: str
     cluster: str
@@ -212,10 +225,8 @@ class App(TypedDict):
     reason: str | None
     #: "api", or the Flux or Argo CD object it mirrors (named SOURCE:KIND/NAMESPACE/NAME)
     source: AppSource
-    #: a mirrored object last seen paused: by fleetwatch for an outage ("outage", it
-    #: carries fleetwatch's mark) or by a person ("person": never resumed by fleetwatch);
-    #: null when not paused or not mirrored
-    paused_by: Literal["outage", "person"] | None
+    #: who paused its Flux or Argo CD object, as last seen; null: running (or an API app)
+    paused: PausedByOutage | PausedByPerson | None
 
 
 class ClusterDetail(ClusterBody):
@@ -279,6 +290,8 @@ SCHEMAS: dict[str, Any] = {
     "ClusterDetail": ClusterDetail,
     "Outage": Outage,
     "App": App,
+    "PausedByOutage": PausedByOutage,
+    "PausedByPerson": PausedByPerson,
     "NewCluster": NewCluster,
     "NewApp": NewApp,
     "AppPatch": AppPatch,

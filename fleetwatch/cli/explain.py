@@ -5,7 +5,7 @@ reach; a partial answer still explains what it can:
 
 - the reactor (``GET /clusters/{name}``): the status and since when, the last failure
   reason it was told, what holds an OFFLINE back, the open outage, the apps and the Flux
-  and Argo CD objects on the cluster (``paused_by``: an outage, or a person);
+  and Argo CD objects on the cluster (``paused``: by an outage, or by a person);
 - Prometheus: the exporter's series of the cluster by ``instance`` (one vantage point
   each: last probe success, consecutive failures, refusals among them, last failure
   reason and class, last success), one instant query; and the failure threshold, read
@@ -287,9 +287,9 @@ def facts(g: Gathered) -> Facts:
         outage_open=bool(r.get("outage_since")),
         apps_deployed=sum(1 for a in api if a.get("status") == "DEPLOYED"),
         apps_degraded_by_outage=sum(1 for a in api if a.get("reason") == "cluster_offline"),
-        objects_active=sum(1 for a in objects if not a.get("paused_by")),
-        objects_paused_by_outage=sum(1 for a in objects if a.get("paused_by") == "outage"),
-        objects_paused_by_person=sum(1 for a in objects if a.get("paused_by") == "person"),
+        objects_active=sum(1 for a in objects if not _paused_by(a)),
+        objects_paused_by_outage=sum(1 for a in objects if _paused_by(a) == "outage"),
+        objects_paused_by_person=sum(1 for a in objects if _paused_by(a) == "person"),
     )
 
 
@@ -360,10 +360,17 @@ def render(g: Gathered, next_steps: list[str]) -> str:
             f"outage: {'open since ' + r['outage_since'] if r.get('outage_since') else 'none open'}"
         )
         for a in r.get("apps") or []:
-            paused = f" paused by {a['paused_by']}" if a.get("paused_by") else ""
+            paused = f" paused by {_paused_by(a)}" if _paused_by(a) else ""
             out.append(f"  app {a['name']} ({a.get('source')}): {a['status']}{paused}")
     if g.problems:
         out.append("not reached: " + "; ".join(g.problems))
     out.append("next:")
     out += [f"  {line}" for line in next_steps]
     return "\n".join(out)
+
+
+def _paused_by(app: dict[str, Any]) -> str | None:
+    """``outage``, ``person`` or None, from an app's ``paused`` (``GET /apps``)."""
+    paused = app.get("paused")
+    by = paused.get("by") if isinstance(paused, dict) else None
+    return by if by in ("outage", "person") else None

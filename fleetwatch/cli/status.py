@@ -35,7 +35,9 @@ def add_parsers(subparsers: Any) -> None:
             "Ask a running reactor (GET /clusters and GET /apps; no token needed) for its "
             "clusters (status, since when, source, open outage, last failure reason, and a line "
             "for each whose OFFLINE the storm guard or a silence holds back) and apps (cluster, "
-            "status, source: api, flux or argocd, reason) as two tables. Exits 1 when the reactor "
+            "status, paused: outage:ID when fleetwatch paused its Flux or Argo CD object for "
+            "that outage, person when someone else did, - otherwise; source: api, flux or "
+            "argocd; reason) as two tables. Exits 1 when the reactor "
             "cannot be read. A reactor whose --web.config.file requires basic auth accepts "
             "its bearer token instead: it is sent when one is given; $SSL_CERT_FILE names a "
             "private CA for https."
@@ -219,6 +221,10 @@ def render_status(clusters: list[dict[str, Any]], apps: list[dict[str, Any]], no
         its outage is still open (the ONLINE that closes it has not been delivered yet), and
         that is why its apps are still DEGRADED. REASON is the last failed probe's reason
         and its class (``credentials``: the API server refused fleetwatch's credential).
+
+        The PAUSED column says who paused a Flux or Argo CD object (:func:`paused_cell`): an
+        app whose object a person suspended reads DEPLOYED in the store (nothing of its
+        deployment failed), and without the column it would look as if it were delivering.
     """
     cluster_rows = [
         [
@@ -233,7 +239,14 @@ def render_status(clusters: list[dict[str, Any]], apps: list[dict[str, Any]], no
     ]
     held = [f"* {c['name']}: {c['note']}" for c in clusters if c.get("note")]
     app_rows = [
-        [a["name"], a["cluster"], a["status"], a.get("source") or "", a.get("reason") or ""]
+        [
+            a["name"],
+            a["cluster"],
+            a["status"],
+            paused_cell(a.get("paused")),
+            a.get("source") or "",
+            a.get("reason") or "",
+        ]
         for a in apps
     ]
     parts = [
@@ -244,7 +257,7 @@ def render_status(clusters: list[dict[str, Any]], apps: list[dict[str, Any]], no
         ),
         *held,
         "",
-        _table(["APP", "CLUSTER", "STATUS", "SOURCE", "REASON"], app_rows, "no apps"),
+        _table(["APP", "CLUSTER", "STATUS", "PAUSED", "SOURCE", "REASON"], app_rows, "no apps"),
     ]
     return "\n".join(parts)
 
@@ -257,6 +270,17 @@ def reason_text(cluster: dict[str, Any]) -> str:
         return "-"
     kind = cluster.get("reason_class")
     return f"{reason} ({kind})" if kind else str(reason)
+
+
+def paused_cell(paused: Any) -> str:
+    """``outage:ID`` (fleetwatch paused it for that outage and resumes it when the outage
+    closes), ``person`` (paused without fleetwatch's mark: it stays paused until someone
+    resumes it), ``-`` (running, or an app of the API). One word, for ``awk``."""
+    if not isinstance(paused, dict):
+        return "-"
+    if paused.get("by") == "outage":
+        return f"outage:{paused.get('outage', '?')}"
+    return "person" if paused.get("by") == "person" else "-"
 
 
 def _since(value: str | None, now: datetime) -> str:

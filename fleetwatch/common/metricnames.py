@@ -153,6 +153,9 @@ REACTOR_CD_ORPHANS_RESUMED: Final = "fleetwatch_reactor_cd_orphans_resumed"
 #: label ``reason`` (lease: this replica's Lease may have expired; outage_closed: a
 #: pause whose outage closed meanwhile); the action stays pending
 REACTOR_CD_FENCED: Final = "fleetwatch_reactor_cd_fenced_writes"
+#: counter: the Kubernetes Events that follow a pause or a resume (``reactor.cd.events``),
+#: label ``result`` (created; exists: sent twice, one kept; failed; fenced: not sent)
+REACTOR_CD_EVENTS: Final = "fleetwatch_reactor_cd_events"
 #: leader election among reactor replicas (``reactor.cd.election``): gauge 1 while this
 #: replica acts; counter of the times it began to; counter of failed Lease requests,
 #: label ``reason``

@@ -42,8 +42,19 @@ def app_json(app: AppRecord) -> dict[str, Any]:
         "status": app.status.value,
         "reason": app.reason,
         "source": app.source,
-        "paused_by": None if not app.paused else "outage" if app.mark else "person",
+        "paused": paused_json(app),
     }
+
+
+def paused_json(app: AppRecord) -> dict[str, str] | None:
+    """Who paused a mirrored app's object, as the mirror last saw it: fleetwatch for an
+    outage (its mark names the outage), or someone else (no mark: a person, as a rule),
+    whom fleetwatch never resumes; None when it runs (or is an app of the API)."""
+    if not app.paused:
+        return None
+    if app.mark is not None:
+        return {"by": "outage", "outage": app.mark}
+    return {"by": "person"}
 
 
 def answer(

@@ -30,6 +30,8 @@ resync interval for the same outage (``reactor.cd.ledger``): an ApplicationSet
 without ``preservedFields`` reverts the annotation the moment it is written, and
 re-pausing at once would make the two patch the object back and forth without end.
 
+Each pause and resume applied is followed by its Event (``reactor.cd.eventwriter``).
+
 A patch that succeeded is not sent again for the same ``resourceVersion``: the watch
 brings the object's new version, which the rules then find in order. A ``409`` (the object
 changed since) and a ``404`` (deleted) wait for the watch the same way; any other failure
@@ -75,6 +77,8 @@ from typing import Any
 
 from fleetwatch.kube.kubeapi import KubeApiError
 from reactor.cd.clustersecrets import decide_secrets
+from reactor.cd.election import default_identity
+from reactor.cd.eventwriter import Applied, EventWriter
 from reactor.cd.fence import Fence, OpenOutages
 from reactor.cd.kubewrite import Fenced
 from reactor.cd.ledger import Ledger, Step, count_states, describe, leaving_of
@@ -112,6 +116,7 @@ class CdActuator:
         clock: Callable[[], float] = time.time,
         leader: Leadership | None = None,
         discovered: Callable[[], Discovered] = lambda: ({}, {}),
+        instance: str | None = None,
     ) -> None:
         self.backend = backend
         #: discovery's aliases and Secrets, as ``reactor.cd.targets`` resolves against them
@@ -130,6 +135,16 @@ class CdActuator:
         #: the loop's timers: a full resync at the next pass; the next read of the stamp
         self._resync_now = False
         self._next_poll = 0.0
+        #: the Events of the pauses and resumes (``reactor.cd.eventwriter``); the
+        #: ``reportingInstance`` is the replica's Lease identity when there is one
+        self.events = EventWriter(
+            api,
+            backend,
+            metrics,
+            instance or default_identity(),
+            clock,
+            settings.patches_in_flight,
+        )
 
     def acting(self) -> bool:
         """Does this replica act on the objects now (it alone, or it holds the Lease)?"""
@@ -264,26 +279,33 @@ class CdActuator:
 
     async def _send(self, steps: list[Step], stamp: str) -> dict[str, str]:
         """Every CD write: each step's patch, ``patches_in_flight`` at a time, each behind
-        the fence's guard; what became of each (by key)."""
+        the fence's guard, then the Events of those applied (``reactor.cd.eventwriter``),
+        behind the same fence; what became of each patch (by key)."""
         limit = asyncio.Semaphore(self.settings.patches_in_flight)
         fence = self.fence()
         results: dict[str, str] = {}
+        applied: list[Applied] = []
 
         async def one(step: Step) -> None:
             patch = patch_for(step.decision, step.target, stamp)
             assert patch is not None
             async with limit:
-                results[step.key] = await self._patch(step, patch, fence)
+                results[step.key] = await self._patch(step, patch, fence, applied)
 
         await asyncio.gather(*(one(step) for step in steps))
+        await self.events.write(applied, fence)
         fence.log_refused()
         return results
 
-    async def _patch(self, step: Step, patch: dict[str, Any], fence: Fence) -> str:
+    async def _patch(
+        self, step: Step, patch: dict[str, Any], fence: Fence, applied: list[Applied]
+    ) -> str:
         verb = step.decision.verb.value
         try:
             guard = fence.guard(step.decision)
-            await self.api.merge_patch(step.target.path, patch, guard, timeout=fence.timeout)
+            answer = await self.api.merge_patch(
+                step.target.path, patch, guard, timeout=fence.timeout
+            )
         except Fenced as exc:  # not sent: the action stays pending
             self.metrics.fenced.labels(exc.reason).inc()
             self.metrics.actions.labels(verb, "fenced").inc()
@@ -300,6 +322,7 @@ class CdActuator:
             self.metrics.actions.labels(verb, result).inc()
             return result
         self.ledger.record(step, "applied", self.clock())
+        applied.append(Applied(step, answer))
         self.metrics.actions.labels(verb, "applied").inc()
         log.debug("cd: %s: done", describe(step))
         return "applied"

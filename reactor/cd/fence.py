@@ -127,6 +127,15 @@ class Fence:
 
         return check
 
+    def lease_guard(self) -> Guard:
+        """The last-moment check of a write that records what was done (an Event): the
+        Lease alone, as every write of this replica (``reactor.cd.events``)."""
+
+        async def check() -> None:
+            self._check_lease()
+
+        return check
+
     def _check_lease(self) -> None:
         if self.leader is not None and not self.leader.may_write(self.timeout):
             ago = self.leader.renewed_ago()

@@ -5,7 +5,8 @@ bearer token, so one client lists, watches and writes) with two more calls:
 :meth:`KubeWriter.merge_patch`, a JSON merge patch (``application/merge-patch+json``;
 custom resources refuse a strategic merge patch with 415) sent with
 ``fieldManager=fleetwatch``, the one change the actuator makes to an object, always
-behind a :data:`Guard`; and
+behind a :data:`Guard`; :meth:`KubeWriter.create`, the Event that follows a pause or a
+resume (``reactor.cd.events``), behind the same guard; and
 :meth:`KubeWriter.send`, one request answered by an object, with which leader election
 gets, creates and replaces its Lease (``reactor.cd.election``). Discovery stays
 read-only; the writes live with the reactor, the only part that makes them.
@@ -97,6 +98,19 @@ class KubeWriter(KubeApi):
             timeout=timeout,
             guard=guard,
         )
+
+    async def create(
+        self,
+        path: str,
+        body: Mapping[str, Any],
+        guard: Guard,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109
+    ) -> dict[str, Any]:
+        """POST ``body`` to the collection at ``path`` (an Event, ``reactor.cd.events``)
+        unless ``guard`` refuses at the last moment; ``conflict`` when the name exists."""
+        params = {"fieldManager": FIELD_MANAGER}
+        return await self.send("POST", path, body, params=params, timeout=timeout, guard=guard)
 
     async def send(
         self,

@@ -13,6 +13,7 @@
     fleetwatch_reactor_cd_info{argocd_pause="application",dry_run="false"} 1
     fleetwatch_reactor_cd_orphans_resumed_total 0
     fleetwatch_reactor_cd_fenced_writes_total{reason="lease"} 0
+    fleetwatch_reactor_cd_events_total{result="created"} 24
 
 ``objects`` is per cluster: what an outage of that cluster paused, and what someone else
 did (``paused``: paused without fleetwatch's mark, never resumed by fleetwatch). An
@@ -49,6 +50,8 @@ STATES = ("running", "paused_by_outage", "paused")
 RESULTS = ("applied", "dry_run", "conflict", "gone", "failed", "fenced")
 #: Why the fence kept a write (``reactor.cd.fence``).
 FENCE_REASONS = ("lease", "outage_closed")
+#: What became of an Event (``reactor.cd.events``).
+EVENT_RESULTS = ("created", "exists", "failed", "fenced")
 
 
 class ObjectsCollector(Collector):
@@ -162,6 +165,16 @@ class CdMetrics:
         )
         for reason in FENCE_REASONS:
             self.fenced.labels(reason)
+        self.events = Counter(
+            metricnames.REACTOR_CD_EVENTS,
+            "Kubernetes Events written after a pause or a resume, by result (exists: the "
+            "same Event was sent twice and kept once; failed: not written, the pause or "
+            "resume stands; fenced: not sent, this replica's Lease may have expired).",
+            ["result"],
+            registry=registry,
+        )
+        for result in EVENT_RESULTS:
+            self.events.labels(result)
 
     def describe_settings(self, resync_interval_s: float, argocd_pause: str, dry_run: bool) -> None:
         self.resync_interval.set(resync_interval_s)

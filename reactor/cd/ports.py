@@ -2,7 +2,8 @@
 the store's, ``StoreRunner``, is ``reactor.cd.storeops``'):
 
 - :class:`ObjectSource`: the informer's objects (``fleetwatch.kube.informer``);
-- :class:`Patcher`: ``reactor.cd.kubewrite.KubeWriter``'s one write, behind a guard;
+- :class:`Patcher`: ``reactor.cd.kubewrite.KubeWriter``'s writes (a patch, an Event), each
+  behind a guard;
 - :class:`Leadership`: ``reactor.cd.election.LeaderElector``, asked whether this replica
   acts and, by the fence (``reactor.cd.fence``), whether a write may still leave.
 """
@@ -26,6 +27,15 @@ class Patcher(Protocol):
         self,
         path: str,
         patch: Mapping[str, Any],
+        guard: Guard,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109
+    ) -> dict[str, Any]: ...
+
+    async def create(
+        self,
+        path: str,
+        body: Mapping[str, Any],
         guard: Guard,
         *,
         timeout: float | None = None,  # noqa: ASYNC109

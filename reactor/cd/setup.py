@@ -84,6 +84,7 @@ def setup_cd(app: web.Application, settings: CdSettings | None) -> None:
                 wake,
                 leader=elector,
                 discovered=secrets.for_mirror if secrets is not None else lambda: ({}, {}),
+                instance=elector.identity if elector is not None else None,
             )
             if elector is not None:
                 elector.listeners.append(actuator.leadership_changed)

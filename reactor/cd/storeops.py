@@ -121,3 +121,9 @@ def open_outages(service: Service) -> frozenset[int]:
         stamp = tx.cluster_stamp()
     found = (entry[2] for entry in stamp[2:] if isinstance(entry, tuple) and len(entry) == 3)
     return frozenset(int(outage) for outage in found if isinstance(outage, int))
+
+
+def outage_starts(service: Service, outage_ids: Sequence[int]) -> dict[int, int]:
+    """When each of these outages started (µs), for the Events' notes (``reactor.cd.events``)."""
+    with service.store.read() as tx:
+        return tx.outage_starts(outage_ids)

@@ -120,7 +120,8 @@ class AppRecord:
     outage_id: int | None  #: the open outage that degraded it, if any
     #: "api" (made through the API), or "flux", "argocd": mirrored from that object
     source: str = "api"
-    #: a mirrored app: whether its object was last seen paused, and fleetwatch's mark on it
+    #: a mirrored app's object as last seen: paused or not, and fleetwatch's mark (the
+    #: outage id its pause is for); None for an app of the API
     paused: bool | None = None
     mark: str | None = None
 
@@ -225,6 +226,10 @@ class Transaction(Protocol):
     def count_apps(self, cluster_id: int) -> int: ...
     def outages_of(self, cluster_id: int, limit: int) -> list[OutageRecord]:
         """The cluster's latest outages, newest first."""
+        ...
+
+    def outage_starts(self, outage_ids: Sequence[int]) -> dict[int, int]:
+        """When each of these outages started (µs), by id; those gone are left out."""
         ...
 
     def delete_closed_outages(self, closed_before: int, limit: int) -> int:

@@ -243,6 +243,15 @@ class SQLTransaction:
         )
         return [OutageRecord(*row) for row in rows]
 
+    def outage_starts(self, outage_ids: Sequence[int]) -> dict[int, int]:
+        if not outage_ids:
+            return {}
+        marks = ", ".join([self.MARK] * len(outage_ids))
+        rows = self._db.execute(
+            f"SELECT id, started_at FROM outages WHERE id IN ({marks})", tuple(outage_ids)
+        )
+        return {int(row[0]): int(row[1]) for row in rows}
+
     def delete_closed_outages(self, closed_before: int, limit: int) -> int:
         # On PostgreSQL, replicas sweeping together: the second waits for the first's row
         # locks, then skips the rows it deleted (READ COMMITTED).

@@ -2,7 +2,8 @@
 
 The reactor's CD integration (docs/cd.md) lists, watches and patches Flux Kustomizations
 and HelmReleases (``--cd.flux``) and Argo CD Applications (``--cd.argocd``), patches Argo
-CD's cluster Secrets in ``--cd.argocd.pause=cluster-secret``, and holds a Lease in its
+CD's cluster Secrets in ``--cd.argocd.pause=cluster-secret``, creates an Event beside each
+pause and resume (in the object's namespace), and holds a Lease in its
 own namespace. Checked on every overlay (the ``cd`` ones turn it on, the others must
 grant none of it) and on combinations of one's own: each grant is there exactly when a
 flag asks for it, with exactly the verbs of the table below, bound to the reactor alone;
@@ -40,6 +41,8 @@ from reactor.cd.watch import cd_watches
 REACTOR = ("fleetwatch", "fleetwatch-reactor")
 COMPONENTS = KUSTOMIZE / "components"
 READ_PATCH = ["get", "list", "watch", "patch"]
+#: The Event of each pause and resume, in the object's namespace (reactor.cd.events).
+EVENTS_RULE: Obj = {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create"]}
 
 #: name -> (kind, namespace, rules): every role the cd* components may hold.
 FLUX_ROLE: tuple[str, str | None, list[Obj]] = (
@@ -50,17 +53,19 @@ FLUX_ROLE: tuple[str, str | None, list[Obj]] = (
          "verbs": READ_PATCH},
         {"apiGroups": ["helm.toolkit.fluxcd.io"], "resources": ["helmreleases"],
          "verbs": READ_PATCH},
+        EVENTS_RULE,
     ],
 )  # fmt: skip
 ARGOCD_ROLE: tuple[str, str | None, list[Obj]] = (
     "ClusterRole",
     None,
-    [{"apiGroups": ["argoproj.io"], "resources": ["applications"], "verbs": READ_PATCH}],
-)
+    [{"apiGroups": ["argoproj.io"], "resources": ["applications"], "verbs": READ_PATCH},
+     EVENTS_RULE],
+)  # fmt: skip
 SECRETS_ROLE: tuple[str, str | None, list[Obj]] = (
     "Role",
     "argocd",
-    [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["patch"]}],
+    [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["patch"]}, EVENTS_RULE],
 )
 
 
@@ -153,7 +158,8 @@ def check_cd_rbac(objects: list[Obj]) -> None:
         for group in rule["apiGroups"]
         for resource in rule["resources"]
     }
-    assert granted == watched - {("", "secrets")}
+    # ... and where they are, the Events of their pauses and resumes (reactor.cd.events).
+    assert granted == (watched - {("", "secrets")}) | {("events.k8s.io", "events")}
     if cd.pause_cluster_secrets:
         # Patched where they are watched: discovery's namespaces (the cluster Secrets are
         # listed with its grant), Argo CD's among them.

@@ -177,6 +177,14 @@ async def test_the_reactor_pauses_and_resumes_with_exactly_the_rendered_rbac(
         await until(lambda: all(paused(m, doc) == (False, None) for doc in targets))
         patched = {k: n for k, n in m.counts().items() if k.startswith("patch ")}
         assert sum(patched.values()) == 2 * len(targets)
+        # An Event for each pause and resume, in the object's namespace: granted (a 403
+        # would leave none), and not a resource the admission policy looks at.
+        await until(lambda: len(_events(m)) == 2 * len(targets))
+        events = _events(m)
+        assert {(e["regarding"]["kind"], e["metadata"]["namespace"]) for e in events} == {
+            (doc["kind"], doc["metadata"]["namespace"]) for doc in targets
+        }
+        assert not any(e["code"] == 403 for e in m.audit())
         # Each of those writes, as stored (the reactor is the only writer since the seed),
         # is one the admission policy admits.
         policy = Policy.of(objects)
@@ -193,3 +201,17 @@ async def test_the_reactor_pauses_and_resumes_with_exactly_the_rendered_rbac(
             }  # fmt: skip
             assert policy.matches(request)
             assert policy.admit(request, event.obj, event.old) is None, event.obj
+        created = {
+            "operation": "CREATE",
+            "userInfo": {"username": REACTOR_USER},
+            "resource": {"group": "events.k8s.io", "version": "v1", "resource": "events"},
+        }
+        assert not policy.matches(created)
+
+
+def _all(obj: dict[str, Any]) -> bool:
+    return True
+
+
+def _events(m: ManagementCluster) -> list[dict[str, Any]]:
+    return m.state.store.items(BY_API_KIND[("events.k8s.io/v1", "Event")], "", _all)

@@ -58,7 +58,7 @@ async def setup_fleet(client: Any, headers: dict[str, str] | None = None) -> Non
                 "status": "DEPLOYED",
                 "reason": None,
                 "source": "api",
-                "paused_by": None,
+                "paused": None,
             }
 
 
@@ -145,7 +145,7 @@ async def test_patch_reports_and_reassignments(make_client: MakeClient) -> None:
         "status": "DEGRADED",
         "reason": "crashloop",
         "source": "api",
-        "paused_by": None,
+        "paused": None,
     }
     resp = await client.patch("/apps/a2", json={"cluster": "c2"})
     assert (await resp.json())["status"] == "PENDING" and (await resp.json())["cluster"] == "c2"

@@ -82,16 +82,21 @@ async def test_each_apps_source_is_shown_and_a_mirrored_app_is_not_the_apis_to_c
     resp = await client.post("/deployments", json={"app": "web-api", "cluster": "c1"})
     assert resp.status == 201 and (await resp.json())["source"] == "api"
 
-    # fleetwatch status: a SOURCE column for the apps.
+    # fleetwatch status: SOURCE and PAUSED columns for the apps; "held" is suspended by
+    # hand (spec.suspend, no mark): DEPLOYED in the store, never shown as simply that.
     clusters = await (await client.get("/clusters")).json()
     apps = await (await client.get("/apps")).json()
     table = render_status(clusters, apps, datetime.now(UTC)).splitlines()
     header = table.index("") + 1
-    assert table[header].split() == ["APP", "CLUSTER", "STATUS", "SOURCE", "REASON"]
+    assert table[header].split() == ["APP", "CLUSTER", "STATUS", "PAUSED", "SOURCE", "REASON"]
     rows = {line.split()[0]: line.split()[1:] for line in table[header + 1 :]}
-    assert rows[KS_APPS] == ["c1", "DEPLOYED", "flux"]
-    assert rows[GUESTBOOK] == ["c1", "DEPLOYED", "argocd"]
-    assert rows["web-api"] == ["c1", "DEPLOYED", "api"]
+    assert rows[KS_APPS] == ["c1", "DEPLOYED", "-", "flux"]
+    assert rows[GUESTBOOK] == ["c1", "DEPLOYED", "-", "argocd"]
+    assert rows["web-api"] == ["c1", "DEPLOYED", "-", "api"]
+    assert rows["flux:Kustomization/flux-system/held"] == ["c1", "DEPLOYED", "person", "flux"]
+    held = await (await client.get("/apps/flux:Kustomization/flux-system/held")).json()
+    assert held["paused"] == {"by": "person"}
+    assert (await (await client.get(f"/apps/{KS_APPS}")).json())["paused"] is None
 
 
 def cd_settings(mgmt: ManagementCluster, **cd: Any) -> CdSettings:

@@ -33,9 +33,11 @@ pytestmark = pytest.mark.live
 
 APP = "argoproj.io/v1alpha1"
 SERVER = {"c1": "https://c1.test:6443", "c2": "https://c2.test:6443"}
-#: What deploy/kubernetes/components/cd-argocd and cd-argocd-cluster-secret grant.
-VERBS = ["get", "list", "watch", "patch"]
-RESOURCES = ["applications.argoproj.io", "secrets"]
+#: What deploy/kubernetes/components/cd-argocd and cd-argocd-cluster-secret grant (create:
+#: on Events only, checked below; the token here grants every verb on every resource).
+VERBS = ["get", "list", "watch", "patch", "create"]
+EVENTS = "events.events.k8s.io"
+RESOURCES = ["applications.argoproj.io", "secrets", EVENTS]
 CREDENTIALS = '{"bearerToken": "not-a-real-token"}'
 
 
@@ -214,6 +216,7 @@ async def test_one_patch_pauses_a_cluster_and_one_resumes_exactly_it(
     assert patches(mgmt) == {"patch secrets": 2, "patch applications.argoproj.io": 1}
     used = {key.split(" ")[0] for key in requests(mgmt)} - {"get"}  # discovery documents
     assert used <= set(VERBS)
+    assert {key for key in requests(mgmt) if key.startswith("create ")} == {f"create {EVENTS}"}
     assert {key.split(" ", 1)[1] for key in requests(mgmt) if not key.startswith("get ")} <= set(
         RESOURCES
     )

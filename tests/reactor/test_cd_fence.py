@@ -38,6 +38,7 @@ OBJECTS = 20
 IN_FLIGHT = 4
 ELECTION = LeaderElection(namespace="default", lease_duration_s=15.0)
 FENCED = metricnames.total(metricnames.REACTOR_CD_FENCED)
+EVENTS = metricnames.total(metricnames.REACTOR_CD_EVENTS)
 ACTIONS = metricnames.total(metricnames.REACTOR_CD_ACTIONS)
 
 
@@ -86,6 +87,9 @@ class Stall:
         self.release = asyncio.Event()
         self.waiting = 0
         self.sent: list[tuple[str, Mapping[str, Any]]] = []
+        self.events: list[tuple[str, Mapping[str, Any]]] = []
+        self.before_event = asyncio.Event()
+        self.before_event.set()
 
     async def merge_patch(
         self,
@@ -99,7 +103,21 @@ class Stall:
         await self.release.wait()
         await guard()
         self.sent.append((path, patch))
-        return {}
+        return {"metadata": {"resourceVersion": "after"}}
+
+    async def create(
+        self,
+        path: str,
+        body: Mapping[str, Any],
+        guard: Guard,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109
+    ) -> dict[str, Any]:
+        """The Event that follows an applied patch: through the same guard."""
+        await self.before_event.wait()
+        await guard()
+        self.events.append((path, body))
+        return dict(body)
 
 
 class Leases:
@@ -191,9 +209,10 @@ async def test_a_patch_held_between_its_decision_and_its_write_is_sent_only_if_s
         assert all(p["spec"] == {"suspend": True} for _, p in setup.stall.sent)
         assert setup.sample(ACTIONS, action="pause", result="applied") == OBJECTS
         assert lines == [] and setup.sample(FENCED, reason="lease") == 0
+        assert len(setup.stall.events) == OBJECTS  # one Event per pause
         return
     reason = "lease" if meanwhile == "lease_lapses" else "outage_closed"
-    assert setup.stall.sent == []  # nothing reached the management API
+    assert setup.stall.sent == [] and setup.stall.events == []  # nothing reached the API
     assert setup.sample(FENCED, reason=reason) == OBJECTS
     assert setup.sample(ACTIONS, action="pause", result="fenced") == OBJECTS
     assert len(lines) == 1 and f"{OBJECTS} patch(es) not sent" in lines[0], lines
@@ -210,6 +229,27 @@ async def test_a_patch_held_between_its_decision_and_its_write_is_sent_only_if_s
         # The outage is over: nothing is left to do (the objects were never paused).
         await setup.actuator.run_pass(full=True)
         assert setup.stall.sent == [] and setup.sample(metricnames.REACTOR_CD_PENDING) == 0
+
+
+async def test_an_event_is_not_sent_by_a_replica_whose_lease_lapsed_after_the_patches(
+    setup: Setup,
+) -> None:
+    setup.stall.release.set()
+    setup.stall.before_event.clear()  # the patches go through, the Events wait
+    notify(setup.service, OFFLINE, 5)
+    setup.actuator.outages_moved()
+    running = asyncio.create_task(setup.actuator.run_pass(full=False))
+    await until(lambda: len(setup.stall.sent) == OBJECTS, 5, what="the pauses applied")
+    setup.clock.now += ELECTION.lease_duration_s  # the Lease lapses before the Events leave
+    setup.stall.before_event.set()
+    await running
+    assert setup.stall.events == []
+    assert setup.sample(EVENTS, result="fenced") == OBJECTS
+    assert setup.sample(EVENTS, result="created") == 0
+    # The pauses stand, and a later pass (the Lease held again) writes no Event for them.
+    assert await setup.elector.try_acquire_or_renew()
+    await setup.actuator.run_pass(full=True)
+    assert setup.sample(ACTIONS, action="pause", result="applied") == OBJECTS
 
 
 async def test_the_open_outages_are_read_once_per_batch_and_again_after_a_stall() -> None:

@@ -170,6 +170,7 @@ def test_a_replica_frozen_mid_pause_writes_nothing_once_woken_and_all_ends_resum
         late = [e for e in audit if e["user"] == acting.name and e["received"] >= woken_at]
         assert not [e for e in late if 200 <= e["code"] < 300], late  # no write landed
         assert not [e for e in late if e["resource"] == KS], late  # no patch even left
+        assert not [e for e in late if e["resource"] == "events.events.k8s.io"], late
         fenced = sample(acting, FENCED, reason="lease") or 0.0
         assert fenced > 0 and "not sent: this replica's Lease" in acting.proc.log_tail(400)
         # Every object ends resumed, and stays so.

@@ -289,7 +289,7 @@ async def test_a_dry_run_patches_nothing_and_counts_what_it_would_do(
         return would == len(C1_PAUSED)
 
     await until(counted)
-    assert mgmt.state.faults.writes() == 0  # no write request reached the API
+    assert mgmt.state.faults.writes() == 0  # no write request reached the API (no Event)
     assert all(state(mgmt, n) == (False, None) for n in C1_PAUSED)
     # Decided on the mirror as it would be, which it never wrote: no row of the store.
     assert [a["name"] for a in await (await client.get("/apps")).json()] == []

@@ -129,6 +129,46 @@ def test_render_status_empty() -> None:
     assert render_status([], [], datetime.now(UTC)) == "(no clusters)\n\n(no apps)"
 
 
+def test_the_paused_column_tells_an_outage_from_a_person_and_never_hides_either() -> None:
+    from datetime import UTC, datetime
+
+    from reactor.api.responses import paused_json
+    from reactor.statemachine import AppStatus
+    from reactor.store import AppRecord
+
+    def app(name: str, paused: bool | None, mark: str | None, source: str = "flux") -> AppRecord:
+        return AppRecord(1, name, 1, "c1", AppStatus.DEPLOYED, None, None, source, paused, mark)
+
+    found = {
+        "ours": paused_json(app("ours", True, "12")),
+        "theirs": paused_json(app("theirs", True, None)),
+        "running": paused_json(app("running", False, None)),
+        "leftover": paused_json(app("leftover", False, "12")),  # a mark without the pause
+        "api": paused_json(app("api", None, None, "api")),
+    }
+    assert found == {
+        "ours": {"by": "outage", "outage": "12"},
+        "theirs": {"by": "person"},
+        "running": None,
+        "leftover": None,
+        "api": None,
+    }
+    apps = [
+        {"name": n, "cluster": "c1", "status": "DEPLOYED", "source": "flux", "paused": p}
+        for n, p in found.items()
+    ]
+    lines = render_status([], apps, datetime.now(UTC)).splitlines()
+    assert lines[2].split() == ["APP", "CLUSTER", "STATUS", "PAUSED", "SOURCE", "REASON"]
+    shown = {line.split()[0]: line.split()[3] for line in lines[3:]}
+    assert shown == {
+        "ours": "outage:12",
+        "theirs": "person",
+        "running": "-",
+        "leftover": "-",
+        "api": "-",
+    }
+
+
 def test_the_discovery_kubernetes_flags_are_the_exporters() -> None:
     assert settings([], {}).kubernetes is None
     s = settings(

@@ -154,7 +154,7 @@ def test_answers_are_written_by_the_documented_models() -> None:
         "status": "DEPLOYED",
         "reason": None,
         "source": "api",
-        "paused_by": None,
+        "paused": None,
     }
     assert models.encode("App", app) == TypeAdapter(models.App).dump_json(app)
     assert models.encode("App", [app, app]).startswith(b"[{")

@@ -220,11 +220,12 @@ def test_status_table_and_restart(tmp_path: Path, db_path: Path, token_file: Pat
     assert "2026-11-30 02:05:00Z" in lines[1].split("discovery", 1)[-1], "the open outage"
     assert lines[2].split() == ["prod-b", "UNKNOWN", "-", "api", "-"]
     apps = {line.split()[0]: line.split()[1:] for line in lines[lines.index("") + 2 :]}
-    assert lines[lines.index("") + 1].split() == ["APP", "CLUSTER", "STATUS", "SOURCE", "REASON"]
+    header = ["APP", "CLUSTER", "STATUS", "PAUSED", "SOURCE", "REASON"]
+    assert lines[lines.index("") + 1].split() == header
     assert apps == {
-        "api": ["prod-a", "DEGRADED", "api", "cluster_offline"],
-        "batch": ["prod-b", "DEGRADED", "api", "crashloop"],
-        "web": ["prod-a", "DEGRADED", "api", "cluster_offline"],
+        "api": ["prod-a", "DEGRADED", "-", "api", "cluster_offline"],
+        "batch": ["prod-b", "DEGRADED", "-", "api", "crashloop"],
+        "web": ["prod-a", "DEGRADED", "-", "api", "cluster_offline"],
     }
 
 

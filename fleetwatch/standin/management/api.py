@@ -25,6 +25,7 @@ from aiohttp import web
 from fleetwatch.standin.management import kinds, objects, openapi
 from fleetwatch.standin.management.audit import AuditEvent, AuditLog
 from fleetwatch.standin.management.auth import Tokens
+from fleetwatch.standin.management.events import core_view
 from fleetwatch.standin.management.faults import WATCH_FAULTS, Faults
 from fleetwatch.standin.management.lists import extra_fields, list_objects
 from fleetwatch.standin.management.patches import PatchFailed, json_patch, merge_patch, parse_json
@@ -236,7 +237,12 @@ async def _write(
     body = await request.read()
     if target.verb == "create" and not target.subresource:
         obj = check(_object_body(request, body))
-        return store.create(kind, target.namespace, obj, manager), 201
+        created = store.create(kind, target.namespace, obj, manager)
+        if kind is kinds.EVENTS:  # the core view kubectl describe reads (events.py)
+            view = core_view(created)
+            if not store.exists(kinds.CORE_EVENTS, target.namespace, view["metadata"]["name"]):
+                store.create(kinds.CORE_EVENTS, target.namespace, view, manager)
+        return created, 201
     if target.verb == "update":
         obj = check(_object_body(request, body))
         updated = store.update(

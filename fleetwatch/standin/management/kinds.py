@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from fleetwatch.standin.management import validation
+from fleetwatch.standin.management import events, validation
 from fleetwatch.standin.management.status import Resource
 from fleetwatch.standin.management.validation import Validator
 
@@ -110,12 +110,65 @@ KINDS: tuple[Kind, ...] = (
         ("app", "apps"),
         custom=True,
     ),
+    Kind(
+        "events.k8s.io",
+        "v1",
+        "events",
+        "Event",
+        True,
+        events.validate_event,
+        ("ev",),
+        fields=(
+            "eventTime",
+            "series",
+            "reportingController",
+            "reportingInstance",
+            "action",
+            "reason",
+            "regarding",
+            "related",
+            "note",
+            "type",
+            "deprecatedSource",
+            "deprecatedFirstTimestamp",
+            "deprecatedLastTimestamp",
+            "deprecatedCount",
+        ),
+    ),
+    Kind(
+        "",
+        "v1",
+        "events",
+        "Event",
+        True,
+        events.validate_core_event,
+        ("ev",),
+        fields=(
+            "involvedObject",
+            "reason",
+            "message",
+            "source",
+            "firstTimestamp",
+            "lastTimestamp",
+            "count",
+            "type",
+            "eventTime",
+            "series",
+            "action",
+            "related",
+            "reportingComponent",
+            "reportingInstance",
+        ),
+    ),
 )
 
 BY_PATH: dict[tuple[str, str, str], Kind] = {(k.group, k.version, k.plural): k for k in KINDS}
 BY_API_KIND: dict[tuple[str, str], Kind] = {(k.api_version, k.kind): k for k in KINDS}
 NAMESPACES = BY_PATH[("", "v1", "namespaces")]
 SECRETS = BY_PATH[("", "v1", "secrets")]
+#: The Events the reactor writes, and the core view kubectl reads (``events.py``).
+EVENTS = BY_PATH[("events.k8s.io", "v1", "events")]
+CORE_EVENTS = BY_PATH[("", "v1", "events")]
 
 
 def group_versions() -> dict[str, list[str]]:

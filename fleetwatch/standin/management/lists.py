@@ -13,7 +13,8 @@ import base64
 import json
 from typing import Any
 
-from fleetwatch.standin.management.kinds import NAMESPACES, SECRETS, Kind
+from fleetwatch.standin.management.events import CORE_FIELDS, EVENTS_FIELDS
+from fleetwatch.standin.management.kinds import CORE_EVENTS, EVENTS, NAMESPACES, SECRETS, Kind
 from fleetwatch.standin.management.requests import Target
 from fleetwatch.standin.management.selectors import selectors
 from fleetwatch.standin.management.status import (
@@ -37,6 +38,10 @@ def extra_fields(kind: Kind) -> frozenset[str]:
         return frozenset({"type"})
     if kind is NAMESPACES:
         return frozenset({"status.phase"})
+    if kind is EVENTS:
+        return EVENTS_FIELDS
+    if kind is CORE_EVENTS:
+        return CORE_FIELDS
     return frozenset()
 
 

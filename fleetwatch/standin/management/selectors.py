@@ -4,7 +4,8 @@ Label selectors have the full grammar of ``k8s.io/apimachinery/pkg/labels``: ``k
 ``k==v``, ``k!=v``, ``k in (a,b)``, ``k notin (a,b)``, ``k`` (exists), ``!k`` (does not
 exist), ``k>n``, ``k<n``; ``!=`` and ``notin`` also match objects without the label, as
 there. Field selectors take ``=``, ``==``, ``!=`` on the fields the real server indexes
-for these resources: ``metadata.name``, ``metadata.namespace``, and a Secret's ``type``;
+for these resources: ``metadata.name``, ``metadata.namespace``, a Secret's ``type``, an
+Event's ``involvedObject.*`` (``regarding.*``), ``reason``, ``type`` and the like;
 any other field is refused as kube-apiserver refuses it (``field label not supported``).
 """
 
@@ -112,7 +113,10 @@ def _field_value(obj: dict[str, Any], field: str) -> str:
         return str(obj.get("metadata", {}).get("name", ""))
     if field == "metadata.namespace":
         return str(obj.get("metadata", {}).get("namespace", ""))
-    return str(obj.get(field, ""))
+    value: Any = obj
+    for part in field.split("."):  # an Event's ``involvedObject.name``, a Secret's ``type``
+        value = value.get(part) if isinstance(value, dict) else None
+    return "" if value is None else str(value)
 
 
 def field_selector(selector: str | None, extra_fields: frozenset[str] = frozenset()) -> Predicate:

@@ -107,6 +107,22 @@ _FLUX = (
     Column("Status", "string", _condition("Ready", "message")),
 )
 
+
+def _event_columns(about: str, text: str) -> tuple[Column, ...]:
+    """The core printer's Event columns, read from either view (``events.py``)."""
+
+    def obj(o: dict[str, Any]) -> str:
+        return f"{_dig(o, about, 'kind') or ''}/{_dig(o, about, 'name') or ''}".lower()
+
+    return (
+        Column("Last Seen", "string", _age),
+        Column("Type", "string", lambda o: o.get("type", "")),
+        Column("Reason", "string", lambda o: o.get("reason", "")),
+        Column("Object", "string", obj),
+        Column("Message", "string", lambda o: o.get(text, "")),
+    )
+
+
 #: The columns of each kind: core printers (``pkg/printers/internalversion``), CRDs' own.
 COLUMNS: dict[str, tuple[Column, ...]] = {
     "secrets": (
@@ -121,6 +137,8 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
         Column("Holder", "string", lambda o: _dig(o, "spec", "holderIdentity") or ""),
         _AGE,
     ),
+    "events": _event_columns("involvedObject", "message"),
+    "events.events.k8s.io": _event_columns("regarding", "note"),
     "kustomizations.kustomize.toolkit.fluxcd.io": (_NAME, *_FLUX),
     "helmreleases.helm.toolkit.fluxcd.io": (_NAME, *_FLUX),
     "applications.argoproj.io": (
