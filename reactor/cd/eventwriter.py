@@ -34,11 +34,11 @@ from reactor.cd.events import (
 )
 from reactor.cd.fence import Fence
 from reactor.cd.kubewrite import Fenced
+from reactor.cd.ledger import Step, describe
 from reactor.cd.metrics import CdMetrics
 from reactor.cd.orphans import RESUME_ORPHAN
 from reactor.cd.ports import Patcher
 from reactor.cd.rules import Verb
-from reactor.cd.ledger import Step, describe
 from reactor.cd.storeops import StoreRunner, outage_starts
 from reactor.store import StoreUnavailable
 

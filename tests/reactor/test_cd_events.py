@@ -13,10 +13,10 @@ from reactor.cd.events import (
     wants_event,
 )
 from reactor.cd.eventwriter import Applied, outage_of, regarding_of
+from reactor.cd.ledger import Step
 from reactor.cd.objects import KUSTOMIZATION, CdObject, Destination
 from reactor.cd.orphans import RESUME_ORPHAN
 from reactor.cd.rules import Decision, Verb
-from reactor.cd.ledger import Step
 
 KS = Regarding("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "flux-system", "apps", "u1", "8")
 #: 2026-12-06T03:00:00Z in µs
