@@ -17,6 +17,9 @@ connections, transactions and error classes.
 The apps of an outage are found through their cluster (``cluster_id = ? AND outage_id =
 ?``): an app only ever points at an outage of its own cluster (every move clears it), and
 PostgreSQL has no index on ``apps.outage_id`` (``reactor.store.schema``).
+
+Long because every statement both stores share lives here, one method per transaction
+step: splitting them would put half a transaction's SQL in another file.
 """
 
 from __future__ import annotations
