@@ -13,7 +13,7 @@ import json
 import shutil
 import subprocess
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ from fleetwatch.discovery.clusterlabels import Allowlist
 from fleetwatch.discovery.clusters import Cluster, Discovery
 from fleetwatch.kube.informer import InformerSettings
 from fleetwatch.standin import StandinFleet
-from fleetwatch.standin.management import ManagementCluster, ManagementSettings
+from fleetwatch.standin.management import ManagementCluster
 from fleetwatch.standin.management.kinds import SECRETS
 
 Samples = dict[str, dict[str, str]]
@@ -170,12 +170,6 @@ async def until(predicate: Callable[[], bool], within: float = 10.0) -> None:
     while not predicate():
         assert time.monotonic() < deadline, "not in time"
         await asyncio.sleep(0.02)
-
-
-@pytest.fixture
-async def mgmt(tmp_path: Path) -> AsyncIterator[ManagementCluster]:
-    async with ManagementCluster(tmp_path / "mgmt", ManagementSettings(bookmark_seconds=0.2)) as m:
-        yield m
 
 
 @pytest.mark.live

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from exporter_helpers import MonitorFactory
 
 from exporter.model import Reason
 from exporter.net.credentials import CredentialsError, build_credentials
 from fleetwatch.discovery import Cluster, ContextConfig, Discovery
 from fleetwatch.discovery.kubeconfig import context_config
 from fleetwatch.standin import StandinFleet
+from tests.helpers.exporter_helpers import MonitorFactory
 
 CREDENTIAL_KINDS = [
     ("client_cert_data", "data"),

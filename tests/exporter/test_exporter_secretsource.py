@@ -12,7 +12,7 @@ import asyncio
 import base64
 import json
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ from exporter.settings import ExporterSettings
 from fleetwatch.discovery.apisource import KubernetesDiscovery
 from fleetwatch.kube.informer import InformerSettings
 from fleetwatch.standin import StandinFleet
-from fleetwatch.standin.management import ManagementCluster, ManagementSettings
+from fleetwatch.standin.management import ManagementCluster
 from fleetwatch.standin.management.kinds import SECRETS
 
 pytestmark = pytest.mark.live
@@ -65,13 +65,6 @@ def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
         for family in text_string_to_metric_families(text)
         for s in family.samples
     }
-
-
-@pytest.fixture
-async def mgmt(tmp_path: Path) -> AsyncIterator[ManagementCluster]:
-    settings = ManagementSettings(bookmark_seconds=0.2)
-    async with ManagementCluster(tmp_path / "mgmt", settings) as started:
-        yield started
 
 
 async def test_secret_clusters_are_probed_rotated_and_removed(
