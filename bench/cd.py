@@ -45,7 +45,6 @@ from pathlib import Path
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
-from tests.reactor.reactor_payloads import OFFLINE, ONLINE, alert, webhook
 
 from bench.common import cpu_seconds_fine, machine_load, write_result
 from fleetwatch.cli import wiring
@@ -59,6 +58,7 @@ from fleetwatch.cli.demo_cd import (
 from fleetwatch.common import metricnames
 from fleetwatch.procs import ManagedProcess
 from fleetwatch.standin.management import ManagementProcess
+from tests.helpers.reactor_payloads import OFFLINE, ONLINE, alert, webhook
 
 ACTIONS = metricnames.total(metricnames.REACTOR_CD_ACTIONS)
 

@@ -41,6 +41,7 @@ from fleetwatch.standin import StandinFleet
 from fleetwatch.standin.management import ManagementCluster
 from fleetwatch.standin.management.kinds import SECRETS
 from fleetwatch.standin.workload.kubeconfig import kubeconfig_dict
+from tests.helpers.discovery_informer import until
 
 pytestmark = pytest.mark.live
 
@@ -88,13 +89,6 @@ def samples(text: str) -> Samples:
 
 def success(got: Samples, cluster: str) -> float | None:
     return got.get(("fleetwatch_cluster_probe_success", (("cluster", cluster),)))
-
-
-async def until(predicate: Callable[[], bool], within: float = 10.0) -> None:
-    deadline = time.monotonic() + within
-    while not predicate():
-        assert time.monotonic() < deadline, "not in time"
-        await asyncio.sleep(0.02)
 
 
 @pytest.fixture
