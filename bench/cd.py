@@ -58,7 +58,7 @@ from fleetwatch.cli.demo_cd import (
 from fleetwatch.common import metricnames
 from fleetwatch.procs import ManagedProcess
 from fleetwatch.standin.management import ManagementProcess
-from tests.reactor.reactor_payloads import OFFLINE, ONLINE, alert, webhook
+from tests.helpers.reactor_payloads import OFFLINE, ONLINE, alert, webhook
 
 ACTIONS = metricnames.total(metricnames.REACTOR_CD_ACTIONS)
 

@@ -42,7 +42,7 @@ from typing import Any
 from bench.common import REPO, code_version, cpu_seconds, write_result
 from fleetwatch.standin.management.process import ManagementProcess
 
-#: mode -> the stand-in fault that makes it (tests/discovery/discovery_hostile.py alike)
+#: mode -> the stand-in fault that makes it (tests/helpers/discovery_hostile.py alike)
 MODES: dict[str, dict[str, Any]] = {
     "410-event": {"kind": "watch_error"},
     "410-http": {"kind": "error", "status": 410, "verb": "watch"},

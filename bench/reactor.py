@@ -39,7 +39,7 @@ import psycopg
 from bench.aiohttp_baseline import start_bare, wrk_runs
 from bench.common import ProcWatch, machine_load, run_wrk, summary, write_result
 from fleetwatch.procs import ManagedProcess, free_port
-from tests.reactor.reactor_postgres import PostgresServer
+from tests.helpers.reactor_postgres import PostgresServer
 
 TOKEN = "bench-token-not-a-secret"
 NEVER = "0001-01-01T00:00:00Z"

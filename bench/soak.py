@@ -810,7 +810,7 @@ def _tail(path: Path, chars: int = 3000) -> str:
 
 
 def _start_postgres(cleanups: list[Callable[[], object]]) -> str:
-    from tests.reactor.reactor_postgres import PostgresServer
+    from tests.helpers.reactor_postgres import PostgresServer
 
     server = PostgresServer(Path(tempfile.mkdtemp(prefix="fw-soak-pg-")))
     cleanups.append(server.remove)

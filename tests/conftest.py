@@ -1,8 +1,8 @@
 """Shared fixtures. Servers are real and local; see fleetwatch.procs for how they are run.
 
-Helper modules are named ``<folder>_<what>.py`` and the folders that others import from
-are on ``pythonpath`` (pyproject.toml), so ``from etcd_cluster import EtcdCluster`` works
-from any test folder.
+Helper modules live in the ``tests.helpers`` package (its docstring says why a package);
+the fixtures of the stand-ins (``mgmt``, ``fleet``) are defined once, in
+tests/helpers/standin_fixtures.py, a plugin this conftest loads.
 
 Tests that start a server, a container, a database, a stand-in fleet or fleetwatch as a
 process are marked ``live`` (docs/development.md#tests), so ``pytest -m "not live"`` is a
@@ -13,21 +13,25 @@ through) and the stand-in fleet during each test's set-up and call.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Generator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from etcd_cluster import EtcdCluster
 from hypothesis import HealthCheck, settings
 
 from exporter.net.execplugin import _GUARD as EXEC_PLUGIN_GUARD
 from fleetwatch.standin import StandinFleet
+from tests.helpers.etcd_cluster import EtcdCluster
+
+#: The stand-ins' fixtures (``mgmt``, ``fleet``), defined once for every folder.
+pytest_plugins = ["tests.helpers.standin_fixtures"]
 
 # Hypothesis judges each example by what it asserts, never by how long it took: its
 # per-example deadline (200 ms) and its too-slow health check trip on a loaded machine
@@ -79,8 +83,34 @@ SLOW_FIRST = (
 )
 
 
+@pytest.fixture
+async def no_leaked_tasks() -> AsyncIterator[None]:
+    """Fail a test that leaves a task running: every task must be owned and awaited.
+
+    Added to every asyncio test whose event loop is its own (below), first, so that it is
+    torn down last: after the test's other fixtures have stopped what they started.
+    """
+    yield
+    current = asyncio.current_task()
+    leaked = [t for t in asyncio.all_tasks() if t is not current and not t.done()]
+    assert leaked == [], f"tasks left running: {[t.get_name() for t in leaked]}"
+
+
+def _own_loop(item: pytest.Item) -> bool:
+    """An asyncio test on a loop of its own; a loop shared by a module's tests holds
+    tasks that outlive one test by design (their fixtures' servers)."""
+    marker = item.get_closest_marker("asyncio")
+    if marker is None:
+        return False
+    return marker.kwargs.get("loop_scope", marker.kwargs.get("scope", "function")) == "function"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist, the slowest modules first; in one process, the usual order."""
+    """The task-leak guard on every asyncio test; under pytest-xdist, the slowest modules
+    first (in one process, the usual order)."""
+    for item in items:
+        if _own_loop(item) and "no_leaked_tasks" not in getattr(item, "fixturenames", []):
+            item.fixturenames.insert(0, "no_leaked_tasks")  # type: ignore[attr-defined]
     if not hasattr(config, "workerinput"):
         return
     rank = {path: i for i, path in enumerate(SLOW_FIRST)}

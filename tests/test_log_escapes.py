@@ -14,9 +14,9 @@ import logging
 import re
 
 import pytest
-from discovery_names import BAD_NAMES, BadName, no_raw_control
 
 from fleetwatch.common.logs import JsonFormatter, LogfmtFormatter, setup_logging
+from tests.helpers.discovery_names import BAD_NAMES, BadName, no_raw_control
 
 
 def record(message: str, *args: object) -> logging.LogRecord:

@@ -18,9 +18,6 @@ import pytest
 import pytest_asyncio
 import yaml
 from aiohttp import web
-from controlplane_nodes import free_first_index
-from etcd_cluster import EtcdCluster
-from etcd_poll import poll
 
 from alerts.controlplane import rule_groups
 from exporter.configfile import ClusterConfig, EtcdConfig, ExporterConfig
@@ -30,6 +27,9 @@ from exporter.settings import ExporterSettings
 from fleetwatch.procs import ManagedProcess, free_port
 from fleetwatch.standin import StandinFleet, node_ip
 from fleetwatch.standin.workload.controlplane import ControlPlane
+from tests.helpers.controlplane_nodes import free_first_index
+from tests.helpers.etcd_cluster import EtcdCluster
+from tests.helpers.etcd_poll import poll
 
 pytestmark = [
     pytest.mark.live,

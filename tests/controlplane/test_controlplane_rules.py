@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from controlplane_promtool import render_test_file
 
 from alerts.controlplane import KUBEADM_FIX, WHY, rule_groups
 from alerts.rules import RuleSettings, render_rules
+from tests.helpers.controlplane_promtool import render_test_file
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED_TESTS = ROOT / "alerts" / "tests" / "controlplane.test.yml"
@@ -37,7 +37,7 @@ def layout(tmp_path: Path, rules_text: str) -> Path:
 def test_shipped_unit_tests_are_the_generated_ones() -> None:
     assert SHIPPED_TESTS.read_text() == render_test_file(), (
         "alerts/tests/controlplane.test.yml is stale: run `.venv/bin/python "
-        "tests/controlplane/controlplane_promtool.py > alerts/tests/controlplane.test.yml`"
+        "tests/helpers/controlplane_promtool.py > alerts/tests/controlplane.test.yml`"
     )
 
 

@@ -11,7 +11,6 @@ import asyncio
 import json
 import shutil
 import subprocess
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -32,11 +31,10 @@ Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
 @pytest.fixture
-async def fleet(tmp_path: Path) -> AsyncIterator[StandinFleet]:
-    async with StandinFleet(tmp_path / "fleet") as started:
-        await started.add_cluster("kubeadm")  # kubeadm defaults: the localhost trap, DNS on cp-1
-        await started.add_cluster("fixed", control_plane=ControlPlane.hardened())
-        yield started
+def fleet_seed() -> list[tuple[str, dict[str, Any]]]:
+    """The shared ``fleet``'s clusters (tests/helpers/standin_fixtures.py)."""
+    # kubeadm defaults: the localhost trap, DNS on cp-1
+    return [("kubeadm", {}), ("fixed", {"control_plane": ControlPlane.hardened()})]
 
 
 @pytest.fixture

@@ -6,8 +6,9 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from dashboards_livestack import LiveStack
-from dashboards_prometheus import MetricsServer, MetricsText, Prometheus, Scratch
+
+from tests.helpers.dashboards_livestack import LiveStack
+from tests.helpers.dashboards_prometheus import MetricsServer, MetricsText, Prometheus, Scratch
 
 
 @pytest.fixture(scope="module")

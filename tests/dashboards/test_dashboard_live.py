@@ -10,8 +10,17 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from dashboards_grafana import Json, Query, dashboard_files, load, panels, queries, substitute
-from dashboards_livestack import APPS, CLUSTERS, DIRECT_ETCD, DOWN, FLAPPED, LiveStack
+
+from tests.helpers.dashboards_grafana import (
+    Json,
+    Query,
+    dashboard_files,
+    load,
+    panels,
+    queries,
+    substitute,
+)
+from tests.helpers.dashboards_livestack import APPS, CLUSTERS, DIRECT_ETCD, DOWN, FLAPPED, LiveStack
 
 pytestmark = pytest.mark.live
 

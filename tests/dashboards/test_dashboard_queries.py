@@ -11,12 +11,20 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from dashboards_grafana import Json, Query, dashboard_files, load, panels, queries, substitute
-from dashboards_prometheus import Prometheus, Scratch
 from prometheus_client import CollectorRegistry, generate_latest
 
 from fleetwatch.procs import wait_until
 from reactor.cd.metrics import CdMetrics
+from tests.helpers.dashboards_grafana import (
+    Json,
+    Query,
+    dashboard_files,
+    load,
+    panels,
+    queries,
+    substitute,
+)
+from tests.helpers.dashboards_prometheus import Prometheus, Scratch
 
 pytestmark = pytest.mark.live
 

@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dashboards_grafana import (
+
+from fleetwatch.common.contract import STATUS_CODES, STORM_ALERT, StatusAlert
+from tests.helpers.dashboards_grafana import (
     DASHBOARDS,
     GRAFANA_GLOBALS,
     Json,
@@ -24,8 +26,6 @@ from dashboards_grafana import (
     regenerate,
     variables_used,
 )
-
-from fleetwatch.common.contract import STATUS_CODES, STORM_ALERT, StatusAlert
 
 DS_REF = {"type": "prometheus", "uid": "${datasource}"}
 EXPECTED = {

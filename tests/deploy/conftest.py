@@ -6,7 +6,8 @@ import fcntl
 import os
 
 import pytest
-from deploy_image import CHECKOUT, build_image
+
+from tests.helpers.deploy_image import CHECKOUT, build_image
 
 #: One tag per checkout: a run in another worktree at the same time builds its own.
 TAG = f"localhost/fleetwatch:test-{CHECKOUT}"

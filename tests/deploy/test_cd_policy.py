@@ -21,14 +21,14 @@ from typing import Any
 
 import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
-from deploy_manifests import Obj, find, render
-from deploy_policy import REACTOR, Policy
 
 from fleetwatch.standin.management.patches import merge_patch
 from reactor.cd.clustersecrets import read_cluster_secret
 from reactor.cd.objects import MARK, REQUESTED_AT, SKIP_RECONCILE, CdObject, read_object
 from reactor.cd.patches import FIELD_MANAGER, patch_for
 from reactor.cd.rules import Decision, Verb
+from tests.helpers.deploy_manifests import Obj, find, render
+from tests.helpers.deploy_policy import REACTOR, Policy
 
 FLUX_CONTROLLER = "system:serviceaccount:flux-system:kustomize-controller"
 STAMP = "2026-12-06T03:00:00Z"

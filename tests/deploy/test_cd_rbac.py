@@ -21,7 +21,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from deploy_manifests import (
+
+from fleetwatch.cli import build_parser
+from reactor.cd.settings import CdSettings, cd_settings_from
+from reactor.cd.watch import cd_watches
+from tests.helpers.deploy_manifests import (
     KUSTOMIZE,
     OVERLAYS,
     Obj,
@@ -33,10 +37,6 @@ from deploy_manifests import (
     watched_namespaces,
     workloads,
 )
-
-from fleetwatch.cli import build_parser
-from reactor.cd.settings import CdSettings, cd_settings_from
-from reactor.cd.watch import cd_watches
 
 REACTOR = ("fleetwatch", "fleetwatch-reactor")
 COMPONENTS = KUSTOMIZE / "components"

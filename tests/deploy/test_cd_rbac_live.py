@@ -24,10 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from deploy_manifests import Obj, args_of, find, of_kind, render, workloads
-from deploy_policy import REACTOR as REACTOR_USER
-from deploy_policy import Policy
-from reactor_payloads import alert, webhook
 
 from fleetwatch.cli import build_parser
 from fleetwatch.kube.informer import InformerSettings
@@ -38,6 +34,10 @@ from reactor.app import create_app
 from reactor.cd.objects import MARK, SKIP_RECONCILE
 from reactor.cd.settings import cd_settings_from
 from reactor.context import ReactorSettings
+from tests.helpers.deploy_manifests import Obj, args_of, find, of_kind, render, workloads
+from tests.helpers.deploy_policy import REACTOR as REACTOR_USER
+from tests.helpers.deploy_policy import Policy
+from tests.helpers.reactor_payloads import alert, webhook
 
 pytestmark = pytest.mark.live
 

@@ -29,13 +29,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from deploy_image import Container, probed_ok
-from deploy_manifests import NAMESPACE_FLAG, Obj, args_of, find, of_kind, render
-from deploy_pods import ApiServer, pod_of
 
 from fleetwatch.procs import wait_until
 from fleetwatch.standin import ThreadedFleet
 from fleetwatch.standin.management import ManagementSettings, ThreadedManagementCluster
+from tests.helpers.deploy_image import Container, probed_ok
+from tests.helpers.deploy_manifests import NAMESPACE_FLAG, Obj, args_of, find, of_kind, render
+from tests.helpers.deploy_pods import ApiServer, pod_of
 
 pytestmark = pytest.mark.live
 

@@ -22,7 +22,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from deploy_manifests import (
+
+from fleetwatch.cli import build_parser
+from fleetwatch.discovery import DEFAULT_SELECTOR, apisource, read_secret
+from fleetwatch.discovery.secrets import kind_of
+from tests.helpers.deploy_manifests import (
     DISCOVERY_FLAG,
     KUSTOMIZE,
     OVERLAYS,
@@ -36,10 +40,6 @@ from deploy_manifests import (
     watched_namespaces,
     workloads,
 )
-
-from fleetwatch.cli import build_parser
-from fleetwatch.discovery import DEFAULT_SELECTOR, apisource, read_secret
-from fleetwatch.discovery.secrets import kind_of
 
 #: The one rule a Role or ClusterRole of the components may hold.
 READ_SECRETS = {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]}

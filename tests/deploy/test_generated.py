@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from deploy_manifests import REPO
+
+from tests.helpers.deploy_manifests import REPO
 
 pytestmark = pytest.mark.live
 

@@ -18,10 +18,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from deploy_image import Container, podman, probed_ok
 
 from fleetwatch.procs import free_port, wait_until
 from fleetwatch.standin import ThreadedFleet
+from tests.helpers.deploy_image import Container, podman, probed_ok
 
 pytestmark = pytest.mark.live
 

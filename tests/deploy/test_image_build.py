@@ -25,7 +25,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from deploy_image import CHECKOUT, REPO, podman
+
+from tests.helpers.deploy_image import CHECKOUT, REPO, podman
 
 #: The Dockerfile's default base; pulled when a registry answers.
 DEFAULT_BASE = "docker.io/library/python:3.11-slim-bookworm"

@@ -18,7 +18,8 @@ from urllib.parse import urlsplit
 
 import pytest
 import yaml
-from deploy_manifests import KUSTOMIZE, REPO, Obj, args_of, find, of_kind, render
+
+from tests.helpers.deploy_manifests import KUSTOMIZE, REPO, Obj, args_of, find, of_kind, render
 
 DEPLOYMENT_DOC = REPO / "docs" / "deployment.md"
 #: A figure with a unit, as the comments and the docs write them: 44 MiB, 40 KiB, 64Mi,

@@ -32,14 +32,14 @@ from urllib.parse import urlsplit
 
 import psycopg
 import pytest
-from deploy_image import Container, probed_ok
-from deploy_manifests import Obj, find, of_kind, render, workloads
-from deploy_pods import Pod, pod_of
-from reactor_payloads import ONLINE, alert, webhook
-from reactor_postgres import PostgresServer
 
 from fleetwatch.procs import wait_until
 from fleetwatch.standin import ThreadedFleet
+from tests.helpers.deploy_image import Container, probed_ok
+from tests.helpers.deploy_manifests import Obj, find, of_kind, render, workloads
+from tests.helpers.deploy_pods import Pod, pod_of
+from tests.helpers.reactor_payloads import ONLINE, alert, webhook
+from tests.helpers.reactor_postgres import PostgresServer
 
 pytestmark = pytest.mark.live
 

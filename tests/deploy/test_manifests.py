@@ -26,7 +26,8 @@ from urllib.parse import urlsplit
 import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
-from deploy_manifests import (
+
+from tests.helpers.deploy_manifests import (
     KUBERNETES_VERSION,
     KUSTOMIZE,
     OVERLAYS,

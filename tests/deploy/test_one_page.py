@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 import yaml
-from deploy_manifests import REPO, Obj, alertmanager_config, find, render
 
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
+from tests.helpers.deploy_manifests import REPO, Obj, alertmanager_config, find, render
 
 EXAMPLE = REPO / "alerts" / "alertmanager.yml"
 RULES_DOC = REPO / "docs" / "rules.md"

@@ -16,9 +16,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from deploy_manifests import REPO
 
 from fleetwatch.procs import ManagedProcess, free_port
+from tests.helpers.deploy_manifests import REPO
 
 UNITS = REPO / "deploy" / "systemd"
 INSTALLED_BINARY = "/opt/fleetwatch/bin/fleetwatch"

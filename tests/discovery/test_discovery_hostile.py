@@ -12,15 +12,14 @@ The schedule further on (one round per 30-60 s) is walked on a virtual clock in
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
+from typing import Any
 
 import pytest
-from discovery_hostile import HOSTILE, most_requests, observe, requests
-from discovery_informer import argocd_secret, running
 
 from fleetwatch.kube.informer import InformerSettings, WatchSpec
 from fleetwatch.standin.management import ManagementCluster, ManagementSettings
+from tests.helpers.discovery_hostile import HOSTILE, most_requests, observe, requests
+from tests.helpers.discovery_informer import argocd_secret, running
 
 pytestmark = pytest.mark.live
 
@@ -28,10 +27,15 @@ SPEC = WatchSpec("argocd", "argocd.argoproj.io/secret-type=cluster")
 
 
 @pytest.fixture
-async def mgmt(tmp_path: Path) -> AsyncIterator[ManagementCluster]:
-    async with ManagementCluster(tmp_path / "mgmt", ManagementSettings()) as started:
-        started.seed([argocd_secret("argo-a"), argocd_secret("argo-b")])
-        yield started
+def mgmt_settings() -> ManagementSettings:
+    """The stand-in's own defaults: no early bookmarks to soften a hostile watch."""
+    return ManagementSettings()
+
+
+@pytest.fixture
+def mgmt_seed() -> list[dict[str, Any]]:
+    """What the shared ``mgmt`` (tests/helpers/standin_fixtures.py) holds at the start."""
+    return [argocd_secret("argo-a"), argocd_secret("argo-b")]
 
 
 @pytest.mark.parametrize("mode", list(HOSTILE))

@@ -10,11 +10,16 @@ from __future__ import annotations
 
 import base64
 import time
-from collections.abc import AsyncIterator
-from pathlib import Path
+from typing import Any
 
 import pytest
-from discovery_informer import (
+
+from fleetwatch.discovery import read_secret
+from fleetwatch.kube.informer import WatchSpec, watch_specs
+from fleetwatch.kube.kubeauth import from_kubeconfig
+from fleetwatch.standin.management import ManagementCluster
+from fleetwatch.standin.management.kinds import SECRETS
+from tests.helpers.discovery_informer import (
     argocd_secret,
     capi_secret,
     labelled_secret,
@@ -24,31 +29,21 @@ from discovery_informer import (
     until,
 )
 
-from fleetwatch.discovery import read_secret
-from fleetwatch.kube.informer import WatchSpec, watch_specs
-from fleetwatch.kube.kubeauth import from_kubeconfig
-from fleetwatch.standin.management import ManagementCluster, ManagementSettings
-from fleetwatch.standin.management.kinds import SECRETS
-
 pytestmark = pytest.mark.live
 
 
 @pytest.fixture
-async def mgmt(tmp_path: Path) -> AsyncIterator[ManagementCluster]:
-    settings = ManagementSettings(bookmark_seconds=0.2)
-    async with ManagementCluster(tmp_path / "mgmt", settings) as started:
-        started.seed(
-            [
-                argocd_secret("argo-a"),
-                argocd_secret("argo-b"),
-                argocd_secret("argo-c"),
-                capi_secret("capi-1"),
-                capi_secret("capi-1", suffix="ca"),  # same type and label: not a kubeconfig
-                labelled_secret("team-x", ["ctx-1", "ctx-2"]),
-                plain_secret("unlabelled"),
-            ]
-        )
-        yield started
+def mgmt_seed() -> list[dict[str, Any]]:
+    """What the shared ``mgmt`` (tests/helpers/standin_fixtures.py) holds at the start."""
+    return [
+        argocd_secret("argo-a"),
+        argocd_secret("argo-b"),
+        argocd_secret("argo-c"),
+        capi_secret("capi-1"),
+        capi_secret("capi-1", suffix="ca"),  # same type and label: not a kubeconfig
+        labelled_secret("team-x", ["ctx-1", "ctx-2"]),
+        plain_secret("unlabelled"),
+    ]
 
 
 async def test_each_kind_is_listed_and_read_and_an_unlabelled_secret_is_not(

@@ -8,12 +8,11 @@ the forms the informer does not run are refused with a reason that holds no valu
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
-from discovery_informer import SENTINEL, argocd_secret, capi_secret, names, running, until
 
 from fleetwatch.kube.informer import watch_specs
 from fleetwatch.kube.kubeapi import KubeApi, KubeApiError
@@ -24,15 +23,21 @@ from fleetwatch.kube.kubeauth import (
     in_cluster,
     load_credentials,
 )
-from fleetwatch.standin.management import ManagementCluster, ManagementSettings
+from fleetwatch.standin.management import ManagementCluster
+from tests.helpers.discovery_informer import (
+    SENTINEL,
+    argocd_secret,
+    capi_secret,
+    names,
+    running,
+    until,
+)
 
 
 @pytest.fixture
-async def mgmt(tmp_path: Path) -> AsyncIterator[ManagementCluster]:
-    settings = ManagementSettings(bookmark_seconds=0.2)
-    async with ManagementCluster(tmp_path / "mgmt", settings) as started:
-        started.seed([argocd_secret("argo-a"), capi_secret("capi-1")])
-        yield started
+def mgmt_seed() -> list[dict[str, Any]]:
+    """What the shared ``mgmt`` (tests/helpers/standin_fixtures.py) holds at the start."""
+    return [argocd_secret("argo-a"), capi_secret("capi-1")]
 
 
 def service_account(mgmt: ManagementCluster, folder: Path, token: str) -> InClusterPaths:

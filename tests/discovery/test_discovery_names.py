@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 import yaml
-from discovery_names import BAD_NAMES, GOOD_NAMES, BadName, no_raw_control
 
 from fleetwatch.common import names
 from fleetwatch.discovery import Discoverer, DiscoveryProblem, merge, read_secret
 from fleetwatch.discovery.files import walk_folder
 from reactor.fields import NAME_PATTERN, is_name
+from tests.helpers.discovery_names import BAD_NAMES, GOOD_NAMES, BadName, no_raw_control
 
 SERVER = "https://10.0.0.1:6443"
 

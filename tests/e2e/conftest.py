@@ -7,9 +7,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from e2e_loop import Loop
 
 from fleetwatch.standin import ThreadedFleet
+from tests.helpers.e2e_loop import Loop
 
 #: (what, seconds, floor or None) measured by the tests, printed at the end of the run.
 TIMINGS: list[tuple[str, float, float | None]] = []

@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from e2e_loop import INTERVAL, Loop
 
 from fleetwatch.cli import wiring
 from fleetwatch.cli.demo_cd import (
@@ -33,6 +32,7 @@ from fleetwatch.cli.demo_cd import (
 )
 from fleetwatch.standin import ThreadedFleet
 from fleetwatch.standin.management import ManagementSettings, ThreadedManagementCluster
+from tests.helpers.e2e_loop import INTERVAL, Loop
 
 pytestmark = pytest.mark.live
 

@@ -20,9 +20,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from e2e_loop import Loop
 
 from fleetwatch.common.contract import CREDENTIALS_ALERT, STATUS_CODE_RECORD, StatusAlert
+from tests.helpers.e2e_loop import Loop
 
 pytestmark = pytest.mark.live
 

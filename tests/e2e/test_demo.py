@@ -14,10 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from e2e_demo import alive, cd_objects, stop_demo
 
 from fleetwatch.cli.wiring import JsonClient
 from fleetwatch.procs import wait_until
+from tests.helpers.e2e_demo import alive, cd_objects, stop_demo
 
 pytestmark = pytest.mark.live
 

@@ -12,7 +12,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from e2e_loop import INTERVAL, Loop
+
+from tests.helpers.e2e_loop import INTERVAL, Loop
 
 pytestmark = pytest.mark.live
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from e2e_loop import INTERVAL, Loop
 
 from fleetwatch.cli.wiring import HttpStatusError
+from tests.helpers.e2e_loop import INTERVAL, Loop
 
 pytestmark = pytest.mark.live
 

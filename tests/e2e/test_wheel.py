@@ -23,10 +23,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from e2e_demo import stop_demo
 
 from fleetwatch.cli.wiring import JsonClient
 from fleetwatch.procs import wait_until
+from tests.helpers.e2e_demo import stop_demo
 
 pytestmark = pytest.mark.live
 

@@ -15,14 +15,14 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from controlplane_promtool import observed_states_test
-from etcd_cluster import EtcdCluster
-from etcd_poll import poll
 
 from alerts.rules import RuleSettings, render_rules
 from exporter.configfile import EtcdConfig
 from exporter.controlplane.etcd_client import probe_etcd
 from exporter.controlplane.quorum import NO_LEADER_ERROR, EtcdReport, QuorumState
+from tests.helpers.controlplane_promtool import observed_states_test
+from tests.helpers.etcd_cluster import EtcdCluster
+from tests.helpers.etcd_poll import poll
 
 #: Every observed report, by step: test_etcd_rules_live feeds them to the alert rules.
 OBSERVED: dict[str, EtcdReport] = {}

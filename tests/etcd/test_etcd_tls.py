@@ -14,13 +14,13 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from etcd_pki import EtcdPki, mint
-from etcd_poll import poll
 
 from exporter.configfile import EtcdConfig, load_config
 from exporter.controlplane.etcd_client import build_ssl_context, load_tls, probe_etcd
 from exporter.controlplane.quorum import QuorumState
 from fleetwatch.procs import ManagedProcess, free_port
+from tests.helpers.etcd_pki import EtcdPki, mint
+from tests.helpers.etcd_poll import poll
 
 pytestmark = pytest.mark.skipif(shutil.which("etcd") is None, reason="etcd not installed")
 

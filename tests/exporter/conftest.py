@@ -2,41 +2,24 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
-from exporter_helpers import MonitorFactory, Recorder
 
 from exporter.checks import ClusterCheck
 from exporter.cycle import DiscoverySource, Monitor
 from exporter.model import CycleSettings
 from exporter.net import install_patches
 from fleetwatch.discovery import Discoverer
-from fleetwatch.standin import StandinFleet
+from tests.helpers.exporter_helpers import MonitorFactory, Recorder
 
 
 @pytest.fixture(autouse=True, scope="session")
 def kube_client_patched() -> None:
     """The patches ``fleetwatch exporter`` installs at start (tests build Monitors directly)."""
     install_patches()
-
-
-@pytest.fixture(autouse=True)
-async def no_leaked_tasks() -> AsyncIterator[None]:
-    """Fail a test that leaves a task running: every task must be owned and awaited."""
-    yield
-    current = asyncio.current_task()
-    leaked = [t for t in asyncio.all_tasks() if t is not current and not t.done()]
-    assert leaked == [], f"tasks left running: {[t.get_name() for t in leaked]}"
-
-
-@pytest.fixture
-async def fleet(tmp_path: Path) -> AsyncIterator[StandinFleet]:
-    async with StandinFleet(tmp_path / "fleet") as started:
-        yield started
 
 
 @pytest.fixture

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from exporter_helpers import MonitorFactory
 
 from exporter.advice import OPEN_FILES_MARGIN, CycleWarnings
 from exporter.controlplane.check import ControlPlaneCheck
 from exporter.model import CycleSettings
 from fleetwatch.standin import StandinFleet
+from tests.helpers.exporter_helpers import MonitorFactory
 
 
 def _our_socket_inodes() -> set[str]:

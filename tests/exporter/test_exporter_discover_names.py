@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from discovery_names import BAD_LIST as BAD
 
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
 from fleetwatch.standin import ThreadedFleet
+from tests.helpers.discovery_names import BAD_LIST as BAD
 
 _SCRIPT = Path(sys.executable).parent / "fleetwatch"
 FLEETWATCH = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "fleetwatch.cli"]

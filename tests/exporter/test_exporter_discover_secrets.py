@@ -18,9 +18,15 @@ from typing import Any
 
 import pytest
 import yaml
-from discovery_informer import SENTINEL, argocd_secret, b64, capi_secret, labelled_secret
 
 from fleetwatch.standin.management import ThreadedManagementCluster
+from tests.helpers.discovery_informer import (
+    SENTINEL,
+    argocd_secret,
+    b64,
+    capi_secret,
+    labelled_secret,
+)
 
 pytestmark = pytest.mark.live
 

@@ -21,9 +21,8 @@ from fleetwatch.discovery import Discoverer, Discovery, boundedyaml
 from fleetwatch.discovery.kubeconfig import parse_document
 
 if TYPE_CHECKING:
-    from exporter_helpers import MonitorFactory
-
     from fleetwatch.standin import StandinFleet
+    from tests.helpers.exporter_helpers import MonitorFactory
 
 #: The classic "billion laughs" inside an otherwise valid kubeconfig: 9 levels of 9
 #: aliases under one user entry, 9^9 (387 million) nodes once expanded.

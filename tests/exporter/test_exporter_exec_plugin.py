@@ -28,7 +28,6 @@ from typing import Any
 
 import pytest
 import yaml
-from exporter_helpers import MonitorFactory
 from kubernetes.config import kube_config
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -37,6 +36,7 @@ from exporter.net.execplugin import ExecCredential, ExecPluginError, PluginRunne
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
 from fleetwatch.standin import StandinFleet
 from fleetwatch.standin.workload.threaded import ThreadedFleet
+from tests.helpers.exporter_helpers import MonitorFactory
 
 #: Sleeps forever after saying its pid.
 SLEEPS = """\

@@ -1,10 +1,18 @@
 """The exposition renders byte for byte what the reference exposition renders.
 
 Each case is a cluster table (clusters, probes, check results) put through
-``ClusterTable`` and ``build_snapshot`` as the cycle does, rendered by ``exporter.expose.render``
-and by the exposition of 8a3e263 (``exposition_before``, verbatim) from the same results
-as objects. ``/metrics`` (plain, and gzipped with the process collectors appended) and
+``ClusterTable`` and ``build_snapshot`` as the cycle does and rendered by
+``exporter.expose.render``; the reference is what the exposition of commit 8a3e263 rendered
+from the same state, recorded in tests/fixtures/exposition-8a3e263.json.gz (a commit's output
+does not change, so it is recorded once rather than kept as a frozen copy of old code).
+``/metrics`` (plain, and gzipped with the process collectors appended) and
 ``/sd/control-plane`` must be the same bytes.
+
+A new case needs its reference recorded from that commit: the renderer of 8a3e263, as it
+was kept until it was replaced by the recording, is
+``git show 71ed597:tests/exporter/exposition_before.py`` (``render_metrics`` and
+``render_sd`` of a ``Snapshot`` of ``ClusterView``; the recording's key is
+``<case>/metrics`` or ``<case>/sd``).
 """
 
 from __future__ import annotations
@@ -14,8 +22,9 @@ import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
 
-import exposition_before as before
 import pytest
 
 from exporter.controlplane.components import ComponentTarget
@@ -72,8 +81,23 @@ def fail(reason: Reason) -> ProbeResult:
     return ProbeResult(False, reason, 5.0, None, "x")
 
 
-def tables(case: Case) -> tuple[Snapshot, before.Snapshot]:
-    """The case through the table as the cycle does, and the same state as it was shown."""
+#: What 8a3e263 rendered for each case (see the module's docstring).
+REFERENCE = Path(__file__).resolve().parents[1] / "fixtures" / "exposition-8a3e263.json.gz"
+
+
+@cache
+def reference() -> dict[str, str]:
+    loaded: dict[str, str] = json.loads(gzip.decompress(REFERENCE.read_bytes()))
+    return loaded
+
+
+def before_sd(key: str) -> bytes:
+    """The reference's ``/sd/control-plane`` of the state recorded as ``key``."""
+    return reference()[f"{key}/sd"].encode()
+
+
+def tables(case: Case) -> Snapshot:
+    """The case through the table as the cycle does."""
     table = ClusterTable()
     keeper = Encoder(case.families)
     discovery = Discovery(tuple(s.cluster for s in case.specs), (), fleet_size=len(case.specs))
@@ -87,32 +111,7 @@ def tables(case: Case) -> tuple[Snapshot, before.Snapshot]:
     stats = case.stats
     stats.check_errors = dict(case.check_errors)
     settings = CycleSettings(interval=300, timeout=10, concurrency=8)
-    snap = build_snapshot(table, case.families, stats, settings)
-    results = {s.cluster.name: tuple(s.results) for s in case.specs}
-    old = before.Snapshot(
-        clusters=tuple(
-            before.ClusterView(
-                v.cluster,
-                v.probeable,
-                v.success,
-                v.duration,
-                v.consecutive_failures,
-                v.last_success,
-                v.failures,
-                results[v.cluster.name],
-            )
-            for v in snap.clusters
-        ),
-        check_families=snap.check_families,
-        check_errors=snap.check_errors,
-        discovery_errors_total=snap.discovery_errors_total,
-        cycles_total=snap.cycles_total,
-        cycle_duration=snap.cycle_duration,
-        last_cycle_end=snap.last_cycle_end,
-        interval=snap.interval,
-        timeout=snap.timeout,
-    )
-    return snap, old
+    return build_snapshot(table, case.families, stats, settings)
 
 
 #: The class of each reason, written out here (not read from ``exporter.model``): the
@@ -160,16 +159,16 @@ def last_reason_families(snap: Snapshot) -> str:
     )
 
 
-def before_metrics(old: before.Snapshot, snap: Snapshot) -> bytes:
+def before_metrics(key: str, snap: Snapshot) -> bytes:
     """The reference's ``/metrics``, with what was added since, where it was added: the
     shards' view of the fleet (``fleetwatch_exporter_shards`` and
     ``fleetwatch_exporter_fleet_clusters``) after ``fleetwatch_exporter_shard``, and the
     last failure's reason (:func:`last_reason_families`) after the failures by reason."""
-    text = before.render_metrics(old).decode()
+    text = reference()[f"{key}/metrics"]
     failures = "# TYPE fleetwatch_cluster_probe_failures_total counter\n"
     after = text.index("# HELP ", text.index(failures))
     text = text[:after] + last_reason_families(snap) + text[after:]
-    shard_line = f'fleetwatch_exporter_shard{{index="{old.shard[0]}",count="{old.shard[1]}"}} 1\n'
+    shard_line = f'fleetwatch_exporter_shard{{index="{0}",count="{1}"}} 1\n'
     added = (
         "# HELP fleetwatch_exporter_shards Shards the fleet is split into (--shard.count; "
         "1 unsharded).\n"
@@ -325,47 +324,47 @@ CASES: dict[str, Callable[[], Case]] = {
 }
 
 
-@pytest.mark.parametrize("make", CASES.values(), ids=CASES.keys())
-def test_the_bodies_are_the_bytes_rendered_before(make: Callable[[], Case]) -> None:
-    snap, old = tables(make())
-    text = before_metrics(old, snap)
+@pytest.mark.parametrize("key", CASES.keys())
+def test_the_bodies_are_the_bytes_rendered_before(key: str) -> None:
+    snap = tables(CASES[key]())
+    text = before_metrics(key, snap)
     assert render_metrics(snap) == text
-    assert render_sd(snap) == before.render_sd(old)
+    assert render_sd(snap) == before_sd(key)
     json.loads(render_sd(snap))
     process = b"# HELP python_info x\n# TYPE python_info gauge\npython_info 1\n"
     rendered = render(snap, process)
     assert gzip.decompress(rendered.metrics.gzip) == text + process
     assert rendered.metrics.size == len(text + process)
     assert rendered.metrics.plain() == text + process
-    assert rendered.sd_control_plane.plain() == before.render_sd(old)
+    assert rendered.sd_control_plane.plain() == before_sd(key)
 
 
 @pytest.mark.parametrize("level", [1, 6, 9])
 def test_any_level_gives_the_same_text(level: int) -> None:
-    snap, old = tables(many_clusters())
-    assert render(snap, level=level).metrics.plain() == before_metrics(old, snap)
+    snap = tables(many_clusters())
+    assert render(snap, level=level).metrics.plain() == before_metrics("many clusters", snap)
 
 
 def test_a_rendering_reuses_the_check_families_while_no_result_changed() -> None:
-    snap, _ = tables(control_plane_reports())
+    snap = tables(control_plane_reports())
     first = render(snap)
     # The next phase: probes moved on, the same results encoded afresh (equal bytes).
     case = control_plane_reports()
     for spec in case.specs:
         spec.probes = [*spec.probes, fail(Reason.TIMEOUT)]
-    later, old = tables(case)
+    later = tables(case)
     again = render(later, previous=first)
     assert again.check_families is first.check_families
     assert again.sd_control_plane is first.sd_control_plane
-    assert again.metrics.plain() == before_metrics(old, later)
+    assert again.metrics.plain() == before_metrics("later", later)
     assert 'reason="timeout"} 1' in again.metrics.plain().decode()
     # One cluster's results changed: rendered afresh.
     case.specs[1].results = [CheckResult((), (TargetGroup(("moved:1",)),))]
-    changed, old = tables(case)
+    changed = tables(case)
     third = render(changed, previous=again)
     assert third.check_families is not again.check_families
-    assert third.metrics.plain() == before_metrics(old, changed)
-    assert third.sd_control_plane.plain() == before.render_sd(old)
+    assert third.metrics.plain() == before_metrics("changed", changed)
+    assert third.sd_control_plane.plain() == before_sd("changed")
 
 
 # --- what the table keeps (exporter.expose.encodings) -----------------------------------

@@ -7,10 +7,10 @@ import time
 from pathlib import Path
 
 import pytest
-from exporter_helpers import MonitorFactory
 
 from exporter.model import Reason
 from fleetwatch.standin import StandinFleet
+from tests.helpers.exporter_helpers import MonitorFactory
 
 pytestmark = pytest.mark.live
 

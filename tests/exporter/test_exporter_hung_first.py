@@ -12,11 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
-from exporter_helpers import MonitorFactory, Recorder
 
 from exporter.model import Reason
 from fleetwatch.discovery import Cluster, ContextConfig, Discoverer, Discovery
 from fleetwatch.standin import StandinFleet
+from tests.helpers.exporter_helpers import MonitorFactory, Recorder
 
 pytestmark = pytest.mark.live
 

@@ -5,15 +5,11 @@ CD Secrets carry labels, changed and deleted between cycles.
 
 from __future__ import annotations
 
-import asyncio
-import base64
 import dataclasses
 import gzip
-import json
 import shutil
 import subprocess
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +30,9 @@ from fleetwatch.discovery.clusterlabels import Allowlist
 from fleetwatch.discovery.clusters import Cluster, Discovery
 from fleetwatch.kube.informer import InformerSettings
 from fleetwatch.standin import StandinFleet
-from fleetwatch.standin.management import ManagementCluster, ManagementSettings
+from fleetwatch.standin.management import ManagementCluster
 from fleetwatch.standin.management.kinds import SECRETS
+from tests.helpers.discovery_informer import argocd_cluster, b64, until
 
 Samples = dict[str, dict[str, str]]
 
@@ -147,35 +144,9 @@ ClientFactory = Callable[[web.Application], Any]
 FAST = InformerSettings(watch_seconds=(30.0, 30.0), backoff_initial=0.05, backoff_max=0.2)
 
 
-def b64(data: bytes | str) -> str:
-    return base64.b64encode(data.encode() if isinstance(data, str) else data).decode()
-
-
 def argocd(name: str, server: str, token: str, ca: bytes, labels: dict[str, str]) -> dict[str, Any]:
     config = {"bearerToken": token, "tlsClientConfig": {"caData": b64(ca)}}
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {
-            "name": f"cluster-{name}",
-            "namespace": "argocd",
-            "labels": {"argocd.argoproj.io/secret-type": "cluster", **labels},
-        },
-        "data": {"name": b64(name), "server": b64(server), "config": b64(json.dumps(config))},
-    }
-
-
-async def until(predicate: Callable[[], bool], within: float = 10.0) -> None:
-    deadline = time.monotonic() + within
-    while not predicate():
-        assert time.monotonic() < deadline, "not in time"
-        await asyncio.sleep(0.02)
-
-
-@pytest.fixture
-async def mgmt(tmp_path: Path) -> AsyncIterator[ManagementCluster]:
-    async with ManagementCluster(tmp_path / "mgmt", ManagementSettings(bookmark_seconds=0.2)) as m:
-        yield m
+    return argocd_cluster(name, server, config, labels)
 
 
 @pytest.mark.live

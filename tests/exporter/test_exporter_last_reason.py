@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from exporter_helpers import MonitorFactory
 
 from exporter.expose.render import render_metrics
 from exporter.expose.snapshot import CycleStats, Snapshot, build_snapshot
@@ -21,6 +20,7 @@ from exporter.model import CycleSettings, ProbeResult, Reason, ReasonClass, reas
 from exporter.state import ClusterTable
 from fleetwatch.discovery.clusters import Cluster, Discovery
 from fleetwatch.standin import StandinFleet
+from tests.helpers.exporter_helpers import MonitorFactory
 
 LAST_REASON = "fleetwatch_cluster_probe_last_failure_reason"
 CREDENTIAL_FAILURES = "fleetwatch_cluster_probe_consecutive_credential_failures"

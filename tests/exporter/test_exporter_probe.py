@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 import yaml
-from exporter_helpers import MonitorFactory
 
 from exporter.model import Reason
 from exporter.net import client as client_module
@@ -32,6 +31,7 @@ from fleetwatch.discovery import Cluster, ContextConfig, Discovery
 from fleetwatch.discovery.contextauth import ContextAuth
 from fleetwatch.discovery.kubeconfig import context_config
 from fleetwatch.standin import StandinFleet
+from tests.helpers.exporter_helpers import MonitorFactory
 
 CREDENTIAL_KINDS = [
     ("client_cert_data", "data"),

@@ -32,7 +32,6 @@ from typing import Any
 
 import pytest
 import yaml
-from exporter_helpers import Recorder
 
 from exporter.cycle import Monitor
 from exporter.expose.render import render_metrics
@@ -43,6 +42,7 @@ from exporter.net.proxy import EnvironmentProxies, Proxy, ProxyError, parse_prox
 from fleetwatch.discovery import Cluster, Discoverer
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
 from fleetwatch.standin import StandinFleet
+from tests.helpers.exporter_helpers import Recorder
 
 TINYPROXY = "/usr/bin/tinyproxy"
 SECRET = "pr0xy-s3cret-pass"

@@ -11,9 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from exporter_helpers import MonitorFactory
 
 from fleetwatch.standin import StandinFleet
+from tests.helpers.exporter_helpers import MonitorFactory
 
 pytestmark = pytest.mark.live
 

@@ -21,7 +21,7 @@ import logging
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,9 +39,10 @@ from fleetwatch.discovery.apisource import KubernetesDiscovery
 from fleetwatch.discovery.shard import Shard
 from fleetwatch.kube.informer import InformerSettings
 from fleetwatch.standin import StandinFleet
-from fleetwatch.standin.management import ManagementCluster, ManagementSettings
+from fleetwatch.standin.management import ManagementCluster
 from fleetwatch.standin.management.kinds import SECRETS
 from fleetwatch.standin.workload.kubeconfig import kubeconfig_dict
+from tests.helpers.discovery_informer import until
 
 pytestmark = pytest.mark.live
 
@@ -89,20 +90,6 @@ def samples(text: str) -> Samples:
 
 def success(got: Samples, cluster: str) -> float | None:
     return got.get(("fleetwatch_cluster_probe_success", (("cluster", cluster),)))
-
-
-async def until(predicate: Callable[[], bool], within: float = 10.0) -> None:
-    deadline = time.monotonic() + within
-    while not predicate():
-        assert time.monotonic() < deadline, "not in time"
-        await asyncio.sleep(0.02)
-
-
-@pytest.fixture
-async def mgmt(tmp_path: Path) -> AsyncIterator[ManagementCluster]:
-    settings = ManagementSettings(bookmark_seconds=0.2)
-    async with ManagementCluster(tmp_path / "mgmt", settings) as started:
-        yield started
 
 
 @pytest.fixture

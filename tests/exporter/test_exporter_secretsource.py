@@ -8,11 +8,7 @@ the next cycle; a Secret deleted takes its cluster's series out.
 
 from __future__ import annotations
 
-import asyncio
-import base64
-import json
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +21,9 @@ from exporter.settings import ExporterSettings
 from fleetwatch.discovery.apisource import KubernetesDiscovery
 from fleetwatch.kube.informer import InformerSettings
 from fleetwatch.standin import StandinFleet
-from fleetwatch.standin.management import ManagementCluster, ManagementSettings
+from fleetwatch.standin.management import ManagementCluster
 from fleetwatch.standin.management.kinds import SECRETS
+from tests.helpers.discovery_informer import argocd_cluster, b64, until
 
 pytestmark = pytest.mark.live
 
@@ -34,29 +31,9 @@ ClientFactory = Callable[[web.Application], Any]
 FAST = InformerSettings(watch_seconds=(30.0, 30.0), backoff_initial=0.05, backoff_max=0.2)
 
 
-def b64(data: bytes | str) -> str:
-    return base64.b64encode(data.encode() if isinstance(data, str) else data).decode()
-
-
 def argocd(name: str, server: str, token: str, ca: bytes) -> dict[str, Any]:
     config = {"bearerToken": token, "tlsClientConfig": {"caData": b64(ca)}}
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {
-            "name": f"cluster-{name}",
-            "namespace": "argocd",
-            "labels": {"argocd.argoproj.io/secret-type": "cluster"},
-        },
-        "data": {"name": b64(name), "server": b64(server), "config": b64(json.dumps(config))},
-    }
-
-
-async def until(predicate: Callable[[], bool], within: float = 10.0) -> None:
-    deadline = time.monotonic() + within
-    while not predicate():
-        assert time.monotonic() < deadline, "not in time"
-        await asyncio.sleep(0.02)
+    return argocd_cluster(name, server, config)
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -65,13 +42,6 @@ def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
         for family in text_string_to_metric_families(text)
         for s in family.samples
     }
-
-
-@pytest.fixture
-async def mgmt(tmp_path: Path) -> AsyncIterator[ManagementCluster]:
-    settings = ManagementSettings(bookmark_seconds=0.2)
-    async with ManagementCluster(tmp_path / "mgmt", settings) as started:
-        yield started
 
 
 async def test_secret_clusters_are_probed_rotated_and_removed(

@@ -27,7 +27,7 @@ from fleetwatch.discovery.apisource import KubernetesDiscovery
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
 
 if TYPE_CHECKING:
-    from exporter_helpers import MonitorFactory
+    from tests.helpers.exporter_helpers import MonitorFactory
 
 #: the installed console script, next to the interpreter running the tests
 _SCRIPT = Path(sys.executable).parent / "fleetwatch"

@@ -12,20 +12,19 @@ temporary folder and stopped at the end; when PostgreSQL is not installed the
 from __future__ import annotations
 
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient
 from prometheus_client import CollectorRegistry
-from reactor_helpers import POSTGRES_URL_SUFFIX, MakeClient, postgres_url
-from reactor_postgres import PostgresServer
 
-from fleetwatch.standin.management import ManagementCluster, ManagementSettings
 from reactor.app import Scanner, create_app
 from reactor.context import ReactorSettings
 from reactor.store.database import POSTGRESQL, SQLITE
+from tests.helpers.reactor_helpers import POSTGRES_URL_SUFFIX, MakeClient, postgres_url
+from tests.helpers.reactor_postgres import PostgresServer
 
 
 @pytest.fixture(scope="session")
@@ -71,10 +70,3 @@ def make_client(aiohttp_client: Any, db_path: Path) -> MakeClient:
         return client
 
     return make
-
-
-@pytest.fixture
-async def mgmt(tmp_path: Path) -> AsyncIterator[ManagementCluster]:
-    """A stand-in management cluster (bookmarks every 0.2 s: watches resume quickly)."""
-    async with ManagementCluster(tmp_path / "mgmt", ManagementSettings(bookmark_seconds=0.2)) as m:
-        yield m

@@ -26,9 +26,9 @@ from typing import Any
 
 import aiohttp
 import pytest
-from reactor_helpers import AUTH, TOKEN, MakeClient
 
 from fleetwatch.procs import ManagedProcess, free_port
+from tests.helpers.reactor_helpers import AUTH, TOKEN, MakeClient
 
 ALERTMANAGER = shutil.which("prometheus-alertmanager")
 pytestmark = [

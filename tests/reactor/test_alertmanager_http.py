@@ -31,7 +31,6 @@ import aiohttp
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
-from etcd_poll import poll
 from prometheus_client import CollectorRegistry
 
 from fleetwatch.cli import build_parser
@@ -40,6 +39,7 @@ from reactor.alertmanager.http import HTTPConfigError, parse_http_config
 from reactor.app import create_app
 from reactor.cli import settings_from
 from reactor.context import ReactorSettings
+from tests.helpers.etcd_poll import poll
 
 S = 1_000_000
 PASSWORD, TOKEN = "s3cret-Pa55", "t0ken-value"

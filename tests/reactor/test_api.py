@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
-from reactor_helpers import AUTH, TOKEN, MakeClient, dump_db, hold_write_lock
-from reactor_payloads import OFFLINE, ONLINE, alert, webhook
 
 from reactor.api.openapi import openapi_document
+from tests.helpers.reactor_helpers import AUTH, TOKEN, MakeClient, dump_db, hold_write_lock
+from tests.helpers.reactor_payloads import OFFLINE, ONLINE, alert, webhook
 
 
 def kubeconfig(path: Path, contexts: dict[str, str]) -> Path:

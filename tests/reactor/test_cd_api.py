@@ -12,8 +12,6 @@ from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
-from reactor_helpers import postgres_url
-from reactor_payloads import OFFLINE, ONLINE, alert
 
 # The stand-in management cluster with the fleet of test_cd_live, and its helpers.
 from test_cd_live import (  # noqa: F401 (start is a fixture)
@@ -36,6 +34,8 @@ from reactor.app import create_app
 from reactor.cd.lease import LeaderElection
 from reactor.cd.settings import CdSettings
 from reactor.context import ReactorSettings
+from tests.helpers.reactor_helpers import postgres_url
+from tests.helpers.reactor_payloads import OFFLINE, ONLINE, alert
 
 pytestmark = pytest.mark.live
 

@@ -17,8 +17,6 @@ from typing import Any
 import aiohttp
 import pytest
 from prometheus_client import CollectorRegistry
-from reactor_helpers import mirrored, notify, postgres_url, until
-from reactor_payloads import OFFLINE, ONLINE, alert
 
 from fleetwatch.common import metricnames
 from fleetwatch.kube.informer import InformerSettings
@@ -28,6 +26,8 @@ from reactor.app import create_app
 from reactor.cd.objects import MARK, SKIP_RECONCILE
 from reactor.cd.settings import CdSettings
 from reactor.context import ReactorSettings
+from tests.helpers.reactor_helpers import mirrored, notify, postgres_url, until
+from tests.helpers.reactor_payloads import OFFLINE, ONLINE, alert
 
 pytestmark = pytest.mark.live
 

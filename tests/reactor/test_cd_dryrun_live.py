@@ -25,9 +25,6 @@ import psycopg
 import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
-from reactor_helpers import TABLES
-from reactor_payloads import OFFLINE, ONLINE, alert, webhook
-from reactor_postgres import PostgresServer
 from test_cd_live import C1_PAUSED, FLEET, kustomization
 from test_cd_replicas import Replica, reader, seed_store
 
@@ -37,6 +34,9 @@ from fleetwatch.standin.management import ManagementProcess
 from reactor.alertmanager.signals import parse_webhook, status_signals
 from reactor.service import Service
 from reactor.store.postgres import PostgresStore
+from tests.helpers.reactor_helpers import TABLES
+from tests.helpers.reactor_payloads import OFFLINE, ONLINE, alert, webhook
+from tests.helpers.reactor_postgres import PostgresServer
 
 pytestmark = pytest.mark.live
 

@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry
 from fleetwatch.common import metricnames
 from fleetwatch.kube.kubeapi import KubeApiError
 from fleetwatch.kube.kubeauth import BearerToken, from_kubeconfig
-from fleetwatch.standin.management import ManagementCluster
+from fleetwatch.standin.management import ManagementCluster, ManagementSettings
 from fleetwatch.standin.management.kinds import BY_API_KIND
 from reactor.cd.election import LeaderElector, LeaderMetrics, lease_namespace
 from reactor.cd.kubewrite import KubeWriter
@@ -77,9 +77,9 @@ class Replica:
 
 
 @pytest.fixture
-async def mgmt(tmp_path: Path) -> AsyncIterator[ManagementCluster]:
-    async with ManagementCluster(tmp_path / "mgmt") as m:
-        yield m
+def mgmt_settings() -> ManagementSettings:
+    """The stand-in's own defaults (tests/helpers/standin_fixtures.py gives the ``mgmt``)."""
+    return ManagementSettings()
 
 
 @pytest.fixture

@@ -18,8 +18,6 @@ from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
-from reactor_helpers import until
-from reactor_payloads import OFFLINE, ONLINE, alert, webhook
 
 from fleetwatch.common import metricnames
 from fleetwatch.kube.kubeapi import KubeApiError
@@ -33,6 +31,8 @@ from reactor.cd.metrics import CdMetrics
 from reactor.cd.settings import CdSettings
 from reactor.service import Service
 from reactor.store.sqlite import SQLiteStore
+from tests.helpers.reactor_helpers import until
+from tests.helpers.reactor_payloads import OFFLINE, ONLINE, alert, webhook
 
 OBJECTS = 20
 IN_FLIGHT = 4

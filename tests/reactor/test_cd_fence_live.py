@@ -22,8 +22,6 @@ from typing import Any
 import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
-from reactor_payloads import OFFLINE, ONLINE, alert, webhook
-from reactor_postgres import PostgresServer
 from test_cd_live import kustomization
 from test_cd_replicas import Replica, seed_store
 
@@ -33,6 +31,8 @@ from fleetwatch.procs import wait_until
 from fleetwatch.standin.management import ManagementCluster, ManagementProcess
 from reactor.cd.kubewrite import Fenced, KubeWriter
 from reactor.cd.objects import MARK
+from tests.helpers.reactor_payloads import OFFLINE, ONLINE, alert, webhook
+from tests.helpers.reactor_postgres import PostgresServer
 
 pytestmark = pytest.mark.live
 

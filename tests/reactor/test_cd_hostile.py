@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from discovery_hostile import HOSTILE, most_requests, observe, requests
 
 from fleetwatch.standin.management import ManagementCluster
 from reactor.app import create_app
 from reactor.cd.settings import CdSettings
 from reactor.context import ReactorSettings
+from tests.helpers.discovery_hostile import HOSTILE, most_requests, observe, requests
 
 pytestmark = pytest.mark.live
 

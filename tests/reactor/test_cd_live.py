@@ -13,8 +13,6 @@ from typing import Any
 import aiohttp
 import pytest
 from prometheus_client import CollectorRegistry
-from reactor_helpers import mirrored, notify, postgres_url, until
-from reactor_payloads import OFFLINE, ONLINE, alert
 
 from fleetwatch.cli.demo_cd import cluster_secret, flux_object
 from fleetwatch.common import metricnames
@@ -26,6 +24,8 @@ from reactor.app import create_app
 from reactor.cd.objects import MARK, REQUESTED_AT, SKIP_RECONCILE
 from reactor.cd.settings import CdSettings
 from reactor.context import ReactorSettings
+from tests.helpers.reactor_helpers import mirrored, notify, postgres_url, until
+from tests.helpers.reactor_payloads import OFFLINE, ONLINE, alert
 
 pytestmark = pytest.mark.live
 

@@ -20,8 +20,6 @@ from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
-from reactor_helpers import mirrored, notify, until
-from reactor_payloads import OFFLINE, ONLINE, alert
 
 from fleetwatch.common import metricnames
 from fleetwatch.kube.informer import InformerSettings
@@ -31,6 +29,8 @@ from reactor.app import create_app
 from reactor.cd.settings import CdSettings
 from reactor.context import ReactorSettings
 from reactor.store.database import SQLITE
+from tests.helpers.reactor_helpers import mirrored, notify, until
+from tests.helpers.reactor_payloads import OFFLINE, ONLINE, alert
 
 pytestmark = pytest.mark.live
 

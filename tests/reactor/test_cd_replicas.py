@@ -19,8 +19,6 @@ from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from reactor_payloads import OFFLINE, ONLINE, alert, webhook
-from reactor_postgres import PostgresServer
 from test_cd_live import C1_PAUSED, FLEET, OBJECTS, SERVER
 
 from fleetwatch.common import metricnames
@@ -31,6 +29,8 @@ from reactor.alertmanager.signals import parse_webhook, status_signals
 from reactor.cd.objects import MARK, SKIP_RECONCILE
 from reactor.service import Service
 from reactor.store.postgres import PostgresStore
+from tests.helpers.reactor_payloads import OFFLINE, ONLINE, alert, webhook
+from tests.helpers.reactor_postgres import PostgresServer
 
 pytestmark = pytest.mark.live
 

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
-from reactor_helpers import open_store
 
 from reactor.cd.metrics import CdMetrics
 from reactor.cd.mirror import mirror_row, plan, preview
@@ -22,6 +21,7 @@ from reactor.cd.unwatched import UnwatchedRows, count, split
 from reactor.service import Service
 from reactor.statemachine import CLUSTER_OFFLINE, AppStatus, Status
 from reactor.store import MirroredApp
+from tests.helpers.reactor_helpers import open_store
 
 FLUX_KINDS = (KUSTOMIZATION, HELMRELEASE)
 ALL_KINDS = (KUSTOMIZATION, HELMRELEASE, APPLICATION)

@@ -21,7 +21,8 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from reactor_live import TOKEN, running_reactor
+
+from tests.helpers.reactor_live import TOKEN, running_reactor
 
 pytestmark = pytest.mark.live
 

@@ -14,13 +14,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from reactor_helpers import MakeClient, dump_db, open_store
-from reactor_payloads import OFFLINE, ONLINE, alert, webhook
-
 from reactor.alertmanager.signals import parse_webhook, status_signals
 from reactor.service import Gated, Service
 from reactor.statemachine import AppStatus
 from reactor.store import retry_conflicts
+from tests.helpers.reactor_helpers import MakeClient, dump_db, open_store
+from tests.helpers.reactor_payloads import OFFLINE, ONLINE, alert, webhook
 
 DEPLOYED_ON_C1 = 2000
 PENDING_ON_C1 = 400

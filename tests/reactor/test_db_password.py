@@ -22,13 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from reactor_postgres import PostgresServer
 
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
 from reactor.secretfile import SecretFile
 from reactor.service import Service
 from reactor.store import StoreUnavailable
 from reactor.store.postgres import PostgresStore
+from tests.helpers.reactor_postgres import PostgresServer
 
 pytestmark = pytest.mark.live
 

@@ -23,11 +23,11 @@ from urllib.parse import quote
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from reactor_helpers import POSTGRES_URL_SUFFIX, db_flag, dump_db
-from reactor_payloads import OFFLINE, ONLINE, ZERO_TIME, alert, at, webhook
 
 from fleetwatch.procs import ManagedProcess, free_port
 from reactor.store.database import POSTGRESQL, SQLITE
+from tests.helpers.reactor_helpers import POSTGRES_URL_SUFFIX, db_flag, dump_db
+from tests.helpers.reactor_payloads import OFFLINE, ONLINE, ZERO_TIME, alert, at, webhook
 
 pytestmark = pytest.mark.live
 

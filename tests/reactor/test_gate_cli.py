@@ -10,10 +10,10 @@ import urllib.request
 from collections.abc import Iterator
 
 import pytest
-from reactor_live import TOKEN, running_reactor
-from reactor_payloads import OFFLINE, ONLINE, alert, webhook
 
 from fleetwatch.procs import free_port
+from tests.helpers.reactor_live import TOKEN, running_reactor
+from tests.helpers.reactor_payloads import OFFLINE, ONLINE, alert, webhook
 
 pytestmark = pytest.mark.live
 

@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from reactor_helpers import AUTH, TOKEN, MakeClient, dump_db
-from reactor_payloads import OFFLINE, ONLINE, alert, at, webhook
 
 from fleetwatch.cli import build_parser, main
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
 from reactor.cli import settings_from
+from tests.helpers.reactor_helpers import AUTH, TOKEN, MakeClient, dump_db
+from tests.helpers.reactor_payloads import OFFLINE, ONLINE, alert, at, webhook
 
 LATE = "9999-12-31T23:59:59Z"
 

@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient
-from reactor_helpers import TOKEN, MakeClient
 
 from fleetwatch.procs import ManagedProcess, free_port, http_ok, wait_until
 from reactor.app import create_app
 from reactor.context import ReactorSettings
 from reactor.store import StoreUnavailable
 from reactor.store.sqlite import SQLiteStore
+from tests.helpers.reactor_helpers import TOKEN, MakeClient
 
 
 async def test_healthy_and_ready_need_no_token(make_client: MakeClient) -> None:

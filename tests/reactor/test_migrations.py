@@ -14,7 +14,6 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from reactor_postgres import PostgresServer
 
 from reactor.alertmanager.signals import parse_webhook, status_signals
 from reactor.service import Service
@@ -22,6 +21,7 @@ from reactor.statemachine import AppStatus, Status
 from reactor.store import StoreUnavailable, schema
 from reactor.store.postgres import PostgresStore
 from reactor.store.sqlite import SQLiteStore
+from tests.helpers.reactor_postgres import PostgresServer
 
 SCHEMA1 = Path(__file__).parent / "fixtures" / "schema1.db"
 TABLES = ("clusters", "outages", "apps")

@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 import yaml
-from discovery_names import BAD_CHARS, BAD_LIST, BAD_NAMES, BadName, no_raw_control
-from reactor_helpers import MakeClient, dump_db
-from reactor_payloads import ONLINE, alert, webhook
 
 from fleetwatch.common import names
 from reactor.cd.objects import Destination, Unreadable, read_object
 from reactor.cd.targets import ClusterIndex, KnownCluster, Unresolved
+from tests.helpers.discovery_names import BAD_CHARS, BAD_LIST, BAD_NAMES, BadName, no_raw_control
+from tests.helpers.reactor_helpers import MakeClient, dump_db
+from tests.helpers.reactor_payloads import ONLINE, alert, webhook
 
 ENDPOINT = "https://10.0.0.1:6443"
 

@@ -15,11 +15,11 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
-from reactor_postgres import PostgresServer
 
 from reactor.service import DiscoveredCluster, Service
 from reactor.store import retry_conflicts
 from reactor.store.postgres import PostgresStore
+from tests.helpers.reactor_postgres import PostgresServer
 
 pytestmark = pytest.mark.live
 

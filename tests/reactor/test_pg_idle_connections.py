@@ -26,12 +26,12 @@ from typing import Any
 
 import psycopg
 import pytest
-from reactor_postgres import PostgresServer
 
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
 from reactor.service import Service
 from reactor.statemachine import Status
 from reactor.store.postgres import PostgresStore
+from tests.helpers.reactor_postgres import PostgresServer
 
 pytestmark = pytest.mark.live
 

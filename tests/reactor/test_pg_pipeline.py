@@ -17,8 +17,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from reactor_helpers import until
-from reactor_postgres import PostgresServer
 
 from reactor.service import Service
 from reactor.statemachine import Status
@@ -26,6 +24,8 @@ from reactor.store import Placement, StoreBusy, StoreConflict, StoreUnavailable
 from reactor.store.pg_connection import Connector, Reachability
 from reactor.store.pg_pipeline import PipelinedDeploys, numbered, text_array
 from reactor.store.postgres import DEPLOY, PostgresStore
+from tests.helpers.reactor_helpers import until
+from tests.helpers.reactor_postgres import PostgresServer
 
 pytestmark = pytest.mark.live
 

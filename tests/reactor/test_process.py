@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from reactor_helpers import db_flag, dump_db, open_store, postgres_url, query
-from reactor_payloads import OFFLINE, ONLINE, alert, webhook
 
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
 from reactor.alertmanager.signals import parse_webhook, status_signals
 from reactor.service import Service
 from reactor.store.postgres import PostgresTransaction
+from tests.helpers.reactor_helpers import db_flag, dump_db, open_store, postgres_url, query
+from tests.helpers.reactor_payloads import OFFLINE, ONLINE, alert, webhook
 
 pytestmark = pytest.mark.live
 

@@ -25,10 +25,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
-from etcd_poll import poll
 from prometheus_client import CollectorRegistry
-from reactor_helpers import MakeClient
-from reactor_payloads import alert, webhook
 
 from reactor.alertmanager.client import (
     AlertmanagerClient,
@@ -45,6 +42,9 @@ from reactor.context import ReactorSettings
 from reactor.reconcile import PeerListing, plan, request_timeout
 from reactor.statemachine import AlertState, ClusterAlertState, Status, StatusAlert, apply
 from reactor.store import ClusterRecord
+from tests.helpers.etcd_poll import poll
+from tests.helpers.reactor_helpers import MakeClient
+from tests.helpers.reactor_payloads import alert, webhook
 
 S = 1_000_000  #: one second in microseconds
 NOW = 1_000 * S

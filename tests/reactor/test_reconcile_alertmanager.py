@@ -22,13 +22,13 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient
-from etcd_poll import poll
 from prometheus_client import CollectorRegistry
-from reactor_helpers import postgres_url
 
 from fleetwatch.procs import ManagedProcess, free_port
 from reactor.app import create_app
 from reactor.context import ReactorSettings
+from tests.helpers.etcd_poll import poll
+from tests.helpers.reactor_helpers import postgres_url
 
 ALERTMANAGER = shutil.which("prometheus-alertmanager")
 pytestmark = [

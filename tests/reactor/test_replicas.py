@@ -26,13 +26,13 @@ from typing import Any
 import psycopg
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from reactor_payloads import OFFLINE, ONLINE, alert, webhook
-from reactor_postgres import PostgresServer
 
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
 from reactor.alertmanager.signals import parse_webhook, status_signals
 from reactor.service import Service
 from reactor.store.postgres import PostgresStore
+from tests.helpers.reactor_payloads import OFFLINE, ONLINE, alert, webhook
+from tests.helpers.reactor_postgres import PostgresServer
 
 pytestmark = pytest.mark.live
 

@@ -24,7 +24,8 @@ import time
 from pathlib import Path
 
 import pytest
-from reactor_live import TOKEN, running_reactor
+
+from tests.helpers.reactor_live import TOKEN, running_reactor
 
 pytestmark = pytest.mark.live
 

@@ -22,17 +22,7 @@ from typing import Any
 import pytest
 import yaml
 from aiohttp.test_utils import TestClient
-from discovery_informer import (
-    SENTINEL,
-    argocd_secret,
-    b64,
-    capi_secret,
-    labelled_secret,
-    plain_secret,
-)
 from prometheus_client.parser import text_string_to_metric_families
-from reactor_helpers import MakeClient, db_flag, until
-from reactor_payloads import ONLINE, alert, webhook
 
 from fleetwatch.discovery.apisource import KubernetesDiscovery
 from fleetwatch.kube.informer import InformerSettings
@@ -44,6 +34,16 @@ from fleetwatch.standin.management import (
 from fleetwatch.standin.management.kinds import SECRETS
 from reactor.app import create_app
 from reactor.context import ReactorSettings
+from tests.helpers.discovery_informer import (
+    SENTINEL,
+    argocd_secret,
+    b64,
+    capi_secret,
+    labelled_secret,
+    plain_secret,
+)
+from tests.helpers.reactor_helpers import MakeClient, db_flag, until
+from tests.helpers.reactor_payloads import ONLINE, alert, webhook
 
 pytestmark = pytest.mark.live
 

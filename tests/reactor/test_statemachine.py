@@ -15,8 +15,6 @@ from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
-from reactor_helpers import open_store
-from reactor_payloads import OFFLINE, ONLINE, alert, webhook
 
 from reactor import gate
 from reactor.alertmanager.signals import parse_webhook, status_signals
@@ -32,6 +30,8 @@ from reactor.statemachine import (
     StatusAlert,
     apply,
 )
+from tests.helpers.reactor_helpers import open_store
+from tests.helpers.reactor_payloads import OFFLINE, ONLINE, alert, webhook
 
 
 def on(starts: float, ends: float | None = None) -> dict[str, Any]:

@@ -12,7 +12,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from reactor_postgres import PostgresServer
 
 from fleetwatch.cli import build_parser
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
@@ -22,6 +21,7 @@ from reactor.service import Service
 from reactor.store import StoreUnavailable, retry_conflicts
 from reactor.store.database import POSTGRESQL, SQLITE, parse_db_url
 from reactor.store.postgres import PostgresStore
+from tests.helpers.reactor_postgres import PostgresServer
 
 
 @pytest.mark.parametrize(

@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from reactor_helpers import MakeClient, open_store
-from reactor_payloads import OFFLINE, ONLINE, T0, alert, webhook
 
 import reactor.app
 from reactor.alertmanager.signals import parse_webhook, status_signals
 from reactor.service import Service
+from tests.helpers.reactor_helpers import MakeClient, open_store
+from tests.helpers.reactor_payloads import OFFLINE, ONLINE, T0, alert, webhook
 
 
 def micros(minutes: float) -> int:

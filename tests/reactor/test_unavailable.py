@@ -21,7 +21,6 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient
 from prometheus_client.parser import text_string_to_metric_families
-from reactor_payloads import ONLINE, alert, webhook
 
 from fleetwatch.common.metricnames import REACTOR_APPS, REACTOR_CLUSTERS, REACTOR_DATABASE_UP
 from reactor.api import handlers as api
@@ -29,6 +28,7 @@ from reactor.app import create_app
 from reactor.context import ReactorSettings
 from reactor.store import Placement, StoreUnavailable, Transaction
 from reactor.store.sqlite import SQLiteStore
+from tests.helpers.reactor_payloads import ONLINE, alert, webhook
 
 #: What psycopg says when PostgreSQL is down: a host, a port, the driver's words.
 DETAIL = (

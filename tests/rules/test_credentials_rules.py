@@ -12,11 +12,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import rules_promtool
-from credentials_promtool import SHIPPED_RULE_FILE, render_test_file
 
 from alerts.rules import RuleSettings, render_rules
 from fleetwatch.cli import main
+from tests.helpers import rules_promtool
+from tests.helpers.credentials_promtool import SHIPPED_RULE_FILE, render_test_file
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED_TESTS = ROOT / "alerts" / "tests" / "credentials.test.yml"
@@ -39,7 +39,7 @@ def _run(tmp_path: Path, rules: RuleSettings, tests: str) -> subprocess.Complete
 def test_shipped_unit_tests_equal_generated() -> None:
     assert SHIPPED_TESTS.read_text() == render_test_file(RuleSettings(), SHIPPED_RULE_FILE), (
         "alerts/tests/credentials.test.yml is stale: run `.venv/bin/python "
-        "tests/rules/credentials_promtool.py > alerts/tests/credentials.test.yml`"
+        "tests/helpers/credentials_promtool.py > alerts/tests/credentials.test.yml`"
     )
 
 

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 import yaml
-from rules_promtool import SHIPPED_RULE_FILE, render_test_file
 
 from alerts import controlplane as rules_controlplane
 from alerts import rules
 from alerts.reason import REASON_ANNOTATIONS
 from alerts.rules import RulesError, RuleSettings, render_rules
+from tests.helpers.rules_promtool import SHIPPED_RULE_FILE, render_test_file
 
 ROOT = Path(__file__).resolve().parents[2]
 ALERTS = ROOT / "alerts"
@@ -64,7 +64,7 @@ def test_shipped_rules_equal_fleetwatch_rules_defaults() -> None:
 def test_shipped_unit_tests_equal_generated() -> None:
     assert SHIPPED_TESTS.read_text() == render_test_file(RuleSettings(), SHIPPED_RULE_FILE), (
         "alerts/tests/fleetwatch.test.yml is stale: run "
-        "`.venv/bin/python tests/rules/rules_promtool.py > alerts/tests/fleetwatch.test.yml`"
+        "`.venv/bin/python -m tests.helpers.rules_promtool > alerts/tests/fleetwatch.test.yml`"
     )
 
 

@@ -19,13 +19,13 @@ import pytest
 import yaml
 from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
-from sharding_promtool import JOB, SHIPPED_RULE_FILE, render_test_file
 
 from alerts.rules import RuleSettings, render_rules
 from alerts.sharding import SHARDING_ALERT
 from exporter.server import MONITOR, create_app
 from exporter.settings import resolve
 from fleetwatch.common.metricnames import EXPORTER_FLEET_CLUSTERS, EXPORTER_SHARD, EXPORTER_SHARDS
+from tests.helpers.sharding_promtool import JOB, SHIPPED_RULE_FILE, render_test_file
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED_TESTS = ROOT / "alerts" / "tests" / "sharding.test.yml"
@@ -40,7 +40,7 @@ def _promtool(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_shipped_unit_tests_equal_generated() -> None:
     assert SHIPPED_TESTS.read_text() == render_test_file(RuleSettings(), SHIPPED_RULE_FILE), (
         "alerts/tests/sharding.test.yml is stale: run "
-        "`.venv/bin/python tests/rules/sharding_promtool.py > alerts/tests/sharding.test.yml`"
+        "`.venv/bin/python -m tests.helpers.sharding_promtool > alerts/tests/sharding.test.yml`"
     )
 
 

@@ -4,18 +4,11 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import aiohttp
 import pytest
 
 from fleetwatch.standin import StandinFleet
-
-
-@pytest.fixture
-async def fleet(tmp_path: Path) -> AsyncIterator[StandinFleet]:
-    async with StandinFleet(tmp_path / "fleet") as started:
-        yield started
 
 
 @pytest.fixture

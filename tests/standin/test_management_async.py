@@ -7,24 +7,14 @@ server in-process (``ManagementCluster``), a real TLS client, no threads.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import aiohttp
 import pytest
-from standin_management import capi_secret
 
-from fleetwatch.standin.management import ManagementCluster, ManagementSettings
+from fleetwatch.standin.management import ManagementCluster
+from tests.helpers.standin_management import capi_secret
 
 pytestmark = pytest.mark.live
-
-
-@pytest.fixture
-async def mgmt(tmp_path: Path) -> AsyncIterator[ManagementCluster]:
-    async with ManagementCluster(
-        tmp_path / "mgmt", ManagementSettings(bookmark_seconds=0.2)
-    ) as started:
-        yield started
 
 
 async def test_an_asyncio_client_lists_then_watches_from_the_list_version(

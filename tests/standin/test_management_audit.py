@@ -12,9 +12,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from standin_management import NS, kustomization
 
 from fleetwatch.standin.management import ThreadedManagementCluster
+from tests.helpers.standin_management import NS, kustomization
 
 pytestmark = pytest.mark.live
 

@@ -17,7 +17,10 @@ from typing import Any
 import pytest
 from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
-from standin_management import (
+
+from fleetwatch.procs import wait_until
+from fleetwatch.standin.management import ManagementSettings, ThreadedManagementCluster
+from tests.helpers.standin_management import (
     NS,
     api_client,
     application,
@@ -27,9 +30,6 @@ from standin_management import (
     kustomization,
     secret,
 )
-
-from fleetwatch.procs import wait_until
-from fleetwatch.standin.management import ManagementSettings, ThreadedManagementCluster
 
 pytestmark = pytest.mark.live
 

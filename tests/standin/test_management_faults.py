@@ -20,7 +20,6 @@ from typing import Any
 
 import pytest
 import yaml
-from standin_management import NS, Kubectl, application, kustomization, secret
 
 from fleetwatch.procs import wait_until
 from fleetwatch.standin.management import (
@@ -28,6 +27,7 @@ from fleetwatch.standin.management import (
     ManagementSettings,
     ThreadedManagementCluster,
 )
+from tests.helpers.standin_management import NS, Kubectl, application, kustomization, secret
 
 pytestmark = pytest.mark.live
 

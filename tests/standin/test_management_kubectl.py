@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from standin_management import (
+
+from fleetwatch.standin.management import ManagementSettings, ThreadedManagementCluster
+from tests.helpers.standin_management import (
     NS,
     Kubectl,
     Lines,
@@ -26,8 +28,6 @@ from standin_management import (
     kustomization,
     secret,
 )
-
-from fleetwatch.standin.management import ManagementSettings, ThreadedManagementCluster
 
 pytestmark = pytest.mark.live
 

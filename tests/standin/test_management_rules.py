@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from standin_management import NS, kustomization, secret
 
 from fleetwatch.standin.management.auth import RbacRule, Tokens
 from fleetwatch.standin.management.fields import Ownership, fields_v1
@@ -17,6 +16,7 @@ from fleetwatch.standin.management.patches import PatchFailed, json_patch, merge
 from fleetwatch.standin.management.selectors import field_selector, label_selector
 from fleetwatch.standin.management.status import ApiError
 from fleetwatch.standin.management.store import ObjectStore
+from tests.helpers.standin_management import NS, kustomization, secret
 
 KUSTOMIZATIONS = BY_PATH[("kustomize.toolkit.fluxcd.io", "v1", "kustomizations")]
 

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from standin_management import argocd_cluster_secret, secret
 
 from fleetwatch.procs import wait_until
 from fleetwatch.standin.management import ManagementSettings, ThreadedManagementCluster
+from tests.helpers.standin_management import argocd_cluster_secret, secret
 
 pytestmark = pytest.mark.live
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from controlplane_nodes import free_first_index
 
 from fleetwatch.standin import ControlPlane, StandinFleet, node_ip
+from tests.helpers.controlplane_nodes import free_first_index
 
 pytestmark = pytest.mark.live
 

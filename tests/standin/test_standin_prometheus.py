@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from controlplane_nodes import free_first_index
 
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
 from fleetwatch.standin import ControlPlane, ThreadedFleet, node_ip
+from tests.helpers.controlplane_nodes import free_first_index
 
 pytestmark = [
     pytest.mark.live,

@@ -23,10 +23,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dashboards_prometheus import Prometheus
-
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
 from fleetwatch.standin import ThreadedFleet
+from tests.helpers.dashboards_prometheus import Prometheus
 
 REPO = Path(__file__).resolve().parents[2]
 RULES = REPO / "alerts" / "fleetwatch.rules.yml"

@@ -21,9 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from deploy_image import Container
-
 from fleetwatch.procs import free_port
+from tests.helpers.deploy_image import Container
 
 Obj = dict[str, Any]
 LISTEN = re.compile(r"^--web\.listen-address=(?P<host>[^:]*):(?P<port>\d+)$")

@@ -20,7 +20,8 @@ from typing import Any
 
 import celpy  # type: ignore[import-untyped]
 from celpy import celtypes
-from deploy_manifests import Obj, find
+
+from tests.helpers.deploy_manifests import Obj, find
 
 #: The user the policy's match condition names: the reactor's ServiceAccount.
 REACTOR = "system:serviceaccount:fleetwatch:fleetwatch-reactor"

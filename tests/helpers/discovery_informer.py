@@ -29,24 +29,31 @@ FAST = InformerSettings(
 )
 
 
-def b64(text: str) -> str:
-    return base64.b64encode(text.encode()).decode()
+def b64(data: bytes | str) -> str:
+    return base64.b64encode(data.encode() if isinstance(data, str) else data).decode()
 
 
-def argocd_secret(
-    name: str, server: str = "https://10.0.0.1:6443", token: str = SENTINEL
+def argocd_cluster(
+    name: str, server: str, config: dict[str, Any], labels: dict[str, str] | None = None
 ) -> dict[str, Any]:
-    config = {"bearerToken": f"{token}-{name}", "tlsClientConfig": {"insecure": True}}
+    """An Argo CD cluster Secret (namespace argocd) with its ``config`` and extra labels."""
     return {
         "apiVersion": "v1",
         "kind": "Secret",
         "metadata": {
             "name": f"cluster-{name}",
             "namespace": "argocd",
-            "labels": {"argocd.argoproj.io/secret-type": "cluster"},
+            "labels": {"argocd.argoproj.io/secret-type": "cluster", **(labels or {})},
         },
         "data": {"name": b64(name), "server": b64(server), "config": b64(json.dumps(config))},
     }
+
+
+def argocd_secret(
+    name: str, server: str = "https://10.0.0.1:6443", token: str = SENTINEL
+) -> dict[str, Any]:
+    config = {"bearerToken": f"{token}-{name}", "tlsClientConfig": {"insecure": True}}
+    return argocd_cluster(name, server, config)
 
 
 def kubeconfig_text(context: str, server: str = "https://10.0.0.2:6443") -> str:

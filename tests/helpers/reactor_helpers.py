@@ -13,11 +13,11 @@ from typing import Any
 
 import psycopg
 from aiohttp.test_utils import TestClient
-from reactor_payloads import webhook
 
 from reactor.store import Store
 from reactor.store.postgres import PostgresStore
 from reactor.store.sqlite import SQLiteStore
+from tests.helpers.reactor_payloads import webhook
 
 TOKEN = "s3cret-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
