@@ -17,9 +17,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from e2e_loop import Loop
 
 from fleetwatch.procs import free_port
+from tests.helpers.e2e_loop import Loop
 
 pytestmark = pytest.mark.live
 

@@ -12,8 +12,6 @@ from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
-from reactor_helpers import mirrored, notify, until
-from reactor_payloads import OFFLINE, ONLINE, alert
 from test_cd_live import (  # noqa: F401 (start is a fixture)
     C1_PAUSED,
     OBJECTS,
@@ -28,6 +26,8 @@ from fleetwatch.standin.management import ManagementCluster
 from fleetwatch.standin.management.kinds import EVENTS
 from reactor.cd.events import CONTROLLER
 from reactor.cd.setup import CD_ACTUATOR
+from tests.helpers.reactor_helpers import mirrored, notify, until
+from tests.helpers.reactor_payloads import OFFLINE, ONLINE, alert
 
 pytestmark = pytest.mark.live
 

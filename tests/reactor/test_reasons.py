@@ -13,9 +13,6 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from etcd_poll import poll
-from reactor_helpers import MakeClient
-from reactor_payloads import OFFLINE, ONLINE, alert, at, webhook
 
 from reactor.reasons import (
     SILENCE,
@@ -30,6 +27,9 @@ from reactor.reasons import (
     webhook_notes,
 )
 from reactor.statemachine import AlertState, ClusterAlertState, Status, StatusAlert
+from tests.helpers.etcd_poll import poll
+from tests.helpers.reactor_helpers import MakeClient
+from tests.helpers.reactor_payloads import OFFLINE, ONLINE, alert, at, webhook
 
 ON, OFF = StatusAlert.ONLINE, StatusAlert.OFFLINE
 TIMEOUT = Told("timeout", "unreachable")
