@@ -12,7 +12,7 @@ import copy
 from typing import Any
 
 from fleetwatch.discovery.apisource import RELEASED, KubernetesDiscovery, SecretReads
-from tests.discovery.discovery_informer import argocd_secret
+from tests.helpers.discovery_informer import argocd_secret
 
 
 def stored(name: str, uid: str, rv: str, server: str = "https://10.0.0.1:6443") -> dict[str, Any]:
