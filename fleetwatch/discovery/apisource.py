@@ -21,7 +21,7 @@ with its service account. The reactor and ``discover`` run no plugin, but take t
 too, so that they call probeable what the exporter probes.
 
 Part of discovery's I/O edge with ``fleetwatch.kube.informer``, ``fleetwatch.kube.kubeapi`` and
-``fleetwatch.kube.kubeauth``, which it builds: not re-exported by the package's face.
+``fleetwatch.kube.kubeauth`` (through ``fleetwatch.discovery.kubecreds``), which it builds: not re-exported by the package's face.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from typing import Any
 
 from fleetwatch.discovery.clusterlabels import NO_LABELS, Allowlist
 from fleetwatch.discovery.clusters import DiscoveryProblem
+from fleetwatch.discovery.kubecreds import load_credentials
 from fleetwatch.discovery.labels import LabelSelector, SelectorError
 from fleetwatch.discovery.secrets import (
     DEFAULT_SELECTOR,
@@ -41,9 +42,10 @@ from fleetwatch.discovery.secrets import (
     read_secret,
     with_last_good,
 )
-from fleetwatch.kube.informer import Informer, InformerSettings, watch_specs
+from fleetwatch.discovery.secretwatch import watch_specs
+from fleetwatch.kube.informer import Informer, InformerSettings
 from fleetwatch.kube.kubeapi import KubeApi
-from fleetwatch.kube.kubeauth import InClusterPaths, load_credentials
+from fleetwatch.kube.kubeauth import InClusterPaths
 
 
 @dataclass(frozen=True)

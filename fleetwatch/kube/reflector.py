@@ -89,7 +89,7 @@ class InformerSettings:
         )
 
 
-class Watched(Protocol):  # what a reflector lists and watches: a WatchSpec, a CdWatch
+class Watched(Protocol):  # what a reflector lists and watches: a discovery WatchSpec, a CdWatch
     @property
     def kind(self) -> str: ...  # a short name, for logs and task names
     @property

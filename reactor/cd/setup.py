@@ -23,8 +23,9 @@ from pathlib import Path
 
 from aiohttp import web
 
+from fleetwatch.discovery.kubecreds import from_kubeconfig, load_credentials
 from fleetwatch.kube.informer import Informer
-from fleetwatch.kube.kubeauth import ApiCredentials, from_kubeconfig, load_credentials
+from fleetwatch.kube.kubeauth import ApiCredentials
 from reactor.apidiscovery import API_DISCOVERY
 from reactor.cd.actuator import CdActuator
 from reactor.cd.election import LeaderElector, LeaderMetrics, lease_namespace

@@ -19,7 +19,8 @@ import pytest
 from discovery_hostile import HOSTILE, most_requests, observe, requests
 from discovery_informer import argocd_secret, running
 
-from fleetwatch.kube.informer import InformerSettings, WatchSpec
+from fleetwatch.discovery.secretwatch import WatchSpec
+from fleetwatch.kube.informer import InformerSettings
 from fleetwatch.standin.management import ManagementCluster, ManagementSettings
 
 pytestmark = pytest.mark.live

@@ -25,8 +25,8 @@ from discovery_informer import (
 )
 
 from fleetwatch.discovery import read_secret
-from fleetwatch.kube.informer import WatchSpec, watch_specs
-from fleetwatch.kube.kubeauth import from_kubeconfig
+from fleetwatch.discovery.kubecreds import from_kubeconfig
+from fleetwatch.discovery.secretwatch import WatchSpec, watch_specs
 from fleetwatch.standin.management import ManagementCluster, ManagementSettings
 from fleetwatch.standin.management.kinds import SECRETS
 

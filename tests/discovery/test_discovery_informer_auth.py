@@ -15,15 +15,10 @@ import pytest
 import yaml
 from discovery_informer import SENTINEL, argocd_secret, capi_secret, names, running, until
 
-from fleetwatch.kube.informer import watch_specs
+from fleetwatch.discovery.kubecreds import from_kubeconfig, load_credentials
+from fleetwatch.discovery.secretwatch import watch_specs
 from fleetwatch.kube.kubeapi import KubeApi, KubeApiError
-from fleetwatch.kube.kubeauth import (
-    InClusterPaths,
-    KubeAuthError,
-    from_kubeconfig,
-    in_cluster,
-    load_credentials,
-)
+from fleetwatch.kube.kubeauth import InClusterPaths, KubeAuthError, in_cluster
 from fleetwatch.standin.management import ManagementCluster, ManagementSettings
 
 
