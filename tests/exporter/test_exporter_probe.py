@@ -19,6 +19,7 @@ from exporter_helpers import MonitorFactory
 from exporter.model import Reason
 from exporter.net.credentials import CredentialsError, build_credentials
 from fleetwatch.discovery import Cluster, ContextConfig, Discovery
+from fleetwatch.discovery.clusters import probeable
 from fleetwatch.discovery.kubeconfig import context_config
 from fleetwatch.standin import StandinFleet
 
@@ -166,6 +167,9 @@ class _StaticDiscovery:
 
     def context_config(self, cluster: Cluster) -> ContextConfig | None:
         return None
+
+    def probeable(self, ref: str) -> bool:
+        return probeable(ref)  # files are looked at
 
 
 async def test_unprobeable_cluster_is_never_probed_nor_failing(
