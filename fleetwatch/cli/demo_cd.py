@@ -42,6 +42,7 @@ from typing import Any
 
 import yaml
 
+from fleetwatch.discovery.secrets import ARGOCD_CLUSTER, ARGOCD_LABEL
 from reactor.cd.objects import (
     APPLICATION,
     FLUX,
@@ -57,8 +58,6 @@ from reactor.cd.objects import (
 )
 
 ARGOCD_NAMESPACE = "argocd"
-#: The label of Argo CD's cluster Secrets (value ``cluster``).
-ARGOCD_SECRET_TYPE = "argocd.argoproj.io/secret-type"
 #: The key of a Cluster API kubeconfig Secret, which holds the kubeconfig.
 CAPI_KEY = "value"
 #: Flux's name for a Cluster API cluster's kubeconfig Secret: ``<cluster>-kubeconfig``.
@@ -123,7 +122,7 @@ def argocd_cluster_secret(cluster: str, kubeconfig: str) -> dict[str, Any]:
         "metadata": {
             "name": f"cluster-{cluster}",
             "namespace": ARGOCD_NAMESPACE,
-            "labels": {ARGOCD_SECRET_TYPE: "cluster"},
+            "labels": {ARGOCD_LABEL: ARGOCD_CLUSTER},
         },
         "data": {
             "name": _b64(cluster),

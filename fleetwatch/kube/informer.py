@@ -28,6 +28,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from fleetwatch.kube.objects import LAST_APPLIED
 from fleetwatch.kube.reflector import Api, InformerSettings, Reflector, Watched
 
 __all__ = ["Api", "Informer", "InformerSettings", "Reflector", "Watched", "slim"]
@@ -38,9 +39,6 @@ log = logging.getLogger(__name__)
 DEFAULTS = InformerSettings()
 
 Secret = dict[str, Any]
-
-#: ``kubectl apply``'s copy of the whole object, ``data`` included.
-LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 
 def slim(obj: Secret) -> Secret:
