@@ -36,6 +36,7 @@ from fleetwatch.discovery import Discoverer
 from fleetwatch.discovery.apimetrics import InformerCollector
 from fleetwatch.discovery.apisource import build_informer
 from fleetwatch.discovery.settle import SETTLE_SECONDS
+from fleetwatch.discovery.shard import shard_pair
 from fleetwatch.kube.informer import Informer
 from fleetwatch.kube.kubeapi import KubeApi
 
@@ -89,7 +90,7 @@ def create_app(
     slot: list[Rendered] = [render_with(process, _empty(settings))]
     app[RENDERED] = slot
 
-    shard = (settings.shard.index, settings.shard.count) if settings.shard else (0, 1)
+    shard = shard_pair(settings.shard)
     cluster_labels = not settings.metric_labels_allowlist.empty
 
     async def publish(snap: Snapshot) -> None:
@@ -216,8 +217,9 @@ def render_with(
 
 
 def _empty(settings: ExporterSettings) -> Snapshot:
-    shard = (settings.shard.index, settings.shard.count) if settings.shard else (0, 1)
-    return Snapshot((), (), (), 0, 0, 0.0, 0.0, settings.interval, settings.timeout, shard)
+    return Snapshot(
+        (), (), (), 0, 0, 0.0, 0.0, settings.interval, settings.timeout, shard_pair(settings.shard)
+    )
 
 
 async def _index(request: web.Request) -> web.Response:
