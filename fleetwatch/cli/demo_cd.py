@@ -50,6 +50,7 @@ from reactor.cd.objects import (
     KINDS,
     KUSTOMIZATION,
     MARK,
+    SUSPEND,
     CdKind,
     CdObject,
     app_name,
@@ -149,7 +150,7 @@ def flux_object(
     ref = {"name": cluster + SECRET_SUFFIX} | ({} if key is None else {"key": key})
     spec["kubeConfig"] = {"secretRef": ref}
     if suspended:
-        spec["suspend"] = True
+        spec[SUSPEND] = True
     return {
         "apiVersion": f"{api.group}/{api.version}",
         "kind": kind,
@@ -255,7 +256,7 @@ def _state(obj: CdObject) -> ObjectState:
 
 def describe(obj: ObjectState) -> str:
     """What the object is, in the words of its own fields."""
-    field = "suspend" if obj.flux else "skip-reconcile"
+    field = SUSPEND if obj.flux else "skip-reconcile"
     if obj.paused and obj.mark is not None:
         return f"paused by fleetwatch ({field}: true, {MARK_SHORT}: {obj.mark})"
     if obj.paused:
