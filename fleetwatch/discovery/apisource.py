@@ -21,7 +21,8 @@ with its service account. The reactor and ``discover`` run no plugin, but take t
 too, so that they call probeable what the exporter probes.
 
 Part of discovery's I/O edge with ``fleetwatch.kube.informer``, ``fleetwatch.kube.kubeapi`` and
-``fleetwatch.kube.kubeauth`` (through ``fleetwatch.discovery.kubecreds``), which it builds: not re-exported by the package's face.
+``fleetwatch.kube.kubeauth`` (through ``fleetwatch.discovery.kubecreds``), which it builds:
+not re-exported by the package's face.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from fleetwatch.discovery.secretwatch import watch_specs
 from fleetwatch.kube.informer import Informer, InformerSettings
 from fleetwatch.kube.kubeapi import KubeApi
 from fleetwatch.kube.kubeauth import InClusterPaths
+from fleetwatch.kube.objects import ReadOnce
 
 
 @dataclass(frozen=True)
@@ -158,33 +160,25 @@ class SecretReads:
         """``allowlist``: the labels each cluster keeps (``fleetwatch.discovery.clusterlabels``)."""
         self.settings = settings
         self.allowlist = allowlist
-        #: uid -> (resourceVersion, what read_secret made of it)
-        self._reads: dict[str, tuple[str, SecretClusters | None]] = {}
+        self._reads: ReadOnce[SecretClusters | None] = ReadOnce()
 
     def __len__(self) -> int:
         return len(self._reads)
 
     def read(self, objects: Mapping[str, Mapping[str, Any]]) -> list[SecretClusters]:
         """The Secrets of ``objects`` (``Informer.objects``: by uid) that are ours, read."""
-        reads: dict[str, tuple[str, SecretClusters | None]] = {}
-        for uid, obj in objects.items():
-            version = str((obj.get("metadata") or {}).get("resourceVersion", ""))
-            known = self._reads.get(uid)
-            if known is not None and known[0] == version:
-                reads[uid] = known
-                continue
-            read = read_secret(
-                obj,
-                self.settings.label_selector,
-                exec_plugins=self.settings.exec_plugins,
-                allowlist=self.allowlist,
-            )
-            last = known[1] if known is not None else None
-            if read is not None and last is not None and read.kind == last.kind:
-                read = with_last_good(read, last)
-            reads[uid] = (version, read)
-        self._reads = reads  # a Secret gone is dropped here
-        return [read for _, read in reads.values() if read is not None]
+        return [read for read in self._reads.update(objects, self._read) if read is not None]
+
+    def _read(self, obj: Mapping[str, Any], last: SecretClusters | None) -> SecretClusters | None:
+        read = read_secret(
+            obj,
+            self.settings.label_selector,
+            exec_plugins=self.settings.exec_plugins,
+            allowlist=self.allowlist,
+        )
+        if read is not None and last is not None and read.kind == last.kind:
+            read = with_last_good(read, last)
+        return read
 
 
 def api_problems(problems: Iterable[str], server: str) -> list[DiscoveryProblem]:

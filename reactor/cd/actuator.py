@@ -69,6 +69,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fleetwatch.kube.kubeapi import KubeApiError
+from fleetwatch.kube.objects import ReadOnce
 from reactor.cd.clustersecrets import ClusterSecret, decide_secrets
 from reactor.cd.fence import Fence, OpenOutages
 from reactor.cd.kubewrite import Fenced
@@ -126,8 +127,8 @@ class CdActuator:
         self.metrics = metrics
         self.wake = wake
         self.clock = clock
-        #: uid -> (resourceVersion, what the object reads as)
-        self._reads: dict[str, tuple[str, Seen | ClusterSecret | None]] = {}
+        #: what each object reads as, by uid, read again when its resourceVersion changes
+        self._reads: ReadOnce[Seen | ClusterSecret | None] = ReadOnce()
         #: app name -> the object, and what of it the mirror and the rules look at
         self._objects: dict[str, Seen] = {}
         #: the Argo CD cluster Secrets (``--cd.argocd.pause cluster-secret``), by key
@@ -247,13 +248,8 @@ class CdActuator:
     def _read_objects(self) -> bool:
         """Read what changed since the last pass; True when something the mirror or the
         rules look at changed (not merely a status)."""
-        reads: dict[str, tuple[str, Seen | ClusterSecret | None]] = {}
-        for uid, obj in self.informer.objects().items():
-            version = str((obj.get("metadata") or {}).get("resourceVersion", ""))
-            known = self._reads.get(uid)
-            reads[uid] = known if known and known[0] == version else (version, read_seen(obj))
-        self._reads = reads
-        seen = [seen for _, seen in reads.values() if seen is not None]
+        reads = self._reads.update(self.informer.objects(), lambda obj, _last: read_seen(obj))
+        seen = [seen for seen in reads if seen is not None]
         objects = {s.app_name: s for s in seen if not isinstance(s, ClusterSecret)}
         secrets = {s.key: s for s in seen if isinstance(s, ClusterSecret)}
         shapes = {name: shape_of(s) for name, s in (*objects.items(), *secrets.items())}
