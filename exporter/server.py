@@ -39,13 +39,14 @@ from fleetwatch.discovery.settle import SETTLE_SECONDS
 from fleetwatch.discovery.shard import shard_pair
 from fleetwatch.kube.informer import Informer
 from fleetwatch.kube.kubeapi import KubeApi
+from fleetwatch.kube.objects import KubeObject
 
 log = logging.getLogger(__name__)
 
 MONITOR: web.AppKey[Monitor] = web.AppKey("monitor", Monitor)
 RENDERED: web.AppKey[list[Rendered]] = web.AppKey("rendered", list)
 #: the list+watch of the management cluster's Secrets (``--discovery.kubernetes``), or None
-INFORMER: web.AppKey[Informer | None] = web.AppKey("informer", Informer)
+INFORMER: web.AppKey[Informer[KubeObject] | None] = web.AppKey("informer", Informer)
 #: How long the first cycle waits for the management cluster's first list.
 FIRST_LIST_WAIT_S = 30.0
 
@@ -98,7 +99,7 @@ def create_app(
         snap = dataclasses.replace(snap, shard=shard, cluster_labels=cluster_labels)
         slot[0] = await asyncio.to_thread(render_with, process, snap, slot[0])
 
-    informer: Informer | None = None
+    informer: Informer[KubeObject] | None = None
     kubeapi: KubeApi | None = None
     if discovery is None and settings.kubernetes is not None:
         # Files unsharded (fleet_size counts the whole fleet); the merge applies the shard.

@@ -47,7 +47,7 @@ from fleetwatch.discovery.secretwatch import watch_specs
 from fleetwatch.kube.informer import Informer, InformerSettings
 from fleetwatch.kube.kubeapi import KubeApi
 from fleetwatch.kube.kubeauth import InClusterPaths
-from fleetwatch.kube.objects import ReadOnce
+from fleetwatch.kube.objects import KubeObject, ReadOnce
 
 
 @dataclass(frozen=True)
@@ -128,7 +128,7 @@ def build_informer(
     settings: KubernetesDiscovery,
     env: Mapping[str, str] | None = None,
     paths: InClusterPaths | None = None,
-) -> tuple[KubeApi, Informer]:
+) -> tuple[KubeApi, Informer[KubeObject]]:
     """The informer over the management cluster, and its client (to enter before the
     informer); the credentials are read now, so their errors (``KubeAuthError``) show at
     start."""

@@ -1,4 +1,4 @@
-"""The management cluster's Secrets, kept current by list+watch as client-go's informers do.
+"""Objects of any kind kept current by list+watch, as client-go's informers do.
 
 One :class:`Reflector` per :class:`Watched` collection (a path and its selectors): the
 Secrets of discovery's three kinds, one per namespace given (their specs are
@@ -26,9 +26,9 @@ import random
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Generic
 
-from fleetwatch.kube.objects import LAST_APPLIED
+from fleetwatch.kube.objects import LAST_APPLIED, KubeObject, Stored
 from fleetwatch.kube.reflector import Api, InformerSettings, Reflector, Watched
 
 __all__ = ["Api", "Informer", "InformerSettings", "Reflector", "Watched", "slim"]
@@ -61,7 +61,11 @@ def slim(obj: Secret) -> Secret:
     return obj
 
 
-class Informer:
+#: ``slim`` as the default transform of an informer of any stored type (the Secrets').
+_SLIM: Callable[[KubeObject], Any] = slim
+
+
+class Informer(Generic[Stored]):
     """Every :class:`Watched` collection's reflector, run as owned tasks, merged by ``uid``.
 
     ``async with`` starts them, leaving cancels and awaits them (or :meth:`run` until
@@ -75,7 +79,7 @@ class Informer:
         settings: InformerSettings = DEFAULTS,
         *,
         rng: random.Random | None = None,
-        transform: Callable[[Secret], Secret] = slim,
+        transform: Callable[[KubeObject], Stored] = _SLIM,
     ) -> None:
         self.settings = settings
         self.reflectors = [
@@ -84,7 +88,7 @@ class Informer:
         ]
         self._tasks: list[asyncio.Task[None]] = []
         self._generation = 0
-        self._merged: tuple[int, dict[str, Secret]] = (-1, {})
+        self._merged: tuple[int, dict[str, Stored]] = (-1, {})
         self._change = asyncio.Event()
 
     def __repr__(self) -> str:
@@ -123,8 +127,8 @@ class Informer:
     def restarts(self) -> Counter[str]:
         return sum((r.restarts for r in self.reflectors), Counter())
 
-    def objects(self) -> dict[str, Secret]:
-        """Every Secret any reflector holds, by ``uid`` (rebuilt only after a change)."""
+    def objects(self) -> dict[str, Stored]:
+        """Every object any reflector holds, by ``uid`` (rebuilt only after a change)."""
         generation, merged = self._merged
         if generation != self._generation:
             merged = {}
@@ -138,7 +142,7 @@ class Informer:
         async with self:
             await asyncio.gather(*self._tasks)
 
-    async def __aenter__(self) -> Informer:
+    async def __aenter__(self) -> Informer[Stored]:
         for i, reflector in enumerate(self.reflectors):
             name = f"fleetwatch-informer-{i}-{reflector.spec.kind}"
             self._tasks.append(asyncio.create_task(reflector.run(), name=name))

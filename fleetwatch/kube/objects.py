@@ -13,13 +13,23 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 
-__all__ = ["LAST_APPLIED", "KubeObject", "ReadOnce"]
+__all__ = ["LAST_APPLIED", "KubeObject", "ReadOnce", "Stored", "as_sent"]
 
 T = TypeVar("T")
 Obj = TypeVar("Obj", bound=Mapping[str, Any])
 
 #: One object as the API server sends it, decoded from JSON.
 KubeObject = dict[str, Any]
+
+#: What an informer keeps of each object of its kind (a transform's result): any mapping
+#: with the object's ``metadata`` (``uid``, ``resourceVersion``), whatever the kind.
+Stored = TypeVar("Stored", bound=Mapping[str, Any])
+
+
+def as_sent(obj: KubeObject) -> Any:
+    """The identity transform: the object kept as the API server sent it."""
+    return obj
+
 
 #: ``kubectl apply``'s copy of the whole object in an annotation, ``data`` included (a
 #: Secret's credentials a second time): never kept.
