@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from fleetwatch.common.contract import STORM_FRACTION, STORM_MIN_CLUSTERS
+from fleetwatch.common.contract import FAILURE_THRESHOLD, STORM_FRACTION, STORM_MIN_CLUSTERS
 
 #: Where the runbooks are when nobody says otherwise: the page's path in fleetwatch's
 #: source, which every copy of the project holds. It is no link a browser can follow from
@@ -34,7 +34,7 @@ class RulesError(ValueError):
 class RuleSettings:
     """What the rendered rules depend on; every field has a command-line flag."""
 
-    failure_threshold: int = 2
+    failure_threshold: int = FAILURE_THRESHOLD
     """N: consecutive failed probes before a cluster is OFFLINE (the guide's grace period)."""
 
     probe_interval: float = 300.0

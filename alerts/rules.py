@@ -28,6 +28,7 @@ from alerts.render import (
     render_prometheusrule,
     render_rules,
 )
+from fleetwatch.common.contract import FAILURE_THRESHOLD
 from fleetwatch.common.flags import add_old_spelling
 
 __all__ = [
@@ -63,7 +64,7 @@ def _env_number(name: str, default: str, kind: type[int] | type[float]) -> int |
 def settings_from_args(args: argparse.Namespace) -> RuleSettings:
     threshold = args.failure_threshold
     if threshold is None:
-        threshold = _env_number(ENV_THRESHOLD, "2", int)
+        threshold = _env_number(ENV_THRESHOLD, str(FAILURE_THRESHOLD), int)
     interval = args.probe_interval
     if interval is None:
         interval = _env_number(ENV_INTERVAL, "300", float)
@@ -126,7 +127,10 @@ def add_parsers(subparsers: Any) -> None:
         type=int,
         default=None,
         metavar="N",
-        help=f"consecutive failed probes before OFFLINE (default ${ENV_THRESHOLD} or 2)",
+        help=(
+            "consecutive failed probes before OFFLINE "
+            f"(default ${ENV_THRESHOLD} or {FAILURE_THRESHOLD})"
+        ),
     )
     p.add_argument(
         "--probe.interval",

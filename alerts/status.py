@@ -1,6 +1,7 @@
 """The status rules: each cluster's ONLINE, OFFLINE or UNKNOWN from the exporter's gauges.
 
-The failure threshold N lives only here (see the statuses in the README): the exporter
+The failure threshold N is applied only here (its default, once, in
+``fleetwatch.common.contract.FAILURE_THRESHOLD``; see the statuses in the README): the exporter
 publishes raw counts, these rules decide, and the reactor learns the result from the
 Alertmanager notifications of ``FleetClusterOnline`` and ``FleetClusterOffline``
 (``fleetwatch.common.contract``). The module is long because each rule's reason and alert texts sit

@@ -62,9 +62,10 @@ RESOURCES = {
 WORKER = """
 import asyncio, logging, sys
 from pathlib import Path
-from fleetwatch.kube.informer import Informer, InformerSettings, watch_specs
+from fleetwatch.discovery.secretwatch import watch_specs
+from fleetwatch.kube.informer import Informer, InformerSettings
 from fleetwatch.kube.kubeapi import KubeApi
-from fleetwatch.kube.kubeauth import from_kubeconfig
+from fleetwatch.discovery.kubecreds import from_kubeconfig
 
 logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
 target, kubeconfig = sys.argv[1], sys.argv[2]

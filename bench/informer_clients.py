@@ -87,9 +87,10 @@ class Probe:
 
 
 def run_aiohttp(kubeconfig: str, n: int, rest: float, probe: Probe) -> None:
-    from fleetwatch.kube.informer import InformerSettings, Reflector, WatchSpec, slim
+    from fleetwatch.discovery.kubecreds import from_kubeconfig
+    from fleetwatch.discovery.secretwatch import WatchSpec
+    from fleetwatch.kube.informer import InformerSettings, Reflector, slim
     from fleetwatch.kube.kubeapi import KubeApi
-    from fleetwatch.kube.kubeauth import from_kubeconfig
 
     probe.results["rss_imported"] = memory()["VmRSS"]
 

@@ -36,7 +36,7 @@ from exporter.expose.snapshot import CycleStats, Snapshot, build_snapshot, decla
 from exporter.model import CheckResult, CycleSettings, ProbeResult, Reason, Unchanged
 from exporter.net import ApiClient, FleetClient, Probed, Slot
 from exporter.state import ClusterState, ClusterTable, Note
-from fleetwatch.discovery.clusters import Cluster, ContextConfig, Discovery, probeable
+from fleetwatch.discovery.clusters import Cluster, ContextConfig, Discovery
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +54,11 @@ class DiscoverySource(Protocol):
     def scan(self) -> Discovery: ...
 
     def context_config(self, cluster: Cluster) -> ContextConfig | None: ...
+
+    def probeable(self, ref: str) -> bool:
+        """Whether a ``kubeconfig_secret_ref`` can be probed: files are looked at, a source
+        of Secrets read through an API says which of its refs it holds."""
+        ...
 
 
 Publisher = Callable[[Snapshot], Awaitable[None]]
@@ -334,10 +339,7 @@ class Monitor:
         """Discovery plus "is it a readable file" per distinct kubeconfig_secret_ref."""
         discovery = self.discovery.scan()
         refs = {c.kubeconfig_secret_ref for c in discovery.clusters}
-        # A source of Secrets read through an API says which of its refs it can probe
-        # (exporter.secretsource.SecretSource.probeable); files are looked at.
-        readable: Callable[[str], bool] = getattr(self.discovery, "probeable", probeable)
-        return discovery, {ref: readable(ref) for ref in refs}
+        return discovery, {ref: self.discovery.probeable(ref) for ref in refs}
 
     # -- one cluster ------------------------------------------------------------------
 

@@ -48,6 +48,7 @@ from fleetwatch.discovery.apisource import KubernetesDiscovery, SecretReads
 from fleetwatch.discovery.clusterlabels import NO_LABELS, Allowlist
 from fleetwatch.discovery.shard import Shard
 from fleetwatch.kube.informer import Informer
+from fleetwatch.kube.objects import KubeObject
 
 #: Secrets released in one scan past which glibc is asked to return free pages: a first
 #: list or a rotation, not the odd Secret changed.
@@ -60,7 +61,7 @@ class SecretSource:
     def __init__(
         self,
         files: Discoverer,
-        informer: Informer,
+        informer: Informer[KubeObject],
         settings: KubernetesDiscovery,
         shard: Shard | None = None,
         cycles_done: Callable[[], int] = lambda: 0,

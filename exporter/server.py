@@ -37,15 +37,17 @@ from fleetwatch.discovery import Discoverer
 from fleetwatch.discovery.apimetrics import InformerCollector
 from fleetwatch.discovery.apisource import build_informer
 from fleetwatch.discovery.settle import SETTLE_SECONDS
+from fleetwatch.discovery.shard import shard_pair
 from fleetwatch.kube.informer import Informer
 from fleetwatch.kube.kubeapi import KubeApi
+from fleetwatch.kube.objects import KubeObject
 
 log = logging.getLogger(__name__)
 
 MONITOR: web.AppKey[Monitor] = web.AppKey("monitor", Monitor)
 RENDERED: web.AppKey[list[Rendered]] = web.AppKey("rendered", list)
 #: the list+watch of the management cluster's Secrets (``--discovery.kubernetes``), or None
-INFORMER: web.AppKey[Informer | None] = web.AppKey("informer", Informer)
+INFORMER: web.AppKey[Informer[KubeObject] | None] = web.AppKey("informer", Informer)
 #: the event loop's lag timer (``fleetwatch_exporter_event_loop_lag_seconds``)
 LOOP_LAG: web.AppKey[LoopLag] = web.AppKey("loop_lag", LoopLag)
 #: How long the first cycle waits for the management cluster's first list.
@@ -95,7 +97,7 @@ def create_app(
     slot: list[Rendered] = [render_with(process, _empty(settings))]
     app[RENDERED] = slot
 
-    shard = (settings.shard.index, settings.shard.count) if settings.shard else (0, 1)
+    shard = shard_pair(settings.shard)
     cluster_labels = not settings.metric_labels_allowlist.empty
 
     async def publish(snap: Snapshot) -> None:
@@ -103,7 +105,7 @@ def create_app(
         snap = dataclasses.replace(snap, shard=shard, cluster_labels=cluster_labels)
         slot[0] = await asyncio.to_thread(render_with, process, snap, slot[0])
 
-    informer: Informer | None = None
+    informer: Informer[KubeObject] | None = None
     kubeapi: KubeApi | None = None
     if discovery is None and settings.kubernetes is not None:
         # Files unsharded (fleet_size counts the whole fleet); the merge applies the shard.
@@ -233,8 +235,9 @@ def render_with(
 
 
 def _empty(settings: ExporterSettings) -> Snapshot:
-    shard = (settings.shard.index, settings.shard.count) if settings.shard else (0, 1)
-    return Snapshot((), (), (), 0, 0, 0.0, 0.0, settings.interval, settings.timeout, shard)
+    return Snapshot(
+        (), (), (), 0, 0, 0.0, 0.0, settings.interval, settings.timeout, shard_pair(settings.shard)
+    )
 
 
 async def _index(request: web.Request) -> web.Response:

@@ -56,6 +56,7 @@ from fleetwatch.discovery.apisource import KubernetesDiscovery, SecretReads
 from fleetwatch.discovery.clusters import SECRET_SCHEME
 from fleetwatch.discovery.secrets import SecretShape
 from fleetwatch.kube.informer import Informer
+from fleetwatch.kube.objects import KubeObject
 from reactor.context import Backend
 from reactor.service import DiscoveredCluster, Service
 from reactor.store import StoreUnavailable
@@ -71,7 +72,7 @@ class ApiDiscovery:
 
     def __init__(
         self,
-        informer: Informer,
+        informer: Informer[KubeObject],
         settings: KubernetesDiscovery,
         *,
         debounce_s: float = 1.0,

@@ -26,7 +26,7 @@ from fleetwatch.cli import demo_cd, wiring
 from fleetwatch.cli.demo_cd import ObjectReader, ObjectState
 from fleetwatch.cli.demo_stack import Demo, default_state_file
 from fleetwatch.cli.wiring import HttpStatusError, JsonClient
-from fleetwatch.common.contract import PROBE_FAILING_ALERT, STORM_ALERT
+from fleetwatch.common.contract import FAILURE_THRESHOLD, PROBE_FAILING_ALERT, STORM_ALERT
 from fleetwatch.common.flags import add_old_spelling
 from fleetwatch.common.logs import add_log_flags, setup_logging
 from fleetwatch.procs import NotReadyError
@@ -298,9 +298,9 @@ def add_parsers(subparsers: Any) -> None:
         "--failure.threshold",
         dest="failure_threshold",
         type=int,
-        default=2,
+        default=FAILURE_THRESHOLD,
         metavar="N",
-        help="failed probes before OFFLINE, as `fleetwatch rules` (default 2)",
+        help=f"failed probes before OFFLINE, as `fleetwatch rules` (default {FAILURE_THRESHOLD})",
     )
     p.add_argument(
         "--web.free-ports",

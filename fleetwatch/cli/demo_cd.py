@@ -42,6 +42,7 @@ from typing import Any
 
 import yaml
 
+from fleetwatch.discovery.secrets import ARGOCD_CLUSTER, ARGOCD_LABEL
 from reactor.cd.objects import (
     APPLICATION,
     FLUX,
@@ -49,6 +50,7 @@ from reactor.cd.objects import (
     KINDS,
     KUSTOMIZATION,
     MARK,
+    SUSPEND,
     CdKind,
     CdObject,
     app_name,
@@ -57,8 +59,6 @@ from reactor.cd.objects import (
 )
 
 ARGOCD_NAMESPACE = "argocd"
-#: The label of Argo CD's cluster Secrets (value ``cluster``).
-ARGOCD_SECRET_TYPE = "argocd.argoproj.io/secret-type"
 #: The key of a Cluster API kubeconfig Secret, which holds the kubeconfig.
 CAPI_KEY = "value"
 #: Flux's name for a Cluster API cluster's kubeconfig Secret: ``<cluster>-kubeconfig``.
@@ -123,7 +123,7 @@ def argocd_cluster_secret(cluster: str, kubeconfig: str) -> dict[str, Any]:
         "metadata": {
             "name": f"cluster-{cluster}",
             "namespace": ARGOCD_NAMESPACE,
-            "labels": {ARGOCD_SECRET_TYPE: "cluster"},
+            "labels": {ARGOCD_LABEL: ARGOCD_CLUSTER},
         },
         "data": {
             "name": _b64(cluster),
@@ -150,7 +150,7 @@ def flux_object(
     ref = {"name": cluster + SECRET_SUFFIX} | ({} if key is None else {"key": key})
     spec["kubeConfig"] = {"secretRef": ref}
     if suspended:
-        spec["suspend"] = True
+        spec[SUSPEND] = True
     return {
         "apiVersion": f"{api.group}/{api.version}",
         "kind": kind,
@@ -256,7 +256,7 @@ def _state(obj: CdObject) -> ObjectState:
 
 def describe(obj: ObjectState) -> str:
     """What the object is, in the words of its own fields."""
-    field = "suspend" if obj.flux else "skip-reconcile"
+    field = SUSPEND if obj.flux else "skip-reconcile"
     if obj.paused and obj.mark is not None:
         return f"paused by fleetwatch ({field}: true, {MARK_SHORT}: {obj.mark})"
     if obj.paused:

@@ -55,6 +55,11 @@ PROBE_FAILING_ALERT: Final = "FleetClusterProbeFailing"
 CREDENTIALS_ALERT: Final = "FleetClusterCredentialsRejected"
 
 #: Default share of the probeable clusters failing at once that means "the watcher is broken".
+#: Consecutive failed probes before a cluster is OFFLINE, unless ``--failure.threshold``
+#: (or ``CLUSTER_HEALTH_FAILURE_THRESHOLD``) says otherwise: written only here, read by the
+#: rules' generator (``alerts/``), its flag's help and the demo.
+FAILURE_THRESHOLD: Final = 2
+
 STORM_FRACTION: Final = 0.5
 
 #: Smallest probeable fleet where a storm is recognised: 1 failing of 2 is no storm.

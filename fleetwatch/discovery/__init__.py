@@ -25,7 +25,9 @@ The I/O edge, imported by name and never re-exported here: ``fleetwatch.discover
 (``--discovery.kubernetes``: its flags and settings, the informer built, each Secret read
 once per version), over ``fleetwatch.kube.informer`` (list+watch), ``fleetwatch.kube.kubeapi``
 (HTTP)
-and ``fleetwatch.kube.kubeauth`` (credentials).
+and ``fleetwatch.kube.kubeauth`` (credentials, from a kubeconfig by
+``fleetwatch.discovery.kubecreds``); ``fleetwatch.discovery.secretwatch`` names the
+list+watches of the three kinds.
 
 This module re-exports what the exporter and the reactor use.
 """

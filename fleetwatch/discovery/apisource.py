@@ -21,7 +21,8 @@ with its service account. The reactor and ``discover`` run no plugin, but take t
 too, so that they call probeable what the exporter probes.
 
 Part of discovery's I/O edge with ``fleetwatch.kube.informer``, ``fleetwatch.kube.kubeapi`` and
-``fleetwatch.kube.kubeauth``, which it builds: not re-exported by the package's face.
+``fleetwatch.kube.kubeauth`` (through ``fleetwatch.discovery.kubecreds``), which it builds:
+not re-exported by the package's face.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from typing import Any
 
 from fleetwatch.discovery.clusterlabels import NO_LABELS, Allowlist
 from fleetwatch.discovery.clusters import DiscoveryProblem
+from fleetwatch.discovery.kubecreds import load_credentials
 from fleetwatch.discovery.labels import LabelSelector, SelectorError
 from fleetwatch.discovery.secrets import (
     DEFAULT_SELECTOR,
@@ -42,9 +44,11 @@ from fleetwatch.discovery.secrets import (
     read_secret,
     with_last_good,
 )
-from fleetwatch.kube.informer import Informer, InformerSettings, watch_specs
+from fleetwatch.discovery.secretwatch import watch_specs
+from fleetwatch.kube.informer import Informer, InformerSettings
 from fleetwatch.kube.kubeapi import KubeApi
-from fleetwatch.kube.kubeauth import InClusterPaths, load_credentials
+from fleetwatch.kube.kubeauth import InClusterPaths
+from fleetwatch.kube.objects import KubeObject, ReadOnce
 
 
 @dataclass(frozen=True)
@@ -125,7 +129,7 @@ def build_informer(
     settings: KubernetesDiscovery,
     env: Mapping[str, str] | None = None,
     paths: InClusterPaths | None = None,
-) -> tuple[KubeApi, Informer]:
+) -> tuple[KubeApi, Informer[KubeObject]]:
     """The informer over the management cluster, and its client (to enter before the
     informer); the credentials are read now, so their errors (``KubeAuthError``) show at
     start."""
@@ -181,39 +185,31 @@ class SecretReads:
         self.release = release
         #: objects whose data the last :meth:`read` released
         self.released = 0
-        #: uid -> (resourceVersion, what read_secret made of it)
-        self._reads: dict[str, tuple[str, SecretClusters | None]] = {}
+        self._reads: ReadOnce[SecretClusters | None] = ReadOnce()
 
     def __len__(self) -> int:
         return len(self._reads)
 
     def read(self, objects: Mapping[str, Mapping[str, Any]]) -> list[SecretClusters]:
         """The Secrets of ``objects`` (``Informer.objects``: by uid) that are ours, read."""
-        reads: dict[str, tuple[str, SecretClusters | None]] = {}
         self.released = 0
-        for uid, obj in objects.items():
-            version = str((obj.get("metadata") or {}).get("resourceVersion", ""))
-            known = self._reads.get(uid)
-            if known is not None and known[0] == version:
-                reads[uid] = known
-                continue
-            read = read_secret(
-                obj,
-                self.settings.label_selector,
-                exec_plugins=self.settings.exec_plugins,
-                allowlist=self.allowlist,
-            )
-            if self.release and isinstance(obj, dict) and "data" in obj:
-                # One item assignment: atomic for the loop that may read this object
-                # (its metadata and labels, never its data) while this runs in a thread.
-                obj["data"] = RELEASED
-                self.released += 1
-            last = known[1] if known is not None else None
-            if read is not None and last is not None and read.kind == last.kind:
-                read = with_last_good(read, last)
-            reads[uid] = (version, read)
-        self._reads = reads  # a Secret gone is dropped here
-        return [read for _, read in reads.values() if read is not None]
+        return [read for read in self._reads.update(objects, self._read) if read is not None]
+
+    def _read(self, obj: Mapping[str, Any], last: SecretClusters | None) -> SecretClusters | None:
+        read = read_secret(
+            obj,
+            self.settings.label_selector,
+            exec_plugins=self.settings.exec_plugins,
+            allowlist=self.allowlist,
+        )
+        if self.release and isinstance(obj, dict) and "data" in obj:
+            # One item assignment: atomic for the loop that may read this object
+            # (its metadata and labels, never its data) while this runs in a thread.
+            obj["data"] = RELEASED
+            self.released += 1
+        if read is not None and last is not None and read.kind == last.kind:
+            read = with_last_good(read, last)
+        return read
 
 
 def api_problems(problems: Iterable[str], server: str) -> list[DiscoveryProblem]:

@@ -23,7 +23,6 @@ scan (:func:`being_rewritten`), and the lock file is not taken for a kubeconfig.
 
 from __future__ import annotations
 
-import errno
 import os
 import stat
 import time
@@ -32,14 +31,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+# The bounded reader, shared with fleetwatch.kube: here under their old names too.
+from fleetwatch.common.files import MAX_FILE_BYTES as MAX_FILE_BYTES
+from fleetwatch.common.files import FileVersion as FileVersion
+from fleetwatch.common.files import ReadError as ReadError
+from fleetwatch.common.files import file_version as file_version
+from fleetwatch.common.files import os_reason
+from fleetwatch.common.files import read_file as read_file
 from fleetwatch.common.names import char_flaw
-
-#: The largest kubeconfig read, in bytes. Kubernetes caps a Secret at 1 MiB, so a mounted
-#: kubeconfig is far below it; a main kubeconfig of 5,000 contexts with embedded RSA
-#: certificates is about 28 MB (libyaml parses it in about 2.5 s, 95 MB of memory).
-#: Anything bigger is a mistake or an attack (a log file, a disk image): refused before
-#: a byte of it is parsed.
-MAX_FILE_BYTES = 32 * 1024 * 1024
 
 #: How deep sub-folders are followed; a Secret volume is two levels deep.
 MAX_DEPTH = 16
@@ -49,30 +48,12 @@ MAX_DEPTH = 16
 #: kubectl and no longer holds the reader back.
 LOCK_FRESH_SECONDS = 60.0
 
-#: What identifies one version of a file: a change of any of them means "parse again".
-#: (device, inode, size, mtime in ns, ctime in ns: ``cp -p`` and ``rsync -t`` keep size
-#: and mtime, never ctime); a merged ``KUBECONFIG`` list chains its files'.
-#: ``fleetwatch.discovery.settle`` reads the inode and the two times of a file's version.
-FileVersion = tuple[int, ...]
-
 
 class FileProblem(NamedTuple):
     """A path that could not be read, and why (a few words, never the content)."""
 
     path: str
     reason: str
-
-
-class ReadError(Exception):
-    """A kubeconfig that cannot be read; ``reason`` is the problem's text."""
-
-    def __init__(self, reason: str, *, missing: bool = False, changing: bool = False) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        #: the file does not exist (removed): its clusters go, unlike any other failure
-        self.missing = missing
-        #: the file changed while it was read: being written (``fleetwatch.discovery.settle``)
-        self.changing = changing
 
 
 @dataclass(frozen=True)
@@ -193,76 +174,6 @@ def being_rewritten(path: Path, now: float | None = None) -> bool:
     return (time.time() if now is None else now) - locked.st_mtime < LOCK_FRESH_SECONDS
 
 
-def file_version(path: Path) -> FileVersion:
-    """The version of ``path`` (links followed); raises :class:`ReadError`."""
-    try:
-        return _version(os.stat(path))
-    except OSError as exc:
-        raise _read_error(exc) from None
-
-
-def read_file(path: Path, limit: int = MAX_FILE_BYTES) -> tuple[FileVersion, bytes]:
-    """The bytes of a regular file of at most ``limit`` bytes, and the version read.
-
-    Raises :class:`ReadError` for a missing, unreadable, special or too big file, and
-    for a file that changed while it was read (a writer truncating and rewriting it in
-    place): the next cycle reads it again.
-    """
-    try:
-        # O_NONBLOCK: opening a FIFO must not wait for a writer that never comes.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as exc:
-        raise _read_error(exc) from None
-    try:
-        before = os.fstat(fd)
-        if stat.S_ISDIR(before.st_mode):
-            raise ReadError("not a file")
-        if not stat.S_ISREG(before.st_mode):
-            raise ReadError("not a regular file")
-        if before.st_size > limit:
-            raise ReadError(f"too big: {before.st_size} bytes, the limit is {limit}")
-        chunks: list[bytes] = []
-        size = 0
-        while size <= limit:
-            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        if size > limit:
-            raise ReadError(f"too big: more than {limit} bytes")
-        after = os.fstat(fd)
-    except OSError as exc:
-        raise _read_error(exc) from None
-    finally:
-        os.close(fd)
-    version = _version(after)
-    if version != _version(before) or size != after.st_size:
-        raise ReadError("changed while being read (being written?)", changing=True)
-    return version, b"".join(chunks)
-
-
-def _version(st: os.stat_result) -> FileVersion:
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-
-
 def real_path(path: Path) -> str:
     """``path`` with every link on the way resolved: the file it leads to now."""
     return os.path.realpath(path)
-
-
-def _read_error(exc: OSError) -> ReadError:
-    if exc.errno == errno.ENOENT:
-        return ReadError("file not found", missing=True)
-    if exc.errno == errno.ELOOP:
-        return ReadError("symlink loop")
-    if exc.errno == errno.EISDIR:
-        return ReadError("not a file")
-    return ReadError(os_reason(exc))
-
-
-def os_reason(exc: OSError) -> str:
-    """An OS error in a few words (``permission denied``), without the path."""
-    if exc.errno == errno.ELOOP:
-        return "symlink loop"
-    return exc.strerror.lower() if exc.strerror else type(exc).__name__

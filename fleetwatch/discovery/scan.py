@@ -47,6 +47,7 @@ from fleetwatch.discovery.clusters import (
     ContextConfig,
     Discovery,
     DiscoveryProblem,
+    probeable,
 )
 from fleetwatch.discovery.files import (
     FileVersion,
@@ -385,6 +386,11 @@ class Discoverer:
         new = tuple(p for p in problems if p not in self._previous_problems)
         self._previous_problems = current
         return Discovery(tuple(clusters), tuple(problems), new, fleet, self._rescan_in)
+
+    def probeable(self, ref: str) -> bool:
+        """Whether a cluster's ``kubeconfig_secret_ref`` is a file that can be read
+        (``fleetwatch.discovery.clusters.probeable``: files hold no ``secret://`` ref)."""
+        return probeable(ref)
 
     def context_config(self, cluster: Cluster) -> ContextConfig | None:
         """The minimal kubeconfig of a cluster of the last scan (made in the scan).

@@ -52,6 +52,11 @@ class Shard:
         return f"shard {self.index} of {self.count}"
 
 
+def shard_pair(shard: Shard | None) -> tuple[int, int]:
+    """``(index, count)`` as the exposition labels it: ``(0, 1)`` when unsharded."""
+    return (shard.index, shard.count) if shard is not None else (0, 1)
+
+
 def shard_of(name: str, count: int) -> int:
     """The shard of a cluster name among ``count`` shards (0 ≤ result < count)."""
     digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).digest()

@@ -1,12 +1,10 @@
-"""The management cluster's Secrets, kept current by list+watch as client-go's informers do.
+"""Objects of any kind kept current by list+watch, as client-go's informers do.
 
-One :class:`Reflector` per :class:`WatchSpec` (a selector, in one namespace or
-cluster-wide): the three kinds of ``fleetwatch.discovery.secrets`` each have their own, because no
-one label selector finds them all — Argo CD's (``argocd.argoproj.io/secret-type=cluster``),
-Cluster API's (label ``cluster.x-k8s.io/cluster-name``, field ``type=cluster.x-k8s.io/secret``)
-and the user's (``--discovery.kubernetes.label-selector``) — times each namespace given
-(none: cluster-wide). :class:`Informer` runs them as its own named tasks and merges their
-objects by ``uid``; any :class:`Watched` collection is read alike (``reactor.cd.watch``).
+One :class:`Reflector` per :class:`Watched` collection (a path and its selectors): the
+Secrets of discovery's three kinds, one per namespace given (their specs are
+``fleetwatch.discovery.secretwatch``'s, which knows the kinds), or the CD objects
+(``reactor.cd.watch``). :class:`Informer` runs them as its own named tasks and merges
+their objects by ``uid``; it knows no kind.
 
 How each list+watch runs (paging, resume, relist on 410, the backoff after a failed round,
 events out of order) is ``fleetwatch.kube.reflector``'s: one implementation for these Secrets and
@@ -27,14 +25,13 @@ import logging
 import random
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, Generic
 
-from fleetwatch.discovery.secrets import ARGOCD_CLUSTER, ARGOCD_LABEL, CAPI_LABEL, CAPI_TYPE, Kind
+from fleetwatch.kube.objects import LAST_APPLIED, KubeObject, Stored
 from fleetwatch.kube.reflector import Api, InformerSettings, Reflector, Watched
 
-__all__ = ["Api", "Informer", "InformerSettings", "Reflector", "WatchSpec", "Watched", "slim"]
+__all__ = ["Api", "Informer", "InformerSettings", "Reflector", "Watched", "slim"]
 
 log = logging.getLogger(__name__)
 
@@ -42,9 +39,6 @@ log = logging.getLogger(__name__)
 DEFAULTS = InformerSettings()
 
 Secret = dict[str, Any]
-
-#: ``kubectl apply``'s copy of the whole object, ``data`` included.
-LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 
 def slim(obj: Secret) -> Secret:
@@ -67,40 +61,12 @@ def slim(obj: Secret) -> Secret:
     return obj
 
 
-@dataclass(frozen=True)
-class WatchSpec:
-    """One list+watch: a kind's selectors, in one namespace or cluster-wide (None)."""
-
-    kind: Kind
-    label_selector: str
-    field_selector: str = ""
-    namespace: str | None = None
-
-    @property
-    def path(self) -> str:
-        if self.namespace is None:
-            return "/api/v1/secrets"
-        return f"/api/v1/namespaces/{self.namespace}/secrets"
-
-    def __str__(self) -> str:
-        where = f"namespace {self.namespace}" if self.namespace else "all namespaces"
-        selectors = ", ".join(s for s in (self.label_selector, self.field_selector) if s)
-        return f"{self.kind} Secrets ({selectors}) in {where}"
+#: ``slim`` as the default transform of an informer of any stored type (the Secrets').
+_SLIM: Callable[[KubeObject], Any] = slim
 
 
-def watch_specs(label_selector: str, namespaces: Sequence[str] = ()) -> list[WatchSpec]:
-    """The three kinds' list+watches, per namespace given, or cluster-wide."""
-    specs = []
-    where: list[str | None] = [*dict.fromkeys(namespaces)] or [None]
-    for ns in where:
-        specs.append(WatchSpec("argocd", f"{ARGOCD_LABEL}={ARGOCD_CLUSTER}", "", ns))
-        specs.append(WatchSpec("cluster-api", CAPI_LABEL, f"type={CAPI_TYPE}", ns))
-        specs.append(WatchSpec("labelled", label_selector, "", ns))
-    return specs
-
-
-class Informer:
-    """Every :class:`WatchSpec`'s reflector, run as owned tasks, merged by ``uid``.
+class Informer(Generic[Stored]):
+    """Every :class:`Watched` collection's reflector, run as owned tasks, merged by ``uid``.
 
     ``async with`` starts them, leaving cancels and awaits them (or :meth:`run` until
     cancelled). :meth:`objects` is what the exporter reads each cycle.
@@ -113,7 +79,7 @@ class Informer:
         settings: InformerSettings = DEFAULTS,
         *,
         rng: random.Random | None = None,
-        transform: Callable[[Secret], Secret] = slim,
+        transform: Callable[[KubeObject], Stored] = _SLIM,
     ) -> None:
         self.settings = settings
         self.reflectors = [
@@ -122,7 +88,7 @@ class Informer:
         ]
         self._tasks: list[asyncio.Task[None]] = []
         self._generation = 0
-        self._merged: tuple[int, dict[str, Secret]] = (-1, {})
+        self._merged: tuple[int, dict[str, Stored]] = (-1, {})
         self._change = asyncio.Event()
 
     def __repr__(self) -> str:
@@ -161,8 +127,8 @@ class Informer:
     def restarts(self) -> Counter[str]:
         return sum((r.restarts for r in self.reflectors), Counter())
 
-    def objects(self) -> dict[str, Secret]:
-        """Every Secret any reflector holds, by ``uid`` (rebuilt only after a change)."""
+    def objects(self) -> dict[str, Stored]:
+        """Every object any reflector holds, by ``uid`` (rebuilt only after a change)."""
         generation, merged = self._merged
         if generation != self._generation:
             merged = {}
@@ -176,7 +142,7 @@ class Informer:
         async with self:
             await asyncio.gather(*self._tasks)
 
-    async def __aenter__(self) -> Informer:
+    async def __aenter__(self) -> Informer[Stored]:
         for i, reflector in enumerate(self.reflectors):
             name = f"fleetwatch-informer-{i}-{reflector.spec.kind}"
             self._tasks.append(asyncio.create_task(reflector.run(), name=name))

@@ -44,15 +44,13 @@ import time
 from collections import Counter
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol
 
 from fleetwatch.kube.backoff import Backoff, BackoffSettings
 from fleetwatch.kube.kubeapi import KubeApiError, status_reason
+from fleetwatch.kube.objects import KubeObject, Stored, as_sent
 
 log = logging.getLogger(__name__)
-
-#: An API object as the JSON decoder made it.
-Obj = dict[str, Any]
 
 
 class Api(Protocol):
@@ -97,7 +95,7 @@ class InformerSettings:
         )
 
 
-class Watched(Protocol):  # what a reflector lists and watches: a WatchSpec, a CdWatch
+class Watched(Protocol):  # what a reflector lists and watches: a discovery WatchSpec, a CdWatch
     @property
     def kind(self) -> str: ...  # a short name, for logs and task names
     @property
@@ -126,7 +124,7 @@ def older(version: str, than: str) -> bool:
     return int(version) < int(than)
 
 
-class Reflector:
+class Reflector(Generic[Stored]):
     """One :class:`Watched` collection's objects, kept by list+watch (module docstring)."""
 
     def __init__(
@@ -137,7 +135,7 @@ class Reflector:
         *,
         on_change: Callable[[], None] = lambda: None,
         rng: random.Random | None = None,
-        transform: Callable[[Obj], Obj] = lambda obj: obj,
+        transform: Callable[[KubeObject], Stored] = as_sent,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
@@ -150,7 +148,7 @@ class Reflector:
         self._clock, self._sleep = clock, sleep  # injected: the schedule tested without waiting
         self.backoff = Backoff(settings.backoff(), clock=clock, rng=self._rng)
         #: uid -> the object as the API last sent it (transformed)
-        self.store: dict[str, Obj] = {}
+        self.store: dict[str, Stored] = {}
         self.resource_version: str | None = None
         self.synced = False  #: a first list completed
         self.up = False  #: the last request succeeded
@@ -236,7 +234,7 @@ class Reflector:
         return params
 
     async def _list(self) -> None:
-        items: dict[str, Obj] = {}
+        items: dict[str, Stored] = {}
         token = ""
         restarted = False
         while True:

@@ -41,6 +41,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+# The label of Argo CD's cluster Secrets and its value are discovery's, which reads them.
+from fleetwatch.discovery.secrets import ARGOCD_CLUSTER as SECRET_TYPE_CLUSTER
+from fleetwatch.discovery.secrets import ARGOCD_LABEL as SECRET_TYPE_LABEL
+from fleetwatch.kube.objects import LAST_APPLIED
 from reactor.cd.objects import ARGOCD, MARK, OWNER_MANAGERS, SKIP_RECONCILE, CdKind, owners_of
 from reactor.cd.objects import parse_bool as _parse_bool
 from reactor.cd.rules import Decision, Observed, decide, secret_view
@@ -48,13 +52,7 @@ from reactor.cd.targets import ClusterIndex, KnownCluster
 from reactor.statemachine import Status
 from reactor.store import MirroredApp
 
-#: The label of Argo CD's cluster Secrets, and its value.
-SECRET_TYPE_LABEL = "argocd.argoproj.io/secret-type"
-SECRET_TYPE_CLUSTER = "cluster"
 SELECTOR = f"{SECRET_TYPE_LABEL}={SECRET_TYPE_CLUSTER}"
-
-#: ``kubectl apply``'s copy of the whole object (its data included): never kept.
-LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 _METADATA = ("name", "namespace", "uid", "resourceVersion", "labels", "annotations")
 
 CLUSTER_SECRET = CdKind(

@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from fleetwatch.kube.objects import ReadOnce
 from reactor.cd.clustersecrets import ClusterSecret, read_cluster_secret
 from reactor.cd.objects import ARGOCD, CdObject, Unreadable, read_object
 from reactor.cd.orphans import RESUME_ORPHAN, Orphans, orphan_key
@@ -93,7 +94,7 @@ class Ledger:
 
     resync_s: float
     #: uid -> (resourceVersion, what the object reads as)
-    reads: dict[str, tuple[str, Seen | ClusterSecret | None]] = field(default_factory=dict)
+    reads: ReadOnce[Seen | ClusterSecret | None] = field(default_factory=ReadOnce)
     #: app name -> the object, and what of it the mirror and the rules look at
     objects: dict[str, Seen] = field(default_factory=dict)
     #: the Argo CD cluster Secrets (``--cd.argocd.pause cluster-secret``), by key
@@ -141,13 +142,8 @@ class Ledger:
         """Read what changed in ``informed`` (the informer's objects by uid) since the last
         pass: is there a pass to make (something the mirror or the rules look at changed,
         not merely a status; an outage moved; or ``full``, the resync)?"""
-        reads: dict[str, tuple[str, Seen | ClusterSecret | None]] = {}
-        for uid, obj in informed.items():
-            version = str((obj.get("metadata") or {}).get("resourceVersion", ""))
-            known = self.reads.get(uid)
-            reads[uid] = known if known and known[0] == version else (version, read_seen(obj))
-        self.reads = reads
-        seen = [seen for _, seen in reads.values() if seen is not None]
+        reads = self.reads.update(informed, lambda obj, _last: read_seen(obj))
+        seen = [seen for seen in reads if seen is not None]
         objects = {s.app_name: s for s in seen if not isinstance(s, ClusterSecret)}
         secrets = {s.key: s for s in seen if isinstance(s, ClusterSecret)}
         shapes = {name: shape_of(s) for name, s in (*objects.items(), *secrets.items())}

@@ -53,6 +53,10 @@ FLUX, ARGOCD = MIRRORED_SOURCES
 
 #: fleetwatch's mark on every object it paused: the id of the outage that paused it.
 MARK = "fleetwatch.io/paused-by-outage"
+#: Flux stops reconciling a Kustomization or HelmRelease whose ``spec`` has it true: the
+#: pause's field, read (:func:`read_object`), written (``reactor.cd.patches``) and looked
+#: for among ``managedFields`` (:attr:`CdKind.pause_field`) by this one name.
+SUSPEND = "suspend"
 #: Argo CD stops all processing of an Application that carries it (alpha since 2.7).
 SKIP_RECONCILE = "argocd.argoproj.io/skip-reconcile"
 #: A new value asks Flux to reconcile at once: what ``flux reconcile`` writes (flux2
@@ -99,10 +103,10 @@ KUSTOMIZATION = CdKind(
     "kustomize.toolkit.fluxcd.io",
     "v1",
     "kustomizations",
-    ("spec", "suspend"),
+    ("spec", SUSPEND),
 )
 HELMRELEASE = CdKind(
-    FLUX, "HelmRelease", "helm.toolkit.fluxcd.io", "v2", "helmreleases", ("spec", "suspend")
+    FLUX, "HelmRelease", "helm.toolkit.fluxcd.io", "v2", "helmreleases", ("spec", SUSPEND)
 )
 APPLICATION = CdKind(
     ARGOCD,
@@ -201,7 +205,7 @@ def read_object(obj: Mapping[str, Any]) -> CdObject | Unreadable | None:
     annotations = annotations if isinstance(annotations, Mapping) else {}
     if kind.source == FLUX:
         found = _flux_destination(spec, namespace)
-        paused = spec.get("suspend") is True
+        paused = spec.get(SUSPEND) is True
     else:
         found = _argocd_destination(spec)
         paused = parse_bool(annotations.get(SKIP_RECONCILE))

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from reactor.cd.objects import FLUX, MARK, REQUESTED_AT, SKIP_RECONCILE, CdKind
+from reactor.cd.objects import FLUX, MARK, REQUESTED_AT, SKIP_RECONCILE, SUSPEND, CdKind
 from reactor.cd.rules import Decision, Verb
 
 #: The field manager of every write.
@@ -62,13 +62,13 @@ def patch_for(decision: Decision, obj: Patched, requested_at: str) -> dict[str, 
     if verb is Verb.PAUSE:
         annotations[MARK] = decision.mark
         if flux:
-            spec["suspend"] = True
+            spec[SUSPEND] = True
         else:
             annotations[SKIP_RECONCILE] = "true"
     elif verb is Verb.RESUME:
         annotations[MARK] = None
         if flux:
-            spec["suspend"] = False
+            spec[SUSPEND] = False
             annotations[REQUESTED_AT] = requested_at
         else:
             annotations[SKIP_RECONCILE] = None

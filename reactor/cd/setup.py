@@ -23,8 +23,10 @@ from pathlib import Path
 
 from aiohttp import web
 
+from fleetwatch.discovery.kubecreds import from_kubeconfig, load_credentials
 from fleetwatch.kube.informer import Informer
-from fleetwatch.kube.kubeauth import ApiCredentials, from_kubeconfig, load_credentials
+from fleetwatch.kube.kubeauth import ApiCredentials
+from fleetwatch.kube.objects import KubeObject
 from reactor.apidiscovery import API_DISCOVERY
 from reactor.cd.actuator import CdActuator
 from reactor.cd.election import LeaderElector, LeaderMetrics, lease_namespace
@@ -39,7 +41,7 @@ log = logging.getLogger(__name__)
 CD_ACTUATOR = web.AppKey("cd_actuator", CdActuator)
 
 
-async def forward(informer: Informer, wake: asyncio.Event) -> None:
+async def forward(informer: Informer[KubeObject], wake: asyncio.Event) -> None:
     """Wake the actuator whenever the informer stores or drops an object."""
     generation = informer.generation
     while True:

@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
+from fleetwatch.discovery.secretwatch import WatchSpec
 from fleetwatch.kube.backoff import Backoff, BackoffSettings
-from fleetwatch.kube.informer import InformerSettings, WatchSpec
+from fleetwatch.kube.informer import InformerSettings
 from fleetwatch.kube.kubeapi import KubeApiError
 from fleetwatch.kube.reflector import Reflector, older
 

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from fleetwatch.kube.informer import InformerSettings, WatchSpec
+from fleetwatch.discovery.secretwatch import WatchSpec
+from fleetwatch.kube.informer import InformerSettings
 from fleetwatch.standin.management import ManagementCluster, ManagementSettings
 from tests.helpers.discovery_hostile import HOSTILE, most_requests, observe, requests
 from tests.helpers.discovery_informer import argocd_secret, running

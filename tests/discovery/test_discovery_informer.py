@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from fleetwatch.discovery import read_secret
-from fleetwatch.kube.informer import WatchSpec, watch_specs
-from fleetwatch.kube.kubeauth import from_kubeconfig
+from fleetwatch.discovery.kubecreds import from_kubeconfig
+from fleetwatch.discovery.secretwatch import WatchSpec, watch_specs
 from fleetwatch.standin.management import ManagementCluster
 from fleetwatch.standin.management.kinds import SECRETS
 from tests.helpers.discovery_informer import (

@@ -14,15 +14,10 @@ from typing import Any
 import pytest
 import yaml
 
-from fleetwatch.kube.informer import watch_specs
+from fleetwatch.discovery.kubecreds import from_kubeconfig, load_credentials
+from fleetwatch.discovery.secretwatch import watch_specs
 from fleetwatch.kube.kubeapi import KubeApi, KubeApiError
-from fleetwatch.kube.kubeauth import (
-    InClusterPaths,
-    KubeAuthError,
-    from_kubeconfig,
-    in_cluster,
-    load_credentials,
-)
+from fleetwatch.kube.kubeauth import InClusterPaths, KubeAuthError, in_cluster
 from fleetwatch.standin.management import ManagementCluster
 from tests.helpers.discovery_informer import (
     SENTINEL,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import copy
 
-from fleetwatch.kube.informer import LAST_APPLIED, slim
+from fleetwatch.kube.informer import slim
+from fleetwatch.kube.objects import LAST_APPLIED
 
 
 def test_managed_fields_and_the_last_applied_copy_are_not_kept() -> None:

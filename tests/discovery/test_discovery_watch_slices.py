@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from fleetwatch.kube.informer import InformerSettings, WatchSpec
+from fleetwatch.discovery.secretwatch import WatchSpec
+from fleetwatch.kube.informer import InformerSettings
 from fleetwatch.kube.reflector import Reflector
 
 SPEC = WatchSpec("argocd", "argocd.argoproj.io/secret-type=cluster")

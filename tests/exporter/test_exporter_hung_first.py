@@ -62,6 +62,9 @@ class WatchingDiscovery:
     def context_config(self, cluster: Cluster) -> ContextConfig | None:
         return self.inner.context_config(cluster)
 
+    def probeable(self, ref: str) -> bool:
+        return self.inner.probeable(ref)
+
 
 async def test_clusters_that_timed_out_are_probed_before_the_scan(
     fleet: StandinFleet, kubeconfig_dir: Path, make_monitor: MonitorFactory

@@ -28,6 +28,7 @@ from exporter.net.credentials import (
     build_credentials,
 )
 from fleetwatch.discovery import Cluster, ContextConfig, Discovery
+from fleetwatch.discovery.clusters import probeable
 from fleetwatch.discovery.contextauth import ContextAuth
 from fleetwatch.discovery.kubeconfig import context_config
 from fleetwatch.standin import StandinFleet
@@ -268,6 +269,9 @@ class _StaticDiscovery:
 
     def context_config(self, cluster: Cluster) -> ContextConfig | None:
         return None
+
+    def probeable(self, ref: str) -> bool:
+        return probeable(ref)  # files are looked at
 
 
 async def test_unprobeable_cluster_is_never_probed_nor_failing(

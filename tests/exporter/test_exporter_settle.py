@@ -24,6 +24,7 @@ import yaml
 from exporter.secretsource import SecretSource
 from fleetwatch.discovery import Cluster, ContextConfig, Discoverer, Discovery
 from fleetwatch.discovery.apisource import KubernetesDiscovery
+from fleetwatch.discovery.clusters import probeable
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
 
 if TYPE_CHECKING:
@@ -52,6 +53,9 @@ class Scans:
 
     def context_config(self, cluster: Cluster) -> ContextConfig | None:
         return None
+
+    def probeable(self, ref: str) -> bool:
+        return probeable(ref)  # files are looked at
 
 
 CHANGING = Discovery((cluster("a"),), (), fleet_size=1, rescan_in=0.05)

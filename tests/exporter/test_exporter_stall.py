@@ -53,6 +53,9 @@ class FreezableDiscovery:
     def context_config(self, cluster: Cluster) -> ContextConfig | None:
         return self.inner.context_config(cluster)
 
+    def probeable(self, ref: str) -> bool:
+        return self.inner.probeable(ref)
+
 
 async def _last_cycle(client: TestClient[Any, Any]) -> float:
     text = await (await client.get("/metrics")).text()

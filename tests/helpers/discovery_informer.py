@@ -16,9 +16,11 @@ from typing import Any
 
 import yaml
 
-from fleetwatch.kube.informer import Informer, InformerSettings, WatchSpec, watch_specs
+from fleetwatch.discovery.kubecreds import from_kubeconfig
+from fleetwatch.discovery.secretwatch import WatchSpec, watch_specs
+from fleetwatch.kube.informer import Informer, InformerSettings
 from fleetwatch.kube.kubeapi import KubeApi
-from fleetwatch.kube.kubeauth import ApiCredentials, from_kubeconfig
+from fleetwatch.kube.kubeauth import ApiCredentials
 from fleetwatch.standin.management import ManagementCluster
 
 SENTINEL = "SENTINEL-credential-7f3a9c"

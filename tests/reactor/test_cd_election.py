@@ -16,8 +16,9 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from fleetwatch.common import metricnames
+from fleetwatch.discovery.kubecreds import from_kubeconfig
 from fleetwatch.kube.kubeapi import KubeApiError
-from fleetwatch.kube.kubeauth import BearerToken, from_kubeconfig
+from fleetwatch.kube.kubeauth import BearerToken
 from fleetwatch.standin.management import ManagementCluster, ManagementSettings
 from fleetwatch.standin.management.kinds import BY_API_KIND
 from reactor.cd.election import LeaderElector, LeaderMetrics, lease_namespace

@@ -26,7 +26,7 @@ from test_cd_live import kustomization
 from test_cd_replicas import Replica, seed_store
 
 from fleetwatch.common import metricnames
-from fleetwatch.kube.kubeauth import from_kubeconfig
+from fleetwatch.discovery.kubecreds import from_kubeconfig
 from fleetwatch.procs import wait_until
 from fleetwatch.standin.management import ManagementCluster, ManagementProcess
 from reactor.cd.kubewrite import Fenced, KubeWriter
