@@ -21,7 +21,7 @@ from reactor import gate
 from reactor.alertmanager.http import DEFAULT_MAX_LISTING_BYTES, AlertmanagerAuth
 from reactor.alertmanager.signals import DEFAULT_MAX_FUTURE_SKEW_S
 from reactor.metrics import ReactorMetrics
-from reactor.service import NotificationResult, ResetResult, Service
+from reactor.service import Service
 from reactor.store import MIRRORED_PREFIXES, AppRecord, retry_conflicts
 from reactor.store.pg_pipeline import PipelinedDeploys
 
@@ -237,8 +237,10 @@ class Backend:
         #: go to the least busy of ``thread`` and these.
         self.writers: list[tuple[StoreThread, Service]] = []
         self.unavailable = UnavailableLog()
-        #: Called on the event loop (:meth:`changed`) after a write that moved apps in or
-        #: out of an outage committed (a notification, a reconciliation, a reset), and after
+        #: Called on the event loop (:meth:`changed`, which the writer calls: the store
+        #: runner does not read results) after a write that moved apps in or out of an
+        #: outage committed (a notification, a reconciliation, a reset: their results'
+        #: ``outages_moved``), and after
         #: clusters were added, changed or deleted (discovery, ``POST``/``DELETE
         #: /clusters``: the CD objects resolve against them): the CD actuator's wake-up.
         self.outage_listeners: list[Callable[[], None]] = []
@@ -264,8 +266,6 @@ class Backend:
         # A call that lost a race with another replica's transaction runs again.
         result = await thread.call(lambda: retry_conflicts(lambda: operation(service)))
         self.unavailable.answered()
-        if _moves_outages(result):
-            self.changed()
         return result
 
     def changed(self) -> None:
@@ -292,14 +292,6 @@ class Backend:
         if reader is None:
             return await self.run(operation)
         return await self.reads.call(lambda: operation(reader))
-
-
-def _moves_outages(result: object) -> bool:
-    """A write's result that says apps went into or out of an outage."""
-    if isinstance(result, NotificationResult):
-        moved = (result.outages_opened, result.outages_closed)
-        return any((*moved, result.apps_degraded, result.apps_restored))
-    return isinstance(result, ResetResult) and bool(result.outages_closed)
 
 
 SETTINGS = web.AppKey("settings", ReactorSettings)

@@ -270,6 +270,8 @@ class Reconciler:
         if news.signals:
             signals = news.signals
             applied = await self.backend.run(lambda s: s.apply_signals(signals))
+            if applied.outages_moved:
+                self.backend.changed()  # the CD actuator's wake-up
             changed = len(applied.clusters_changed)
             self.metrics.changes.inc(changed)
         # Written when they change a row, or name a cluster the signals may have created.

@@ -90,12 +90,23 @@ class NotificationResult:
     apps_degraded: int = 0
     apps_restored: int = 0
 
+    @property
+    def outages_moved(self) -> bool:
+        """Apps went into or out of an outage: the caller tells ``Backend.changed``."""
+        moved = (self.outages_opened, self.outages_closed, self.apps_degraded)
+        return any((*moved, self.apps_restored))
+
 
 @dataclass(frozen=True, slots=True)
 class ResetResult:
     cluster: ClusterRecord  #: as it is after the reset (UNKNOWN, no outage)
     outages_closed: int
     apps_restored: int
+
+    @property
+    def outages_moved(self) -> bool:
+        """An outage closed: the caller tells ``Backend.changed``."""
+        return bool(self.outages_closed)
 
 
 @dataclass(frozen=True, slots=True)

@@ -251,6 +251,8 @@ async def post_alerts(request: web.Request) -> web.Response:
     except StoreUnavailable:
         metrics.notifications.labels("error").inc()
         raise
+    if result.outages_moved:
+        request.app[BACKEND].changed()  # the CD actuator pauses or resumes now
     metrics.notifications.labels("applied").inc()
     metrics.last_notification.set(time.time())
     return answer(
@@ -321,6 +323,8 @@ async def delete_cluster_alerts(request: web.Request) -> web.Response:
     """Clear a cluster's alert state (UNKNOWN again; an open outage closed, its apps back)."""
     name = path_name(request, "cluster")
     result = await request.app[BACKEND].run(lambda s: s.reset_alerts(name))
+    if result.outages_moved:
+        request.app[BACKEND].changed()  # the CD actuator resumes its apps now
     return answer(
         "ClusterReset",
         {
