@@ -10,7 +10,8 @@ Calls are synchronous and blocking, on store threads, never on the event loop. O
 one thread serialises them; on PostgreSQL the row lock on each cluster serialises what
 must be: a deployment racing with a cascade is refused or degraded with the others. A
 notification also records the reason its alerts tell (``reactor.reasons``).
-Longer than most modules: one method per API operation and notification, each one
+
+Long because it holds one method per API operation and notification, each one
 transaction; split, the gate would sit apart from the cascade it must agree with.
 """
 
