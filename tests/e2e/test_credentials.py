@@ -71,7 +71,7 @@ def test_a_revoked_token_warns_at_once_then_the_cluster_turns_offline(
     assert annotations["reason"] == "unauthorized", annotations
     assert annotations["reason_class"] == "credentials"
     assert annotations["seen_by"] == exporter
-    assert annotations["runbook_url"].endswith("/docs/runbooks.md#fleetclustercredentialsrejected")
+    assert annotations["runbook_url"].endswith("docs/runbooks.md#fleetclustercredentialsrejected")
     assert warned["labels"]["severity"] == "warning"
 
     # Counted: after N refusals the cluster is OFFLINE, its app DEGRADED, deployments 409.

@@ -86,14 +86,14 @@ async def test_a_pause_and_a_resume_leave_one_event_each_on_every_object(
 
     # Passes after the pause (a resync every 0.5 s) write no other Event.
     actuator = client.app[CD_ACTUATOR]
-    passes = actuator.passes
-    await until(lambda: _true(actuator.passes >= passes + 3))
+    passes = actuator.ledger.passes
+    await until(lambda: _true(actuator.ledger.passes >= passes + 3))
     assert len(events(mgmt)) == len(C1_PAUSED)
 
     await notify(client, alert(ONLINE, "c1", 10))
     await until(lambda: _true(len(events(mgmt, "ResumedAfterOutage")) == len(C1_PAUSED)))
-    passes = actuator.passes
-    await until(lambda: _true(actuator.passes >= passes + 3))
+    passes = actuator.ledger.passes
+    await until(lambda: _true(actuator.ledger.passes >= passes + 3))
     assert len(events(mgmt)) == 2 * len(C1_PAUSED)
     assert registry.get_sample_value(EVENTS_TOTAL, {"result": "created"}) == 2 * len(C1_PAUSED)
     assert registry.get_sample_value(EVENTS_TOTAL, {"result": "failed"}) == 0

@@ -215,10 +215,10 @@ def test_status_table_and_restart(tmp_path: Path, db_path: Path, token_file: Pat
         proc.stop()
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert lines[0].split() == ["CLUSTER", "STATUS", "SINCE", "SOURCE", "OUTAGE"]
+    assert lines[0].split() == ["CLUSTER", "STATUS", "SINCE", "SOURCE", "OUTAGE", "REASON"]
     assert lines[1].split()[:4] == ["prod-a", "OFFLINE", "2026-11-30", "02:05:00Z"]
     assert "2026-11-30 02:05:00Z" in lines[1].split("discovery", 1)[-1], "the open outage"
-    assert lines[2].split() == ["prod-b", "UNKNOWN", "-", "api", "-"]
+    assert lines[2].split() == ["prod-b", "UNKNOWN", "-", "api", "-", "-"]
     apps = {line.split()[0]: line.split()[1:] for line in lines[lines.index("") + 2 :]}
     header = ["APP", "CLUSTER", "STATUS", "PAUSED", "SOURCE", "REASON"]
     assert lines[lines.index("") + 1].split() == header
