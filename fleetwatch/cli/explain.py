@@ -47,7 +47,9 @@ from fleetwatch.cli.status import (
 from fleetwatch.common import contract, metricnames
 from reactor.api.auth import TokenFileError
 
-EXPLAINED, UNKNOWN_CLUSTER, NOTHING_ASKED = 0, 1, 2
+#: Exit codes. PARTIAL: explained from the sources that answered, but one asked was not
+#: reached: a script (or a person reading ``$?``) must not take a half answer for a whole.
+EXPLAINED, UNKNOWN_CLUSTER, NOTHING_ASKED, PARTIAL = 0, 1, 2, 3
 
 #: The series read per vantage point, and their short names in the answer.
 SERIES = {
@@ -70,7 +72,8 @@ def add_parsers(subparsers: Any) -> None:
             "status and since when, each vantage point's last probes and reason, the failure "
             "threshold, the alerts firing, inhibited or silenced for it, the open outage, the "
             "apps and CD objects paused, and what happens next. Exits 0 when explained, 1 when "
-            "no source knows the cluster, 2 when no source could be asked."
+            "no source knows the cluster, 2 when no source could be asked, 3 when explained "
+            "from the sources that answered while one asked was not reached."
         ),
     )
     e.add_argument("cluster", metavar="CLUSTER", help="the cluster's name")
@@ -322,7 +325,7 @@ def run_explain(args: argparse.Namespace) -> int:
         print(json.dumps({**asdict(g), "next": next_steps}, sort_keys=True, indent=2))
     else:
         print(render(g, next_steps))
-    return EXPLAINED
+    return PARTIAL if g.problems else EXPLAINED
 
 
 def render(g: Gathered, next_steps: list[str]) -> str:
