@@ -17,12 +17,12 @@ from aiohttp import web
 
 from fleetwatch.discovery import MainKubeconfig
 from fleetwatch.discovery.apisource import KubernetesDiscovery
-from reactor import gate
+from reactor import gate, managed
 from reactor.alertmanager.http import DEFAULT_MAX_LISTING_BYTES, AlertmanagerAuth
 from reactor.alertmanager.signals import DEFAULT_MAX_FUTURE_SKEW_S
 from reactor.metrics import ReactorMetrics
 from reactor.service import Service
-from reactor.store import MIRRORED_PREFIXES, AppRecord, retry_conflicts
+from reactor.store import AppRecord, retry_conflicts
 from reactor.store.pg_pipeline import PipelinedDeploys
 
 log = logging.getLogger(__name__)
@@ -278,7 +278,7 @@ class Backend:
         ``reactor.store.pg_pipeline``), the rare answers that need more reads on a store thread:
         a mirrored app's name (managed by Flux or Argo CD?) and an unknown name (which?)."""
         deploys = self.deploys
-        if deploys is None or app.startswith(MIRRORED_PREFIXES):
+        if deploys is None or managed.mirrored(app):
             return await self.run(lambda s: s.deploy(app, cluster))
         place = await deploys.deploy(app, cluster, gate.REFUSED)
         self.unavailable.answered()

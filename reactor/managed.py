@@ -16,6 +16,8 @@ Pure: a name and a source in, the refusal's words out.
 
 from __future__ import annotations
 
+from reactor.store import MIRRORED_PREFIXES
+
 #: source -> (the tool, the field of its object that says where it deploys)
 MANAGERS = {
     "flux": ("Flux", "spec.kubeConfig"),
@@ -33,3 +35,11 @@ def managed_elsewhere(app: str, source: str) -> str | None:
         f"through {tool} (its object's {where} names its cluster); the reactor only pauses "
         "and resumes it with its cluster's outages"
     )
+
+
+def mirrored(app: str) -> bool:
+    """Is ``app`` named as an app mirrored from a Flux or Argo CD object
+    (``SOURCE:KIND/NAMESPACE/NAME``, a name the API may not create)? Only such an app can
+    be refused by :func:`managed_elsewhere`, which needs its row: its deployment is decided
+    on a store thread, never on the pipelined fast path (``reactor.context``)."""
+    return app.startswith(MIRRORED_PREFIXES)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 
 from reactor import gate
 from reactor.alertmanager.signals import Signal, format_time
-from reactor.managed import managed_elsewhere
+from reactor.managed import managed_elsewhere, mirrored
 from reactor.metrics import ReactorMetrics
 from reactor.reasons import notes_for
 from reactor.statemachine import (
@@ -336,7 +336,7 @@ class Service:
     # -- apps ------------------------------------------------------------------------
 
     def add_app(self, name: str, cluster: str) -> AppRecord:
-        if name.startswith(MIRRORED_PREFIXES):
+        if mirrored(name):
             raise Conflict(
                 f"app {name!r}: names beginning {' or '.join(MIRRORED_PREFIXES)} are the apps "
                 "mirrored from Flux and Argo CD objects"
@@ -358,7 +358,7 @@ class Service:
     def deploy(self, app: str, cluster: str) -> AppRecord:
         """The app is DEPLOYED on ``cluster`` (moved there if needed), unless the gate says no
         or Flux or Argo CD deploys it (``reactor.managed``)."""
-        if app.startswith(MIRRORED_PREFIXES):  # the one kind of name a mirrored app has
+        if mirrored(app):  # the one kind of name a mirrored app has
             with self.store.read() as tx:
                 _not_managed_elsewhere(tx.app(app))
         place = self.store.deploy(app, cluster, gate.REFUSED)  # one transaction, gate included
