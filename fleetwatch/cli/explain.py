@@ -42,6 +42,7 @@ from fleetwatch.cli.status import (
     add_client_flags,
     client_token,
     error_message,
+    paused_by,
     reason_text,
 )
 from fleetwatch.common import contract, metricnames
@@ -266,7 +267,7 @@ def facts(g: Gathered) -> Facts:
     r = g.reactor or {}
     apps = r.get("apps") or []
     api = [a for a in apps if a.get("source") == "api"]
-    objects = [a for a in apps if a.get("source") != "api"]
+    pauses = [paused_by(a.get("paused")) for a in apps if a.get("source") != "api"]
     counted = [
         p.get("consecutive_failures", 0)
         - (0 if g.count_rejected is not False else p.get("credential_failures", 0))
@@ -290,9 +291,9 @@ def facts(g: Gathered) -> Facts:
         outage_open=bool(r.get("outage_since")),
         apps_deployed=sum(1 for a in api if a.get("status") == "DEPLOYED"),
         apps_degraded_by_outage=sum(1 for a in api if a.get("reason") == "cluster_offline"),
-        objects_active=sum(1 for a in objects if not _paused_by(a)),
-        objects_paused_by_outage=sum(1 for a in objects if _paused_by(a) == "outage"),
-        objects_paused_by_person=sum(1 for a in objects if _paused_by(a) == "person"),
+        objects_active=sum(1 for by in pauses if by is None),
+        objects_paused_by_outage=pauses.count("outage"),
+        objects_paused_by_person=pauses.count("person"),
     )
 
 
@@ -363,17 +364,11 @@ def render(g: Gathered, next_steps: list[str]) -> str:
             f"outage: {'open since ' + r['outage_since'] if r.get('outage_since') else 'none open'}"
         )
         for a in r.get("apps") or []:
-            paused = f" paused by {_paused_by(a)}" if _paused_by(a) else ""
+            by = paused_by(a.get("paused"))
+            paused = f" paused by {by}" if by else ""
             out.append(f"  app {a['name']} ({a.get('source')}): {a['status']}{paused}")
     if g.problems:
         out.append("not reached: " + "; ".join(g.problems))
     out.append("next:")
     out += [f"  {line}" for line in next_steps]
     return "\n".join(out)
-
-
-def _paused_by(app: dict[str, Any]) -> str | None:
-    """``outage``, ``person`` or None, from an app's ``paused`` (``GET /apps``)."""
-    paused = app.get("paused")
-    by = paused.get("by") if isinstance(paused, dict) else None
-    return by if by in ("outage", "person") else None

@@ -272,15 +272,21 @@ def reason_text(cluster: dict[str, Any]) -> str:
     return f"{reason} ({kind})" if kind else str(reason)
 
 
+def paused_by(paused: Any) -> str | None:
+    """``outage``, ``person`` or None, from an app's ``paused`` (``GET /apps``): one reading
+    for ``status`` and ``explain``."""
+    by = paused.get("by") if isinstance(paused, dict) else None
+    return by if by in ("outage", "person") else None
+
+
 def paused_cell(paused: Any) -> str:
     """``outage:ID`` (fleetwatch paused it for that outage and resumes it when the outage
     closes), ``person`` (paused without fleetwatch's mark: it stays paused until someone
     resumes it), ``-`` (running, or an app of the API). One word, for ``awk``."""
-    if not isinstance(paused, dict):
-        return "-"
-    if paused.get("by") == "outage":
+    by = paused_by(paused)
+    if by == "outage":
         return f"outage:{paused.get('outage', '?')}"
-    return "person" if paused.get("by") == "person" else "-"
+    return by or "-"
 
 
 def _since(value: str | None, now: datetime) -> str:
