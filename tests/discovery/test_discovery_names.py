@@ -22,7 +22,7 @@ from fleetwatch.discovery.files import walk_folder
 from reactor.fields import NAME_PATTERN, is_name
 from tests.helpers.discovery_names import BAD_NAMES, GOOD_NAMES, BadName, no_raw_control
 
-SERVER = "https://10.0.0.1:6443"
+SERVER = "https://127.0.0.11:6443"
 
 
 def kubeconfig(*contexts: str, server: str = SERVER) -> str:
@@ -144,11 +144,11 @@ def test_a_server_url_with_a_control_character_is_a_problem_that_does_not_show_i
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "config"
-    path.write_text(kubeconfig("prod", server="https://10.0.0.1:6443/\x1b]0;pwned\x07?t=SECRET"))
+    path.write_text(kubeconfig("prod", server="https://127.0.0.11:6443/\x1b]0;pwned\x07?t=SECRET"))
     found = Discoverer(path, None).scan()
     assert found.clusters == ()
     shown = the_problem(found.problems)
-    assert "server URL that has U+001B (a control character, Cc) at position 23" in shown
+    assert "server URL that has U+001B (a control character, Cc) at position 25" in shown
     assert "SECRET" not in shown and "pwned" not in shown
 
 
@@ -188,7 +188,7 @@ def test_an_argocd_secrets_name_key_with_such_a_name_is_a_problem(bad: BadName) 
 
 
 def test_an_argocd_secrets_server_with_a_control_character_is_a_problem() -> None:
-    read = read_secret(argocd("prod", server="https://10.0.0.1\x9b2J:6443"))
+    read = read_secret(argocd("prod", server="https://127.0.0.11\x9b2J:6443"))
     assert read is not None and read.clusters == ()
     assert "key 'server' has U+009B (a control character, Cc)" in the_problem(read.problems)
 

@@ -15,7 +15,7 @@ from fleetwatch.discovery.apisource import RELEASED, KubernetesDiscovery, Secret
 from tests.helpers.discovery_informer import argocd_secret
 
 
-def stored(name: str, uid: str, rv: str, server: str = "https://10.0.0.1:6443") -> dict[str, Any]:
+def stored(name: str, uid: str, rv: str, server: str = "https://127.0.0.11:6443") -> dict[str, Any]:
     obj = argocd_secret(name, server)
     obj["metadata"].update(uid=uid, resourceVersion=rv)
     return obj
@@ -30,7 +30,7 @@ def test_a_read_secret_keeps_no_data_and_reads_the_same_again() -> None:
     kept = copy.deepcopy(objects)
     reads = SecretReads(KubernetesDiscovery(), release=True)
     first = summary(reads, objects)
-    assert first == [("a", "https://10.0.0.1:6443"), ("b", "https://10.0.0.1:6443")]
+    assert first == [("a", "https://127.0.0.11:6443"), ("b", "https://127.0.0.11:6443")]
     assert all(obj["data"] is RELEASED for obj in objects.values())
     assert reads.released == 2
     assert all(obj["metadata"] == kept[uid]["metadata"] for uid, obj in objects.items())
@@ -48,8 +48,8 @@ def test_a_new_version_is_read_afresh_and_released_in_turn() -> None:
     objects = {"u1": stored("a", "u1", "5")}
     reads = SecretReads(KubernetesDiscovery(), release=True)
     summary(reads, objects)
-    objects["u1"] = stored("a", "u1", "6", server="https://10.0.0.9:6443")  # rotated
-    assert summary(reads, objects) == [("a", "https://10.0.0.9:6443")]
+    objects["u1"] = stored("a", "u1", "6", server="https://127.0.0.19:6443")  # rotated
+    assert summary(reads, objects) == [("a", "https://127.0.0.19:6443")]
     assert objects["u1"]["data"] is RELEASED
 
 

@@ -52,13 +52,13 @@ def argocd_cluster(
 
 
 def argocd_secret(
-    name: str, server: str = "https://10.0.0.1:6443", token: str = SENTINEL
+    name: str, server: str = "https://127.0.0.11:6443", token: str = SENTINEL
 ) -> dict[str, Any]:
     config = {"bearerToken": f"{token}-{name}", "tlsClientConfig": {"insecure": True}}
     return argocd_cluster(name, server, config)
 
 
-def kubeconfig_text(context: str, server: str = "https://10.0.0.2:6443") -> str:
+def kubeconfig_text(context: str, server: str = "https://127.0.0.12:6443") -> str:
     return yaml.safe_dump(
         {
             "apiVersion": "v1",

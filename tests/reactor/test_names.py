@@ -23,7 +23,7 @@ from tests.helpers.discovery_names import BAD_CHARS, BAD_LIST, BAD_NAMES, BadNam
 from tests.helpers.reactor_helpers import MakeClient, dump_db
 from tests.helpers.reactor_payloads import ONLINE, alert, webhook
 
-ENDPOINT = "https://10.0.0.1:6443"
+ENDPOINT = "https://127.0.0.11:6443"
 
 
 def stored_text(db_path: Path) -> str:
