@@ -37,7 +37,8 @@ from tests.helpers.deploy_image import Container, probed_ok
 from tests.helpers.deploy_manifests import NAMESPACE_FLAG, Obj, args_of, find, of_kind, render
 from tests.helpers.deploy_pods import ApiServer, pod_of
 
-pytestmark = pytest.mark.live
+# The first test builds the image (tests/deploy/conftest.py), minutes on a fresh machine.
+pytestmark = [pytest.mark.live, pytest.mark.timeout(900)]
 
 EXPORTER = "fleetwatch-exporter"
 #: cluster -> the namespace of the Secret that names it

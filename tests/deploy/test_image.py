@@ -23,7 +23,8 @@ from fleetwatch.procs import free_port, wait_until
 from fleetwatch.standin import ThreadedFleet
 from tests.helpers.deploy_image import Container, podman, probed_ok
 
-pytestmark = pytest.mark.live
+# The first test builds the image (tests/deploy/conftest.py), minutes on a fresh machine.
+pytestmark = [pytest.mark.live, pytest.mark.timeout(900)]
 
 
 @pytest.fixture(scope="module")

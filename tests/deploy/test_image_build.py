@@ -114,6 +114,7 @@ def base_image(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.mark.live
+@pytest.mark.timeout(900)  # a build from PyPI's wheels: minutes on a fresh machine
 def test_a_fresh_checkout_builds_with_wheels_from_pypi(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:

@@ -41,7 +41,8 @@ from tests.helpers.deploy_pods import Pod, pod_of
 from tests.helpers.reactor_payloads import ONLINE, alert, webhook
 from tests.helpers.reactor_postgres import PostgresServer
 
-pytestmark = pytest.mark.live
+# The first test builds the image (tests/deploy/conftest.py), minutes on a fresh machine.
+pytestmark = [pytest.mark.live, pytest.mark.timeout(900)]
 
 CLUSTERS = ("smoke-001", "smoke-002")
 OPERATOR = "overlays/prometheus-operator"

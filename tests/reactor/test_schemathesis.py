@@ -27,7 +27,8 @@ import pytest
 
 from tests.helpers.reactor_live import TOKEN, running_reactor
 
-pytestmark = pytest.mark.live
+# schemathesis' stateful phase runs 3-8 minutes on a loaded machine, over the suite's 5.
+pytestmark = [pytest.mark.live, pytest.mark.timeout(900)]
 
 SEED = 16
 EXAMPLES = int(os.environ.get("FLEETWATCH_SCHEMATHESIS_EXAMPLES", "50"))
