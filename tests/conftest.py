@@ -31,7 +31,7 @@ from fleetwatch.standin import StandinFleet
 from tests.helpers.etcd_cluster import EtcdCluster
 
 #: The stand-ins' fixtures (``mgmt``, ``fleet``), defined once for every folder.
-pytest_plugins = ["tests.helpers.standin_fixtures"]
+pytest_plugins = ["tests.helpers.standin_fixtures", "tests.helpers.hang_report"]
 
 # Hypothesis judges each example by what it asserts, never by how long it took: its
 # per-example deadline (200 ms) and its too-slow health check trip on a loaded machine
