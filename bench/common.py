@@ -8,6 +8,7 @@ way to drive and parse ``wrk``.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -16,6 +17,7 @@ import re
 import statistics
 import subprocess
 import sys
+import tarfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -377,3 +379,25 @@ class Sampler(threading.Thread):
         self._stop.set()
         self.join(timeout=2)
         return self.peak_kib / 1024
+
+
+# --- another commit's code ----------------------------------------------------------
+
+
+def export_tree(commit: str, directory: Path) -> Path:
+    """The product packages of ``commit`` unpacked in ``directory`` (``git archive``; nothing
+    in the repository changes): a baseline run with ``PYTHONPATH`` on ``directory``."""
+    listed = subprocess.run(
+        ["git", "ls-tree", "--name-only", commit],
+        cwd=REPO, capture_output=True, text=True, check=True, timeout=60,
+    ).stdout.split()  # fmt: skip
+    packages = [
+        name for name in ("exporter", "discovery", "common", "fleetwatch") if name in listed
+    ]
+    archive = subprocess.run(
+        ["git", "archive", "--format=tar", commit, *packages],
+        cwd=REPO, capture_output=True, check=True, timeout=60,
+    )  # fmt: skip
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        tar.extractall(directory, filter="data")
+    return directory

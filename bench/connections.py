@@ -40,20 +40,18 @@ import ctypes
 import gc
 import importlib
 import inspect
-import io
 import json
 import os
 import ssl
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from bench.common import REPO, machine_load, memory_kib, summary, write_result
+from bench.common import REPO, export_tree, machine_load, memory_kib, summary, write_result
 from bench.fleet_server import FleetInfo, raise_fd_limit, start_fleet
 
 READYZ = "/readyz?verbose"
@@ -290,24 +288,6 @@ def _pool_module() -> Any:
         return importlib.import_module("exporter.net.pool")
     except ModuleNotFoundError:  # a tree from before the exporter's sub-packages
         return importlib.import_module("exporter.httppool")
-
-
-def export_tree(commit: str, directory: Path) -> Path:
-    """The packages of ``commit`` the pool needs, unpacked in ``directory`` (``git archive``)."""
-    listed = subprocess.run(
-        ["git", "ls-tree", "--name-only", commit],
-        cwd=REPO, capture_output=True, text=True, check=True, timeout=60,
-    ).stdout.split()  # fmt: skip
-    packages = [
-        name for name in ("exporter", "discovery", "common", "fleetwatch") if name in listed
-    ]
-    archive = subprocess.run(
-        ["git", "archive", "--format=tar", commit, *packages],
-        cwd=REPO, capture_output=True, check=True, timeout=60,
-    )  # fmt: skip
-    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
-        tar.extractall(directory, filter="data")
-    return directory
 
 
 def _run_worker(
