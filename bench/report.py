@@ -9,6 +9,7 @@ Run: ``.venv/bin/python -m bench.report`` (after the benchmarks, see bench/run_a
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from bench.common import OUT_DIR
@@ -464,8 +465,143 @@ def cd(name: str = "cd.json") -> str:
     return markdown(doc) if doc is not None else ""
 
 
+def _uptime_at_start(prefix: str) -> dict[str, str]:
+    """``step_side_pass`` -> the 1-, 5- and 15-minute loads ``uptime`` gave as the run
+    started (bench/run_layout_round.sh's log)."""
+    log = OUT_DIR / prefix / "log.txt"
+    starts: dict[str, str] = {}
+    if log.is_file():
+        for line in log.read_text().splitlines():
+            m = re.match(r"=== \S+ (\w+) (\w+) pass (\d+); uptime: (.*)", line)
+            if m:
+                starts[f"{m[1]}_{m[2]}_{m[3]}"] = m[4].replace(",", "").replace(" ", " / ")
+    return starts
+
+
+def layout_round(prefix: str = "r11") -> str:
+    """Before and after the layout move (bench/run_layout_round.sh): the steady probe
+    cycle and the reactor benchmark, one row per run, in the order they ran."""
+    starts = _uptime_at_start(prefix)
+    names = [f"{side}_{n}" for n in range(1, 10) for side in ("before", "after")]
+    cycles = [
+        "| run | load at start (1/5/15 min) | first cycle s | first CPU ms/probe "
+        "| steady cycle s, median (min-max) | steady CPU ms/probe | of it /metrics CPU s "
+        "| peak RSS MiB | load1 at end |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    reactors = [
+        "| run | load at start (1/5/15 min) | POST /deployments rps (min-max) | p99 ms "
+        "| ratio to the bare handler | 1,000 OFFLINE webhook ms | 1,000 ONLINE again ms "
+        "| cascade 100,000 apps: degrade ms | restore ms | load1 at end |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name in names:
+        run = name.replace("_", " pass ")
+        doc = _load(f"{prefix}/cycle_{name}.json")
+        if doc is not None:
+            [size] = doc["sizes"].values()
+            [r] = size["runs"]
+            first = next(c for c in r["cycles"] if c["kind"] == "first")
+            steady = [c for c in r["cycles"] if c["kind"] == "steady"]
+            wall = sorted(c["wall_s"] for c in steady)
+            cpu = sorted(c["cpu_ms_per_probe"] for c in steady)
+            render = sorted(c["render_cpu_s"] for c in steady)
+            cycles.append(
+                f"| {run} | {starts.get('cycle_' + name, '?')} | {first['wall_s']:.1f} "
+                f"| {first['cpu_ms_per_probe']:.2f} | {_spread(wall)} | {_range3(cpu)} "
+                f"| {_mid(render):.3f} | {r['rss_peak_mib']:.0f} "
+                f"| {r['load']['loadavg_1m']:.1f} |"
+            )
+        doc = _load(f"{prefix}/reactor_{name}.json")
+        if doc is not None:
+            dep, hooks, cascade = doc["deployments"], doc["webhooks"], doc["cascade"]
+            rps = dep["reactor_rps"]
+            reactors.append(
+                f"| {run} | {starts.get('reactor_' + name, '?')} "
+                f"| {rps['median']:.0f} ({rps['min']:.0f}-{rps['max']:.0f}) "
+                f"| {dep['reactor_p99_ms']['median']:.1f} | {dep['rps_ratio']['median']:.3f} "
+                f"| {hooks['seconds']['offline']['median'] * 1000:.1f} "
+                f"| {hooks['seconds']['restore']['median'] * 1000:.1f} "
+                f"| {cascade['degrade_seconds']['median'] * 1000:.0f} "
+                f"| {cascade['restore_seconds']['median'] * 1000:.0f} "
+                f"| {cascade['load']['loadavg_1m']:.1f} |"
+            )
+    tables = [t for t in (cycles, reactors) if len(t) > 2]
+    return "\n\n".join(["\n".join(t) for t in tables] + [_layout_summary(prefix, names)])
+
+
+def _layout_summary(prefix: str, names: list[str]) -> str:
+    """Per figure, one value per run: the runs of each side as median (min-max), the ratio
+    of the medians, and whether the two sides' ranges overlap (within the spread)."""
+    figures: dict[str, dict[str, dict[str, float]]] = {}
+
+    def add(figure: str, name: str, value: float) -> None:
+        side, run = name.split("_")
+        figures.setdefault(figure, {"before": {}, "after": {}})[side][run] = value
+
+    for name in names:
+        side = name
+        doc = _load(f"{prefix}/cycle_{name}.json")
+        if doc is not None:
+            [size] = doc["sizes"].values()
+            [r] = size["runs"]
+            first = next(c for c in r["cycles"] if c["kind"] == "first")
+            steady = [c for c in r["cycles"] if c["kind"] == "steady"]
+            add("first cycle, CPU ms/probe", side, first["cpu_ms_per_probe"])
+            add("steady cycle, CPU ms/probe", side, _mid([c["cpu_ms_per_probe"] for c in steady]))
+            add("steady cycle, wall s", side, _mid([c["wall_s"] for c in steady]))
+            add("steady cycle, /metrics CPU s", side, _mid([c["render_cpu_s"] for c in steady]))
+            add("exporter peak RSS MiB", side, r["rss_peak_mib"])
+        doc = _load(f"{prefix}/reactor_{name}.json")
+        if doc is not None:
+            dep = doc["deployments"]
+            add("POST /deployments rps", side, dep["reactor_rps"]["median"])
+            add("POST /deployments, ratio to the bare handler", side, dep["rps_ratio"]["median"])
+            add("POST /deployments p99 ms", side, dep["reactor_p99_ms"]["median"])
+            add(
+                "1,000 OFFLINE webhook ms",
+                side,
+                doc["webhooks"]["seconds"]["offline"]["median"] * 1000,
+            )
+            add("cascade of 100,000 apps, degrade ms", side,
+                doc["cascade"]["degrade_seconds"]["median"] * 1000)  # fmt: skip
+    rows = [
+        "| figure (one value per run) | before | after | after / before | ranges overlap "
+        "| after / before in each pass: median (min-max) | passes where after is higher |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for figure, sides in figures.items():
+        b, a = sorted(sides["before"].values()), sorted(sides["after"].values())
+        if not a or not b:
+            continue
+        overlap = a[0] <= b[-1] and b[0] <= a[-1]
+        pairs = sorted(
+            sides["after"][run] / sides["before"][run]
+            for run in sides["after"]
+            if sides["before"].get(run)
+        )
+        rows.append(
+            f"| {figure} | {_spread3(b)} | {_spread3(a)} | {_mid(a) / _mid(b):.2f} "
+            f"| {'yes' if overlap else '**no**'} "
+            f"| {_mid(pairs):.2f} ({pairs[0]:.2f}-{pairs[-1]:.2f}) "
+            f"| {sum(p > 1 for p in pairs)} of {len(pairs)} |"
+        )
+    return "\n".join(rows)
+
+
+def _spread3(values: list[float]) -> str:
+    """median (min-max, n), about three significant figures."""
+
+    def fmt(v: float) -> str:
+        return f"{v:.0f}" if abs(v) >= 100 else f"{v:.2f}" if abs(v) >= 1 else f"{v:.3f}"
+
+    return f"{fmt(_mid(values))} ({fmt(values[0])}-{fmt(values[-1])}, n={len(values)})"
+
+
 def main() -> None:
     sections = {
+        "Round 11: before and after the layout move": layout_round(),
+        "Round 11: the mechanical move alone": layout_round("r11-move"),
         "CD objects: mirrored, paused and resumed": cd(),
         "Clusters from Secrets against files": secret_discovery(),
         "Round 4: probe cycles": round3_cycles(round_files("r4")),
