@@ -21,7 +21,6 @@ once the cycle is over, before the next one starts.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import resource
 import time
@@ -36,6 +35,7 @@ from exporter.expose.snapshot import CycleStats, Snapshot, build_snapshot, decla
 from exporter.model import CheckResult, CycleSettings, ProbeResult, Reason, Unchanged
 from exporter.net import ApiClient, FleetClient, Probed, Slot
 from exporter.state import ClusterState, ClusterTable, Note
+from fleetwatch.common.waits import wait_event
 from fleetwatch.discovery.clusters import Cluster, ContextConfig, Discovery
 
 log = logging.getLogger(__name__)
@@ -181,8 +181,7 @@ class Monitor:
         otherwise carry its timed-out clusters' handshakes into the next cycle, whose hung
         clusters then end it late. Scheduling, not synchronisation.
         """
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), max(0.0, self.settings.interval - elapsed))
+        await wait_event(self._wake, self.settings.interval - elapsed)
         self._wake.clear()
         await self.client.settle()
 
