@@ -14,7 +14,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,6 @@ import yaml
 from fleetwatch.procs import wait_until
 from fleetwatch.standin.management import (
     ManagementProcess,
-    ManagementSettings,
     ThreadedManagementCluster,
 )
 from tests.helpers.standin_management import NS, Kubectl, application, kustomization, secret
@@ -33,12 +31,9 @@ pytestmark = pytest.mark.live
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[ThreadedManagementCluster]:
-    with ThreadedManagementCluster(
-        tmp_path / "mgmt", ManagementSettings(bookmark_seconds=0.3)
-    ) as started:
-        started.seed([secret("a", "capi-edge"), kustomization("apps")])
-        yield started
+def cluster_seed() -> list[dict[str, Any]]:
+    """A secret and a Kustomization: something for the faults to stand in front of."""
+    return [secret("a", "capi-edge"), kustomization("apps")]
 
 
 class Api:
