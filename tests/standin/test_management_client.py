@@ -19,6 +19,7 @@ from kubernetes.client.rest import ApiException
 
 from fleetwatch.procs import wait_until
 from fleetwatch.standin.management import ThreadedManagementCluster
+from tests.helpers.kube_status import UNAUTHORIZED
 from tests.helpers.standin_management import (
     NS,
     api_client,
@@ -267,15 +268,7 @@ def test_no_or_a_wrong_token_gets_401(
     with pytest.raises(ApiException) as denied:
         core.list_namespaced_secret("capi-edge")
     assert denied.value.status == 401
-    assert json.loads(denied.value.body) == {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": "Unauthorized",
-        "reason": "Unauthorized",
-        "code": 401,
-    }
+    assert json.loads(denied.value.body) == UNAUTHORIZED
 
 
 def test_a_selector_watch_sees_objects_enter_and_leave_its_set(core: client.CoreV1Api) -> None:

@@ -25,6 +25,7 @@ from fleetwatch.standin.management import (
     ManagementProcess,
     ThreadedManagementCluster,
 )
+from tests.helpers.kube_status import failure
 from tests.helpers.standin_management import NS, Kubectl, application, kustomization, secret
 
 pytestmark = pytest.mark.live
@@ -110,16 +111,8 @@ def test_throttling_answers_429_with_retry_after_for_a_while(
     cluster.arm_fault(kind="throttle", seconds=30, retry_after=3, resource="secrets")
     status, headers, body = api.request("GET", SECRETS)
     assert (status, headers["Retry-After"]) == (429, "3")
-    assert json.loads(body) == {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": "Too many requests, please try again later.",
-        "reason": "TooManyRequests",
-        "details": {"retryAfterSeconds": 3},
-        "code": 429,
-    }
+    message = "Too many requests, please try again later."
+    assert json.loads(body) == failure(429, "TooManyRequests", message, retryAfterSeconds=3)
     assert api.request("GET", "/apis/kustomize.toolkit.fluxcd.io/v1/kustomizations")[0] == 200
     cluster.clear_faults()
     assert api.request("GET", SECRETS)[0] == 200
