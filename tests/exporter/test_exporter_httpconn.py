@@ -448,22 +448,24 @@ async def test_a_request_cancelled_waiting_for_the_gate_closes_a_new_tunnel_keep
     busy = asyncio.Lock()
     assert await get(pool, f"https://127.0.0.1:{once}", servers, proxy=proxy) == (200, b"ok")
     gate = locked_gate(busy)
+
+    async def cancelled_at_the_gate(port: int, there: Callable[[], bool], what: str) -> None:
+        task = asyncio.create_task(
+            get(pool, f"https://127.0.0.1:{port}", servers, proxy=proxy, gate=gate)
+        )
+        await until(there, what)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
     async with busy:
-        task = asyncio.create_task(
-            get(pool, f"https://127.0.0.1:{hung}", servers, proxy=proxy, gate=gate)
+        await cancelled_at_the_gate(
+            hung, lambda: pool.held == 2, "a new tunnel open, its request at the gate"
         )
-        await until(lambda: pool.held == 2, "a new tunnel open, its request at the gate")
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
         assert (pool.held, pool.idle) == (1, 1)  # the new tunnel closed
-        task = asyncio.create_task(
-            get(pool, f"https://127.0.0.1:{once}", servers, proxy=proxy, gate=gate)
+        await cancelled_at_the_gate(
+            once, lambda: pool.idle == 0, "the kept connection taken, at the gate"
         )
-        await until(lambda: pool.idle == 0, "the kept connection taken, at the gate")
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
     assert (pool.opened, pool.held, pool.idle) == (2, 1, 1)  # the kept one, kept
 
 
