@@ -65,11 +65,17 @@ class Stream:
 
 
 @contextmanager
-def _watching(cluster: ThreadedManagementCluster, revision: int) -> Iterator[Stream]:
-    """A watch from ``revision`` with bookmarks, closed on the way out."""
+def _watching(
+    cluster: ThreadedManagementCluster, revision: int, idle: bool = False
+) -> Iterator[Stream]:
+    """A watch from ``revision`` with bookmarks, closed on the way out. ``idle``: nothing
+    is written yet, so its first event must be a bookmark (taken here)."""
     query = f"resourceVersion={revision}&allowWatchBookmarks=true&timeoutSeconds=60"
     stream = Stream(cluster, query, timeout=10)
     try:
+        if idle:
+            first = stream.next()
+            assert first is not None and first["type"] == "BOOKMARK", first
         yield stream
     finally:
         stream.close()
@@ -102,9 +108,8 @@ def _burst(count: int, prefix: str = "c") -> list[dict[str, Any]]:
 def test_a_burst_of_writes_after_an_idle_spell_is_delivered_whole(
     cluster: ThreadedManagementCluster,
 ) -> None:
-    with _watching(cluster, cluster.revision) as stream:
-        first = stream.next()  # idle: a bookmark is due, and sent, before any write
-        assert first is not None and first["type"] == "BOOKMARK"
+    # Idle: a bookmark is due, and sent, before any write.
+    with _watching(cluster, cluster.revision, idle=True) as stream:
         cluster.seed(_burst(BURST))  # one turn of the server's loop: all queued at once
         events = _read_objects(stream, BURST, seconds=30)
         assert len(events) == BURST, f"the watch stalled after {len(events)} of {BURST} events"
@@ -121,8 +126,7 @@ def test_a_burst_larger_than_the_watch_buffer_ends_the_watch_and_resuming_loses_
     cluster: ThreadedManagementCluster,
 ) -> None:
     start = cluster.revision
-    with _watching(cluster, start) as stream:
-        assert (stream.next() or {}).get("type") == "BOOKMARK"
+    with _watching(cluster, start, idle=True) as stream:
         assert cluster.open_watches() == 1
         cluster.seed(_burst(300))
         assert cluster.open_watches() == 0  # terminated by the write that overflowed it
@@ -138,8 +142,7 @@ def test_a_watcher_that_stops_reading_is_terminated_not_left_hanging(
     cluster: ThreadedManagementCluster,
 ) -> None:
     start = cluster.revision
-    with _watching(cluster, start) as stream:
-        assert (stream.next() or {}).get("type") == "BOOKMARK"
+    with _watching(cluster, start, idle=True) as stream:
         # ~20 MB the client does not read: more than the sockets hold, so the server's
         # writes block; then more events than the buffer while they do.
         big = "x" * 700_000
