@@ -112,16 +112,25 @@ def clean(done: subprocess.CompletedProcess[str], *tokens: str) -> None:
         assert token not in done.stdout and token not in done.stderr
 
 
-def test_json_lists_every_secret_cluster_the_unprobeable_ones_and_the_problems(
-    mgmt: ThreadedManagementCluster, main: Path, tmp_path: Path
-) -> None:
+def discover_both(
+    mgmt: ThreadedManagementCluster, main: Path, home: Path, *args: str
+) -> subprocess.CompletedProcess[str]:
+    """``discover`` of the Secrets of ``mgmt`` and the file ``main``, with no credential of
+    either in what it prints."""
     done = discover(
         f"--discovery.kubernetes.kubeconfig={mgmt.kubeconfig}",
         f"--kubeconfig={main}",
-        "--output=json",
-        home=tmp_path,
+        *args,
+        home=home,
     )
     clean(done, mgmt.token)
+    return done
+
+
+def test_json_lists_every_secret_cluster_the_unprobeable_ones_and_the_problems(
+    mgmt: ThreadedManagementCluster, main: Path, tmp_path: Path
+) -> None:
+    done = discover_both(mgmt, main, tmp_path, "--output=json")
     doc = json.loads(done.stdout)
     found = {c["name"]: (c["source"], c["probeable"], c["not_probeable"]) for c in doc["clusters"]}
     aws = found.pop("argo-aws")
@@ -146,12 +155,7 @@ def test_json_lists_every_secret_cluster_the_unprobeable_ones_and_the_problems(
 def test_the_table_says_why_a_cluster_cannot_be_probed(
     mgmt: ThreadedManagementCluster, main: Path, tmp_path: Path
 ) -> None:
-    done = discover(
-        f"--discovery.kubernetes.kubeconfig={mgmt.kubeconfig}",
-        f"--kubeconfig={main}",
-        home=tmp_path,
-    )
-    clean(done, mgmt.token)
+    done = discover_both(mgmt, main, tmp_path)
     rows = {line.split()[0]: line.split() for line in done.stdout.splitlines()[1:7]}
     assert rows["argo-aws"][1:] == [
         "https://10.0.0.7:6443",

@@ -9,19 +9,7 @@ from typing import Any
 import yaml
 
 from fleetwatch.discovery import Discoverer, probeable
-
-
-def kubeconfig(*contexts: str, server: str = "https://127.0.0.1:6443", **extra: Any) -> str:
-    """A kubeconfig with one cluster, user and context per name."""
-    doc: dict[str, Any] = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": c, "cluster": {"server": f"{server}/{c}"}} for c in contexts],
-        "users": [{"name": c, "user": {"token": f"secret-{c}"}} for c in contexts],
-        "contexts": [{"name": c, "context": {"cluster": c, "user": c}} for c in contexts],
-        **extra,
-    }
-    return yaml.dump(doc, Dumper=yaml.CSafeDumper)
+from tests.helpers.kubeconfig_docs import kubeconfig
 
 
 def write(path: Path, text: str) -> Path:

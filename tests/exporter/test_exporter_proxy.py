@@ -154,6 +154,23 @@ async def monitor_of(
         yield monitor, recorder
 
 
+async def failed_at_the_proxy(
+    fleet: StandinFleet, folder: Path, name: str, proxy_url: str, probe_timeout: float = 2.0
+) -> tuple[ProbeResult, int]:
+    """Cluster ``name`` behind ``proxy_url``, one cycle, which must fail at the proxy and
+    never reach the cluster: its last probe, and the connections the exporter opened."""
+    await fleet.add_cluster(name)
+    write_kubeconfig(fleet, folder / f"{name}.yaml", [name], proxy_url)
+    async with monitor_of(folder, probe_timeout=probe_timeout) as (monitor, rec):
+        await monitor.run_cycle()
+        view, last = rec.view(name), monitor.states[name].last
+        opened = monitor.client.http.opened
+    assert dict(view.failures) == {Reason.PROXY: 1}
+    assert last is not None
+    assert fleet.requests(name) == 0
+    return last, opened
+
+
 @pytest.mark.live
 async def test_a_cluster_behind_tinyproxy_is_online_and_its_checks_go_through_it(
     fleet: StandinFleet, tmp_path: Path, kubeconfig_dir: Path, tinyproxy: Callable[..., Tinyproxy]
@@ -211,16 +228,10 @@ async def test_proxy_credentials_are_sent_and_never_logged_nor_exposed(
 
 @pytest.mark.live
 async def test_a_refusing_proxy_is_reason_proxy(fleet: StandinFleet, kubeconfig_dir: Path) -> None:
-    await fleet.add_cluster("px-refused")
     closed = free_port()  # nobody listens there
-    write_kubeconfig(fleet, kubeconfig_dir / "r.yaml", ["px-refused"], f"http://127.0.0.1:{closed}")
-    async with monitor_of(kubeconfig_dir, probe_timeout=1.0) as (monitor, rec):
-        await monitor.run_cycle()
-        view, last = rec.view("px-refused"), monitor.states["px-refused"].last
-    assert dict(view.failures) == {Reason.PROXY: 1}
-    assert last is not None
+    url = f"http://127.0.0.1:{closed}"
+    last, _ = await failed_at_the_proxy(fleet, kubeconfig_dir, "px-refused", url, 1.0)
     assert f"cannot connect to the proxy http://127.0.0.1:{closed}" in last.detail
-    assert fleet.requests("px-refused") == 0
 
 
 @pytest.mark.live
@@ -331,15 +342,9 @@ async def test_a_proxy_refusing_the_port_is_reason_proxy(
 async def test_a_proxy_url_we_cannot_use_is_reason_proxy_and_nothing_is_tried(
     fleet: StandinFleet, kubeconfig_dir: Path, proxy_url: str, detail: str
 ) -> None:
-    await fleet.add_cluster("px-bad")
-    write_kubeconfig(fleet, kubeconfig_dir / "b.yaml", ["px-bad"], proxy_url)
-    async with monitor_of(kubeconfig_dir) as (monitor, rec):
-        await monitor.run_cycle()
-        view, last = rec.view("px-bad"), monitor.states["px-bad"].last
-        assert monitor.client.http.opened == 0
-    assert dict(view.failures) == {Reason.PROXY: 1}
-    assert last is not None and last.detail == detail
-    assert fleet.requests("px-bad") == 0
+    last, opened = await failed_at_the_proxy(fleet, kubeconfig_dir, "px-bad", proxy_url)
+    assert opened == 0
+    assert last.detail == detail
 
 
 @pytest.mark.live

@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import json
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,11 +32,9 @@ pytestmark = pytest.mark.live
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[ThreadedManagementCluster]:
-    with ThreadedManagementCluster(
-        tmp_path / "mgmt", ManagementSettings(bookmark_seconds=0.5)
-    ) as started:
-        yield started
+def cluster_settings() -> ManagementSettings:
+    """A bookmark every 0.5 s: kubectl's watches here wait for writes, not bookmarks."""
+    return ManagementSettings(bookmark_seconds=0.5)
 
 
 @pytest.fixture
