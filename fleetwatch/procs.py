@@ -28,42 +28,64 @@ class NotReadyError(RuntimeError):
     """A server did not become ready before its deadline (its log tail is in the message)."""
 
 
-#: Ports handed out below the kernel's ephemeral range start here.
-LOWEST_PORT = 10_000
+#: Where :func:`free_port` picks when a test run gave this process a slice of its own
+#: (:func:`use_port_slice`); None: the kernel picks.
+_slice: range | None = None
+_next = 0
+
+
+def use_port_slice(index: int, count: int) -> range | None:
+    """Pick free ports in slice ``index`` of ``count`` above the kernel's ephemeral range.
+
+    A port is free only when it is picked: the server that is to listen on it binds a
+    moment later (seconds, for a process starting on a loaded machine), and meanwhile
+    anyone may take it. With the kernel picking (``bind`` to port 0), the taker is any
+    ``bind`` to port 0 (every aiohttp test server) of any process; in a CI run a reactor
+    once answered the readiness URL of the Alertmanager whose port it had taken. Above
+    the ephemeral range nobody binds by accident (connections and ``bind`` to port 0 stay
+    inside it; the stand-in fleets' clusters stay below it,
+    ``fleetwatch.standin.workload.ports``), and a slice per test worker, walked in turn,
+    keeps the workers of one run out of each other's way. Returns the slice, or None
+    (and the kernel keeps picking) where there is no room above the range.
+    """
+    global _slice, _next
+    room = range(_ephemeral_high() + 1, 65536)
+    size = len(room) // max(1, count)
+    if size < 64:
+        _slice = None
+        return None
+    _slice = room[index * size : (index + 1) * size]
+    _next = random.SystemRandom().randrange(len(_slice))
+    return _slice
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nobody listens on right now.
-
-    Taken below the kernel's ephemeral range when there is room: a port the kernel hands
-    to ``bind(("127.0.0.1", 0))`` (every aiohttp test server, every outgoing connection)
-    is never one of these, so a server started on it a moment later does not find it
-    taken by another test worker's server. Collisions between two callers of this
-    function stay possible, at about one in the range's size.
-    """
-    low = _ephemeral_low()
-    for _ in range(50):
-        if low - LOWEST_PORT < 1_000:
-            break
-        candidate = random.randrange(LOWEST_PORT, low)
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            try:
-                sock.bind(("127.0.0.1", candidate))
-            except OSError:
-                continue
-            return candidate
+    """A TCP port on 127.0.0.1 that nobody listens on right now (see :func:`use_port_slice`)."""
+    global _next
+    if _slice is not None:
+        for _ in range(len(_slice)):
+            candidate = _slice[_next]
+            _next = (_next + 1) % len(_slice)
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                try:
+                    # Without SO_REUSEADDR: a port with connections in TIME_WAIT is
+                    # passed over too, so a server never starts beside its predecessor's.
+                    sock.bind(("127.0.0.1", candidate))
+                except OSError:
+                    continue
+                return candidate
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
 
 
-def _ephemeral_low() -> int:
-    """The lowest port of the kernel's ephemeral range (Linux's default where unknown)."""
+def _ephemeral_high() -> int:
+    """The top of the kernel's ephemeral port range (Linux's default where unknown)."""
     try:
-        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[1])
     except (OSError, ValueError, IndexError):
-        return 32_768
+        return 60_999
 
 
 def wait_until(

@@ -13,17 +13,27 @@ from pathlib import Path
 
 import pytest
 
-from fleetwatch.procs import ManagedProcess, NotReadyError, _ephemeral_low, free_port, listened_by
+from fleetwatch import procs
+from fleetwatch.procs import ManagedProcess, NotReadyError, free_port, listened_by
 
 
-def test_a_free_port_is_below_the_kernels_ephemeral_range_and_bindable() -> None:
-    """So that no ``bind(port 0)`` (another worker's aiohttp test server) takes it between
-    the pick and the server's own bind."""
-    for _ in range(20):
-        port = free_port()
-        assert port < _ephemeral_low()
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", port))
+def test_a_test_workers_free_ports_are_its_own_above_the_ephemeral_range() -> None:
+    """No ``bind`` to port 0 (another worker's aiohttp test server) and no other worker
+    of the run takes a port between its pick and the server's own bind."""
+    mine = procs._slice
+    assert mine is not None, "tests/conftest.py gives every worker a slice"
+    assert mine.start > procs._ephemeral_high()
+    others = [procs.use_port_slice(i, 4) for i in range(4)]
+    try:
+        assert all(o is not None for o in others)
+        assert sum(len(o or ()) for o in others) == len({p for o in others for p in o or ()})
+        picked = [free_port() for _ in range(20)]
+        assert set(picked) <= set(others[3] or ()) and len(set(picked)) == 20  # in turn
+        for port in picked:
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", port))
+    finally:
+        procs._slice = mine
 
 
 class _Ok(BaseHTTPRequestHandler):
