@@ -64,7 +64,11 @@ def cd_watches(settings: CdSettings) -> list[CdWatch]:
 
 def stored(obj: dict[str, Any]) -> dict[str, Any]:
     """``obj`` slimmed as the informer keeps Secrets, with the owners of its pause field."""
-    if is_cluster_secret(obj):
-        return clustersecrets.kept(obj)
+    # A list's items of a built-in kind come without apiVersion and kind (a watch event's
+    # object has them, custom resources keep theirs): of the watches here, only the cluster
+    # Secrets' send such items, which must be read, and lose their credentials, alike.
+    typed = obj if "kind" in obj else {"apiVersion": "v1", "kind": "Secret", **obj}
+    if is_cluster_secret(typed):
+        return clustersecrets.kept(typed)
     kind = kind_of(obj)
     return slim(obj, owners_of_field=kind.pause_field if kind is not None else None)
