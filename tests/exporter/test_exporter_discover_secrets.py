@@ -41,21 +41,21 @@ def argocd_config(name: str, server: str, config: dict[str, Any]) -> dict[str, A
 
 
 SECRETS = [
-    argocd_secret("argo-a", "https://10.0.0.1:6443"),
+    argocd_secret("argo-a", "https://127.0.0.1:6443"),
     argocd_config(
         "argo-basic",
-        "https://10.0.0.8:6443",
+        "https://127.0.0.8:6443",
         {"username": "admin", "password": f"{SENTINEL}-password", "tlsClientConfig": {}},
     ),
     argocd_config(
         "argo-aws",
-        "https://10.0.0.7:6443",
+        "https://127.0.0.7:6443",
         {
             "awsAuthConfig": {"clusterName": "eks-1", "roleARN": f"arn:aws:iam::1:role/{SENTINEL}"},
             "tlsClientConfig": {"keyData": b64(f"{SENTINEL}-key")},
         },
     ),
-    argocd_secret("taken", "https://10.0.0.9:6443"),
+    argocd_secret("taken", "https://127.0.0.9:6443"),
     capi_secret("capi-1"),
     labelled_secret("team-x", ["ctx-1"]),
     {
@@ -158,7 +158,7 @@ def test_the_table_says_why_a_cluster_cannot_be_probed(
     done = discover_both(mgmt, main, tmp_path)
     rows = {line.split()[0]: line.split() for line in done.stdout.splitlines()[1:7]}
     assert rows["argo-aws"][1:] == [
-        "https://10.0.0.7:6443",
+        "https://127.0.0.7:6443",
         "no",
         "secret://argocd/cluster-argo-aws",
     ]

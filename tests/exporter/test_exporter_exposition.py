@@ -4,7 +4,9 @@ Each case is a cluster table (clusters, probes, check results) put through
 ``ClusterTable`` and ``build_snapshot`` as the cycle does and rendered by
 ``exporter.expose.render``; the reference is what the exposition of commit 8a3e263 rendered
 from the same state, recorded in tests/fixtures/exposition-8a3e263.json.gz (a commit's output
-does not change, so it is recorded once rather than kept as a frozen copy of old code).
+does not change, so it is recorded once rather than kept as a frozen copy of old code). The
+cases' target addresses later moved into 127.0.0.0/8, and the recorded ``/sd`` bytes with
+them: that renderer wrote each target as ``json.dumps`` does, in the order given.
 ``/metrics`` (plain, and gzipped with the process collectors appended) and
 ``/sd/control-plane`` must be the same bytes.
 
@@ -210,8 +212,8 @@ def odd_values() -> Case:
         Sample("fleetwatch_test_undeclared", 1),  # no HELP/TYPE known: dropped
     ]
     groups = (
-        TargetGroup(("10.0.0.1:10259", "[::1]:2381"), {"component": ODD, "node": "żółw"}),
-        TargetGroup(("10.0.0.2:10257",), {"cluster": "overridden", "__scheme__": "https"}),
+        TargetGroup(("127.0.0.1:10259", "[::1]:2381"), {"component": ODD, "node": "żółw"}),
+        TargetGroup(("127.0.0.2:10257",), {"cluster": "overridden", "__scheme__": "https"}),
         TargetGroup((), {}),
     )
     return Case(
@@ -278,8 +280,8 @@ def control_plane_reports() -> Case:
     """The control-plane check's results."""
     members = (EtcdMember("cp-1", True, 1234, 7), EtcdMember('cp-"2"', False, None, None))
     targets = (
-        ComponentTarget("kube-scheduler", "cp-1", "10.0.0.1:10259", "https", True),
-        ComponentTarget("etcd", 'cp-"2"\\', "10.0.0.2:2381", "http", False),
+        ComponentTarget("kube-scheduler", "cp-1", "127.0.0.1:10259", "https", True),
+        ComponentTarget("etcd", 'cp-"2"\\', "127.0.0.2:2381", "http", False),
     )
     reports = [
         ControlPlaneReport(EtcdReport("apiserver", members, None), targets, CoreDNSSpread(2, 1)),

@@ -471,6 +471,11 @@ async def test_a_request_cancelled_waiting_for_the_gate_closes_a_new_tunnel_keep
 
 # -- deadlines -----------------------------------------------------------------------------
 
+#: What a loaded machine may add to a deadline before its TimeoutError is seen. The servers
+#: here never answer and nothing else in the pool times out, so whatever ends the request is
+#: the deadline: the lower bound says it waited for it, the upper one only that it ended.
+SLACK = 5.0
+
 
 async def _hung_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     await reader.readuntil(b"\r\n\r\n")
@@ -496,7 +501,7 @@ async def test_a_deadline_ends_a_request_waiting_for_its_answer(
     port = await servers.start(_hung_answer, tls=tls)
     url = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
     elapsed, progress = await _timed_out(pool, url, servers, 0.3)
-    assert 0.3 <= elapsed < 0.8
+    assert 0.3 <= elapsed < 0.3 + SLACK
     assert progress.stage == "server"
     assert (pool.held, pool.idle) == (0, 0)  # the connection is discarded
 
@@ -506,7 +511,7 @@ async def test_a_deadline_ends_a_tls_handshake_nobody_answers(
 ) -> None:
     port = servers.silent()
     elapsed, _ = await _timed_out(pool, f"https://127.0.0.1:{port}", servers, 0.3)
-    assert 0.3 <= elapsed < 0.8 and pool.held == 0
+    assert 0.3 <= elapsed < 0.3 + SLACK and pool.held == 0
     loop = asyncio.get_running_loop()
     with pytest.raises(TimeoutError):  # preconnect too
         await pool.preconnect(
@@ -521,7 +526,7 @@ async def test_a_deadline_behind_a_silent_proxy_says_proxy(
 ) -> None:
     proxy = Proxy("127.0.0.1", servers.silent())
     elapsed, progress = await _timed_out(pool, "https://127.0.0.1:1", servers, 0.3, proxy=proxy)
-    assert 0.3 <= elapsed < 0.8
+    assert 0.3 <= elapsed < 0.3 + SLACK
     assert progress.stage == "proxy"  # the probe then names the proxy, not the server
     assert pool.held == 0
 
@@ -540,7 +545,7 @@ async def test_a_deadline_counts_the_wait_for_the_gate(servers: Servers, pool: H
 
     async with busy:  # every slot taken for longer than the deadline
         elapsed, _ = await _timed_out(pool, f"https://127.0.0.1:{port}", servers, 0.2, gate=gate)
-    assert 0.2 <= elapsed < 0.7
+    assert 0.2 <= elapsed < 0.2 + SLACK
     assert (entered, pool.opened) == (0, 0)
     assert not busy.locked()  # the wait for the gate was withdrawn cleanly
 

@@ -398,6 +398,9 @@ async def test_cancelled_waits_leave_no_task(fleet: StandinFleet, kubeconfig_dir
 # -- which proxy: the kubeconfig's, else the environment's, as Go's httpproxy ----------
 
 ENV = {"HTTPS_PROXY": "proxy.corp:3128", "HTTP_PROXY": "http://plain.corp:8080"}
+#: NO_PROXY's addresses and ranges cannot be loopback ones (never proxied, whatever it says):
+#: they are in 192.0.2.0/24 and 198.51.100.0/24, kept by RFC 5737 for documentation. Nothing
+#: connects to them: only which proxy would be used is asked.
 
 
 @pytest.mark.parametrize(
@@ -410,10 +413,10 @@ ENV = {"HTTPS_PROXY": "proxy.corp:3128", "HTTP_PROXY": "http://plain.corp:8080"}
         ("", "::1", 6443, False),
         ("", "::ffff:127.0.0.1", 6443, False),  # IPv4-mapped loopback: Go's To4 sees 127
         ("", "[::ffff:127.0.0.1]", 6443, False),
-        ("10.0.0.0/8", "::ffff:10.1.2.3", 6443, False),  # Go's IPNet.Contains maps it too
-        ("10.0.0.1", "::ffff:10.0.0.1", 6443, False),  # and IP.Equal
-        ("", "::ffff:10.0.0.1", 6443, True),
-        ("", "10.0.0.1", 6443, True),
+        ("192.0.2.0/24", "::ffff:192.0.2.3", 6443, False),  # Go's IPNet.Contains maps it too
+        ("192.0.2.1", "::ffff:192.0.2.1", 6443, False),  # and IP.Equal
+        ("", "::ffff:192.0.2.1", 6443, True),
+        ("", "192.0.2.1", 6443, True),
         ("*", "api.prod.example", 6443, False),
         ("example", "api.prod.example", 6443, False),  # a suffix of labels
         ("prod.example", "prod.example", 6443, False),  # without a dot: the host too
@@ -424,15 +427,15 @@ ENV = {"HTTPS_PROXY": "proxy.corp:3128", "HTTP_PROXY": "http://plain.corp:8080"}
         ("*.prod.example", "prod.example", 6443, True),
         ("prod.example:6443", "api.prod.example", 6443, False),
         ("prod.example:443", "api.prod.example", 6443, True),  # another port
-        ("10.0.0.1", "10.0.0.1", 6443, False),
-        ("10.0.0.1:6443", "10.0.0.1", 6443, False),
-        ("10.0.0.1:443", "10.0.0.1", 6443, True),
-        ("10.0.0.0/8", "10.20.30.40", 6443, False),
-        ("10.0.0.0/8", "11.0.0.1", 6443, True),
+        ("192.0.2.1", "192.0.2.1", 6443, False),
+        ("192.0.2.1:6443", "192.0.2.1", 6443, False),
+        ("192.0.2.1:443", "192.0.2.1", 6443, True),
+        ("192.0.2.0/24", "192.0.2.40", 6443, False),
+        ("192.0.2.0/24", "198.51.100.1", 6443, True),
         ("fd00::/8", "fd00::1", 6443, False),
         ("[fd00::1]:6443", "fd00::1", 6443, False),
         (" API.Prod.Example , other", "api.prod.example", 6443, False),  # trimmed, any case
-        ("10.0.0.0/8", "ten.example", 6443, True),  # a range never matches a name
+        ("192.0.2.0/24", "ten.example", 6443, True),  # a range never matches a name
     ],
 )
 def test_no_proxy_matches_as_go_does(no_proxy: str, host: str, port: int, proxied: bool) -> None:

@@ -123,10 +123,10 @@ def cases() -> list[dict[str, Any]]:
         case(
             "an HA pair of exporters: one exporter's bad view pages nothing",
             [
-                series(STATE, "1x20", "10.0.0.1:9713", cluster="a", state="lost"),
-                series(STATE, "0x20", "10.0.0.2:9713", cluster="a", state="lost"),
-                series("fleetwatch_etcd_has_leader", "0x20", "10.0.0.1:9713", cluster="a"),
-                series("fleetwatch_etcd_has_leader", "1x20", "10.0.0.2:9713", cluster="a"),
+                series(STATE, "1x20", "127.0.0.1:9713", cluster="a", state="lost"),
+                series(STATE, "0x20", "127.0.0.2:9713", cluster="a", state="lost"),
+                series("fleetwatch_etcd_has_leader", "0x20", "127.0.0.1:9713", cluster="a"),
+                series("fleetwatch_etcd_has_leader", "1x20", "127.0.0.2:9713", cluster="a"),
             ],
             [
                 expect("FleetEtcdQuorumLost", "10m"),

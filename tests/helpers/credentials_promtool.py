@@ -28,7 +28,7 @@ from tests.helpers.promtool_build import (
     timeline,
 )
 
-A, B = "10.0.0.1:9713", "10.0.0.2:9713"
+A, B = "127.0.0.1:9713", "127.0.0.2:9713"
 JOB = "fleetwatch-exporter"
 
 

@@ -164,8 +164,8 @@ def unknown_case(s: RuleSettings) -> dict[str, Any]:
             },
             # An HA pair of exporters: one cannot reach "ha" (a network split on its
             # side), the other can. Not OFFLINE: the cluster answers someone.
-            *cluster_series("ha", [n + 5] * minutes, instance="10.0.0.1:9713"),
-            *cluster_series("ha", [0] * minutes, instance="10.0.0.2:9713"),
+            *cluster_series("ha", [n + 5] * minutes, instance="127.0.0.1:9713"),
+            *cluster_series("ha", [0] * minutes, instance="127.0.0.2:9713"),
         ],
         alert_rule_test=[
             alerts(s, 0, "FleetClusterOnline", [({"cluster": "ha"}, None)]),
@@ -183,8 +183,8 @@ def unknown_case(s: RuleSettings) -> dict[str, Any]:
     )
 
 
-A0, B0 = "10.0.0.1:9713", "10.0.0.2:9713"  # the two replicas of shard 0
-A1, B1 = "10.0.1.1:9713", "10.0.1.2:9713"  # the two replicas of shard 1
+A0, B0 = "127.0.0.1:9713", "127.0.0.2:9713"  # the two replicas of shard 0
+A1, B1 = "127.0.1.1:9713", "127.0.1.2:9713"  # the two replicas of shard 1
 
 
 def _up(instance: str, values: Sequence[int]) -> dict[str, str]:

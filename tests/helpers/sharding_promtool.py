@@ -110,7 +110,7 @@ def case(
 
 def two_by_two(count: int = 2, **changes: Exporter) -> list[Exporter]:
     """Two vantage points (a, b) of ``count`` shards each, as the sharded overlay runs them."""
-    fleet = [Exporter(f"10.0.{vp}.{i}:9713", i, count) for vp in (1, 2) for i in range(count)]
+    fleet = [Exporter(f"127.0.{vp}.{i}:9713", i, count) for vp in (1, 2) for i in range(count)]
     return [changes.get(e.instance, e) for e in fleet]
 
 
@@ -122,8 +122,8 @@ def fleet_hold_minutes(settings: RuleSettings) -> int:
 def test_file(settings: RuleSettings, rule_file: str) -> dict[str, Any]:
     hold = fleet_hold_minutes(settings)
     assert 2 + hold < MINUTES, "the timeline is too short for this probe interval"
-    a0, b0 = "10.0.1.0:9713", "10.0.2.0:9713"
-    a1, b1 = "10.0.1.1:9713", "10.0.2.1:9713"
+    a0, b0 = "127.0.1.0:9713", "127.0.2.0:9713"
+    a1, b1 = "127.0.1.1:9713", "127.0.2.1:9713"
     return file_body(
         rule_file,
         [

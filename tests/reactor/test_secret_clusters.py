@@ -250,7 +250,7 @@ async def test_post_clusters_warns_only_for_a_reference_discovery_cannot_probe(
     }
     caplog.set_level(logging.WARNING)
     for name, ref in refs.items():
-        body = {"name": name, "endpoint": "https://10.1.0.1:6443", "kubeconfig_secret_ref": ref}
+        body = {"name": name, "endpoint": "https://127.1.0.1:6443", "kubeconfig_secret_ref": ref}
         assert (await client.post("/clusters", json=body)).status == 201
     assert warnings_about(caplog, "held") == []
     assert warnings_about(caplog, "held-key") == []
@@ -275,7 +275,7 @@ async def test_without_discovery_from_the_api_a_secret_reference_says_so(
     assert await ready(client)
     body = {
         "name": "c",
-        "endpoint": "https://10.1.0.1:6443",
+        "endpoint": "https://127.1.0.1:6443",
         "kubeconfig_secret_ref": "secret://a/b",
     }
     with caplog.at_level(logging.WARNING):
@@ -296,7 +296,7 @@ async def test_an_api_that_fails_leaves_the_api_and_the_gate_answering(
     assert not_ready.status == 503
     assert "the first list of the management cluster's Secrets" in await not_ready.text()
     assert (await client.get("/-/healthy")).status == 200
-    body = {"name": "c1", "endpoint": "https://10.1.0.1:6443", "kubeconfig_secret_ref": "x"}
+    body = {"name": "c1", "endpoint": "https://127.1.0.1:6443", "kubeconfig_secret_ref": "x"}
     assert (await client.post("/clusters", json=body)).status == 201
     assert (await client.post("/apps", json={"name": "web", "cluster": "c1"})).status == 201
     resp = await client.post("/deployments", json={"app": "web", "cluster": "c1"})

@@ -59,7 +59,7 @@ async def test_two_shard_counts_leave_clusters_unprobed_and_raise_the_alert(
     names = [f"prod-{i:02d}" for i in range(24)]
     _write_fleet(tmp_path / "fleet.yaml", names)
     scraped: dict[str, dict[str, list[Any]]] = {}
-    for instance, count, index in (("10.0.1.0:9713", 2, 0), ("10.0.1.1:9713", 3, 1)):
+    for instance, count, index in (("127.0.1.0:9713", 2, 0), ("127.0.1.1:9713", 3, 1)):
         settings = resolve(
             env={},
             kubeconfig=str(tmp_path / "fleet.yaml"),

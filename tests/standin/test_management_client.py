@@ -44,7 +44,7 @@ CRS = [
 def cluster_seed() -> list[dict[str, Any]]:
     """One of each kind the client reads: cluster secrets, a plain one, three custom objects."""
     return [
-        argocd_cluster_secret("prod-eu", "https://10.0.0.1:6443"),
+        argocd_cluster_secret("prod-eu", "https://127.0.0.1:6443"),
         capi_secret("edge-1", "capi-edge"),
         capi_secret("edge-2", "capi-edge"),
         secret("plain", "capi-edge", {"team": "a"}),
@@ -87,7 +87,7 @@ def test_secrets_of_all_namespaces_by_label_and_field_selector(core: client.Core
     assert [(s.metadata.namespace, s.metadata.name) for s in argo.items] == [
         ("argocd", "cluster-prod-eu")
     ]
-    assert argo.items[0].data["server"] == "aHR0cHM6Ly8xMC4wLjAuMTo2NDQz"  # base64, as stored
+    assert argo.items[0].data["server"] == "aHR0cHM6Ly8xMjcuMC4wLjE6NjQ0Mw=="  # base64, as stored
     typed = core.list_secret_for_all_namespaces(field_selector="type=cluster.x-k8s.io/secret")
     assert names(typed) == ["edge-1-kubeconfig", "edge-2-kubeconfig"]
     one = core.list_secret_for_all_namespaces(

@@ -160,12 +160,11 @@ def test_a_hung_request_waits_until_the_fault_is_cleared(
 
 def test_a_slow_list_is_slow_and_nothing_else_is(cluster: ThreadedManagementCluster) -> None:
     api = Api(cluster)
-    # A delay long enough that a get answered in under half of it was not delayed, however
-    # loaded the machine.
+    # A get answered in less than the delay was not delayed, however loaded the machine.
     cluster.arm_fault(kind="delay", delay_seconds=3.0, verb="list", resource="secrets")
     started = time.monotonic()
     assert api.request("GET", SECRETS + "/a")[0] == 200
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < 3.0
     started = time.monotonic()
     assert api.request("GET", SECRETS)[0] == 200
     assert time.monotonic() - started >= 3.0

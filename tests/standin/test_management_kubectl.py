@@ -47,8 +47,8 @@ def test_kubectl_lists_cluster_secrets_across_namespaces_by_label(
 ) -> None:
     cluster.seed(
         [
-            argocd_cluster_secret("prod-eu", "https://10.0.0.1:6443"),
-            argocd_cluster_secret("prod-us", "https://10.0.0.2:6443"),
+            argocd_cluster_secret("prod-eu", "https://127.0.0.1:6443"),
+            argocd_cluster_secret("prod-us", "https://127.0.0.2:6443"),
             capi_secret("edge-1", "capi-edge"),
             secret("unrelated", "default", {"team": "a"}),
         ]

@@ -102,7 +102,7 @@ def _names(events: list[dict[str, Any]]) -> list[str]:
 
 
 def _burst(count: int, prefix: str = "c") -> list[dict[str, Any]]:
-    return [argocd_cluster_secret(f"{prefix}{i}", f"https://10.0.0.1:{i}") for i in range(count)]
+    return [argocd_cluster_secret(f"{prefix}{i}", f"https://127.0.0.1:{i}") for i in range(count)]
 
 
 def test_a_burst_of_writes_after_an_idle_spell_is_delivered_whole(
