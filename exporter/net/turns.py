@@ -12,13 +12,8 @@ How: each handshake step goes through :meth:`HandshakeTurns.run`. Steps run whil
 steps of this turn have taken less than :attr:`HandshakeTurns.budget` seconds; the next
 ones are parked (their connection stops listening to its socket, so the loop does not
 spin on a readiness nobody reads) and run first at the next turns, in the order they
-came. A time budget rather than a count: a step's cost varies with the machine and the
-certificate, and what the bound is for is the length of a turn. The loop thread's CPU
-time (``time.thread_time``), not the wall clock: a step also waits for the interpreter's
-lock (given back around OpenSSL's work, and taken again after the other threads' turn
-of up to 5 ms: rendering, discovery's scan, credentials) and for a core on a loaded
-machine; counted, those waits made the budget admit a few steps a turn, and the first
-cycle at 10,000 Secrets took 1.7 times as long (bench/RESULTS.md, round 11). Rather
+came. A time budget rather than a count: a step's cost varies with the machine, its
+load and the certificate, and what the bound is for is the length of a turn. Rather
 than slots for connections in their handshake: a slot is held while the server thinks,
 and an API server that accepts TCP and never answers would hold one until its probe
 stalls; and N handshakes in flight may still all answer within one turn. The budget
@@ -34,8 +29,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-#: Seconds of the loop thread's CPU that the handshake steps of one turn may take (one
-#: step more at most).
+#: Seconds of handshake steps one turn of the loop may run (one step more at most).
 HANDSHAKE_BUDGET_S = 0.02
 
 
@@ -45,7 +39,7 @@ class HandshakeTurns:
     __slots__ = ("_armed", "_clock", "_queue", "_spent", "budget", "deferred")
 
     def __init__(
-        self, budget: float = HANDSHAKE_BUDGET_S, clock: Callable[[], float] = time.thread_time
+        self, budget: float = HANDSHAKE_BUDGET_S, clock: Callable[[], float] = time.perf_counter
     ) -> None:
         if budget <= 0:
             raise ValueError("the handshake budget of a turn must be above 0 s")
