@@ -3,8 +3,8 @@
 Why: the exporter's probe side (the list+watch of the management cluster's Secrets, the
 cycles, their TLS handshakes) can hold its event loop for hundreds of milliseconds on a
 loaded machine, a thousand first contacts at once; a scrape served by that loop waited
-for it (bench/RESULTS.md, rounds 10 and 11). On a loop of its own the HTTP side only
-waits for the interpreter's lock, which a thread holding it gives up every few
+for it, up to 2.2 s at 5,000 Secrets (bench/RESULTS.md). On a loop of its own the HTTP
+side only waits for the interpreter's lock, which a thread holding it gives up every few
 milliseconds (``sys.getswitchinterval``), and OpenSSL's work (the handshakes' crypto)
 runs without that lock.
 
