@@ -25,6 +25,7 @@ from exporter.net.connection import Connection
 from exporter.net.http1 import Failure, HttpError
 from exporter.net.pool import HttpPool, Progress
 from exporter.net.proxy import Proxy
+from exporter.net.turns import HandshakeTurns
 from fleetwatch.standin.workload.certs import FleetCerts
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
@@ -620,3 +621,54 @@ async def test_a_cancellation_just_before_the_deadline_stays_the_callers(
         loop.call_at(deadline - 0.06, time.sleep, 0.1)
         with pytest.raises(asyncio.CancelledError):
             await task
+
+
+# -- the handshake work of one turn of the loop (exporter.net.turns) -----------------------
+
+
+async def test_handshakes_past_a_turns_budget_wait_for_the_next_turns_in_order() -> None:
+    ticks = iter(range(1000))
+    turns = HandshakeTurns(budget=2.5, clock=lambda: float(next(ticks)))  # a step: 1 s
+    ran: list[int] = []
+    parked: list[int] = []
+    for i in range(6):  # six handshakes ready in one turn
+        turns.run(lambda i=i: ran.append(i), lambda i=i: parked.append(i))  # type: ignore[misc]
+    assert ran == [0, 1, 2]  # 0 s, 1 s, 2 s spent before each: the budget of 2.5 s
+    assert parked == [3, 4, 5] and turns.waiting == 3 and turns.deferred == 3
+    await asyncio.sleep(0)  # the next turn starts with the parked ones
+    assert ran == [0, 1, 2, 3, 4, 5]
+    turns.run(lambda: ran.append(6), lambda: parked.append(6))  # that turn's budget is spent
+    assert parked == [3, 4, 5, 6]
+    await asyncio.sleep(0)
+    assert ran[-1] == 6 and turns.waiting == 0
+    with pytest.raises(ValueError):
+        HandshakeTurns(budget=0)
+
+
+async def test_handshakes_one_per_turn_all_complete_and_a_close_ends_parked_ones(
+    servers: Servers,
+) -> None:
+    async def ok(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(answer(b"ok"))
+        await writer.drain()
+
+    port = await servers.start(ok)
+    url = f"https://127.0.0.1:{port}"
+    pool = HttpPool(handshake_budget=1e-9)  # one step a turn
+    try:
+        got = await asyncio.gather(*(get(pool, url, servers) for _ in range(20)))
+        assert got == [(200, b"ok")] * 20
+        assert pool.turns.deferred > 0 and pool.turns.waiting == 0
+        assert pool.opened == 20
+    finally:
+        pool.close()
+
+    pool = HttpPool(handshake_budget=1e-9)
+    calls = [asyncio.ensure_future(get(pool, url, servers)) for _ in range(20)]
+    await until(lambda: pool.turns.waiting > 0, "handshakes parked")
+    pool.close()  # the exporter stops: parked handshakes end with their connections
+    results = await asyncio.gather(*calls, return_exceptions=True)
+    assert all(isinstance(r, HttpError) for r in results), results
+    await until(lambda: pool.turns.waiting == 0, "the parked steps run out")
+    assert pool.held == 0
