@@ -74,7 +74,7 @@ if target == "cd":
     from reactor.cd.watch import cd_watches, stored
     specs, transform = cd_watches(CdSettings(flux=True)), stored
 else:
-    from fleetwatch.kube.informer import slim
+    from fleetwatch.kube.objects import slim
     specs, transform = watch_specs("fleetwatch.io/kubeconfig"), slim
 print("ready", flush=True)
 sys.stdin.readline()

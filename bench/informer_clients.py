@@ -89,8 +89,9 @@ class Probe:
 def run_aiohttp(kubeconfig: str, n: int, rest: float, probe: Probe) -> None:
     from fleetwatch.discovery.kubecreds import from_kubeconfig
     from fleetwatch.discovery.secretwatch import WatchSpec
-    from fleetwatch.kube.informer import InformerSettings, Reflector, slim
+    from fleetwatch.kube.informer import InformerSettings, Reflector
     from fleetwatch.kube.kubeapi import KubeApi
+    from fleetwatch.kube.objects import slim
 
     probe.results["rss_imported"] = memory()["VmRSS"]
 

@@ -478,7 +478,7 @@ def _uptime_at_start(prefix: str) -> dict[str, str]:
     return starts
 
 
-def layout_round(prefix: str = "r11") -> str:
+def layout_round(prefix: str = "r12") -> str:
     """Before and after the layout move (bench/run_layout_round.sh): the steady probe
     cycle and the reactor benchmark, one row per run, in the order they ran."""
     starts = _uptime_at_start(prefix)
@@ -600,8 +600,8 @@ def _spread3(values: list[float]) -> str:
 
 def main() -> None:
     sections = {
-        "Round 11: before and after the layout move": layout_round(),
-        "Round 11: the mechanical move alone": layout_round("r11-move"),
+        "Round 12: before and after the layout move": layout_round(),
+        "Round 12: the mechanical move alone": layout_round("r12-move"),
         "CD objects: mirrored, paused and resumed": cd(),
         "Clusters from Secrets against files": secret_discovery(),
         "Round 4: probe cycles": round3_cycles(round_files("r4")),

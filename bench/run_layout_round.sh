@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Round 11 of bench/RESULTS.md (issue 32 point 9): the steady probe cycle and the reactor
+# Round 12 of bench/RESULTS.md (issue 32 point 9): the steady probe cycle and the reactor
 # benchmark on the code before the layout move (BEFORE_REV, the parent of the mechanical
 # move 90343e1) and on main (AFTER_REV), alternating before, after, before, after in one
 # pass so both see the same load. Each side runs from a temporary worktree of its commit
@@ -9,9 +9,9 @@
 # removed at the end.
 #
 #   CLUSTERS=10000 STEPS="cycle reactor" PASSES="1 2" bash bench/run_layout_round.sh
-# Round 11 ran it three times, appending to the same log: PASSES="1 2", PASSES="3 4", and
+# Round 12 ran it three times, appending to the same log: PASSES="1 2", PASSES="3 4", and
 # AFTER_REV=101783e PASSES="5 6" ORDER="after before" (main had moved on meanwhile; running
-# second is no side's lot); then the move alone, OUT=bench/out/r11-move AFTER_REV=90343e1
+# second is no side's lot); then the move alone, OUT=bench/out/r12-move AFTER_REV=90343e1
 # STEPS=cycle, PASSES=1 and 3 before first, 2 and 4 after first.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -23,7 +23,7 @@ CLUSTERS=${CLUSTERS:-10000}
 STEPS=${STEPS:-cycle reactor}
 PASSES=${PASSES:-1 2}
 ORDER=${ORDER:-before after}  # which side runs first in each pass
-OUT=${OUT:-$PWD/bench/out/r11}
+OUT=${OUT:-$PWD/bench/out/r12}
 mkdir -p "$OUT"
 LOG=$OUT/log.txt
 BEFORE=$(mktemp -d /tmp/fw-layout-before-XXXXXX)

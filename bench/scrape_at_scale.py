@@ -30,7 +30,10 @@ publishes it), and the load average. The old commit runs the same harness: the l
 then "-" and only the scrape latency compares.
 
 Run: ``.venv/bin/python -m bench.scrape_at_scale --secrets 20000 --tls 2000 --hang 500``
-(``--quick``: 400 Secrets, 100 over TLS, 20 hanging). Results:
+(``--quick``: 400 Secrets, 100 over TLS, 20 hanging; ``--busy``: another process keeps
+one core busy throughout, as the issue's loaded machine). Each cycle's duration is read
+from the scrapes (``cycles (s)``: the first one is the first contact with every cluster).
+Results:
 ``bench/out/scrape_at_scale.json``; the table is printed.
 """
 
@@ -41,6 +44,7 @@ import gzip
 import os
 import re
 import secrets
+import subprocess
 import sys
 import tempfile
 import threading
@@ -90,6 +94,8 @@ class Scraper(threading.Thread):
     phase: str = "start"
     samples: list[Sample] = field(default_factory=list)
     last_body: bytes = b""
+    #: each cycle's duration as served (cycles_total -> seconds)
+    cycles: dict[int, float] = field(default_factory=dict)
     ready: tuple[int, str] | None = None
     stop_event: threading.Event = field(default_factory=threading.Event)
 
@@ -115,6 +121,10 @@ class Scraper(threading.Thread):
                 self.samples.append(Sample(t0, seconds, phase, ok))
             if ok:
                 self.last_body = body
+                text = _text(body)
+                done = int(_value(text, EXPORTER_CYCLES) or 0)
+                if done and done not in self.cycles:
+                    self.cycles[done] = _value(text, EXPORTER_CYCLE_DURATION) or 0.0
             self.ready = _ready(self.base)
             self.stop_event.wait(max(0.0, t0 + SCRAPE_EVERY - time.perf_counter()))
 
@@ -159,6 +169,7 @@ class Plan:
     interval: float
     timeout: float
     after: float
+    busy: bool = False  #: another process keeps one core busy throughout
 
 
 def refused_secret(i: int, template: FleetCluster) -> dict[str, Any]:
@@ -167,6 +178,11 @@ def refused_secret(i: int, template: FleetCluster) -> dict[str, Any]:
     cluster = FleetCluster(f"refused-{i:05d}", f"https://{host}:1", template.token,
                            template.ca_data)  # fmt: skip
     return argocd_secret(cluster, template.token)
+
+
+def _busy_core() -> subprocess.Popen[bytes]:
+    """A process that keeps one core busy (stopped by its pid at the end of the run)."""
+    return subprocess.Popen([sys.executable, "-c", "while True: pass"])
 
 
 def run(plan: Plan, tmp: Path) -> dict[str, Any]:
@@ -191,6 +207,7 @@ def run(plan: Plan, tmp: Path) -> dict[str, Any]:
 def measure(
     plan: Plan, tmp: Path, fleet: Any, mgmt: ManagementProcess, clusters: list[FleetCluster]
 ) -> dict[str, Any]:
+    busy = _busy_core() if plan.busy else None
     exporter = Exporter(tmp, "scale", plan.interval, plan.timeout)
     exporter.start("--discovery.kubernetes", f"--discovery.kubernetes.kubeconfig={mgmt.kubeconfig}")
     scraper = Scraper(exporter.base)
@@ -267,6 +284,9 @@ def measure(
         scraper.stop_event.set()
         scraper.join(SCRAPE_TIMEOUT + 5)
         exporter.stop()
+        if busy is not None:
+            busy.kill()
+            busy.wait(10)
     phases: dict[str, Any] = {}
     for phase in ("start", "first cycle", "steady", "relist", "rotation"):
         got = [s.seconds for s in scraper.samples if s.phase == phase and s.ok]
@@ -291,6 +311,7 @@ def measure(
         "plan": plan.__dict__,
         "marks_s": marks,
         "ready_s": marks.get("steady"),
+        "cycles_s": {n: round(s, 2) for n, s in sorted(scraper.cycles.items())},
         "relists": relists,
         "rewrite_s": round(rewrite_s, 1),
         "phases": phases,
@@ -309,8 +330,9 @@ def markdown(result: dict[str, Any], label: str = "") -> str:
     rows = [
         f"{label}{plan['secrets']:,} Secrets ({plan['tls']:,} over TLS, {plan['hang']:,} of "
         f"them hanging, the rest refused), interval {plan['interval']:g} s, timeout "
-        f"{plan['timeout']:g} s; `/-/ready` 200 at {result['ready_s']} s; phases from "
-        f"{result['marks_s']}",
+        f"{plan['timeout']:g} s{'; one core kept busy' if plan.get('busy') else ''}; "
+        f"`/-/ready` 200 at {result['ready_s']} s; phases from {result['marks_s']}; "
+        f"cycles (s): {result.get('cycles_s')}",
         "",
         "| phase | scrapes | p50 | p99 | max | > 1 s | > 2 s | failed | loop lag p99 / max "
         "(window) | load1 |",
@@ -347,12 +369,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--interval", type=float, default=30.0)
     parser.add_argument("--timeout", type=float, default=10.0)
     parser.add_argument("--after", type=float, default=30.0, help="s kept after relist/rotation")
+    parser.add_argument("--busy", action="store_true", help="keep one core busy meanwhile")
     parser.add_argument("--label", default="")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     if args.quick:
         args.secrets, args.tls, args.hang, args.after = 400, 100, 20, 5.0
-    plan = Plan(args.secrets, args.tls, args.hang, args.interval, args.timeout, args.after)
+    plan = Plan(
+        args.secrets, args.tls, args.hang, args.interval, args.timeout, args.after, args.busy
+    )
     with tempfile.TemporaryDirectory(prefix="fw-bench-scale-") as tmpdir:
         result = run(plan, Path(tmpdir))
     write_result("scrape_at_scale_quick" if args.quick else "scrape_at_scale", result, args.out)

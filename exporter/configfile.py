@@ -12,9 +12,9 @@ Example::
       prod-eu-1:                      # a kubeconfig context name
         etcd:
           endpoints:
-            - https://10.0.0.11:2379
-            - https://10.0.0.12:2379
-            - https://10.0.0.13:2379
+            - https://127.0.0.11:2379
+            - https://127.0.0.12:2379
+            - https://127.0.0.13:2379
           ca_file: /etc/fleetwatch/etcd/ca.crt           # relative paths: to this file
           cert_file: /etc/fleetwatch/etcd/client.crt
           key_file: /etc/fleetwatch/etcd/client.key

@@ -1,12 +1,12 @@
-"""How late the exporter's event loop runs: ``fleetwatch_exporter_event_loop_lag_seconds``.
+"""How late the exporter's probe loop runs: ``fleetwatch_exporter_event_loop_lag_seconds``.
 
-Every scrape, ``/-/ready`` and watch event is a callback of one event loop: work that
-holds the loop (a thousand watch events decoded in one go, a rendering done in place)
-delays them all, and Prometheus gives up on a scrape after 10 s. :class:`LoopLag` is a
-timer that asks to wake every :attr:`LoopLag.period` seconds and records how much later
-than asked it did: the wait a request arriving at that moment would have had before its
-handler ran. Its own cost is one timer callback per period (a few microseconds, 4 a
-second): negligible beside what it measures.
+Every probe's steps and deadline, every watch event and every cycle's start is a callback
+of the probe side's event loop (``exporter.server``; scrapes have a loop of their own):
+work that holds the loop (a thousand TLS handshakes in one turn, a thousand watch events
+decoded in one go) delays them all. :class:`LoopLag` is a timer that asks to wake every
+:attr:`LoopLag.period` seconds and records how much later than asked it did: the wait a
+callback ready at that moment had before it ran. Its own cost is one timer callback per
+period (a few microseconds, 4 a second): negligible beside what it measures.
 
 It is a summary, as Node.js' ``eventLoopLag`` and the Go runtime's scheduling latency
 are reported: quantiles 0.5, 0.9, 0.99 and 1 (the worst) over the last

@@ -1,9 +1,14 @@
 """The exporter's HTTP side: ``/metrics``, ``/healthz``, ``/sd/control-plane``.
 
-``create_app`` builds the aiohttp application; the probe loop is a background task owned
-by ``cleanup_ctx`` (started with the app, cancelled and awaited on shutdown, so SIGTERM
-ends cleanly). Handlers only send bytes that the last cycle rendered: a scrape never waits
-for a probe, and a failed probe is a sample, never an HTTP error. The bodies are kept
+``create_app`` builds the aiohttp application; the probe side (the Secrets' list+watch,
+the monitor and its cycles) is owned by ``cleanup_ctx`` (started with the app, stopped
+and awaited on shutdown, so SIGTERM ends cleanly), and runs on an event loop of its own
+in a thread (``exporter.loopthread``): at fleet scale a turn of that loop (a thousand TLS
+handshakes, a burst of watch events) can last hundreds of milliseconds, and a scrape on
+the same loop waited for it. Handlers only send bytes that the last cycle rendered, handed
+over as one reference (``RENDERED``, swapped whole by the probe side, read whole by the
+handlers): a scrape never waits for a probe, and a failed probe is a sample, never an
+HTTP error. The bodies are kept
 gzipped only (``exporter.expose.render.Body``): a client that accepts gzip (Prometheus does)
 gets those bytes, another one the plain text, decompressed as it is sent.
 """
@@ -25,6 +30,7 @@ from exporter.cycle import DiscoverySource, Monitor
 from exporter.expose.render import CONTENT_TYPE, Body, Rendered, render
 from exporter.expose.snapshot import Snapshot
 from exporter.looplag import LoopLag
+from exporter.loopthread import LoopThread
 from exporter.model import CycleSettings
 from exporter.net import install_patches, remove_temp_files
 from exporter.secretsource import SecretSource
@@ -45,13 +51,18 @@ from fleetwatch.kube.objects import KubeObject
 log = logging.getLogger(__name__)
 
 MONITOR: web.AppKey[Monitor] = web.AppKey("monitor", Monitor)
+#: one slot holding what the last publication rendered: the probe side replaces
+#: ``[0]`` whole (one reference stored, atomic between threads), the handlers read it once
 RENDERED: web.AppKey[list[Rendered]] = web.AppKey("rendered", list)
 #: the list+watch of the management cluster's Secrets (``--discovery.kubernetes``), or None
 INFORMER: web.AppKey[Informer[KubeObject] | None] = web.AppKey("informer", Informer)
-#: the event loop's lag timer (``fleetwatch_exporter_event_loop_lag_seconds``)
+#: the probe side's event loop's lag timer (``fleetwatch_exporter_event_loop_lag_seconds``)
 LOOP_LAG: web.AppKey[LoopLag] = web.AppKey("loop_lag", LoopLag)
 #: How long the first cycle waits for the management cluster's first list.
 FIRST_LIST_WAIT_S = 30.0
+#: How long a stopping exporter waits for its probe side to close its connections and
+#: kill its exec plugins; past it (its loop held) the process exits without.
+PROBE_SIDE_STOP_S = 10.0
 
 _INDEX = landing_page(
     "fleetwatch exporter",
@@ -174,43 +185,56 @@ def create_app(
             if wake is not None:
                 wake.cancel()
 
-    async def probe_loop(app: web.Application) -> AsyncIterator[None]:
-        async with monitor:  # its exit kills exec plugins in flight, with their children
-            task: asyncio.Task[None] | None = None
-            if run_loop:
-                task = asyncio.create_task(first_list_then_cycles(), name="fleetwatch probe loop")
-                task.add_done_callback(_log_crash)
-            try:
+    @contextlib.asynccontextmanager
+    async def probe_side() -> AsyncIterator[None]:
+        """Everything that probes, on the loop it is entered on: the lag timer, the
+        informer's session and reflector tasks, the monitor and (``run_loop``) its
+        cycles; each stopped and awaited in the reverse order on exit."""
+        timer = asyncio.create_task(lag.run(), name="fleetwatch event loop lag")
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                if informer is not None and kubeapi is not None:
+                    await stack.enter_async_context(kubeapi)
+                    await stack.enter_async_context(informer)
+                # the monitor's exit kills exec plugins in flight, with their children
+                await stack.enter_async_context(monitor)
+                task: asyncio.Task[None] | None = None
+                if run_loop:
+                    task = asyncio.create_task(
+                        first_list_then_cycles(), name="fleetwatch probe loop"
+                    )
+                    task.add_done_callback(_log_crash)
+                try:
+                    yield
+                finally:
+                    if task is not None:
+                        task.cancel()
+                        with contextlib.suppress(asyncio.CancelledError):
+                            await task
+            remove_temp_files()
+        finally:
+            timer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await timer
+
+    async def probes(app: web.Application) -> AsyncIterator[None]:
+        """The probe side, owned by the app. With ``run_loop`` on a loop of its own in a
+        thread (``exporter.loopthread``): a scrape never waits for a probe, a watch event
+        or a handshake, only for the interpreter's lock; stopped (and its connections
+        closed) before the app's loop ends. Without, on the app's loop, for tests that
+        run cycles themselves."""
+        if not run_loop:
+            async with probe_side():
                 yield
-            finally:
-                if task is not None:
-                    task.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await task
-        remove_temp_files()
-
-    async def watch_secrets(app: web.Application) -> AsyncIterator[None]:
-        """The informer's session and reflector tasks, owned by the app: started before
-        the probe loop, cancelled and awaited after it."""
-        if informer is None or kubeapi is None:
-            yield
             return
-        async with kubeapi, informer:
-            yield
-
-    async def measure_lag(app: web.Application) -> AsyncIterator[None]:
-        """The lag timer, an owned task from the first to the last of the app's life."""
-        task = asyncio.create_task(lag.run(), name="fleetwatch event loop lag")
+        thread = LoopThread(probe_side, "fleetwatch probes")
+        await thread.start()
         try:
             yield
         finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await thread.stop(PROBE_SIDE_STOP_S)
 
-    app.cleanup_ctx.append(measure_lag)
-    app.cleanup_ctx.append(watch_secrets)
-    app.cleanup_ctx.append(probe_loop)
+    app.cleanup_ctx.append(probes)
     app.router.add_get("/", _index)
     app.router.add_get("/metrics", _metrics)
     app.router.add_get("/healthz", _healthz)

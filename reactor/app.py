@@ -21,6 +21,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from fleetwatch.common.version import register_process_metrics
+from fleetwatch.common.waits import wait_event
 from fleetwatch.common.webconfig import WebConfig
 from fleetwatch.common.webguard import add_headers, guard_middlewares
 from fleetwatch.discovery import Discoverer, Discovery
@@ -237,9 +238,7 @@ async def keep_house(store: Store, stop: asyncio.Event, interval_s: float) -> No
     closed after this has returned.
     """
     while True:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), interval_s)
-        if stop.is_set():
+        if await wait_event(stop, interval_s):
             return
         try:
             await asyncio.to_thread(store.checkpoint)
@@ -267,8 +266,7 @@ async def keep_history(
                     break
         except StoreUnavailable as exc:
             log.warning("retention sweep failed, will retry: %s", exc)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), interval_s)
+        await wait_event(stop, interval_s)
 
 
 async def discover(backend: Backend, discoverer: Scanner) -> Discovery:

@@ -160,7 +160,7 @@ def _check_endpoint(value: object) -> str:
     except ValueError:  # e.g. "https://[::1": an unclosed IPv6 bracket
         usable = False
     if not usable or _ENDPOINT_RE.fullmatch(value) is None:
-        raise Problem("must be an http(s) URL such as https://10.0.0.1:6443")
+        raise Problem("must be an http(s) URL such as https://127.0.0.1:6443")
     return value
 
 
@@ -197,7 +197,7 @@ Endpoint = Annotated[
         max_length=MAX_TEXT,
         json_schema_extra={"pattern": ENDPOINT_PATTERN, "format": "uri"},
         description="the API server's http(s) URL",
-        examples=["https://10.0.0.1:6443"],
+        examples=["https://127.0.0.1:6443"],
     ),
 ]
 #: Checked by pydantic's own (Rust) regex: a webhook carries thousands of them.

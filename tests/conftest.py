@@ -27,6 +27,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from exporter.net.execplugin import _GUARD as EXEC_PLUGIN_GUARD
+from fleetwatch.procs import use_port_slice
 from fleetwatch.standin import StandinFleet
 from tests.helpers.etcd_cluster import EtcdCluster
 
@@ -81,6 +82,14 @@ SLOW_FIRST = (
     "tests/reactor/test_replicas.py",
     "tests/rules/test_rules.py",
 )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Each pytest-xdist worker picks the free ports of its servers in a slice of its own
+    (fleetwatch.procs.use_port_slice says why)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    use_port_slice(int(worker.removeprefix("gw")), count)
 
 
 @pytest.fixture

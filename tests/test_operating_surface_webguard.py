@@ -167,7 +167,7 @@ async def test_only_allowed_sans_are_answered_and_headers_are_on_every_answer(
         mint("spiffe", [x509.UniformResourceIdentifier("spiffe://cluster.local/ns/m/sa/p")]),
     )
     other = client(ca_file, mint("other", [x509.DNSName("intruder.example")]))
-    none = client(ca_file, mint("bare", [x509.IPAddress(ipaddress.ip_address("10.0.0.9"))]))
+    none = client(ca_file, mint("bare", [x509.IPAddress(ipaddress.ip_address("127.0.0.9"))]))
 
     async def ask(ctx: ssl.SSLContext, path: str, pw: str | None) -> tuple[int, dict[str, str]]:
         return await asyncio.to_thread(get, server + path, ctx, pw)

@@ -18,7 +18,9 @@ What a connection does, as the pool (``exporter.net.pool``) drives it:
   server closes it, and reads the TLS 1.3 messages that come after the handshake (session
   tickets, a key update, whose answer OpenSSL writes itself).
 - TLS: ``do_handshake`` again whenever the socket is ready, as ``SSLWantReadError`` or
-  ``SSLWantWriteError`` asked. Reads go on until ``SSLWantReadError``, or until the
+  ``SSLWantWriteError`` asked, each step within the loop's budget of handshake work per
+  turn (``exporter.net.turns``: past it, the connection stops listening to its socket
+  until its step's turn comes). Reads go on until ``SSLWantReadError``, or until the
   answer is complete with nothing decrypted left in OpenSSL (``pending()``): nothing is
   left behind waiting for a readiness that will not come. A read may want to write (a
   key update's answer on a full socket) and a write may not complete at once: each waits
@@ -33,6 +35,10 @@ else, or the proxy closing, is a :attr:`~exporter.net.http1.Failure.PROXY` failu
 then is the same socket wrapped for TLS with the API server: the proxy sees host and
 port, never the requests. The head is read with ``MSG_PEEK`` first, so that not one byte
 past it is taken from the socket: whatever follows belongs to the tunnel.
+
+Long because a connection's whole life is one state machine driven by the loop's
+readiness callbacks (tunnel, handshake and its turns, TLS reads and writes, the answer
+and every way it ends): each part reads and sets the others' state.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ import socket
 import ssl
 
 from exporter.net.http1 import MAX_HEADER_BYTES, Failure, HttpError, ResponseParser, short
+from exporter.net.turns import HandshakeTurns
 
 #: Bytes asked of one read: more than a TLS record holds (16 KiB), so one call per record.
 READ_SIZE = 65536
@@ -62,10 +69,12 @@ class Connection:
         "_hostname",
         "_loop",
         "_out",
+        "_parked",
         "_parser",
         "_read_wants_write",
         "_sock",
         "_tls",
+        "_turns",
         "_waiter",
         "_write_wants_read",
         "_writing",
@@ -83,15 +92,19 @@ class Connection:
         context: ssl.SSLContext | None,
         server_hostname: str | None,
         tunnel: bytes | None = None,
+        turns: HandshakeTurns | None = None,
     ) -> None:
         """``sock``: connected, non-blocking; ``tunnel``: the ``CONNECT`` request to send
-        first, when ``sock`` is connected to a proxy."""
+        first, when ``sock`` is connected to a proxy; ``turns``: the loop's budget of
+        handshake work per turn (``exporter.net.turns``; None: none)."""
         self._loop = asyncio.get_running_loop()
         self._sock = sock
         self._fd = sock.fileno()
         self._context = context
         self._hostname = server_hostname
         self._tls: ssl.SSLSocket | None = None
+        self._turns = turns
+        self._parked = False  #: its handshake step waits for a later turn (no reader)
         self._out: bytes | memoryview = b""  #: bytes still to write (TLS: the write to retry)
         self._writing = False  #: the writer is registered
         self._read_wants_write = False  #: a TLS read waits for the socket to be writable
@@ -176,7 +189,7 @@ class Connection:
         if self.tunnelling:
             self._read_tunnel()
         elif self.handshaking:
-            self._handshake()
+            self._handshake_step()
         elif self._tls is not None:
             self._read_tls()
         else:
@@ -186,7 +199,7 @@ class Connection:
         self._loop.remove_writer(self._fd)
         self._writing = False
         if self.handshaking:
-            self._handshake()
+            self._handshake_step()
             return
         if self._out:
             self._flush()
@@ -290,6 +303,31 @@ class Connection:
             self._fail(_closed_in_handshake())
             return
         self._sock = self._tls  # the same descriptor: the reader stays registered
+        self._handshake_step()
+
+    def _handshake_step(self) -> None:
+        """The next step of the handshake: now, or at a later turn of the loop when this
+        turn has done its share of handshakes (``exporter.net.turns``)."""
+        if self._turns is None:
+            self._handshake()
+        else:
+            self._turns.run(self._resume_handshake, self._park)
+
+    def _park(self) -> None:
+        """Stop listening to the socket until the step's turn comes (the readiness is
+        level-triggered: it would be reported again every turn, for nothing)."""
+        self._parked = True
+        self._loop.remove_reader(self._fd)
+        if self._writing:
+            self._writing = False
+            self._loop.remove_writer(self._fd)
+
+    def _resume_handshake(self) -> None:
+        if self._parked:
+            self._parked = False
+            if self.closed or not self.handshaking:
+                return  # closed meanwhile (a deadline, the pool closing)
+            self._loop.add_reader(self._fd, self._on_readable)
         self._handshake()
 
     def _handshake(self) -> None:

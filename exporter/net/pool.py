@@ -26,6 +26,10 @@ which connection future a request awaits, which the deadline then fails.
 Connections live as long as a cluster needs them: :meth:`HttpPool.retain` closes at once
 the idle connections to endpoints no discovered cluster uses any more (a kubeconfig
 removed, a server changed), and :meth:`HttpPool.prune_idle` the ones idle too long.
+
+Long because it holds every probe's one request path (connect, tunnel, TLS, send, the
+retry of a dead kept connection, the deadlines' and the gate's bookkeeping) and the
+housekeeping of the same private state (idle bound, retain, prune, close).
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from exporter.net.deadlines import Deadlines, Request, wait
 from exporter.net.http1 import Endpoint, Failure, HttpError, request_bytes, short
 from exporter.net.proxy import Proxy
 from exporter.net.tcp import open_socket
+from exporter.net.turns import HANDSHAKE_BUDGET_S, HandshakeTurns
 
 _PoolKey = tuple[Endpoint, ssl.SSLContext | None, str | None, Proxy | None]
 #: what :meth:`HttpPool.retain` keeps: (endpoint URL, its proxy)
@@ -98,7 +103,10 @@ class HttpPool:
     """
 
     def __init__(
-        self, max_idle: int | None = None, setup_stall: float = SETUP_STALL_SECONDS
+        self,
+        max_idle: int | None = None,
+        setup_stall: float = SETUP_STALL_SECONDS,
+        handshake_budget: float = HANDSHAKE_BUDGET_S,
     ) -> None:
         self.max_idle = max_idle
         self.setup_stall = setup_stall  #: see SETUP_STALL_SECONDS
@@ -108,6 +116,8 @@ class HttpPool:
         self._open: set[Connection] = set()
         self._endpoints: dict[str, Endpoint] = {}
         self.opened = 0  #: connections opened so far (tests check keep-alive)
+        #: the handshake work one turn of the loop may do (``exporter.net.turns``)
+        self.turns = HandshakeTurns(handshake_budget)
         self._deadlines = Deadlines()
 
     @property
@@ -399,7 +409,7 @@ class HttpPool:
                 raise HttpError(Failure.PROXY, detail) from None
             raise HttpError(Failure.CONNECT, f"cannot connect: {short(exc)}") from None
         try:
-            conn = Connection(sock, context, hostname, tunnel)
+            conn = Connection(sock, context, hostname, tunnel, self.turns)
         except BaseException:
             sock.close()
             raise

@@ -185,7 +185,7 @@ class EnvironmentProxies:
             ip = None
         if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
             # Go's net.IP holds ::ffff:a.b.c.d as the IPv4 address it maps (To4), so
-            # IsLoopback and an IPv4 CIDR of NO_PROXY see 127.0.0.1, 10.1.2.3, ...
+            # IsLoopback and an IPv4 CIDR of NO_PROXY see 127.0.0.1, 192.0.2.3, ...
             ip = ip.ipv4_mapped
         if ip is not None and ip.is_loopback:
             return False

@@ -28,40 +28,18 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any, Generic
 
-from fleetwatch.kube.objects import LAST_APPLIED, KubeObject, Stored
+from fleetwatch.kube.objects import KubeObject, Stored, slim
 from fleetwatch.kube.reflector import Api, InformerSettings, Reflector, Watched
 
-__all__ = ["Api", "Informer", "InformerSettings", "Reflector", "Watched", "slim"]
+__all__ = ["Api", "Informer", "InformerSettings", "Reflector", "Watched"]
 
 log = logging.getLogger(__name__)
 
 #: client-go's pace (``fleetwatch.kube.reflector.InformerSettings``)
 DEFAULTS = InformerSettings()
 
-Secret = dict[str, Any]
-
-
-def slim(obj: Secret) -> Secret:
-    """The object as stored: without ``metadata.managedFields`` (server-side apply's
-    bookkeeping, 2.5 KiB of a typical Secret) nor ``kubectl apply``'s last-applied copy
-    (the data a second time, credentials included), as client-go's informers drop them
-    with a transform. Nothing read from a Secret needs them; measured by
-    ``bench/secret_discovery.py``, they were the exporter's memory per cluster above the
-    same clusters from files (1.16x at 1,000)."""
-    metadata = obj.get("metadata")
-    if isinstance(metadata, dict) and (
-        "managedFields" in metadata or LAST_APPLIED in (metadata.get("annotations") or {})
-    ):
-        metadata = dict(metadata)
-        metadata.pop("managedFields", None)
-        annotations = metadata.get("annotations")
-        if isinstance(annotations, dict) and LAST_APPLIED in annotations:
-            metadata["annotations"] = {k: v for k, v in annotations.items() if k != LAST_APPLIED}
-        obj = {**obj, "metadata": metadata}
-    return obj
-
-
-#: ``slim`` as the default transform of an informer of any stored type (the Secrets').
+#: ``fleetwatch.kube.objects.slim`` as the default transform of an informer of any stored
+#: type (discovery's Secrets: nothing read from them needs what it drops).
 _SLIM: Callable[[KubeObject], Any] = slim
 
 

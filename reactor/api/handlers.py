@@ -392,7 +392,8 @@ async def get_metrics(request: web.Request) -> web.Response:
     metrics = request.app[METRICS]
     try:
         read = request.app[BACKEND].read(lambda s: s.counts())
-        metrics.status.counts = await asyncio.wait_for(read, METRICS_DB_TIMEOUT_S)
+        async with asyncio.timeout(METRICS_DB_TIMEOUT_S):  # not wait_for: common.waits
+            metrics.status.counts = await read
     except (StoreUnavailable, TimeoutError) as exc:
         metrics.status.counts = None
         log.debug("/metrics without the database's counts: %s", exc or "timed out")

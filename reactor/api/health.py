@@ -40,7 +40,8 @@ async def get_healthy(request: web.Request) -> web.Response:
 async def get_ready(request: web.Request) -> web.Response:
     backend = request.app[BACKEND]
     try:
-        await asyncio.wait_for(backend.read(ping), READY_TIMEOUT_S)
+        async with asyncio.timeout(READY_TIMEOUT_S):  # not wait_for: fleetwatch.common.waits
+            await backend.read(ping)
     except StoreUnavailable as exc:
         # The reason (host, file, driver error) goes to the log, once per outage.
         backend.unavailable.refused_call("GET /-/ready", exc)

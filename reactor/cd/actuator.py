@@ -67,7 +67,6 @@ I/O (asyncio, the store threads, the management API).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections import Counter
@@ -75,6 +74,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from fleetwatch.common.waits import wait_event
 from fleetwatch.kube.kubeapi import KubeApiError
 from reactor.cd.clustersecrets import decide_secrets
 from reactor.cd.election import default_identity
@@ -193,8 +193,7 @@ class CdActuator:
             wait = max(0.0, next_resync - time.monotonic())
             if self.leader is not None and self.acting():
                 wait = min(wait, max(0.0, self._next_poll - time.monotonic()))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.wake.wait(), wait)
+            if await wait_event(self.wake, wait):
                 await asyncio.sleep(GATHER_S)  # product pacing: one pass for a burst
             self.wake.clear()
 

@@ -44,8 +44,8 @@ from typing import Any
 # The label of Argo CD's cluster Secrets and its value are discovery's, which reads them.
 from fleetwatch.discovery.secrets import ARGOCD_CLUSTER as SECRET_TYPE_CLUSTER
 from fleetwatch.discovery.secrets import ARGOCD_LABEL as SECRET_TYPE_LABEL
-from fleetwatch.kube.objects import LAST_APPLIED
-from reactor.cd.objects import ARGOCD, MARK, OWNER_MANAGERS, SKIP_RECONCILE, CdKind, owners_of
+from fleetwatch.kube.objects import owners_of, slim
+from reactor.cd.objects import ARGOCD, MARK, OWNER_MANAGERS, SKIP_RECONCILE, CdKind
 from reactor.cd.objects import parse_bool as _parse_bool
 from reactor.cd.rules import Decision, Observed, decide, secret_view
 from reactor.cd.targets import ClusterIndex, KnownCluster
@@ -108,25 +108,16 @@ def is_cluster_secret(obj: Mapping[str, Any]) -> bool:
 
 
 def kept(obj: dict[str, Any]) -> dict[str, Any]:
-    """What the informer keeps of a cluster Secret: its identity, labels and annotations
-    (no ``kubectl apply`` copy: that holds the data again), the owners of the annotation
-    as a one-field ``managedFields`` per owner, and of its data the ``name`` key only."""
-    metadata = obj.get("metadata")
-    metadata = metadata if isinstance(metadata, Mapping) else {}
-    meta: dict[str, Any] = {k: metadata[k] for k in _METADATA if k in metadata}
-    annotations = meta.get("annotations")
-    if isinstance(annotations, Mapping) and LAST_APPLIED in annotations:
-        meta["annotations"] = {k: v for k, v in annotations.items() if k != LAST_APPLIED}
-    owners = owners_of(metadata, CLUSTER_SECRET.pause_field)
-    if owners:
-        field: dict[str, Any] = {"f:metadata": {"f:annotations": {f"f:{SKIP_RECONCILE}": {}}}}
-        meta["managedFields"] = [{"manager": o, "fieldsV1": field} for o in owners]
-    data = obj.get("data")
-    name = data.get("name") if isinstance(data, Mapping) else None
-    out: dict[str, Any] = {"apiVersion": "v1", "kind": "Secret", "metadata": meta}
-    if isinstance(name, str):
-        out["data"] = {"name": name}
-    return out
+    """What the informer keeps of a cluster Secret (``fleetwatch.kube.objects.slim``): its
+    identity, labels and annotations, the owners of the annotation, and of its data the
+    ``name`` key only (no credential)."""
+    out = slim(
+        obj,
+        owners_of_field=CLUSTER_SECRET.pause_field,
+        metadata_keys=_METADATA,
+        data_keys=("name",),
+    )
+    return {**out, "apiVersion": "v1", "kind": "Secret"}
 
 
 def read_cluster_secret(obj: Mapping[str, Any]) -> ClusterSecret | None:

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleetwatch.common.names import char_flaw, escaped, name_problem
+from fleetwatch.kube.objects import owners_of
 from reactor.store import MIRRORED_SOURCES
 
 FLUX, ARGOCD = MIRRORED_SOURCES
@@ -278,21 +279,3 @@ def _argocd_destination(spec: Mapping[str, Any]) -> Destination | str:
 def parse_bool(value: object) -> bool:
     """True as Go's ``strconv.ParseBool`` reads it (how Argo CD reads the annotation)."""
     return isinstance(value, str) and value in ("1", "t", "T", "true", "TRUE", "True")
-
-
-def owners_of(metadata: Mapping[str, Any], path: tuple[str, ...]) -> tuple[str, ...]:
-    """The field managers that own the field at ``path`` (``metadata.managedFields``)."""
-    entries = metadata.get("managedFields")
-    if not isinstance(entries, list):
-        return ()
-    owners = []
-    for entry in entries:
-        if not isinstance(entry, Mapping):
-            continue
-        node: Any = entry.get("fieldsV1")
-        for part in path:
-            node = node.get(f"f:{part}") if isinstance(node, Mapping) else None
-        manager = entry.get("manager")
-        if node is not None and isinstance(manager, str):
-            owners.append(manager)
-    return tuple(owners)

@@ -9,7 +9,7 @@ ignores an event older than the object held, and waits client-go's backoff (0.8 
 to 30 s, with jitter) after any failed round, so a struggling API server is not hammered.
 
 What the informer keeps of an object (:func:`stored`) is what it keeps of a Secret
-(``fleetwatch.kube.informer.slim``: no ``managedFields``, no ``kubectl apply`` copy), but for one
+(``fleetwatch.kube.objects.slim``: no ``managedFields``, no ``kubectl apply`` copy), but for one
 thing the rules need: who owns the field that holds the pause, kept as a one-field
 ``managedFields`` per owner (``reactor.cd.objects`` reads it to tell an owner's revert
 from a person's resume).
@@ -24,10 +24,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from fleetwatch.kube.informer import slim
+from fleetwatch.kube.objects import slim
 from reactor.cd import clustersecrets
 from reactor.cd.clustersecrets import CLUSTER_SECRET, SELECTOR, is_cluster_secret
-from reactor.cd.objects import CdKind, kind_of, owners_of
+from reactor.cd.objects import CdKind, kind_of
 from reactor.cd.settings import CdSettings
 
 
@@ -64,18 +64,11 @@ def cd_watches(settings: CdSettings) -> list[CdWatch]:
 
 def stored(obj: dict[str, Any]) -> dict[str, Any]:
     """``obj`` slimmed as the informer keeps Secrets, with the owners of its pause field."""
-    if is_cluster_secret(obj):
-        return clustersecrets.kept(obj)
+    # A list's items of a built-in kind come without apiVersion and kind (a watch event's
+    # object has them, custom resources keep theirs): of the watches here, only the cluster
+    # Secrets' send such items, which must be read, and lose their credentials, alike.
+    typed = obj if "kind" in obj else {"apiVersion": "v1", "kind": "Secret", **obj}
+    if is_cluster_secret(typed):
+        return clustersecrets.kept(typed)
     kind = kind_of(obj)
-    slimmed = slim(obj)
-    metadata = obj.get("metadata")
-    if kind is None or not isinstance(metadata, dict):
-        return slimmed
-    owners = owners_of(metadata, kind.pause_field)
-    if not owners:
-        return slimmed
-    fields: dict[str, Any] = {}
-    for part in reversed(kind.pause_field):
-        fields = {f"f:{part}": fields}
-    kept = [{"manager": owner, "fieldsV1": fields} for owner in owners]
-    return {**slimmed, "metadata": {**slimmed["metadata"], "managedFields": kept}}
+    return slim(obj, owners_of_field=kind.pause_field if kind is not None else None)

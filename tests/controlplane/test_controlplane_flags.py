@@ -1,4 +1,8 @@
-"""Reading a static pod's command line: metrics port, scheme, and the localhost trap."""
+"""Reading a static pod's command line: metrics port, scheme, and the localhost trap.
+
+Every address here is loopback (127.0.0.0/8) but where the point is one that is not: those
+are in 192.0.2.0/24, the range RFC 5737 keeps for documentation (nobody's network).
+"""
 
 from __future__ import annotations
 
@@ -45,12 +49,12 @@ from exporter.controlplane.kubesystem import Node, Pod, coredns_spread, etcd_fro
         # etcd: one reachable URL is enough; without metrics URLs, the client URLs serve
         (
             "etcd",
-            ["etcd", "--listen-metrics-urls=http://127.0.0.1:2381,http://10.0.0.5:2381"],
+            ["etcd", "--listen-metrics-urls=http://127.0.0.1:2381,http://192.0.2.5:2381"],
             (2381, "http", False),
         ),
         (
             "etcd",
-            ["etcd", "--listen-client-urls=https://127.0.0.1:2379,https://10.0.0.5:2379"],
+            ["etcd", "--listen-client-urls=https://127.0.0.1:2379,https://192.0.2.5:2379"],
             (2379, "https", False),
         ),
         ("etcd", ["etcd", "--listen-client-urls=https://127.0.0.1:2379"], (2379, "https", True)),
@@ -70,7 +74,8 @@ def test_flag_values_does_not_match_prefixes() -> None:
 @pytest.mark.parametrize(
     ("host", "loopback"),
     [("127.0.0.1", True), ("127.9.9.9", True), ("[::1]", True), ("LOCALHOST", True),
-     ("0.0.0.0", False), ("10.0.0.1", False), ("cp-1.example", False), ("", False)],
+     ("0.0.0.0", False), ("192.0.2.1", False), ("127.0.0.1.example", False),
+     ("cp-1.example", False), ("", False)],
 )  # fmt: skip
 def test_is_loopback(host: str, loopback: bool) -> None:
     assert is_loopback(host) is loopback
@@ -90,17 +95,17 @@ def pod(name: str, node: str, ip: str, **kw: object) -> Pod:
 
 def test_targets_prefer_the_node_internal_ip_and_format_ipv6() -> None:
     pods = [pod("etcd-a", "a", "192.0.2.1"), pod("etcd-b", "b", "fd00::2")]
-    nodes = [Node(name="a", internal_ip="10.0.0.1", control_plane=True)]
+    nodes = [Node(name="a", internal_ip="127.0.0.1", control_plane=True)]
     targets = control_plane_targets(pods, nodes)
-    assert [t.address for t in targets] == ["10.0.0.1:2381", "[fd00::2]:2381"]
+    assert [t.address for t in targets] == ["127.0.0.1:2381", "[fd00::2]:2381"]
 
 
 def test_etcd_members_skip_pods_being_deleted_and_pending_ones_are_unhealthy() -> None:
     report = etcd_from_static_pods(
         [
-            pod("etcd-a", "a", "10.0.0.1"),
-            pod("etcd-b", "b", "10.0.0.2", phase="Pending", ready=False),
-            pod("etcd-c", "c", "10.0.0.3", deleting=True),
+            pod("etcd-a", "a", "127.0.0.1"),
+            pod("etcd-b", "b", "127.0.0.2", phase="Pending", ready=False),
+            pod("etcd-c", "c", "127.0.0.3", deleting=True),
         ]
     )
     assert report is not None
@@ -112,11 +117,11 @@ def test_coredns_counts_running_scheduled_pods() -> None:
     dns = {"k8s-app": "kube-dns"}
     spread = coredns_spread(
         [
-            pod("coredns-1", "a", "10.0.0.1", labels=dns),
-            pod("coredns-2", "a", "10.0.0.1", labels=dns),
+            pod("coredns-1", "a", "127.0.0.1", labels=dns),
+            pod("coredns-2", "a", "127.0.0.1", labels=dns),
             pod("coredns-3", "", "", labels=dns, phase="Pending"),
         ]
     )
     assert spread is not None
     assert (spread.replicas, spread.nodes) == (2, 1)
-    assert coredns_spread([pod("etcd-a", "a", "10.0.0.1")]) is None
+    assert coredns_spread([pod("etcd-a", "a", "127.0.0.1")]) is None

@@ -11,6 +11,8 @@ import asyncio
 import json
 import shutil
 import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -37,26 +39,41 @@ def fleet_seed() -> list[tuple[str, dict[str, Any]]]:
     return [("kubeadm", {}), ("fixed", {"control_plane": ControlPlane.hardened()})]
 
 
+@dataclass
+class Exporter:
+    """An exporter app with the control-plane check, its test client, the fleet it reads."""
+
+    app: web.Application
+    client: TestClient[Any, Any]
+    fleet: StandinFleet
+
+    async def cycle(self) -> None:
+        await self.app[MONITOR].run_cycle()
+
+    async def scrape(self) -> Samples:
+        """One cycle, then ``/metrics`` as Prometheus reads it."""
+        await self.cycle()
+        resp = await self.client.get("/metrics")
+        assert resp.status == 200
+        samples: Samples = {}
+        for family in text_string_to_metric_families(await resp.text()):
+            for s in family.samples:
+                samples[(s.name, frozenset(s.labels.items()))] = s.value
+        return samples
+
+    async def scrape_after(self, change: Callable[[ControlPlane], ControlPlane]) -> Samples:
+        """``change`` made to the control plane of the ``kubeadm`` cluster, then a scrape."""
+        plane = self.fleet.cluster("kubeadm").control_plane
+        await self.fleet.set_control_plane("kubeadm", change(plane))
+        return await self.scrape()
+
+
 @pytest.fixture
-async def exporter(
-    fleet: StandinFleet, tmp_path: Path, aiohttp_client: Any
-) -> tuple[web.Application, TestClient[Any, Any]]:
+async def exporter(fleet: StandinFleet, tmp_path: Path, aiohttp_client: Any) -> Exporter:
     kubeconfig = fleet.write_kubeconfig(tmp_path / "kubeconfig")
     settings = ExporterSettings(kubeconfig_path=kubeconfig, interval=60, timeout=5)
     app = create_app(settings, checks=[ControlPlaneCheck()], run_loop=False)
-    client = await aiohttp_client(app)
-    return app, client
-
-
-async def cycle_and_scrape(app: web.Application, client: TestClient[Any, Any]) -> Samples:
-    await app[MONITOR].run_cycle()
-    resp = await client.get("/metrics")
-    assert resp.status == 200
-    samples: Samples = {}
-    for family in text_string_to_metric_families(await resp.text()):
-        for s in family.samples:
-            samples[(s.name, frozenset(s.labels.items()))] = s.value
-    return samples
+    return Exporter(app, await aiohttp_client(app), fleet)
 
 
 def value(samples: Samples, name: str, **labels: str) -> float | None:
@@ -65,10 +82,9 @@ def value(samples: Samples, name: str, **labels: str) -> float | None:
 
 @pytest.mark.live
 async def test_etcd_members_from_static_pods_and_a_not_ready_member(
-    exporter: tuple[web.Application, TestClient[Any, Any]], fleet: StandinFleet
+    exporter: Exporter,
 ) -> None:
-    app, client = exporter
-    s = await cycle_and_scrape(app, client)
+    s = await exporter.scrape()
     assert value(s, "fleetwatch_etcd_members", cluster="kubeadm") == 3
     assert value(s, "fleetwatch_etcd_members_healthy", cluster="kubeadm") == 3
     assert value(s, "fleetwatch_etcd_quorum_size", cluster="kubeadm") == 2
@@ -79,9 +95,7 @@ async def test_etcd_members_from_static_pods_and_a_not_ready_member(
     # The static pods cannot tell who leads: no has_leader, no raft term, from this source.
     assert value(s, "fleetwatch_etcd_has_leader", cluster="kubeadm") is None
 
-    plane = fleet.cluster("kubeadm").control_plane
-    await fleet.set_control_plane("kubeadm", plane.with_etcd_ready("cp-2", False))
-    s = await cycle_and_scrape(app, client)
+    s = await exporter.scrape_after(lambda plane: plane.with_etcd_ready("cp-2", False))
     assert value(s, "fleetwatch_etcd_members", cluster="kubeadm") == 3
     assert value(s, "fleetwatch_etcd_members_healthy", cluster="kubeadm") == 2
     assert value(s, "fleetwatch_etcd_member_healthy", cluster="kubeadm", member="cp-2") == 0
@@ -95,10 +109,9 @@ async def test_etcd_members_from_static_pods_and_a_not_ready_member(
 
 @pytest.mark.live
 async def test_localhost_trap_flagged_per_component_and_node(
-    exporter: tuple[web.Application, TestClient[Any, Any]], fleet: StandinFleet
+    exporter: Exporter,
 ) -> None:
-    app, client = exporter
-    s = await cycle_and_scrape(app, client)
+    s = await exporter.scrape()
     name = "fleetwatch_controlplane_localhost_only"
     for node in ("cp-1", "cp-2", "cp-3"):
         for component in ("kube-scheduler", "kube-controller-manager", "etcd"):
@@ -107,38 +120,34 @@ async def test_localhost_trap_flagged_per_component_and_node(
         assert value(s, name, cluster="kubeadm", component="kube-apiserver", node=node) == 0
 
     # The fix (kubeadm extraArgs bind-address: 0.0.0.0) applied to the scheduler only.
-    plane = fleet.cluster("kubeadm").control_plane
-    await fleet.set_control_plane("kubeadm", plane.with_localhost_bound("kube-scheduler", False))
-    s = await cycle_and_scrape(app, client)
+    s = await exporter.scrape_after(
+        lambda plane: plane.with_localhost_bound("kube-scheduler", False)
+    )
     assert value(s, name, cluster="kubeadm", component="kube-scheduler", node="cp-1") == 0
     assert value(s, name, cluster="kubeadm", component="etcd", node="cp-1") == 1
 
 
 @pytest.mark.live
 async def test_coredns_replicas_and_nodes(
-    exporter: tuple[web.Application, TestClient[Any, Any]], fleet: StandinFleet
+    exporter: Exporter,
 ) -> None:
-    app, client = exporter
-    s = await cycle_and_scrape(app, client)
+    s = await exporter.scrape()
     assert value(s, "fleetwatch_coredns_replicas", cluster="kubeadm") == 2
     assert value(s, "fleetwatch_coredns_nodes", cluster="kubeadm") == 1
     assert value(s, "fleetwatch_coredns_replicas", cluster="fixed") == 2
     assert value(s, "fleetwatch_coredns_nodes", cluster="fixed") == 2
 
-    plane = fleet.cluster("kubeadm").control_plane
-    await fleet.set_control_plane("kubeadm", plane.with_coredns_nodes("cp-1", "cp-2", "cp-3"))
-    s = await cycle_and_scrape(app, client)
+    s = await exporter.scrape_after(lambda plane: plane.with_coredns_nodes("cp-1", "cp-2", "cp-3"))
     assert value(s, "fleetwatch_coredns_replicas", cluster="kubeadm") == 3
     assert value(s, "fleetwatch_coredns_nodes", cluster="kubeadm") == 3
 
 
 @pytest.mark.live
 async def test_sd_targets_with_labels_and_kept_while_the_api_is_down(
-    exporter: tuple[web.Application, TestClient[Any, Any]], fleet: StandinFleet
+    exporter: Exporter,
 ) -> None:
-    app, client = exporter
-    await app[MONITOR].run_cycle()
-    resp = await client.get("/sd/control-plane")
+    await exporter.cycle()
+    resp = await exporter.client.get("/sd/control-plane")
     assert resp.status == 200
     assert resp.content_type == "application/json"
     groups = json.loads(await resp.text())
@@ -164,9 +173,9 @@ async def test_sd_targets_with_labels_and_kept_while_the_api_is_down(
         assert all(t.startswith("127.") for t in g["targets"])  # nothing leaves the machine
 
     # The API server goes away: its last known targets stay listed (scrape etcd now!).
-    await fleet.set_mode("kubeadm", "down")
-    await app[MONITOR].run_cycle()
-    groups_down = json.loads(await (await client.get("/sd/control-plane")).text())
+    await exporter.fleet.set_mode("kubeadm", "down")
+    await exporter.cycle()
+    groups_down = json.loads(await (await exporter.client.get("/sd/control-plane")).text())
     assert sorted(json.dumps(g, sort_keys=True) for g in groups_down) == sorted(
         json.dumps(g, sort_keys=True) for g in groups
     )
@@ -174,12 +183,9 @@ async def test_sd_targets_with_labels_and_kept_while_the_api_is_down(
 
 @pytest.mark.live
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed")
-async def test_metrics_pass_promtool_check_metrics(
-    exporter: tuple[web.Application, TestClient[Any, Any]],
-) -> None:
-    app, client = exporter
-    await app[MONITOR].run_cycle()
-    body = await (await client.get("/metrics")).read()
+async def test_metrics_pass_promtool_check_metrics(exporter: Exporter) -> None:
+    await exporter.cycle()
+    body = await (await exporter.client.get("/metrics")).read()
     families = {
         f.name
         for f in text_string_to_metric_families(body.decode())

@@ -73,7 +73,7 @@ async def test_a_modified_secret_is_updated_and_a_deleted_one_removed(
     async with running(mgmt) as informer:
         assert await informer.wait_synced(10)
         before = informer.generation
-        mgmt.seed([argocd_secret("argo-a", server="https://10.9.9.9:6443")])
+        mgmt.seed([argocd_secret("argo-a", server="https://127.9.9.9:6443")])
 
         def server_of_a() -> str:
             for obj in informer.objects().values():
@@ -81,7 +81,7 @@ async def test_a_modified_secret_is_updated_and_a_deleted_one_removed(
                     return base64.b64decode(obj["data"]["server"]).decode()
             return ""
 
-        await until(lambda: "10.9.9.9" in server_of_a(), what="argo-a modified")
+        await until(lambda: "127.9.9.9" in server_of_a(), what="argo-a modified")
         assert informer.generation > before
         mgmt.state.store.delete(SECRETS, "argocd", "cluster-argo-b")
         await until(lambda: "cluster-argo-b" not in names(informer), what="argo-b deleted")

@@ -151,5 +151,5 @@ def test_without_a_pod_or_a_kubeconfig_the_reason_says_so(tmp_path: Path) -> Non
 def test_a_token_file_that_vanishes_is_a_credentials_error_not_a_crash(tmp_path: Path) -> None:
     paths = InClusterPaths(token=tmp_path / "token", ca=tmp_path / "ca.crt")
     with pytest.raises(KubeAuthError, match="service account CA"):
-        in_cluster("10.0.0.1", "443", paths)
+        in_cluster("127.0.0.1", "443", paths)
     assert KubeApiError(0, "credentials", "token file x: gone").reason == "credentials"

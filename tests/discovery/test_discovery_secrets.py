@@ -261,7 +261,7 @@ def test_argocd_server_loses_its_trailing_slash_as_argocd_reads_it() -> None:
 
 
 def test_argocd_server_with_credentials_is_a_problem_that_does_not_show_them() -> None:
-    found = read(argo({"bearerToken": TOKEN}, server="https://ops:hunter2@10.0.0.9:6443"))
+    found = read(argo({"bearerToken": TOKEN}, server="https://ops:hunter2@127.0.0.9:6443"))
     assert found.clusters == ()
     (problem,) = found.problems
     assert "credentials in its server URL" in problem.reason

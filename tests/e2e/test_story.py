@@ -32,7 +32,7 @@ def test_a_cluster_goes_down_and_comes_back(
         "/clusters",
         {
             "name": "st-legacy",
-            "endpoint": "https://10.1.2.3:6443",
+            "endpoint": "https://127.1.2.3:6443",
             "kubeconfig_secret_ref": "secret/st-legacy-kubeconfig",
         },
     )

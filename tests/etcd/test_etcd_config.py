@@ -35,7 +35,7 @@ def test_full_config_loads_with_relative_paths_resolved(pki: Path) -> None:
 clusters:
   prod-eu-1:
     etcd:
-      endpoints: [https://10.0.0.11:2379, "https://10.0.0.12:2379/"]
+      endpoints: [https://127.0.0.11:2379, "https://127.0.0.12:2379/"]
       ca_file: ca.crt
       cert_file: client.crt
       key_file: client.key
@@ -45,7 +45,7 @@ clusters:
     )
     config = load_config(path)
     assert config.etcd_for("prod-eu-1") == EtcdConfig(
-        endpoints=("https://10.0.0.11:2379", "https://10.0.0.12:2379"),
+        endpoints=("https://127.0.0.11:2379", "https://127.0.0.12:2379"),
         ca_file=pki / "ca.crt",
         cert_file=pki / "client.crt",
         key_file=pki / "client.key",
@@ -120,7 +120,7 @@ INVALID = [
         " query or fragment",
     ),
     (
-        "clusters: {a: {etcd: {endpoints: ['https://root:s3cret@10.0.0.1:2379']}}}",
+        "clusters: {a: {etcd: {endpoints: ['https://root:s3cret@127.0.0.1:2379']}}}",
         "clusters.a.etcd.endpoints[0]: credentials in the URL are not allowed",
     ),
     (

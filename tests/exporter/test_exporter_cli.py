@@ -168,7 +168,7 @@ def test_discover_shows_a_clusters_proxy_without_its_credentials(tmp_path: Path)
                     {
                         "name": "c",
                         "cluster": {
-                            "server": "https://10.0.0.1:6443",
+                            "server": "https://127.0.0.1:6443",
                             "proxy-url": "http://alice:s3cret@proxy.example:3128",
                         },
                     }

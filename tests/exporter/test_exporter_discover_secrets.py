@@ -41,21 +41,21 @@ def argocd_config(name: str, server: str, config: dict[str, Any]) -> dict[str, A
 
 
 SECRETS = [
-    argocd_secret("argo-a", "https://10.0.0.1:6443"),
+    argocd_secret("argo-a", "https://127.0.0.1:6443"),
     argocd_config(
         "argo-basic",
-        "https://10.0.0.8:6443",
+        "https://127.0.0.8:6443",
         {"username": "admin", "password": f"{SENTINEL}-password", "tlsClientConfig": {}},
     ),
     argocd_config(
         "argo-aws",
-        "https://10.0.0.7:6443",
+        "https://127.0.0.7:6443",
         {
             "awsAuthConfig": {"clusterName": "eks-1", "roleARN": f"arn:aws:iam::1:role/{SENTINEL}"},
             "tlsClientConfig": {"keyData": b64(f"{SENTINEL}-key")},
         },
     ),
-    argocd_secret("taken", "https://10.0.0.9:6443"),
+    argocd_secret("taken", "https://127.0.0.9:6443"),
     capi_secret("capi-1"),
     labelled_secret("team-x", ["ctx-1"]),
     {
@@ -112,16 +112,25 @@ def clean(done: subprocess.CompletedProcess[str], *tokens: str) -> None:
         assert token not in done.stdout and token not in done.stderr
 
 
-def test_json_lists_every_secret_cluster_the_unprobeable_ones_and_the_problems(
-    mgmt: ThreadedManagementCluster, main: Path, tmp_path: Path
-) -> None:
+def discover_both(
+    mgmt: ThreadedManagementCluster, main: Path, home: Path, *args: str
+) -> subprocess.CompletedProcess[str]:
+    """``discover`` of the Secrets of ``mgmt`` and the file ``main``, with no credential of
+    either in what it prints."""
     done = discover(
         f"--discovery.kubernetes.kubeconfig={mgmt.kubeconfig}",
         f"--kubeconfig={main}",
-        "--output=json",
-        home=tmp_path,
+        *args,
+        home=home,
     )
     clean(done, mgmt.token)
+    return done
+
+
+def test_json_lists_every_secret_cluster_the_unprobeable_ones_and_the_problems(
+    mgmt: ThreadedManagementCluster, main: Path, tmp_path: Path
+) -> None:
+    done = discover_both(mgmt, main, tmp_path, "--output=json")
     doc = json.loads(done.stdout)
     found = {c["name"]: (c["source"], c["probeable"], c["not_probeable"]) for c in doc["clusters"]}
     aws = found.pop("argo-aws")
@@ -146,15 +155,10 @@ def test_json_lists_every_secret_cluster_the_unprobeable_ones_and_the_problems(
 def test_the_table_says_why_a_cluster_cannot_be_probed(
     mgmt: ThreadedManagementCluster, main: Path, tmp_path: Path
 ) -> None:
-    done = discover(
-        f"--discovery.kubernetes.kubeconfig={mgmt.kubeconfig}",
-        f"--kubeconfig={main}",
-        home=tmp_path,
-    )
-    clean(done, mgmt.token)
+    done = discover_both(mgmt, main, tmp_path)
     rows = {line.split()[0]: line.split() for line in done.stdout.splitlines()[1:7]}
     assert rows["argo-aws"][1:] == [
-        "https://10.0.0.7:6443",
+        "https://127.0.0.7:6443",
         "no",
         "secret://argocd/cluster-argo-aws",
     ]

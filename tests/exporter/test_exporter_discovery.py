@@ -9,19 +9,7 @@ from typing import Any
 import yaml
 
 from fleetwatch.discovery import Discoverer, probeable
-
-
-def kubeconfig(*contexts: str, server: str = "https://127.0.0.1:6443", **extra: Any) -> str:
-    """A kubeconfig with one cluster, user and context per name."""
-    doc: dict[str, Any] = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": c, "cluster": {"server": f"{server}/{c}"}} for c in contexts],
-        "users": [{"name": c, "user": {"token": f"secret-{c}"}} for c in contexts],
-        "contexts": [{"name": c, "context": {"cluster": c, "user": c}} for c in contexts],
-        **extra,
-    }
-    return yaml.dump(doc, Dumper=yaml.CSafeDumper)
+from tests.helpers.kubeconfig_docs import kubeconfig
 
 
 def write(path: Path, text: str) -> Path:
@@ -109,8 +97,8 @@ def test_a_server_url_with_credentials_is_refused_without_showing_them(tmp_path:
     """Go sends a URL's user:password@ as basic auth: a credential that the endpoint (a
     metric label, a log line, an API answer) would otherwise carry."""
     doc = yaml.safe_load(kubeconfig("good", "leaky", "user-only"))
-    doc["clusters"][1]["cluster"]["server"] = "https://admin:hunter2@10.0.0.1:6443"
-    doc["clusters"][2]["cluster"]["server"] = "https://admin@10.0.0.2:6443/"
+    doc["clusters"][1]["cluster"]["server"] = "https://admin:hunter2@127.0.0.1:6443"
+    doc["clusters"][2]["cluster"]["server"] = "https://admin@127.0.0.2:6443/"
     write(tmp_path / "k.yaml", yaml.safe_dump(doc))
     found = Discoverer(None, tmp_path).scan()
     assert names(found) == ["good"]

@@ -19,6 +19,7 @@ import yaml
 
 from fleetwatch.discovery import Discoverer, Discovery, boundedyaml
 from fleetwatch.discovery.kubeconfig import parse_document
+from tests.helpers.kubeconfig_docs import kubeconfig
 
 if TYPE_CHECKING:
     from fleetwatch.standin import StandinFleet
@@ -34,17 +35,6 @@ BOMB = (
     + "".join(f"x{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 9))
     + "users: [{name: u, user: {token: t, extensions: *a8}}]\n"
 )
-
-
-def kubeconfig(*contexts: str, server: str = "https://127.0.0.1:6443") -> str:
-    doc = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": c, "cluster": {"server": f"{server}/{c}"}} for c in contexts],
-        "users": [{"name": c, "user": {"token": f"secret-{c}"}} for c in contexts],
-        "contexts": [{"name": c, "context": {"cluster": c, "user": c}} for c in contexts],
-    }
-    return yaml.dump(doc, Dumper=yaml.CSafeDumper)
 
 
 def names(found: object) -> list[str]:
@@ -176,25 +166,7 @@ def test_an_unreadable_file_is_a_problem(tmp_path: Path) -> None:
 
 def test_a_thousand_context_kubeconfig_loads_in_under_two_seconds(tmp_path: Path) -> None:
     """With certificate-sized data per context (5.7 MB), as a real fleet's main file."""
-    blob = "QUJD" * 400  # 1.6 KB of base64, as an embedded certificate
-    doc = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {
-                "name": f"c{i}",
-                "cluster": {"server": f"https://c{i}", "certificate-authority-data": blob},
-            }
-            for i in range(1000)
-        ],
-        "users": [
-            {"name": f"u{i}", "user": {"client-certificate-data": blob, "client-key-data": blob}}
-            for i in range(1000)
-        ],
-        "contexts": [
-            {"name": f"c{i}", "context": {"cluster": f"c{i}", "user": f"u{i}"}} for i in range(1000)
-        ],
-    }
+    doc = _fleet_document(1000, CERTIFICATE)
     (tmp_path / "config").write_text(yaml.dump(doc, Dumper=yaml.CSafeDumper))
     discoverer = Discoverer(tmp_path / "config", None)
     started = time.process_time()  # CPU time: other engineers' load does not count
@@ -203,7 +175,12 @@ def test_a_thousand_context_kubeconfig_loads_in_under_two_seconds(tmp_path: Path
     assert len(found.clusters) == 1000 and found.problems == ()
 
 
+#: 1.6 KB of base64, as an embedded certificate.
+CERTIFICATE = "QUJD" * 400
+
+
 def _fleet_document(contexts: int, blob: str) -> dict[str, Any]:
+    """``contexts`` clusters, each with its CA, client certificate and key as ``blob``."""
     return {
         "apiVersion": "v1",
         "kind": "Config",
@@ -228,7 +205,7 @@ def _fleet_document(contexts: int, blob: str) -> dict[str, Any]:
 def test_a_big_kubeconfig_is_never_held_whole(tmp_path: Path) -> None:
     """Its entries are reduced one by one: the parse's peak is a fraction of the whole
     document's, which yaml.load holds (nodes, then objects) before anything is kept."""
-    data = yaml.dump(_fleet_document(1000, "QUJD" * 400), Dumper=yaml.CSafeDumper).encode()
+    data = yaml.dump(_fleet_document(1000, CERTIFICATE), Dumper=yaml.CSafeDumper).encode()
     tracemalloc.start()
     try:
         whole = yaml.load(data, Loader=yaml.CSafeLoader)

@@ -37,6 +37,7 @@ from fleetwatch.procs import ManagedProcess, free_port, wait_until
 from fleetwatch.standin import StandinFleet
 from fleetwatch.standin.workload.threaded import ThreadedFleet
 from tests.helpers.exporter_helpers import MonitorFactory
+from tests.helpers.kubeconfig_docs import config_doc
 
 #: Sleeps forever after saying its pid.
 SLEEPS = """\
@@ -411,13 +412,7 @@ def test_interactive_only_plugin_is_refused(tmp_path: Path) -> None:
 
 
 def _hung_users(folder: Path, script: Path, pids: Path, count: int, endpoint: str) -> None:
-    doc: dict[str, Any] = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [],
-        "users": [],
-        "contexts": [],
-    }
+    doc = config_doc()
     for i in range(count):
         name = f"hung-{i}"
         doc["clusters"].append({"name": name, "cluster": {"server": endpoint}})
@@ -467,13 +462,7 @@ async def test_contexts_sharing_a_hung_plugin_start_it_once_per_cycle(
     script, pids = tmp_path / "sleeps.py", tmp_path / "pids"
     script.write_text(SLEEPS)
     pids.mkdir()
-    doc: dict[str, Any] = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [],
-        "users": [],
-        "contexts": [],
-    }
+    doc = config_doc()
     entry = _exec_entry(script, str(pids / "shared"), "marker")
     doc["users"].append({"name": "u", "user": {"exec": entry}})
     for i in range(20):

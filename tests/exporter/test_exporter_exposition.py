@@ -5,7 +5,9 @@ results) put through ``ClusterTable`` and ``build_snapshot`` as the cycle does a
 by ``exporter.expose.render``; the reference is what the exposition of commit 8a3e263
 rendered from the same state, recorded in tests/fixtures/exposition-8a3e263.json.gz.
 ``/metrics`` (plain, and gzipped with the process collectors appended) and
-``/sd/control-plane`` must be the same bytes.
+``/sd/control-plane`` must be the same bytes. The cases' target addresses later moved into
+127.0.0.0/8 and the recording's ``/sd`` bytes were rewritten with them; 8a3e263 run again
+renders exactly those bytes (below).
 
 The recording is this test's oracle, kept as data: a commit's output does not change, and
 the test needs neither git history nor old code to run. ``bench/exposition_baseline.py``

@@ -25,6 +25,7 @@ from exporter.net.connection import Connection
 from exporter.net.http1 import Failure, HttpError
 from exporter.net.pool import HttpPool, Progress
 from exporter.net.proxy import Proxy
+from exporter.net.turns import HandshakeTurns
 from fleetwatch.standin.workload.certs import FleetCerts
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
@@ -101,6 +102,14 @@ async def servers(certs: FleetCerts) -> AsyncIterator[Servers]:
     await started.close()
 
 
+@pytest.fixture
+async def pool(servers: Servers) -> AsyncIterator[HttpPool]:
+    """The test's pool, closed at the end before its servers (it asks for them first)."""
+    made = HttpPool()
+    yield made
+    made.close()
+
+
 def answer(body: bytes, extra: bytes = b"") -> bytes:
     return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n%s\r\n%s" % (len(body), extra, body)
 
@@ -109,6 +118,35 @@ def chunked(body: bytes, size: int) -> bytes:
     pieces = [body[i : i + size] for i in range(0, len(body), size)]
     wire = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in pieces)
     return b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + wire + b"0\r\n\r\n"
+
+
+async def always_ok(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Answers ``ok`` to every request on the connection."""
+    while True:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(answer(b"ok"))
+        await writer.drain()
+
+
+def closing_kept(close_first: asyncio.Event) -> Handler:
+    """Answers ``ok N`` to the first request of the N-th connection. The first connection
+    is then closed, idle, once ``close_first`` is set; every later one takes one more
+    request and closes without answering it (closed under a request)."""
+    served = 0
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal served
+        await reader.readuntil(b"\r\n\r\n")
+        served += 1
+        writer.write(answer(b"ok %d" % served))
+        await writer.drain()
+        if served == 1:
+            await close_first.wait()  # then the handler closes it, idle
+            return
+        with contextlib.suppress(asyncio.IncompleteReadError):
+            await reader.readuntil(b"\r\n\r\n")  # the next request: dropped unanswered
+
+    return handle
 
 
 async def get(
@@ -148,7 +186,9 @@ def descriptors() -> set[str]:
 SIZES = [0, 1, 16383, 16384, 16385, 300_000]
 
 
-async def test_answers_of_every_size_over_one_tls_connection(servers: Servers) -> None:
+async def test_answers_of_every_size_over_one_tls_connection(
+    servers: Servers, pool: HttpPool
+) -> None:
     bodies = [os.urandom(n) for n in SIZES]
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -160,18 +200,14 @@ async def test_answers_of_every_size_over_one_tls_connection(servers: Servers) -
         await reader.read()  # until the client closes
 
     port = await servers.start(handle)
-    pool = HttpPool()
-    try:
-        for _ in range(2):
-            for body in bodies:
-                assert await get(pool, f"https://127.0.0.1:{port}", servers) == (200, body)
-        assert (pool.opened, pool.idle, pool.held) == (1, 1, 1)
-    finally:
-        pool.close()
+    for _ in range(2):
+        for body in bodies:
+            assert await get(pool, f"https://127.0.0.1:{port}", servers) == (200, body)
+    assert (pool.opened, pool.idle, pool.held) == (1, 1, 1)
 
 
 async def test_a_request_bigger_than_the_socket_takes_is_written_in_pieces(
-    servers: Servers,
+    servers: Servers, pool: HttpPool
 ) -> None:
     """Many MiB of headers: TLS writes meet SSLWantWriteError and go on when writable."""
     value = "x" * (12 * 1024 * 1024)
@@ -183,20 +219,16 @@ async def test_a_request_bigger_than_the_socket_takes_is_written_in_pieces(
             await writer.drain()
 
     port = await servers.start(handle)
-    pool = HttpPool()
-    try:
-        url = f"https://127.0.0.1:{port}"
-        status, body = await get(pool, url, servers, headers={"X-Big": value})
-        assert status == 200 and int(body) > len(value)
-        assert (await get(pool, url, servers))[0] == 200  # the same connection after it
-        assert pool.opened == 1
-    finally:
-        pool.close()
+    url = f"https://127.0.0.1:{port}"
+    status, body = await get(pool, url, servers, headers={"X-Big": value})
+    assert status == 200 and int(body) > len(value)
+    assert (await get(pool, url, servers))[0] == 200  # the same connection after it
+    assert pool.opened == 1
 
 
 @pytest.mark.parametrize("ending", ["close_notify", "tcp_close"])
 async def test_a_body_to_the_end_ends_at_close_notify_or_a_plain_tcp_close(
-    servers: Servers, ending: str
+    servers: Servers, pool: HttpPool, ending: str
 ) -> None:
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await reader.readuntil(b"\r\n\r\n")
@@ -207,57 +239,30 @@ async def test_a_body_to_the_end_ends_at_close_notify_or_a_plain_tcp_close(
         # else the handler's writer.close() sends close_notify
 
     port = await servers.start(handle)
-    pool = HttpPool()
-    try:
-        assert await get(pool, f"https://127.0.0.1:{port}", servers) == (200, b"until the end")
-        assert (pool.idle, pool.held) == (0, 0)
-    finally:
-        pool.close()
+    assert await get(pool, f"https://127.0.0.1:{port}", servers) == (200, b"until the end")
+    assert (pool.idle, pool.held) == (0, 0)
 
 
 async def test_a_kept_tls_connection_the_server_closed_is_noticed_and_retried_once(
-    servers: Servers,
+    servers: Servers, pool: HttpPool
 ) -> None:
-    served = 0
     close_idle = asyncio.Event()
-
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        nonlocal served
-        await reader.readuntil(b"\r\n\r\n")
-        served += 1
-        writer.write(answer(b"ok %d" % served))
-        await writer.drain()
-        if served == 1:
-            await close_idle.wait()  # then the handler closes it, idle
-            return
-        with contextlib.suppress(asyncio.IncompleteReadError):
-            await reader.readuntil(b"\r\n\r\n")  # the next request: dropped unanswered
-
-    port = await servers.start(handle)
+    port = await servers.start(closing_kept(close_idle))
     url = f"https://127.0.0.1:{port}"
-    pool = HttpPool()
-    try:
-        assert await get(pool, url, servers) == (200, b"ok 1")
-        close_idle.set()
-        await until(lambda: pool.held == 0, "the idle close seen (the reader stays registered)")
-        assert await get(pool, url, servers) == (200, b"ok 2")  # a new connection, no retry
-        assert await get(pool, url, servers) == (200, b"ok 3")  # 2nd one dropped: retried once
-        assert pool.opened == 3
-    finally:
-        pool.close()
+    assert await get(pool, url, servers) == (200, b"ok 1")
+    close_idle.set()
+    await until(lambda: pool.held == 0, "the idle close seen (the reader stays registered)")
+    assert await get(pool, url, servers) == (200, b"ok 2")  # a new connection, no retry
+    assert await get(pool, url, servers) == (200, b"ok 3")  # 2nd one dropped: retried once
+    assert pool.opened == 3
 
 
-async def test_a_name_is_resolved_and_every_socket_is_closed(servers: Servers) -> None:
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        while True:
-            await reader.readuntil(b"\r\n\r\n")
-            writer.write(answer(b"ok"))
-            await writer.drain()
-
-    ports = [await servers.start(handle) for _ in range(3)]
-    plain = await servers.start(handle, tls=False)
+async def test_a_name_is_resolved_and_every_socket_is_closed(
+    servers: Servers, pool: HttpPool
+) -> None:
+    ports = [await servers.start(always_ok) for _ in range(3)]
+    plain = await servers.start(always_ok, tls=False)
     before = descriptors()
-    pool = HttpPool()
     urls = [f"https://localhost:{p}" for p in ports] + [f"http://localhost:{plain}"]
     for url in urls:  # localhost may be ::1 first: refused there, then 127.0.0.1
         assert await get(pool, url, servers) == (200, b"ok")
@@ -268,23 +273,21 @@ async def test_a_name_is_resolved_and_every_socket_is_closed(servers: Servers) -
     await until(lambda: descriptors() <= before, "every descriptor closed")
 
 
-async def test_a_certificate_for_another_name_is_a_tls_failure(servers: Servers) -> None:
+async def test_a_certificate_for_another_name_is_a_tls_failure(
+    servers: Servers, pool: HttpPool
+) -> None:
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await reader.read()
 
     port = await servers.start(handle)
-    pool = HttpPool()
-    try:
-        with pytest.raises(HttpError) as caught:
-            await pool.get(
-                f"https://127.0.0.1:{port}", "/", headers={}, context=servers.context,
-                server_hostname="api.elsewhere.example", max_bytes=100,
-            )  # fmt: skip
-        assert caught.value.failure is Failure.TLS
-        assert caught.value.detail.startswith("certificate not accepted: ")
-        assert pool.held == 0
-    finally:
-        pool.close()
+    with pytest.raises(HttpError) as caught:
+        await pool.get(
+            f"https://127.0.0.1:{port}", "/", headers={}, context=servers.context,
+            server_hostname="api.elsewhere.example", max_bytes=100,
+        )  # fmt: skip
+    assert caught.value.failure is Failure.TLS
+    assert caught.value.detail.startswith("certificate not accepted: ")
+    assert pool.held == 0
 
 
 async def test_freeing_the_handshakes_buffer_puts_nothing_on_the_wire(certs: FleetCerts) -> None:
@@ -410,43 +413,26 @@ def locked_gate(lock: asyncio.Lock) -> Callable[[], contextlib.AbstractAsyncCont
 
 
 async def test_a_kept_tunnel_closed_while_its_request_waited_for_the_gate_is_retried(
-    servers: Servers,
+    servers: Servers, pool: HttpPool
 ) -> None:
     """Behind a proxy the kept connection is taken before the gate; it may close meanwhile."""
-    served = 0
     close_it = asyncio.Event()
-
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        nonlocal served
-        await reader.readuntil(b"\r\n\r\n")
-        served += 1
-        writer.write(answer(b"ok %d" % served))
-        await writer.drain()
-        if served == 1:
-            await close_it.wait()
-        else:
-            await reader.read()
-
-    port = await servers.start(handle)
+    port = await servers.start(closing_kept(close_it))
     proxy = await start_relay(servers)
     url = f"https://127.0.0.1:{port}"
-    pool = HttpPool()
     busy = asyncio.Lock()
-    try:
-        assert await get(pool, url, servers, proxy=proxy) == (200, b"ok 1")
-        async with busy:
-            task = asyncio.create_task(get(pool, url, servers, proxy=proxy, gate=locked_gate(busy)))
-            await until(lambda: pool.idle == 0, "the kept connection taken")
-            close_it.set()
-            await until(lambda: pool.held == 0, "the kept connection closed by the server")
-        assert await task == (200, b"ok 2")  # sent on the closed one, then once more
-        assert pool.opened == 2
-    finally:
-        pool.close()
+    assert await get(pool, url, servers, proxy=proxy) == (200, b"ok 1")
+    async with busy:
+        task = asyncio.create_task(get(pool, url, servers, proxy=proxy, gate=locked_gate(busy)))
+        await until(lambda: pool.idle == 0, "the kept connection taken")
+        close_it.set()
+        await until(lambda: pool.held == 0, "the kept connection closed by the server")
+    assert await task == (200, b"ok 2")  # sent on the closed one, then once more
+    assert pool.opened == 2
 
 
 async def test_a_request_cancelled_waiting_for_the_gate_closes_a_new_tunnel_keeps_a_kept_one(
-    servers: Servers,
+    servers: Servers, pool: HttpPool
 ) -> None:
     """Behind a proxy the connection comes before the gate: a new tunnel is half set up
     (closed), a kept connection was not used yet (kept)."""
@@ -460,33 +446,36 @@ async def test_a_request_cancelled_waiting_for_the_gate_closes_a_new_tunnel_keep
     hung = await servers.start(_hung_answer)
     once = await servers.start(handle)
     proxy = await start_relay(servers)
-    pool = HttpPool()
     busy = asyncio.Lock()
-    try:
-        assert await get(pool, f"https://127.0.0.1:{once}", servers, proxy=proxy) == (200, b"ok")
-        gate = locked_gate(busy)
-        async with busy:
-            task = asyncio.create_task(
-                get(pool, f"https://127.0.0.1:{hung}", servers, proxy=proxy, gate=gate)
-            )
-            await until(lambda: pool.held == 2, "a new tunnel open, its request at the gate")
-            task.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await task
-            assert (pool.held, pool.idle) == (1, 1)  # the new tunnel closed
-            task = asyncio.create_task(
-                get(pool, f"https://127.0.0.1:{once}", servers, proxy=proxy, gate=gate)
-            )
-            await until(lambda: pool.idle == 0, "the kept connection taken, at the gate")
-            task.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await task
-        assert (pool.opened, pool.held, pool.idle) == (2, 1, 1)  # the kept one, kept
-    finally:
-        pool.close()
+    assert await get(pool, f"https://127.0.0.1:{once}", servers, proxy=proxy) == (200, b"ok")
+    gate = locked_gate(busy)
+
+    async def cancelled_at_the_gate(port: int, there: Callable[[], bool], what: str) -> None:
+        task = asyncio.create_task(
+            get(pool, f"https://127.0.0.1:{port}", servers, proxy=proxy, gate=gate)
+        )
+        await until(there, what)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    async with busy:
+        await cancelled_at_the_gate(
+            hung, lambda: pool.held == 2, "a new tunnel open, its request at the gate"
+        )
+        assert (pool.held, pool.idle) == (1, 1)  # the new tunnel closed
+        await cancelled_at_the_gate(
+            once, lambda: pool.idle == 0, "the kept connection taken, at the gate"
+        )
+    assert (pool.opened, pool.held, pool.idle) == (2, 1, 1)  # the kept one, kept
 
 
 # -- deadlines -----------------------------------------------------------------------------
+
+#: What a loaded machine may add to a deadline before its TimeoutError is seen. The servers
+#: here never answer and nothing else in the pool times out, so whatever ends the request is
+#: the deadline: the lower bound says it waited for it, the upper one only that it ended.
+SLACK = 5.0
 
 
 async def _hung_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -508,50 +497,42 @@ async def _timed_out(
 
 @pytest.mark.parametrize("tls", [True, False])
 async def test_a_deadline_ends_a_request_waiting_for_its_answer(
-    servers: Servers, tls: bool
+    servers: Servers, pool: HttpPool, tls: bool
 ) -> None:
     port = await servers.start(_hung_answer, tls=tls)
-    pool = HttpPool()
-    try:
-        url = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
-        elapsed, progress = await _timed_out(pool, url, servers, 0.3)
-        assert 0.3 <= elapsed < 0.8
-        assert progress.stage == "server"
-        assert (pool.held, pool.idle) == (0, 0)  # the connection is discarded
-    finally:
-        pool.close()
+    url = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
+    elapsed, progress = await _timed_out(pool, url, servers, 0.3)
+    assert 0.3 <= elapsed < 0.3 + SLACK
+    assert progress.stage == "server"
+    assert (pool.held, pool.idle) == (0, 0)  # the connection is discarded
 
 
-async def test_a_deadline_ends_a_tls_handshake_nobody_answers(servers: Servers) -> None:
+async def test_a_deadline_ends_a_tls_handshake_nobody_answers(
+    servers: Servers, pool: HttpPool
+) -> None:
     port = servers.silent()
-    pool = HttpPool()
-    try:
-        elapsed, _ = await _timed_out(pool, f"https://127.0.0.1:{port}", servers, 0.3)
-        assert 0.3 <= elapsed < 0.8 and pool.held == 0
-        loop = asyncio.get_running_loop()
-        with pytest.raises(TimeoutError):  # preconnect too
-            await pool.preconnect(
-                f"https://127.0.0.1:{port}", context=servers.context,
-                server_hostname=None, deadline=loop.time() + 0.2,
-            )  # fmt: skip
-        assert (pool.held, pool.idle) == (0, 0)
-    finally:
-        pool.close()
+    elapsed, _ = await _timed_out(pool, f"https://127.0.0.1:{port}", servers, 0.3)
+    assert 0.3 <= elapsed < 0.3 + SLACK and pool.held == 0
+    loop = asyncio.get_running_loop()
+    with pytest.raises(TimeoutError):  # preconnect too
+        await pool.preconnect(
+            f"https://127.0.0.1:{port}", context=servers.context,
+            server_hostname=None, deadline=loop.time() + 0.2,
+        )  # fmt: skip
+    assert (pool.held, pool.idle) == (0, 0)
 
 
-async def test_a_deadline_behind_a_silent_proxy_says_proxy(servers: Servers) -> None:
+async def test_a_deadline_behind_a_silent_proxy_says_proxy(
+    servers: Servers, pool: HttpPool
+) -> None:
     proxy = Proxy("127.0.0.1", servers.silent())
-    pool = HttpPool()
-    try:
-        elapsed, progress = await _timed_out(pool, "https://127.0.0.1:1", servers, 0.3, proxy=proxy)
-        assert 0.3 <= elapsed < 0.8
-        assert progress.stage == "proxy"  # the probe then names the proxy, not the server
-        assert pool.held == 0
-    finally:
-        pool.close()
+    elapsed, progress = await _timed_out(pool, "https://127.0.0.1:1", servers, 0.3, proxy=proxy)
+    assert 0.3 <= elapsed < 0.3 + SLACK
+    assert progress.stage == "proxy"  # the probe then names the proxy, not the server
+    assert pool.held == 0
 
 
-async def test_a_deadline_counts_the_wait_for_the_gate(servers: Servers) -> None:
+async def test_a_deadline_counts_the_wait_for_the_gate(servers: Servers, pool: HttpPool) -> None:
     port = await servers.start(_hung_answer)
     busy = asyncio.Lock()
     entered = 0
@@ -563,69 +544,52 @@ async def test_a_deadline_counts_the_wait_for_the_gate(servers: Servers) -> None
             entered += 1
             yield
 
-    pool = HttpPool()
-    try:
-        async with busy:  # every slot taken for longer than the deadline
-            elapsed, _ = await _timed_out(
-                pool, f"https://127.0.0.1:{port}", servers, 0.2, gate=gate
-            )
-        assert 0.2 <= elapsed < 0.7
-        assert (entered, pool.opened) == (0, 0)
-        assert not busy.locked()  # the wait for the gate was withdrawn cleanly
-    finally:
-        pool.close()
+    async with busy:  # every slot taken for longer than the deadline
+        elapsed, _ = await _timed_out(pool, f"https://127.0.0.1:{port}", servers, 0.2, gate=gate)
+    assert 0.2 <= elapsed < 0.2 + SLACK
+    assert (entered, pool.opened) == (0, 0)
+    assert not busy.locked()  # the wait for the gate was withdrawn cleanly
 
 
-async def test_the_callers_own_timeout_and_cancellation_still_win(servers: Servers) -> None:
+async def test_the_callers_own_timeout_and_cancellation_still_win(
+    servers: Servers, pool: HttpPool
+) -> None:
     port = await servers.start(_hung_answer)
     url = f"https://127.0.0.1:{port}"
     loop = asyncio.get_running_loop()
-    pool = HttpPool()
-    try:
-        with pytest.raises(TimeoutError):
-            async with asyncio.timeout(0.2) as bound:
-                await get(pool, url, servers, deadline=loop.time() + 30)
-        assert bound.expired()  # the caller's timeout, not the pool's deadline
-        task = asyncio.create_task(get(pool, url, servers, deadline=loop.time() + 30))
-        await until(lambda: pool.held == 1 and bool(servers.handlers), "the request sent")
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        assert pool.held == 0
-    finally:
-        pool.close()
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.2) as bound:
+            await get(pool, url, servers, deadline=loop.time() + 30)
+    assert bound.expired()  # the caller's timeout, not the pool's deadline
+    task = asyncio.create_task(get(pool, url, servers, deadline=loop.time() + 30))
+    await until(lambda: pool.held == 1 and bool(servers.handlers), "the request sent")
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert pool.held == 0
 
 
-async def test_requests_that_end_in_time_leave_no_deadline_behind(servers: Servers) -> None:
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        while True:
-            await reader.readuntil(b"\r\n\r\n")
-            writer.write(answer(b"ok"))
-            await writer.drain()
-
-    port = await servers.start(handle, tls=False)
+async def test_requests_that_end_in_time_leave_no_deadline_behind(
+    servers: Servers, pool: HttpPool
+) -> None:
+    port = await servers.start(always_ok, tls=False)
     hung = await servers.start(_hung_answer, tls=False)
     loop = asyncio.get_running_loop()
-    pool = HttpPool()
-    try:
-        stuck = asyncio.create_task(
-            get(pool, f"http://127.0.0.1:{hung}", None, deadline=loop.time() + 1.0)
-        )
-        url = f"http://127.0.0.1:{port}"
-        for _ in range(500):
-            assert await get(pool, url, None, deadline=loop.time() + 30) == (200, b"ok")
-        # Behind the hung request's entry, the 500 ended ones do not pile up.
-        assert len(pool._deadlines._heap) < 100
-        with pytest.raises(TimeoutError):
-            await stuck
-        assert len(pool._deadlines._heap) == 0
-    finally:
-        pool.close()
+    stuck = asyncio.create_task(
+        get(pool, f"http://127.0.0.1:{hung}", None, deadline=loop.time() + 1.0)
+    )
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(500):
+        assert await get(pool, url, None, deadline=loop.time() + 30) == (200, b"ok")
+    # Behind the hung request's entry, the 500 ended ones do not pile up.
+    assert len(pool._deadlines._heap) < 100
+    with pytest.raises(TimeoutError):
+        await stuck
+    assert len(pool._deadlines._heap) == 0
 
 
-async def test_closing_the_pool_fails_a_request_under_way(servers: Servers) -> None:
+async def test_closing_the_pool_fails_a_request_under_way(servers: Servers, pool: HttpPool) -> None:
     port = await servers.start(_hung_answer)
-    pool = HttpPool()
     loop = asyncio.get_running_loop()
     task = asyncio.create_task(
         get(pool, f"https://127.0.0.1:{port}", servers, deadline=loop.time() + 30)
@@ -639,25 +603,72 @@ async def test_closing_the_pool_fails_a_request_under_way(servers: Servers) -> N
 
 
 async def test_a_cancellation_just_before_the_deadline_stays_the_callers(
-    servers: Servers,
+    servers: Servers, pool: HttpPool
 ) -> None:
     """The caller cancels, then the deadline passes, before the task runs again: the
     task must see the caller's CancelledError, not the deadline's TimeoutError."""
     port = await servers.start(_hung_answer)
     busy = asyncio.Lock()
     loop = asyncio.get_running_loop()
-    pool = HttpPool()
+    async with busy:
+        deadline = loop.time() + 0.2
+        task = asyncio.create_task(
+            get(pool, f"https://127.0.0.1:{port}", servers, gate=locked_gate(busy),
+                deadline=deadline)
+        )  # fmt: skip
+        loop.call_at(deadline - 0.05, task.cancel)
+        # Hold the loop past both, so that they run in one turn, the caller's first.
+        loop.call_at(deadline - 0.06, time.sleep, 0.1)
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+
+# -- the handshake work of one turn of the loop (exporter.net.turns) -----------------------
+
+
+async def test_handshakes_past_a_turns_budget_wait_for_the_next_turns_in_order() -> None:
+    ticks = iter(range(1000))
+    turns = HandshakeTurns(budget=2.5, clock=lambda: float(next(ticks)))  # a step: 1 s
+    ran: list[int] = []
+    parked: list[int] = []
+    for i in range(6):  # six handshakes ready in one turn
+        turns.run(lambda i=i: ran.append(i), lambda i=i: parked.append(i))  # type: ignore[misc]
+    assert ran == [0, 1, 2]  # 0 s, 1 s, 2 s spent before each: the budget of 2.5 s
+    assert parked == [3, 4, 5] and turns.waiting == 3 and turns.deferred == 3
+    await asyncio.sleep(0)  # the next turn starts with the parked ones
+    assert ran == [0, 1, 2, 3, 4, 5]
+    turns.run(lambda: ran.append(6), lambda: parked.append(6))  # that turn's budget is spent
+    assert parked == [3, 4, 5, 6]
+    await asyncio.sleep(0)
+    assert ran[-1] == 6 and turns.waiting == 0
+    with pytest.raises(ValueError):
+        HandshakeTurns(budget=0)
+
+
+async def test_handshakes_one_per_turn_all_complete_and_a_close_ends_parked_ones(
+    servers: Servers,
+) -> None:
+    async def ok(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(answer(b"ok"))
+        await writer.drain()
+
+    port = await servers.start(ok)
+    url = f"https://127.0.0.1:{port}"
+    pool = HttpPool(handshake_budget=1e-9)  # one step a turn
     try:
-        async with busy:
-            deadline = loop.time() + 0.2
-            task = asyncio.create_task(
-                get(pool, f"https://127.0.0.1:{port}", servers, gate=locked_gate(busy),
-                    deadline=deadline)
-            )  # fmt: skip
-            loop.call_at(deadline - 0.05, task.cancel)
-            # Hold the loop past both, so that they run in one turn, the caller's first.
-            loop.call_at(deadline - 0.06, time.sleep, 0.1)
-            with pytest.raises(asyncio.CancelledError):
-                await task
+        got = await asyncio.gather(*(get(pool, url, servers) for _ in range(20)))
+        assert got == [(200, b"ok")] * 20
+        assert pool.turns.deferred > 0 and pool.turns.waiting == 0
+        assert pool.opened == 20
     finally:
         pool.close()
+
+    pool = HttpPool(handshake_budget=1e-9)
+    calls = [asyncio.ensure_future(get(pool, url, servers)) for _ in range(20)]
+    await until(lambda: pool.turns.waiting > 0, "handshakes parked")
+    pool.close()  # the exporter stops: parked handshakes end with their connections
+    results = await asyncio.gather(*calls, return_exceptions=True)
+    assert all(isinstance(r, HttpError) for r in results), results
+    await until(lambda: pool.turns.waiting == 0, "the parked steps run out")
+    assert pool.held == 0

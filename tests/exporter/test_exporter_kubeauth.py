@@ -89,6 +89,18 @@ class Case:
     ours: dict[str, Any] | None = None
 
 
+def plain(token: str | None) -> dict[str, Any]:
+    """What is loaded for a cluster with no CA, certificate or server name of its own."""
+    return {
+        "token": token,
+        "ca": None,
+        "cert": None,
+        "key": None,
+        "verify": True,
+        "tls_server_name": None,
+    }
+
+
 S = "https://127.0.0.1:6443"
 DATA = {"certificate-authority-data": b64(CA)}
 USER_DATA = {"client-certificate-data": b64(CERT), "client-key-data": b64(KEY)}
@@ -272,14 +284,7 @@ CASES = [
         {"server": S, "certificate-authority-data": None},
         {"token": "t"},
         diverges="an empty value as kubectl reads it (the client refuses null)",
-        ours={
-            "token": "Bearer t",
-            "ca": None,
-            "cert": None,
-            "key": None,
-            "verify": True,
-            "tls_server_name": None,
-        },
+        ours=plain(token="Bearer t"),
     ),
     Case(
         "empty token and an exec plugin",
@@ -294,14 +299,7 @@ CASES = [
         },
         {"plugin.py": PLUGIN.encode()},
         diverges="a user naming a token runs no plugin (the client falls through to it)",
-        ours={
-            "token": None,
-            "ca": None,
-            "cert": None,
-            "key": None,
-            "verify": True,
-            "tls_server_name": None,
-        },
+        ours=plain(token=None),
     ),
     Case(
         "token given as a mapping",

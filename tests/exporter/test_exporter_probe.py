@@ -255,7 +255,8 @@ async def test_one_hung_cluster_does_not_delay_the_others(
     for i in range(1, 5):
         view = rec.view(f"ok-00{i}")
         assert view.success is True
-        assert view.duration < timeout / 2  # answered while the hung one was still waiting
+        # answered while the hung one was still waiting: one held behind it waits a timeout
+        assert view.duration < timeout
 
 
 class _StaticDiscovery:

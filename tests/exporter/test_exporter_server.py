@@ -47,6 +47,14 @@ async def scrape(client: TestClient[Any, Any], gzip_ok: bool = False) -> str:
     return body.decode()
 
 
+async def served(
+    kubeconfig_dir: Path, aiohttp_client: ClientFactory, **options: Any
+) -> tuple[web.Application, TestClient[Any, Any]]:
+    """The exporter's app on ``kubeconfig_dir`` (the test runs its cycles), and a client."""
+    app = create_app(settings(kubeconfig_dir), run_loop=False, **options)
+    return app, await aiohttp_client(app)
+
+
 def key(name: str, **labels: str) -> tuple[str, tuple[tuple[str, str], ...]]:
     return name, tuple(sorted(labels.items()))
 
@@ -74,8 +82,7 @@ async def mixed_fleet(fleet: StandinFleet, kubeconfig_dir: Path) -> StandinFleet
 async def test_metrics_after_a_cycle(
     mixed_fleet: StandinFleet, kubeconfig_dir: Path, aiohttp_client: ClientFactory
 ) -> None:
-    app = create_app(settings(kubeconfig_dir), run_loop=False)
-    client = await aiohttp_client(app)
+    app, client = await served(kubeconfig_dir, aiohttp_client)
     before = samples(await scrape(client))
     assert key("fleetwatch_exporter_cycles_total") in before
     await app[MONITOR].run_cycle()
@@ -110,8 +117,7 @@ async def test_metrics_after_a_cycle(
 async def test_promtool_check_metrics_on_a_real_scrape(
     mixed_fleet: StandinFleet, kubeconfig_dir: Path, aiohttp_client: ClientFactory
 ) -> None:
-    app = create_app(settings(kubeconfig_dir), checks=[VersionCheck()], run_loop=False)
-    client = await aiohttp_client(app)
+    app, client = await served(kubeconfig_dir, aiohttp_client, checks=[VersionCheck()])
     await app[MONITOR].run_cycle()
     text = await scrape(client)
     result = await asyncio.to_thread(
@@ -143,8 +149,7 @@ async def test_no_credential_in_metrics_or_logs(
     # a broken file holding a token on the faulty line
     token = fleet.cluster("t-ok").token
     (kubeconfig_dir / "z.yaml").write_text(f"users:\n- token: {token}\n  : [\n")
-    app = create_app(settings(kubeconfig_dir), run_loop=False)
-    client = await aiohttp_client(app)
+    app, client = await served(kubeconfig_dir, aiohttp_client)
     await app[MONITOR].run_cycle()
     text = await scrape(client)
     certs = fleet.certs
@@ -193,10 +198,9 @@ async def test_extension_seam_renders_check_results(
     async def handler(request: web.Request) -> web.Response:
         return web.Response(text="mounted")
 
-    app = create_app(
-        settings(kubeconfig_dir), checks=[VersionCheck()], routes=list(extra), run_loop=False
+    app, client = await served(
+        kubeconfig_dir, aiohttp_client, checks=[VersionCheck()], routes=list(extra)
     )
-    client = await aiohttp_client(app)
     await app[MONITOR].run_cycle()
     got = samples(await scrape(client))
     assert got[key("fleetwatch_test_apiserver_minor", cluster="good", git="v1.30.2")] == 30
@@ -217,8 +221,7 @@ async def test_gzip_plain_and_head_give_the_same_body(
     path: str, mixed_fleet: StandinFleet, kubeconfig_dir: Path, aiohttp_client: ClientFactory
 ) -> None:
     """The bodies are kept gzipped only: a client without gzip gets them decompressed."""
-    app = create_app(settings(kubeconfig_dir), checks=[VersionCheck()], run_loop=False)
-    client = await aiohttp_client(app)
+    app, client = await served(kubeconfig_dir, aiohttp_client, checks=[VersionCheck()])
     await app[MONITOR].run_cycle()
     plain = await client.get(path, headers={"Accept-Encoding": "identity"}, auto_decompress=False)
     body = await plain.read()
@@ -284,8 +287,7 @@ DOCUMENTED_FAMILIES = [
 async def test_scrape_has_exactly_the_documented_families(
     mixed_fleet: StandinFleet, kubeconfig_dir: Path, aiohttp_client: ClientFactory
 ) -> None:
-    app = create_app(settings(kubeconfig_dir), run_loop=False)
-    client = await aiohttp_client(app)
+    app, client = await served(kubeconfig_dir, aiohttp_client)
     await app[MONITOR].run_cycle()
     families = [
         (f.name, f.type)

@@ -123,7 +123,7 @@ def write_fleet(path: Path, names: list[str]) -> None:
         # The server is not what shards: any name, one address each (a name such as "@"
         # in the host would be a URL with credentials, refused by discovery).
         "clusters": [
-            {"name": n, "cluster": {"server": f"https://10.0.{i // 250}.{i % 250 + 1}"}}
+            {"name": n, "cluster": {"server": f"https://127.0.{i // 250}.{i % 250 + 1}"}}
             for i, n in enumerate(names)
         ],
         "contexts": [{"name": n, "context": {"cluster": n}} for n in names],

@@ -15,17 +15,20 @@ checked by promtool against hand-written series. Regenerate the shipped file wit
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
-
-import yaml
 
 from alerts.rules import RuleSettings, controlplane_groups
 from exporter.controlplane.quorum import EtcdReport, QuorumState
 from exporter.controlplane.report import ControlPlaneReport, report_samples
+from tests.helpers.promtool_build import (
+    SHIPPED_RULE_FILE,
+    Generator,
+    case,
+    document,
+    file_body,
+)
 
-RULE_FILE = "../fleetwatch.rules.yml"
 EXPORTER = {"job": "fleetwatch-exporter", "instance": "127.0.0.1:9713"}
 
 
@@ -80,13 +83,21 @@ def expect(
     return {"eval_time": eval_time, "alertname": alertname, "exp_alerts": exp}
 
 
-def case(
-    name: str, input_series: list[dict[str, str]], checks: list[dict[str, Any]]
-) -> dict[str, Any]:
-    return {"name": name, "interval": "1m", "input_series": input_series, "alert_rule_test": checks}
-
-
 STATE = "fleetwatch_etcd_quorum_state"
+
+
+def localhost_only(values: str, cluster: str, component: str, *nodes: str) -> list[dict[str, str]]:
+    """``fleetwatch_controlplane_localhost_only`` of ``component`` on each of ``nodes``."""
+    return [
+        series(
+            "fleetwatch_controlplane_localhost_only",
+            values,
+            cluster=cluster,
+            component=component,
+            node=node,
+        )
+        for node in nodes
+    ]
 
 
 def cases() -> list[dict[str, Any]]:
@@ -112,10 +123,10 @@ def cases() -> list[dict[str, Any]]:
         case(
             "an HA pair of exporters: one exporter's bad view pages nothing",
             [
-                series(STATE, "1x20", "10.0.0.1:9713", cluster="a", state="lost"),
-                series(STATE, "0x20", "10.0.0.2:9713", cluster="a", state="lost"),
-                series("fleetwatch_etcd_has_leader", "0x20", "10.0.0.1:9713", cluster="a"),
-                series("fleetwatch_etcd_has_leader", "1x20", "10.0.0.2:9713", cluster="a"),
+                series(STATE, "1x20", "127.0.0.1:9713", cluster="a", state="lost"),
+                series(STATE, "0x20", "127.0.0.2:9713", cluster="a", state="lost"),
+                series("fleetwatch_etcd_has_leader", "0x20", "127.0.0.1:9713", cluster="a"),
+                series("fleetwatch_etcd_has_leader", "1x20", "127.0.0.2:9713", cluster="a"),
             ],
             [
                 expect("FleetEtcdQuorumLost", "10m"),
@@ -159,40 +170,10 @@ def cases() -> list[dict[str, Any]]:
         case(
             "localhost-bound components: one warning per component with its node count",
             [
-                *(
-                    series(
-                        "fleetwatch_controlplane_localhost_only",
-                        "1x20",
-                        cluster="a",
-                        component="kube-scheduler",
-                        node=f"cp-{n}",
-                    )
-                    for n in (1, 2, 3)
-                ),
-                *(
-                    series(
-                        "fleetwatch_controlplane_localhost_only",
-                        "0x20",
-                        cluster="a",
-                        component="kube-apiserver",
-                        node=f"cp-{n}",
-                    )
-                    for n in (1, 2, 3)
-                ),
-                series(
-                    "fleetwatch_controlplane_localhost_only",
-                    "1x20",
-                    cluster="a",
-                    component="etcd",
-                    node="cp-1",
-                ),
-                series(
-                    "fleetwatch_controlplane_localhost_only",
-                    "0x20",
-                    cluster="b",
-                    component="kube-scheduler",
-                    node="cp-1",
-                ),
+                *localhost_only("1x20", "a", "kube-scheduler", "cp-1", "cp-2", "cp-3"),
+                *localhost_only("0x20", "a", "kube-apiserver", "cp-1", "cp-2", "cp-3"),
+                *localhost_only("1x20", "a", "etcd", "cp-1"),
+                *localhost_only("0x20", "b", "kube-scheduler", "cp-1"),
             ],
             [
                 expect("FleetControlPlaneLocalhostOnly", "14m"),
@@ -224,21 +205,24 @@ def cases() -> list[dict[str, Any]]:
     ]
 
 
-def _document(tests: list[dict[str, Any]], rule_file: str, header: str) -> str:
-    body = {"rule_files": [rule_file], "evaluation_interval": "1m", "tests": tests}
-    return header + yaml.safe_dump(body, sort_keys=False, width=100, allow_unicode=True)
+def test_file(settings: RuleSettings, rule_file: str) -> dict[str, Any]:
+    """The cases are written for the default settings (the rules' own ``for:``s)."""
+    return file_body(rule_file, cases())
 
 
-def render_test_file(rule_file: str = RULE_FILE) -> str:
-    header = (
-        "# Unit tests of the etcd, control-plane and CoreDNS alerts for `promtool test rules`.\n"
-        "# Generated by tests/helpers/controlplane_promtool.py;"
-        " regenerate, do not edit by hand:\n"
-        "#   .venv/bin/python -m tests.helpers.controlplane_promtool"
-        " > alerts/tests/controlplane.test.yml\n"
-        "# Run: promtool test rules alerts/tests/controlplane.test.yml\n"
-    )
-    return _document(cases(), rule_file, header)
+GENERATOR = Generator(
+    "the etcd, control-plane and CoreDNS alerts",
+    "controlplane_promtool",
+    "controlplane.test.yml",
+    test_file,
+    prometheus=None,
+    width=100,
+    allow_unicode=True,
+)
+
+
+def render_test_file(rule_file: str = SHIPPED_RULE_FILE) -> str:
+    return GENERATOR.render(RuleSettings(), rule_file)
 
 
 # --- the live states ------------------------------------------------------------------------
@@ -273,8 +257,9 @@ def observed_states_test(observed: Mapping[str, EtcdReport], rule_file: str) -> 
             fired = [({"cluster": step}, value)] if alertname in firing else []
             checks.append(expect(alertname, "20m", fired))
         tests.append(case(f"observed on a real etcd: {step}", input_series, checks))
-    return _document(tests, rule_file, "# Generated from live etcd states.\n")
+    top = "# Generated from live etcd states.\n"
+    return document(file_body(rule_file, tests), top, width=100, allow_unicode=True)
 
 
 if __name__ == "__main__":
-    sys.stdout.write(render_test_file())
+    GENERATOR.main()

@@ -13,17 +13,22 @@ default settings (a test keeps them equal); regenerate it after changing the rul
 
 from __future__ import annotations
 
-import sys
 from typing import Any
-
-import yaml
 
 from alerts.rules import RuleSettings
 from fleetwatch.common.contract import CREDENTIALS_ALERT
 from fleetwatch.common.metricnames import CLUSTER_PROBE_LAST_FAILURE_REASON, CLUSTER_PROBE_SUCCESS
-from tests.helpers.rules_promtool import _cluster_series, _code, _values, expected
+from tests.helpers.promtool_build import (
+    Generator,
+    case,
+    cluster_series,
+    expected,
+    file_body,
+    status_codes,
+    timeline,
+)
 
-A, B = "10.0.0.1:9713", "10.0.0.2:9713"
+A, B = "127.0.0.1:9713", "127.0.0.2:9713"
 JOB = "fleetwatch-exporter"
 
 
@@ -37,7 +42,7 @@ def _reason_series(
     out = [
         {
             "series": f"{CLUSTER_PROBE_SUCCESS}{{{labels}}}",
-            "values": _values([1 if r is None else 0 for r in reasons]),
+            "values": timeline([1 if r is None else 0 for r in reasons]),
         }
     ]
     for reason, klass in sorted({r for r in reasons if r is not None}):
@@ -107,11 +112,10 @@ def revoked_case(s: RuleSettings) -> dict[str, Any]:
             _alerts(s, start, "FleetClusterProbeFailing", []),
         ]
         codes = [(start - 1, 1), (start, 0), (offline_at, 0), (fixed - 1, 0), (fixed, 1)]
-    return {
-        "name": (f"threshold {n}, count rejected {s.count_rejected}: a token revoked, then fixed"),
-        "interval": "1m",
-        "input_series": [
-            *_cluster_series(
+    return case(
+        name=(f"threshold {n}, count rejected {s.count_rejected}: a token revoked, then fixed"),
+        input_series=[
+            *cluster_series(
                 "revoked",
                 failures,
                 last,
@@ -120,9 +124,9 @@ def revoked_case(s: RuleSettings) -> dict[str, Any]:
             ),
             *_reason_series("revoked", A, reasons),
         ],
-        "alert_rule_test": tests,
-        "promql_expr_test": [_code(m, {"revoked": v}) for m, v in codes],
-    }
+        alert_rule_test=tests,
+        promql_expr_test=[status_codes(m, {"revoked": v}) for m, v in codes],
+    )
 
 
 def vantage_case(s: RuleSettings) -> dict[str, Any]:
@@ -146,54 +150,47 @@ def vantage_case(s: RuleSettings) -> dict[str, Any]:
     offline = [("down", down_said), ("split", split_said)]
     if s.count_rejected:
         offline.insert(1, ("refused", both))
-    return {
-        "name": f"threshold {n}, count rejected {s.count_rejected}: refused where every replica",
-        "interval": "1m",
-        "input_series": [
-            *_cluster_series("split", run, never, instance=A, credential=run),
+    return case(
+        name=f"threshold {n}, count rejected {s.count_rejected}: refused where every replica",
+        input_series=[
+            *cluster_series("split", run, never, instance=A, credential=run),
             *_reason_series("split", A, list(refused)),
-            *_cluster_series("split", run, never, instance=B),
+            *cluster_series("split", run, never, instance=B),
             *_reason_series("split", B, list(timeout)),
-            *_cluster_series("refused", run, never, instance=A, credential=run),
+            *cluster_series("refused", run, never, instance=A, credential=run),
             *_reason_series("refused", A, list(refused)),
-            *_cluster_series("refused", run, never, instance=B, credential=run),
+            *cluster_series("refused", run, never, instance=B, credential=run),
             *_reason_series("refused", B, list(tls)),
-            *_cluster_series("down", run, never, instance=A),
+            *cluster_series("down", run, never, instance=A),
             *_reason_series("down", A, list(timeout)),
-            *_cluster_series("down", run, never, instance=B),
+            *cluster_series("down", run, never, instance=B),
             *_reason_series("down", B, list(timeout)),
         ],
-        "alert_rule_test": [
+        alert_rule_test=[
             _alerts(s, 0, CREDENTIALS_ALERT, [("refused", both)]),
             _alerts(s, minutes - 1, CREDENTIALS_ALERT, [("refused", both)]),
             _alerts(s, minutes - 1, "FleetClusterOffline", offline),
         ],
-        "promql_expr_test": [
-            _code(minutes - 1, {"split": 2, "down": 2, "refused": 2 if s.count_rejected else 0})
+        promql_expr_test=[
+            status_codes(
+                minutes - 1, {"split": 2, "down": 2, "refused": 2 if s.count_rejected else 0}
+            )
         ],
-    }
+    )
 
 
 def test_file(settings: RuleSettings, rule_file: str) -> dict[str, Any]:
-    return {
-        "rule_files": [rule_file],
-        "evaluation_interval": "1m",
-        "tests": [revoked_case(settings), vantage_case(settings)],
-    }
+    return file_body(rule_file, [revoked_case(settings), vantage_case(settings)])
+
+
+GENERATOR = Generator(
+    "refused credentials", "credentials_promtool", "credentials.test.yml", test_file
+)
 
 
 def render_test_file(settings: RuleSettings, rule_file: str) -> str:
-    header = (
-        "# Unit tests of refused credentials for `promtool test rules` (Prometheus 2.42).\n"
-        "# Generated by tests/helpers/credentials_promtool.py; regenerate, do not edit by hand:\n"
-        "#   .venv/bin/python -m tests.helpers.credentials_promtool"
-        " > alerts/tests/credentials.test.yml\n"
-        "# Run: promtool test rules alerts/tests/credentials.test.yml\n"
-    )
-    return header + yaml.safe_dump(test_file(settings, rule_file), sort_keys=False, width=200)
+    return GENERATOR.render(settings, rule_file)
 
-
-SHIPPED_RULE_FILE = "../fleetwatch.rules.yml"
 
 if __name__ == "__main__":
-    sys.stdout.write(render_test_file(RuleSettings(), SHIPPED_RULE_FILE))
+    GENERATOR.main()

@@ -93,6 +93,9 @@ class Container(ManagedProcess):
         super().__init__(argv, log_path, ready_url=ready_url, env=podman_env())
         self.name = name
 
+    #: The container's processes run under conmon, outside this child's session.
+    LISTENS_ITSELF = False
+
     def __enter__(self) -> Container:
         super().__enter__()
         return self

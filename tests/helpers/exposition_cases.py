@@ -226,8 +226,8 @@ def odd_values() -> Case:
         Sample("fleetwatch_test_undeclared", 1),  # no HELP/TYPE known: dropped
     ]
     groups = (
-        TargetGroup(("10.0.0.1:10259", "[::1]:2381"), {"component": ODD, "node": "żółw"}),
-        TargetGroup(("10.0.0.2:10257",), {"cluster": "overridden", "__scheme__": "https"}),
+        TargetGroup(("127.0.0.1:10259", "[::1]:2381"), {"component": ODD, "node": "żółw"}),
+        TargetGroup(("127.0.0.2:10257",), {"cluster": "overridden", "__scheme__": "https"}),
         TargetGroup((), {}),
     )
     return Case(
@@ -294,8 +294,8 @@ def control_plane_reports() -> Case:
     """The control-plane check's results."""
     members = (EtcdMember("cp-1", True, 1234, 7), EtcdMember('cp-"2"', False, None, None))
     targets = (
-        ComponentTarget("kube-scheduler", "cp-1", "10.0.0.1:10259", "https", True),
-        ComponentTarget("etcd", 'cp-"2"\\', "10.0.0.2:2381", "http", False),
+        ComponentTarget("kube-scheduler", "cp-1", "127.0.0.1:10259", "https", True),
+        ComponentTarget("etcd", 'cp-"2"\\', "127.0.0.2:2381", "http", False),
     )
     reports = [
         ControlPlaneReport(EtcdReport("apiserver", members, None), targets, CoreDNSSpread(2, 1)),

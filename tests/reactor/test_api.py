@@ -426,7 +426,7 @@ async def test_a_secret_name_stays_unknown_with_a_warning(
     client = await make_client()
     body = {
         "name": "manual",
-        "endpoint": "https://10.0.0.1:6443",
+        "endpoint": "https://127.0.0.1:6443",
         "kubeconfig_secret_ref": "prod-kc",
     }
     with caplog.at_level(logging.WARNING):

@@ -123,6 +123,15 @@ def test_the_informer_keeps_no_credential_of_a_cluster_secret() -> None:
     assert read_cluster_secret(kept_obj) == read_cluster_secret(obj)
 
 
+def test_a_cluster_secret_listed_without_its_type_is_kept_as_one_watched() -> None:
+    # a list's items of a built-in kind carry no apiVersion nor kind (a watch's objects do)
+    obj = secret(annotations={SKIP_RECONCILE: "true", MARK: "7"})
+    listed = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
+    assert stored(listed) == stored(obj) == kept(obj)
+    assert set(stored(listed)["data"]) == {"name"}
+    assert read_cluster_secret(stored(listed)) == read_cluster_secret(obj)
+
+
 def test_a_secret_found_without_skip_reconcile_owned_by_a_controller_was_reverted() -> None:
     obj = secret(annotations={MARK: "7"})
     obj["metadata"]["managedFields"] = [

@@ -77,7 +77,7 @@ def test_a_generated_client_creates_deploys_and_sees_the_gate(
     client = client_package.AuthenticatedClient(base_url=reactor, token=TOKEN)
 
     new = m.NewCluster(
-        name="prod east", endpoint="https://10.0.0.1:6443", kubeconfig_secret_ref="r"
+        name="prod east", endpoint="https://127.0.0.1:6443", kubeconfig_secret_ref="r"
     )
     created = api(client_package, "create_cluster").sync_detailed(client=client, body=new)
     assert created.status_code == 201 and created.parsed.name == "prod east"

@@ -99,7 +99,7 @@ def test_shared_rules_are_named_once() -> None:
 @pytest.mark.parametrize(
     ("value", "ok"),
     [
-        ("https://10.0.0.1:6443", True),
+        ("https://127.0.0.1:6443", True),
         ("http://h", True),
         ("HTTPS://h:0/p?q#f", True),
         ("https://[::1]:6443", True),

@@ -57,7 +57,7 @@ def argocd_aws(name: str) -> dict[str, Any]:
         "awsAuthConfig": {"clusterName": name, "roleARN": f"arn:aws:iam::1:role/{SENTINEL}"},
         "tlsClientConfig": {"caData": b64(f"{SENTINEL}-ca"), "keyData": b64(f"{SENTINEL}-key")},
     }
-    secret = argocd_secret(name, "https://10.0.0.7:6443")
+    secret = argocd_secret(name, "https://127.0.0.17:6443")
     secret["data"]["config"] = b64(json.dumps(config))
     return secret
 
@@ -65,7 +65,7 @@ def argocd_aws(name: str) -> dict[str, Any]:
 def argocd_basic(name: str) -> dict[str, Any]:
     """An Argo CD cluster Secret with a username and password."""
     config = {"username": "admin", "password": f"{SENTINEL}-password", "tlsClientConfig": {}}
-    secret = argocd_secret(name, "https://10.0.0.8:6443")
+    secret = argocd_secret(name, "https://127.0.0.18:6443")
     secret["data"]["config"] = b64(json.dumps(config))
     return secret
 
@@ -134,10 +134,10 @@ async def test_the_clusters_of_every_kind_of_secret_are_upserted_after_the_files
     main = kubeconfig(tmp_path / "config", {"taken": "https://127.0.0.1:6443"})
     mgmt.seed(
         [
-            argocd_secret("argo-a", "https://10.0.0.1:6443"),
+            argocd_secret("argo-a", "https://127.0.0.11:6443"),
             argocd_basic("argo-basic"),
             argocd_aws("argo-aws"),
-            argocd_secret("taken", "https://10.0.0.9:6443"),  # a file has the name first
+            argocd_secret("taken", "https://127.0.0.19:6443"),  # a file has the name first
             capi_secret("capi-1"),
             capi_secret("capi-1", suffix="ca"),  # Cluster API's other Secrets: not read
             labelled_secret("team-x", ["ctx-1", "ctx-2"]),
@@ -160,12 +160,12 @@ async def test_the_clusters_of_every_kind_of_secret_are_upserted_after_the_files
     found = {name: (c["endpoint"], c["kubeconfig_secret_ref"]) for name, c in upserted.items()}
     assert found == {
         "taken": ("https://127.0.0.1:6443", str(main)),
-        "argo-a": ("https://10.0.0.1:6443", "secret://argocd/cluster-argo-a"),
-        "argo-basic": ("https://10.0.0.8:6443", "secret://argocd/cluster-argo-basic"),
-        "argo-aws": ("https://10.0.0.7:6443", "secret://argocd/cluster-argo-aws"),
-        "capi-1": ("https://10.0.0.2:6443", "secret://fleet/capi-1-kubeconfig"),
-        "ctx-1": ("https://10.0.0.2:6443", "secret://teams/team-x#ctx-1.yaml"),
-        "ctx-2": ("https://10.0.0.2:6443", "secret://teams/team-x#ctx-2.yaml"),
+        "argo-a": ("https://127.0.0.11:6443", "secret://argocd/cluster-argo-a"),
+        "argo-basic": ("https://127.0.0.18:6443", "secret://argocd/cluster-argo-basic"),
+        "argo-aws": ("https://127.0.0.17:6443", "secret://argocd/cluster-argo-aws"),
+        "capi-1": ("https://127.0.0.12:6443", "secret://fleet/capi-1-kubeconfig"),
+        "ctx-1": ("https://127.0.0.12:6443", "secret://teams/team-x#ctx-1.yaml"),
+        "ctx-2": ("https://127.0.0.12:6443", "secret://teams/team-x#ctx-2.yaml"),
     }
     messages = [r.getMessage() for r in caplog.records]
     duplicate = (
@@ -205,8 +205,8 @@ async def test_a_known_cluster_keeps_its_state_a_rotation_moves_it_a_deletion_ke
         return (await clusters(client))["argo-a"]["endpoint"] == endpoint
 
     # Its Secret appears: endpoint updated; status, source and apps stay.
-    mgmt.seed([argocd_secret("argo-a", "https://10.0.0.1:6443")])
-    await until(lambda: endpoint_is("https://10.0.0.1:6443"), what="the Secret's endpoint")
+    mgmt.seed([argocd_secret("argo-a", "https://127.0.0.11:6443")])
+    await until(lambda: endpoint_is("https://127.0.0.11:6443"), what="the Secret's endpoint")
     argo_a = (await clusters(client))["argo-a"]
     assert (argo_a["status"], argo_a["source"], argo_a["kubeconfig_secret_ref"]) == (
         "ONLINE",
@@ -216,8 +216,8 @@ async def test_a_known_cluster_keeps_its_state_a_rotation_moves_it_a_deletion_ke
     assert (await (await client.get("/apps/web")).json())["cluster"] == "argo-a"
 
     # Rotated (new server, new token): the new endpoint, without a restart.
-    mgmt.seed([argocd_secret("argo-a", "https://10.0.0.5:6443", token="ROTATED")])
-    await until(lambda: endpoint_is("https://10.0.0.5:6443"), what="the rotated endpoint")
+    mgmt.seed([argocd_secret("argo-a", "https://127.0.0.15:6443", token="ROTATED")])
+    await until(lambda: endpoint_is("https://127.0.0.15:6443"), what="the rotated endpoint")
 
     # Deleted: an upsert deletes nothing; the log says the Secret is gone.
     mgmt.state.store.delete(SECRETS, "argocd", "cluster-argo-a")
@@ -227,7 +227,7 @@ async def test_a_known_cluster_keeps_its_state_a_rotation_moves_it_a_deletion_ke
 
     await until(said_gone, what="the deletion logged")
     argo_a = (await clusters(client))["argo-a"]
-    assert (argo_a["endpoint"], argo_a["status"]) == ("https://10.0.0.5:6443", "ONLINE")
+    assert (argo_a["endpoint"], argo_a["status"]) == ("https://127.0.0.15:6443", "ONLINE")
     assert SENTINEL not in caplog.text and "ROTATED" not in caplog.text
 
 
@@ -250,7 +250,7 @@ async def test_post_clusters_warns_only_for_a_reference_discovery_cannot_probe(
     }
     caplog.set_level(logging.WARNING)
     for name, ref in refs.items():
-        body = {"name": name, "endpoint": "https://10.1.0.1:6443", "kubeconfig_secret_ref": ref}
+        body = {"name": name, "endpoint": "https://127.1.0.1:6443", "kubeconfig_secret_ref": ref}
         assert (await client.post("/clusters", json=body)).status == 201
     assert warnings_about(caplog, "held") == []
     assert warnings_about(caplog, "held-key") == []
@@ -275,7 +275,7 @@ async def test_without_discovery_from_the_api_a_secret_reference_says_so(
     assert await ready(client)
     body = {
         "name": "c",
-        "endpoint": "https://10.1.0.1:6443",
+        "endpoint": "https://127.1.0.1:6443",
         "kubeconfig_secret_ref": "secret://a/b",
     }
     with caplog.at_level(logging.WARNING):
@@ -296,7 +296,7 @@ async def test_an_api_that_fails_leaves_the_api_and_the_gate_answering(
     assert not_ready.status == 503
     assert "the first list of the management cluster's Secrets" in await not_ready.text()
     assert (await client.get("/-/healthy")).status == 200
-    body = {"name": "c1", "endpoint": "https://10.1.0.1:6443", "kubeconfig_secret_ref": "x"}
+    body = {"name": "c1", "endpoint": "https://127.1.0.1:6443", "kubeconfig_secret_ref": "x"}
     assert (await client.post("/clusters", json=body)).status == 201
     assert (await client.post("/apps", json={"name": "web", "cluster": "c1"})).status == 201
     resp = await client.post("/deployments", json={"app": "web", "cluster": "c1"})

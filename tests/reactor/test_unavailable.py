@@ -33,9 +33,9 @@ from tests.helpers.reactor_payloads import ONLINE, alert, webhook
 #: What psycopg says when PostgreSQL is down: a host, a port, the driver's words.
 DETAIL = (
     'the database cannot be reached: connection to server at "db-7.corp.internal" '
-    "(10.1.2.3), port 5432 failed: Connection refused"
+    "(127.1.2.3), port 5432 failed: Connection refused"
 )
-SECRETS = ("db-7.corp.internal", "10.1.2.3", "5432", "Connection refused", "connection to")
+SECRETS = ("db-7.corp.internal", "127.1.2.3", "5432", "Connection refused", "connection to")
 
 
 class DownStore(SQLiteStore):

@@ -16,36 +16,12 @@ import pytest
 from alerts.rules import RuleSettings, render_rules
 from fleetwatch.cli import main
 from tests.helpers import rules_promtool
-from tests.helpers.credentials_promtool import SHIPPED_RULE_FILE, render_test_file
-
-ROOT = Path(__file__).resolve().parents[2]
-SHIPPED_TESTS = ROOT / "alerts" / "tests" / "credentials.test.yml"
-
-
-def _promtool(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["promtool", *args], capture_output=True, text=True, cwd=cwd, timeout=60, check=False
-    )
+from tests.helpers.alerting_tools import unit_tests
+from tests.helpers.credentials_promtool import render_test_file
 
 
 def _run(tmp_path: Path, rules: RuleSettings, tests: str) -> subprocess.CompletedProcess[str]:
-    (tmp_path / "rules.yml").write_text(render_rules(rules))
-    (tmp_path / "test.yml").write_text(tests)
-    check = _promtool("check", "rules", "rules.yml", cwd=tmp_path)
-    assert check.returncode == 0, check.stdout + check.stderr
-    return _promtool("test", "rules", "test.yml", cwd=tmp_path)
-
-
-def test_shipped_unit_tests_equal_generated() -> None:
-    assert SHIPPED_TESTS.read_text() == render_test_file(RuleSettings(), SHIPPED_RULE_FILE), (
-        "alerts/tests/credentials.test.yml is stale: run `.venv/bin/python "
-        "tests/helpers/credentials_promtool.py > alerts/tests/credentials.test.yml`"
-    )
-
-
-def test_promtool_unit_tests_of_the_shipped_rules_pass() -> None:
-    result = _promtool("test", "rules", SHIPPED_TESTS.name, cwd=SHIPPED_TESTS.parent)
-    assert result.returncode == 0, result.stdout + result.stderr
+    return unit_tests(tmp_path, render_rules(rules), tests)
 
 
 @pytest.mark.parametrize("threshold", [1, 2, 3])

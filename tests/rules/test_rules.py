@@ -16,12 +16,12 @@ from alerts import controlplane as rules_controlplane
 from alerts import rules
 from alerts.reason import REASON_ANNOTATIONS
 from alerts.rules import RulesError, RuleSettings, render_rules
-from tests.helpers.rules_promtool import SHIPPED_RULE_FILE, render_test_file
+from tests.helpers.alerting_tools import amtool_check, promtool, run_tool, unit_tests
+from tests.helpers.rules_promtool import render_test_file
 
 ROOT = Path(__file__).resolve().parents[2]
 ALERTS = ROOT / "alerts"
 SHIPPED_RULES = ALERTS / "fleetwatch.rules.yml"
-SHIPPED_TESTS = ALERTS / "tests" / "fleetwatch.test.yml"
 ALERTMANAGER = ALERTS / "alertmanager.yml"
 FLEETWATCH = [sys.executable, "-m", "fleetwatch.cli"]
 
@@ -42,12 +42,6 @@ def _fleetwatch_rules(*args: str, **env: str) -> subprocess.CompletedProcess[str
     )
 
 
-def _promtool(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["promtool", *args], capture_output=True, text=True, cwd=cwd, timeout=60, check=False
-    )
-
-
 # --- the shipped files are the renderer's output -------------------------------------------
 
 
@@ -58,13 +52,6 @@ def test_shipped_rules_equal_fleetwatch_rules_defaults() -> None:
     assert SHIPPED_RULES.read_text() == result.stdout, (
         "alerts/fleetwatch.rules.yml is stale: run "
         "`.venv/bin/fleetwatch rules > alerts/fleetwatch.rules.yml`"
-    )
-
-
-def test_shipped_unit_tests_equal_generated() -> None:
-    assert SHIPPED_TESTS.read_text() == render_test_file(RuleSettings(), SHIPPED_RULE_FILE), (
-        "alerts/tests/fleetwatch.test.yml is stale: run "
-        "`.venv/bin/python -m tests.helpers.rules_promtool > alerts/tests/fleetwatch.test.yml`"
     )
 
 
@@ -80,16 +67,10 @@ def test_rendered_yaml_is_the_rule_definitions() -> None:
 
 
 def test_promtool_check_rules_is_clean() -> None:
-    result = _promtool("check", "rules", str(SHIPPED_RULES))
+    result = promtool("check", "rules", str(SHIPPED_RULES))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS" in result.stdout
     assert "WARNING" not in (result.stdout + result.stderr).upper()
-
-
-def test_promtool_unit_tests_of_shipped_rules_pass() -> None:
-    result = _promtool("test", "rules", str(SHIPPED_TESTS))
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS" in result.stdout
 
 
 @pytest.mark.parametrize(("threshold", "interval"), [(1, 60.0), (3, 60.0), (5, 30.0), (2, 600.0)])
@@ -98,11 +79,7 @@ def test_promtool_unit_tests_for_other_thresholds(
 ) -> None:
     """N-1 failures are ONLINE, N are OFFLINE, whatever N is (the same cases, re-rendered)."""
     settings = RuleSettings(failure_threshold=threshold, probe_interval=interval)
-    (tmp_path / "rules.yml").write_text(render_rules(settings))
-    (tmp_path / "test.yml").write_text(render_test_file(settings, "rules.yml"))
-    check = _promtool("check", "rules", "rules.yml", cwd=tmp_path)
-    assert check.returncode == 0, check.stdout + check.stderr
-    result = _promtool("test", "rules", "test.yml", cwd=tmp_path)
+    result = unit_tests(tmp_path, render_rules(settings), render_test_file(settings, "rules.yml"))
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -111,9 +88,8 @@ def test_a_broken_rule_fails_the_unit_tests(tmp_path: Path) -> None:
     good = render_rules(RuleSettings(failure_threshold=2))
     broken = good.replace(">= bool 2", ">= bool 3").replace("<  bool 2", "<  bool 3")
     assert broken != good
-    (tmp_path / "rules.yml").write_text(broken)
-    (tmp_path / "test.yml").write_text(render_test_file(RuleSettings(), "rules.yml"))
-    result = _promtool("test", "rules", "test.yml", cwd=tmp_path)
+    tests = render_test_file(RuleSettings(), "rules.yml")
+    result = unit_tests(tmp_path, broken, tests, check=False)
     assert result.returncode != 0
     assert "FAILED" in result.stdout + result.stderr
 
@@ -129,9 +105,8 @@ def test_the_unwatched_objects_alert_fails_its_case_when_it_counts_dry_runs(
     head, rule = good[:start], good[start:]
     broken = head + rule.replace(exclusion.strip(), "", 1)
     assert exclusion.strip() in rule and broken != good
-    (tmp_path / "rules.yml").write_text(broken)
-    (tmp_path / "test.yml").write_text(render_test_file(RuleSettings(), "rules.yml"))
-    result = _promtool("test", "rules", "test.yml", cwd=tmp_path)
+    tests = render_test_file(RuleSettings(), "rules.yml")
+    result = unit_tests(tmp_path, broken, tests, check=False)
     assert result.returncode != 0
     out = result.stdout + result.stderr
     assert "alertname: FleetwatchCDUnwatchedObjectsPaused" in out, out
@@ -309,7 +284,7 @@ def test_prometheusrule_format(tmp_path: Path) -> None:
     assert obj["spec"] == plain
     # The spec is a valid rules file for the same Prometheus.
     (tmp_path / "spec.yml").write_text(yaml.safe_dump(obj["spec"]))
-    check = _promtool("check", "rules", str(tmp_path / "spec.yml"))
+    check = promtool("check", "rules", str(tmp_path / "spec.yml"))
     assert check.returncode == 0, check.stdout + check.stderr
 
 
@@ -317,13 +292,7 @@ def test_prometheusrule_format(tmp_path: Path) -> None:
 
 
 def test_amtool_check_config_passes() -> None:
-    result = subprocess.run(
-        ["amtool", "check-config", str(ALERTMANAGER)],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+    result = amtool_check(ALERTMANAGER)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS" in result.stdout
 
@@ -343,20 +312,14 @@ def test_amtool_check_config_passes() -> None:
 )
 def test_alertmanager_routes(labels: list[str], receivers: str) -> None:
     """Online goes to the reactor only; Offline to the reactor and people (amtool decides)."""
-    result = subprocess.run(
-        [
-            "amtool",
-            "config",
-            "routes",
-            "test",
-            f"--config.file={ALERTMANAGER}",
-            f"--verify.receivers={receivers}",
-            *labels,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
+    result = run_tool(
+        "amtool",
+        "config",
+        "routes",
+        "test",
+        f"--config.file={ALERTMANAGER}",
+        f"--verify.receivers={receivers}",
+        *labels,
     )
     assert result.returncode == 0, result.stdout + result.stderr
 

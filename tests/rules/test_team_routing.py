@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.alerting_tools import run_tool
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "alerts" / "examples"
 RULES = EXAMPLES / "team-routing.rules.yml"
@@ -24,7 +26,7 @@ pytestmark = pytest.mark.live
 def run(*argv: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     if shutil.which(argv[0]) is None:
         pytest.skip(f"{argv[0]} not installed")
-    return subprocess.run(argv, capture_output=True, text=True, cwd=cwd, timeout=60, check=False)
+    return run_tool(*argv, cwd=cwd)
 
 
 def test_the_example_rules_are_valid_and_their_unit_tests_pass() -> None:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 from alerts.rules import RuleSettings
 from fleetwatch.cli import wiring
+from tests.helpers.alerting_tools import amtool_check, promtool
 
 
 def test_generated_prometheus_config_passes_promtool(tmp_path: Path) -> None:
@@ -24,13 +24,7 @@ def test_generated_prometheus_config_passes_promtool(tmp_path: Path) -> None:
         "fleetwatch-reactor",
     ]
     path = wiring.write_yaml(tmp_path / "prometheus.yml", config)
-    result = subprocess.run(
-        ["promtool", "check", "config", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+    result = promtool("check", "config", str(path))
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -53,12 +47,6 @@ def test_generated_alertmanager_config_keeps_the_shipped_route(tmp_path: Path) -
     # Only a copy changed: the shipped example is untouched.
     assert wiring.load_shipped_alertmanager() == shipped
     path = wiring.write_yaml(tmp_path / "alertmanager.yml", config)
-    result = subprocess.run(
-        ["amtool", "check-config", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+    result = amtool_check(path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "s3cret" not in path.read_text()

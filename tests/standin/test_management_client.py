@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import queue
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,8 @@ from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 
 from fleetwatch.procs import wait_until
-from fleetwatch.standin.management import ManagementSettings, ThreadedManagementCluster
+from fleetwatch.standin.management import ThreadedManagementCluster
+from tests.helpers.kube_status import UNAUTHORIZED
 from tests.helpers.standin_management import (
     NS,
     api_client,
@@ -41,22 +41,17 @@ CRS = [
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[ThreadedManagementCluster]:
-    with ThreadedManagementCluster(
-        tmp_path / "mgmt", ManagementSettings(bookmark_seconds=0.3)
-    ) as started:
-        started.seed(
-            [
-                argocd_cluster_secret("prod-eu", "https://10.0.0.1:6443"),
-                capi_secret("edge-1", "capi-edge"),
-                capi_secret("edge-2", "capi-edge"),
-                secret("plain", "capi-edge", {"team": "a"}),
-                kustomization("apps"),
-                helmrelease("podinfo"),
-                application("guestbook", "prod-eu"),
-            ]
-        )
-        yield started
+def cluster_seed() -> list[dict[str, Any]]:
+    """One of each kind the client reads: cluster secrets, a plain one, three custom objects."""
+    return [
+        argocd_cluster_secret("prod-eu", "https://127.0.0.1:6443"),
+        capi_secret("edge-1", "capi-edge"),
+        capi_secret("edge-2", "capi-edge"),
+        secret("plain", "capi-edge", {"team": "a"}),
+        kustomization("apps"),
+        helmrelease("podinfo"),
+        application("guestbook", "prod-eu"),
+    ]
 
 
 @pytest.fixture
@@ -92,7 +87,7 @@ def test_secrets_of_all_namespaces_by_label_and_field_selector(core: client.Core
     assert [(s.metadata.namespace, s.metadata.name) for s in argo.items] == [
         ("argocd", "cluster-prod-eu")
     ]
-    assert argo.items[0].data["server"] == "aHR0cHM6Ly8xMC4wLjAuMTo2NDQz"  # base64, as stored
+    assert argo.items[0].data["server"] == "aHR0cHM6Ly8xMjcuMC4wLjE6NjQ0Mw=="  # base64, as stored
     typed = core.list_secret_for_all_namespaces(field_selector="type=cluster.x-k8s.io/secret")
     assert names(typed) == ["edge-1-kubeconfig", "edge-2-kubeconfig"]
     one = core.list_secret_for_all_namespaces(
@@ -273,15 +268,7 @@ def test_no_or_a_wrong_token_gets_401(
     with pytest.raises(ApiException) as denied:
         core.list_namespaced_secret("capi-edge")
     assert denied.value.status == 401
-    assert json.loads(denied.value.body) == {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": "Unauthorized",
-        "reason": "Unauthorized",
-        "code": 401,
-    }
+    assert json.loads(denied.value.body) == UNAUTHORIZED
 
 
 def test_a_selector_watch_sees_objects_enter_and_leave_its_set(core: client.CoreV1Api) -> None:

@@ -14,7 +14,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,21 +23,18 @@ import yaml
 from fleetwatch.procs import wait_until
 from fleetwatch.standin.management import (
     ManagementProcess,
-    ManagementSettings,
     ThreadedManagementCluster,
 )
+from tests.helpers.kube_status import failure
 from tests.helpers.standin_management import NS, Kubectl, application, kustomization, secret
 
 pytestmark = pytest.mark.live
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[ThreadedManagementCluster]:
-    with ThreadedManagementCluster(
-        tmp_path / "mgmt", ManagementSettings(bookmark_seconds=0.3)
-    ) as started:
-        started.seed([secret("a", "capi-edge"), kustomization("apps")])
-        yield started
+def cluster_seed() -> list[dict[str, Any]]:
+    """A secret and a Kustomization: something for the faults to stand in front of."""
+    return [secret("a", "capi-edge"), kustomization("apps")]
 
 
 class Api:
@@ -115,16 +111,8 @@ def test_throttling_answers_429_with_retry_after_for_a_while(
     cluster.arm_fault(kind="throttle", seconds=30, retry_after=3, resource="secrets")
     status, headers, body = api.request("GET", SECRETS)
     assert (status, headers["Retry-After"]) == (429, "3")
-    assert json.loads(body) == {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": "Too many requests, please try again later.",
-        "reason": "TooManyRequests",
-        "details": {"retryAfterSeconds": 3},
-        "code": 429,
-    }
+    message = "Too many requests, please try again later."
+    assert json.loads(body) == failure(429, "TooManyRequests", message, retryAfterSeconds=3)
     assert api.request("GET", "/apis/kustomize.toolkit.fluxcd.io/v1/kustomizations")[0] == 200
     cluster.clear_faults()
     assert api.request("GET", SECRETS)[0] == 200
@@ -172,12 +160,11 @@ def test_a_hung_request_waits_until_the_fault_is_cleared(
 
 def test_a_slow_list_is_slow_and_nothing_else_is(cluster: ThreadedManagementCluster) -> None:
     api = Api(cluster)
-    # A delay long enough that a get answered in under half of it was not delayed, however
-    # loaded the machine.
+    # A get answered in less than the delay was not delayed, however loaded the machine.
     cluster.arm_fault(kind="delay", delay_seconds=3.0, verb="list", resource="secrets")
     started = time.monotonic()
     assert api.request("GET", SECRETS + "/a")[0] == 200
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < 3.0
     started = time.monotonic()
     assert api.request("GET", SECRETS)[0] == 200
     assert time.monotonic() - started >= 3.0

@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import json
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,11 +32,9 @@ pytestmark = pytest.mark.live
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[ThreadedManagementCluster]:
-    with ThreadedManagementCluster(
-        tmp_path / "mgmt", ManagementSettings(bookmark_seconds=0.5)
-    ) as started:
-        yield started
+def cluster_settings() -> ManagementSettings:
+    """A bookmark every 0.5 s: kubectl's watches here wait for writes, not bookmarks."""
+    return ManagementSettings(bookmark_seconds=0.5)
 
 
 @pytest.fixture
@@ -50,8 +47,8 @@ def test_kubectl_lists_cluster_secrets_across_namespaces_by_label(
 ) -> None:
     cluster.seed(
         [
-            argocd_cluster_secret("prod-eu", "https://10.0.0.1:6443"),
-            argocd_cluster_secret("prod-us", "https://10.0.0.2:6443"),
+            argocd_cluster_secret("prod-eu", "https://127.0.0.1:6443"),
+            argocd_cluster_secret("prod-us", "https://127.0.0.2:6443"),
             capi_secret("edge-1", "capi-edge"),
             secret("unrelated", "default", {"team": "a"}),
         ]

@@ -13,7 +13,7 @@ import json
 import ssl
 import time
 from collections.abc import Iterator
-from pathlib import Path
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -27,18 +27,19 @@ pytestmark = pytest.mark.live
 SECRETS = "/api/v1/namespaces/argocd/secrets"
 #: A burst well over what one bookmark period lets the server write.
 BURST = 3000
+#: A watch buffer of 100 events, so that a burst of a few hundred overflows it.
+SMALL_BUFFER = ManagementSettings(bookmark_seconds=0.05, watch_buffer=100)
 
 
 @pytest.fixture
-def settings() -> ManagementSettings:
+def cluster_settings() -> ManagementSettings:
+    """A bookmark every 0.05 s, so that an idle watch sends one well before a burst."""
     return ManagementSettings(bookmark_seconds=0.05)
 
 
 @pytest.fixture
-def cluster(tmp_path: Path, settings: ManagementSettings) -> Iterator[ThreadedManagementCluster]:
-    with ThreadedManagementCluster(tmp_path / "mgmt", settings) as started:
-        started.seed([secret("first", "argocd")])
-        yield started
+def cluster_seed() -> list[dict[str, Any]]:
+    return [secret("first", "argocd")]
 
 
 class Stream:
@@ -63,9 +64,21 @@ class Stream:
         self.conn.close()
 
 
-def _watch_from(cluster: ThreadedManagementCluster, revision: int, timeout: float) -> Stream:
+@contextmanager
+def _watching(
+    cluster: ThreadedManagementCluster, revision: int, idle: bool = False
+) -> Iterator[Stream]:
+    """A watch from ``revision`` with bookmarks, closed on the way out. ``idle``: nothing
+    is written yet, so its first event must be a bookmark (taken here)."""
     query = f"resourceVersion={revision}&allowWatchBookmarks=true&timeoutSeconds=60"
-    return Stream(cluster, query, timeout)
+    stream = Stream(cluster, query, timeout=10)
+    try:
+        if idle:
+            first = stream.next()
+            assert first is not None and first["type"] == "BOOKMARK", first
+        yield stream
+    finally:
+        stream.close()
 
 
 def _read_objects(stream: Stream, wanted: int, seconds: float) -> list[dict[str, Any]]:
@@ -89,17 +102,14 @@ def _names(events: list[dict[str, Any]]) -> list[str]:
 
 
 def _burst(count: int, prefix: str = "c") -> list[dict[str, Any]]:
-    return [argocd_cluster_secret(f"{prefix}{i}", f"https://10.0.0.1:{i}") for i in range(count)]
+    return [argocd_cluster_secret(f"{prefix}{i}", f"https://127.0.0.1:{i}") for i in range(count)]
 
 
 def test_a_burst_of_writes_after_an_idle_spell_is_delivered_whole(
     cluster: ThreadedManagementCluster,
 ) -> None:
-    start = cluster.revision
-    stream = _watch_from(cluster, start, timeout=10)
-    try:
-        first = stream.next()  # idle: a bookmark is due, and sent, before any write
-        assert first is not None and first["type"] == "BOOKMARK"
+    # Idle: a bookmark is due, and sent, before any write.
+    with _watching(cluster, cluster.revision, idle=True) as stream:
         cluster.seed(_burst(BURST))  # one turn of the server's loop: all queued at once
         events = _read_objects(stream, BURST, seconds=30)
         assert len(events) == BURST, f"the watch stalled after {len(events)} of {BURST} events"
@@ -109,41 +119,30 @@ def test_a_burst_of_writes_after_an_idle_spell_is_delivered_whole(
         after = stream.next()  # idle again: bookmarks resume, at the latest revision
         assert after is not None and after["type"] == "BOOKMARK"
         assert after["object"]["metadata"]["resourceVersion"] == str(cluster.revision)
-    finally:
-        stream.close()
 
 
-@pytest.mark.parametrize("settings", [ManagementSettings(bookmark_seconds=0.05, watch_buffer=100)])
+@pytest.mark.parametrize("cluster_settings", [SMALL_BUFFER])
 def test_a_burst_larger_than_the_watch_buffer_ends_the_watch_and_resuming_loses_nothing(
     cluster: ThreadedManagementCluster,
 ) -> None:
     start = cluster.revision
-    stream = _watch_from(cluster, start, timeout=10)
-    try:
-        assert (stream.next() or {}).get("type") == "BOOKMARK"
+    with _watching(cluster, start, idle=True) as stream:
         assert cluster.open_watches() == 1
         cluster.seed(_burst(300))
         assert cluster.open_watches() == 0  # terminated by the write that overflowed it
         assert _read_objects(stream, 300, seconds=10) == []  # then the stream's clean end
-    finally:
-        stream.close()
-    resumed = _watch_from(cluster, start, timeout=10)  # from the last version received
-    try:
+    with _watching(cluster, start) as resumed:  # from the last version received
         assert _names(_read_objects(resumed, 300, seconds=10)) == [
             f"cluster-c{i}" for i in range(300)
         ]
-    finally:
-        resumed.close()
 
 
-@pytest.mark.parametrize("settings", [ManagementSettings(bookmark_seconds=0.05, watch_buffer=100)])
+@pytest.mark.parametrize("cluster_settings", [SMALL_BUFFER])
 def test_a_watcher_that_stops_reading_is_terminated_not_left_hanging(
     cluster: ThreadedManagementCluster,
 ) -> None:
     start = cluster.revision
-    stream = _watch_from(cluster, start, timeout=10)
-    try:
-        assert (stream.next() or {}).get("type") == "BOOKMARK"
+    with _watching(cluster, start, idle=True) as stream:
         # ~20 MB the client does not read: more than the sockets hold, so the server's
         # writes block; then more events than the buffer while they do.
         big = "x" * 700_000
@@ -154,14 +153,9 @@ def test_a_watcher_that_stops_reading_is_terminated_not_left_hanging(
         delivered = _read_objects(stream, 180, seconds=20)
         assert len(delivered) < 180
         assert stream.next() is None
-    finally:
-        stream.close()
     last = int(delivered[-1]["object"]["metadata"]["resourceVersion"]) if delivered else start
-    resumed = _watch_from(cluster, last, timeout=10)
-    try:
+    with _watching(cluster, last) as resumed:
         rest = _read_objects(resumed, 180 - len(delivered), seconds=20)
         assert _names(delivered + rest) == [f"big{i}" for i in range(30)] + [
             f"cluster-c{i}" for i in range(150)
         ]
-    finally:
-        resumed.close()

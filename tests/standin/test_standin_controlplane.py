@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import ssl
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import aiohttp
 import kubernetes
 import pytest
 
-from fleetwatch.standin import ControlPlane, StandinFleet, ThreadedFleet
+from fleetwatch.standin import ControlPlane, StandinCluster, StandinFleet, ThreadedFleet
 from fleetwatch.standin.workload.controlplane import parse_selector
 
 PODS = "/api/v1/namespaces/kube-system/pods"
@@ -24,6 +25,33 @@ async def get_json(
     params = {"labelSelector": selector} if selector is not None else None
     async with session.get(url, ssl=ctx, params=params) as resp:
         return resp.status, json.loads(await resp.text())
+
+
+@dataclass
+class KubeSystem:
+    """Cluster ``c`` of the fleet, whose kube-system pods a test reads as a client would."""
+
+    cluster: StandinCluster
+    session: aiohttp.ClientSession
+    ctx: ssl.SSLContext
+
+    async def pods(
+        self, selector: str | None = None, ctx: ssl.SSLContext | None = None
+    ) -> tuple[int, Any]:
+        """The pods ``selector`` picks: the status, the body (with the fleet's certificate
+        unless ``ctx`` says otherwise)."""
+        return await get_json(self.session, self.cluster.url + PODS, ctx or self.ctx, selector)
+
+    async def pods_by_name(self, selector: str) -> dict[str, dict[str, Any]]:
+        _, body = await self.pods(selector)
+        return {p["metadata"]["name"]: p for p in body["items"]}
+
+
+@pytest.fixture
+async def kube_system(
+    fleet: StandinFleet, session: aiohttp.ClientSession, cert_ctx: ssl.SSLContext
+) -> KubeSystem:
+    return KubeSystem(await fleet.add_cluster("c"), session, cert_ctx)
 
 
 def _names(body: dict[str, Any]) -> list[str]:
@@ -59,11 +87,7 @@ async def test_nodes_are_labelled_with_distinct_loopback_addresses(
 
 
 @pytest.mark.live
-async def test_pod_selectors(
-    fleet: StandinFleet, session: aiohttp.ClientSession, cert_ctx: ssl.SSLContext
-) -> None:
-    cluster = await fleet.add_cluster("c")
-    url = cluster.url + PODS
+async def test_pod_selectors(kube_system: KubeSystem) -> None:
     cases = {
         "component=etcd": ["etcd-cp-1", "etcd-cp-2", "etcd-cp-3"],
         "tier=control-plane,component==kube-scheduler": [
@@ -78,22 +102,18 @@ async def test_pod_selectors(
         "component=nothing": [],
     }
     for selector, expected in cases.items():
-        status, body = await get_json(session, url, cert_ctx, selector)
+        status, body = await kube_system.pods(selector)
         assert status == 200 and body["kind"] == "PodList"
         assert sorted(_names(body)) == sorted(expected), selector
-    _, everything = await get_json(session, url, cert_ctx)
+    _, everything = await kube_system.pods()
     assert len(everything["items"]) == 3 * 4 + 2
-    status, body = await get_json(session, url, cert_ctx, "component in (etcd)")
+    status, body = await kube_system.pods("component in (etcd)")
     assert status == 400 and body["reason"] == "BadRequest"
 
 
 @pytest.mark.live
-async def test_kubeadm_defaults_bind_metrics_to_localhost(
-    fleet: StandinFleet, session: aiohttp.ClientSession, cert_ctx: ssl.SSLContext
-) -> None:
-    cluster = await fleet.add_cluster("c")
-    _, body = await get_json(session, cluster.url + PODS, cert_ctx, "tier=control-plane")
-    pods = {p["metadata"]["name"]: p for p in body["items"]}
+async def test_kubeadm_defaults_bind_metrics_to_localhost(kube_system: KubeSystem) -> None:
+    pods = await kube_system.pods_by_name("tier=control-plane")
     etcd = pods["etcd-cp-2"]
     ip = etcd["status"]["hostIP"]
     assert etcd["status"]["podIP"] == ip and etcd["spec"]["nodeName"] == "cp-2"
@@ -104,24 +124,20 @@ async def test_kubeadm_defaults_bind_metrics_to_localhost(
         assert _flag(pods[name], "--bind-address=") == "--bind-address=127.0.0.1"
     ready = [c for c in etcd["status"]["conditions"] if c["type"] == "Ready"]
     assert ready[0]["status"] == "True"
-    _, dns = await get_json(session, cluster.url + PODS, cert_ctx, "k8s-app=kube-dns")
+    _, dns = await kube_system.pods("k8s-app=kube-dns")
     assert [p["spec"]["nodeName"] for p in dns["items"]] == ["cp-1", "cp-1"]
 
 
 @pytest.mark.live
-async def test_topology_changes_at_run_time(
-    fleet: StandinFleet, session: aiohttp.ClientSession, cert_ctx: ssl.SSLContext
-) -> None:
-    cluster = await fleet.add_cluster("c")
+async def test_topology_changes_at_run_time(fleet: StandinFleet, kube_system: KubeSystem) -> None:
     plane = (
-        cluster.control_plane.with_etcd_ready("cp-3", False)
+        kube_system.cluster.control_plane.with_etcd_ready("cp-3", False)
         .with_localhost_bound("etcd", False)
         .with_localhost_bound("kube-scheduler", False)
         .with_coredns_nodes("cp-1", "cp-2")
     )
     await fleet.set_control_plane("c", plane)
-    _, body = await get_json(session, cluster.url + PODS, cert_ctx, "tier=control-plane")
-    pods = {p["metadata"]["name"]: p for p in body["items"]}
+    pods = await kube_system.pods_by_name("tier=control-plane")
 
     def ready(name: str) -> str:
         return next(c["status"] for c in pods[name]["status"]["conditions"] if c["type"] == "Ready")
@@ -132,16 +148,15 @@ async def test_topology_changes_at_run_time(
     assert (
         _flag(pods["kube-controller-manager-cp-1"], "--bind-address=") == "--bind-address=127.0.0.1"
     )
-    _, dns = await get_json(session, cluster.url + PODS, cert_ctx, "k8s-app=kube-dns")
+    _, dns = await kube_system.pods("k8s-app=kube-dns")
     assert [p["spec"]["nodeName"] for p in dns["items"]] == ["cp-1", "cp-2"]
 
 
 @pytest.mark.live
 async def test_kube_system_needs_credentials(
-    fleet: StandinFleet, session: aiohttp.ClientSession, ca_ctx: ssl.SSLContext
+    kube_system: KubeSystem, ca_ctx: ssl.SSLContext
 ) -> None:
-    cluster = await fleet.add_cluster("c")
-    status, body = await get_json(session, cluster.url + PODS, ca_ctx)
+    status, body = await kube_system.pods(ctx=ca_ctx)
     assert status == 401 and body["reason"] == "Unauthorized"
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from fleetwatch.standin import StandinFleet
 from fleetwatch.standin.workload import ports
+from tests.helpers.kube_status import UNAUTHORIZED
 
 pytestmark = pytest.mark.live
 
@@ -74,15 +75,7 @@ async def test_token_auth_and_rejections(
     for token in (None, "wrong", two.token, one.token + "x"):
         status, ctype, body = await get(session, one.url + "/readyz", ca_ctx, token)
         assert status == 401 and ctype.startswith("application/json")
-        assert json.loads(body) == {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": "Unauthorized",
-            "reason": "Unauthorized",
-            "code": 401,
-        }
+        assert json.loads(body) == UNAUTHORIZED
 
 
 async def test_client_certificate_of_another_ca_is_refused(

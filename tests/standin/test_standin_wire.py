@@ -11,7 +11,8 @@ import re
 import socket
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 
 import pytest
 
@@ -239,6 +240,26 @@ async def _until(predicate: Callable[[], bool], within: float = 5.0) -> None:
         await asyncio.sleep(0.02)
 
 
+class Kept:
+    """One kept-alive TLS connection: each request sent on it, its answer read in a thread."""
+
+    def __init__(self, sock: ssl.SSLSocket) -> None:
+        self.sock = sock
+
+    async def ask(self, request: bytes) -> bytes:
+        self.sock.sendall(request)
+        return await asyncio.to_thread(_answer, self.sock)
+
+
+@asynccontextmanager
+async def _kept(port: int, ctx: ssl.SSLContext) -> AsyncIterator[Kept]:
+    sock = await asyncio.to_thread(_connect, port, ctx)
+    try:
+        yield Kept(sock)
+    finally:
+        sock.close()
+
+
 async def test_a_repeated_request_follows_every_change_of_its_cluster(
     fleet: StandinFleet, cert_ctx: ssl.SSLContext
 ) -> None:
@@ -246,13 +267,8 @@ async def test_a_repeated_request_follows_every_change_of_its_cluster(
     cluster = await fleet.add_cluster("c")
     pods = b"GET /api/v1/namespaces/kube-system/pods?labelSelector=component%3Detcd HTTP/1.1\r\n"
     pods += b"Host: x\r\n\r\n"
-    sock = await asyncio.to_thread(_connect, cluster.port, cert_ctx)
-
-    async def ask(request: bytes) -> bytes:
-        sock.sendall(request)
-        return await asyncio.to_thread(_answer, sock)
-
-    try:
+    async with _kept(cluster.port, cert_ctx) as conn:
+        ask = conn.ask
         first, again = await ask(pods), await ask(pods)
         assert first.split(b"\r\n\r\n")[1] == again.split(b"\r\n\r\n")[1]
         assert first.count(b'"ready": true') == 3
@@ -266,8 +282,6 @@ async def test_a_repeated_request_follows_every_change_of_its_cluster(
         await fleet.set_mode("c", "ok")
         assert (await ask(GET)).endswith(b"\r\n\r\nok")
         assert fleet.requests("c") == 6
-    finally:
-        sock.close()
 
 
 async def test_a_client_that_stops_reading_is_waited_for_not_spun_on(
@@ -279,8 +293,8 @@ async def test_a_client_that_stops_reading_is_waited_for_not_spun_on(
     # 1,000 requests (62 KB, read a TLS record at a time) for 22 MB of answers: far
     # more than the socket buffers hold, with requests left unread when they are full.
     count = 1000
-    sock = await asyncio.to_thread(_connect, cluster.port, cert_ctx)
-    try:
+    async with _kept(cluster.port, cert_ctx) as conn:
+        sock = conn.sock
         sender = asyncio.create_task(asyncio.to_thread(sock.sendall, pods * count))
         await _until(lambda: fleet.requests("c") > 10)
         cpu0 = time.process_time()
@@ -292,8 +306,6 @@ async def test_a_client_that_stops_reading_is_waited_for_not_spun_on(
             return sum(_answer(sock).startswith(b"HTTP/1.1 200 OK") for _ in range(count))
 
         assert await asyncio.to_thread(read_all_answers) == count
-    finally:
-        sock.close()
 
 
 async def test_a_repeated_request_with_a_rotated_token_is_refused(
@@ -301,19 +313,11 @@ async def test_a_repeated_request_with_a_rotated_token_is_refused(
 ) -> None:
     """The token is part of what a repeated request's answer depends on."""
     cluster = await fleet.add_cluster("c")
-    sock = await asyncio.to_thread(_connect, cluster.port, ca_ctx)
     request = GET.replace(
         b"\r\n\r\n", f"\r\nAuthorization: Bearer {cluster.token}\r\n\r\n".encode()
     )
-
-    async def ask() -> bytes:
-        sock.sendall(request)
-        return await asyncio.to_thread(_answer, sock)
-
-    try:
-        assert (await ask()).endswith(b"\r\n\r\nok")
-        assert (await ask()).endswith(b"\r\n\r\nok")
+    async with _kept(cluster.port, ca_ctx) as conn:
+        assert (await conn.ask(request)).endswith(b"\r\n\r\nok")
+        assert (await conn.ask(request)).endswith(b"\r\n\r\nok")
         cluster.token = "rotated-token-0123456789"  # revoked, as the exporter's tests do
-        assert (await ask()).startswith(b"HTTP/1.1 401 Unauthorized")
-    finally:
-        sock.close()
+        assert (await conn.ask(request)).startswith(b"HTTP/1.1 401 Unauthorized")

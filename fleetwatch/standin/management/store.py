@@ -399,7 +399,8 @@ class ObjectStore:
             if remaining <= 0:
                 return False
             try:
-                await asyncio.wait_for(self._advanced.wait(), remaining)
+                async with asyncio.timeout(remaining):  # not wait_for: fleetwatch.common.waits
+                    await self._advanced.wait()
             except TimeoutError:
                 return False
         return True

@@ -259,7 +259,7 @@ def _command(component: str, node: str, ip: str, plane: ControlPlane) -> list[st
             f"--etcd-keyfile={pki}/apiserver-etcd-client.key",
             "--etcd-servers=https://127.0.0.1:2379",
             "--secure-port=6443",
-            "--service-cluster-ip-range=10.96.0.0/12",
+            "--service-cluster-ip-range=127.96.0.0/12",
             f"--tls-cert-file={pki}/apiserver.crt",
             f"--tls-private-key-file={pki}/apiserver.key",
         ]
@@ -283,7 +283,7 @@ def _command(component: str, node: str, ip: str, plane: ControlPlane) -> list[st
         f"--authorization-kubeconfig={conf}",
         bind,
         f"--client-ca-file={pki}/ca.crt",
-        "--cluster-cidr=10.244.0.0/16",
+        "--cluster-cidr=127.244.0.0/16",
         "--cluster-name=kubernetes",
         f"--cluster-signing-cert-file={pki}/ca.crt",
         f"--cluster-signing-key-file={pki}/ca.key",
@@ -293,7 +293,7 @@ def _command(component: str, node: str, ip: str, plane: ControlPlane) -> list[st
         f"--requestheader-client-ca-file={pki}/front-proxy-ca.crt",
         f"--root-ca-file={pki}/ca.crt",
         f"--service-account-private-key-file={pki}/sa.key",
-        "--service-cluster-ip-range=10.96.0.0/12",
+        "--service-cluster-ip-range=127.96.0.0/12",
         "--use-service-account-credentials=true",
     ]
 
