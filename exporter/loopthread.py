@@ -63,7 +63,8 @@ class LoopThread:
         except RuntimeError:  # its loop closed meanwhile: it has ended
             return True
         try:
-            await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(self._ended)), within)
+            async with asyncio.timeout(within):  # not wait_for: fleetwatch.common.waits
+                await asyncio.shield(asyncio.wrap_future(self._ended))
         except TimeoutError:
             log.warning("%s did not stop within %gs; leaving it to the exit", self.name, within)
             return False
