@@ -62,24 +62,35 @@ from reactor.store.pg_connection import (
 )
 from reactor.store.sql import CLUSTER_SELECT, SQLTransaction, cluster_record
 
-#: A deployment in one statement, so one round trip and its own transaction: the cluster
-#: read ``FOR SHARE`` (waiting for, then seeing, a notification that holds it), the app
-#: written only when the status read under that lock is not refused, and only when that
-#: changes it: an app already DEPLOYED there with no reason and no outage (a pipeline that
-#: deploys again, the common case) is left as it is, which spares the server a new row
-#: version and its WAL (a fifth of its CPU per deployment, bench/RESULTS.md); the
-#: answer is the same. Parameters: the cluster, the app, the refused statuses; the row:
-#: the app's id, the cluster's id and status, 1 if the app was written. Run by
-#: :meth:`PostgresStore.deploy` and, from the event loop, by ``reactor.store.pg_pipeline``.
+#: A deployment in one statement, so one round trip and its own transaction. An app
+#: already DEPLOYED on that cluster, with no reason and no outage, on a cluster the gate
+#: allows (a pipeline that deploys again, the common case) is answered from what is
+#: committed, with nothing locked or written: a read-only transaction, so no commit to
+#: flush. Any other is decided under the cluster's row read ``FOR SHARE`` (waiting for,
+#: then seeing, a notification that holds it), the app written only when the status read
+#: under that lock is not refused and the write changes it. Either way a deployment that
+#: races a cascade is refused or ends DEGRADED with the others (a settled app is DEPLOYED
+#: there already, so the cascade takes it along). Parameters: the cluster, the app, the
+#: refused statuses; the row: the app's id, the cluster's id and status, 1 if the app was
+#: written. Run by :meth:`PostgresStore.deploy` and, from the event loop, by
+#: ``reactor.store.pg_pipeline``.
 DEPLOY = (
-    "WITH c AS (SELECT id, status FROM clusters WHERE name = %s FOR SHARE), "
-    "a AS (SELECT id FROM apps WHERE name = %s), "
+    "WITH p AS (SELECT %s::text AS cluster, %s::text AS app, %s::text[] AS refused), "
+    "seen AS (SELECT c.id AS cluster_id, c.status, a.id AS app_id, "
+    "coalesce(a.cluster_id = c.id AND a.status = 'DEPLOYED' AND a.reason IS NULL "
+    "AND a.outage_id IS NULL AND c.status <> ALL(p.refused), false) AS settled "
+    "FROM p LEFT JOIN clusters c ON c.name = p.cluster LEFT JOIN apps a ON a.name = p.app), "
+    "c AS (SELECT id, status FROM clusters WHERE name = (SELECT cluster FROM p) "
+    "AND NOT (SELECT settled FROM seen) FOR SHARE), "
+    "a AS (SELECT id FROM apps WHERE name = (SELECT app FROM p)), "
     "u AS (UPDATE apps SET cluster_id = c.id, status = 'DEPLOYED', reason = NULL, "
-    "outage_id = NULL FROM c, a WHERE apps.id = a.id AND c.status <> ALL(%s) "
+    "outage_id = NULL FROM c, a, p WHERE apps.id = a.id AND c.status <> ALL(p.refused) "
     "AND (apps.cluster_id, apps.status, apps.reason, apps.outage_id) "
     "IS DISTINCT FROM (c.id, 'DEPLOYED', NULL, NULL) RETURNING 1) "
-    "SELECT (SELECT id FROM a), c.id, c.status, (SELECT count(*) FROM u) "
-    "FROM (SELECT 1) one LEFT JOIN c ON true"
+    "SELECT CASE WHEN seen.settled THEN seen.app_id ELSE (SELECT id FROM a) END, "
+    "CASE WHEN seen.settled THEN seen.cluster_id ELSE c.id END, "
+    "CASE WHEN seen.settled THEN seen.status ELSE c.status END, (SELECT count(*) FROM u) "
+    "FROM seen LEFT JOIN c ON true"
 )
 
 #: Errors after which running the whole operation again will succeed.

@@ -435,3 +435,45 @@ async def test_where_libpq_cannot_queue_a_sync_each_is_written_at_once(
         assert {app_row(url, f"app-{i}") for i in range(1, 41)} == {("c2", "DEPLOYED")}
     finally:
         deploys.close()
+
+
+def transaction_id_after_deploy(url: str, app: str, cluster: str) -> object:
+    """The transaction id the deployment statement took (None: it locked and wrote
+    nothing, so its commit has nothing to flush)."""
+    with psycopg.connect(url) as conn, conn.transaction():
+        conn.execute(DEPLOY, (cluster, app, [s.value for s in REFUSED]))
+        row = conn.execute("SELECT pg_current_xact_id_if_assigned()").fetchone()
+    assert row is not None
+    return row[0]
+
+
+async def test_a_settled_deployment_locks_and_writes_nothing_and_a_cascade_takes_it(
+    url: str,
+) -> None:
+    """Already DEPLOYED there: answered from what is committed, without waiting for a
+    notification that holds the cluster, and with no transaction id (nothing to flush).
+    That notification, committing OFFLINE, then degrades it with the others; a
+    deployment that changes the app still waits for it and is refused."""
+    assert transaction_id_after_deploy(url, "app-1", "c1") is not None  # PENDING: written
+    assert transaction_id_after_deploy(url, "app-1", "c1") is None  # settled
+    deploys = pipelined(url, lanes=2)
+    notification, changing = await held(url, deploys, "app-2")
+    try:
+        settled = await asyncio.wait_for(deploys.deploy("app-1", "c1", REFUSED), 10)
+        assert settled is not None and settled.cluster_status is Status.UNKNOWN
+        assert not changing.done()
+        notification.execute("UPDATE clusters SET status = 'OFFLINE' WHERE name = 'c1'")
+        notification.execute(
+            "UPDATE apps SET status = 'DEGRADED' WHERE status = 'DEPLOYED' "
+            "AND cluster_id = (SELECT id FROM clusters WHERE name = 'c1')"
+        )
+        notification.execute("COMMIT")
+        refused = await changing
+        assert refused is not None and refused.cluster_status is Status.OFFLINE
+        assert app_row(url, "app-1") == ("c1", "DEGRADED")
+        assert app_row(url, "app-2") == ("c1", "PENDING")
+        again = await deploys.deploy("app-1", "c1", REFUSED)  # OFFLINE: not settled
+        assert again is not None and again.cluster_status is Status.OFFLINE
+    finally:
+        notification.close()
+        deploys.close()
