@@ -11,9 +11,9 @@ event loop:
   their sockets watched by the loop. A deployment goes to the lane with the fewest
   deployments in flight (a lane is opened when every open one is busy), as the store's
   prepared statement (``reactor.store.postgres``: the cluster read ``FOR SHARE``, the gate
-  decided in SQL under that lock, the app written) followed by a Sync. The Sync ends the
-  implicit transaction: each deployment commits alone, as before, and an error in one
-  never touches another.
+  decided in SQL under that lock, the app written; an app settled there already only
+  read) followed by a Sync. The Sync ends the implicit transaction: each deployment
+  commits alone, as before, and an error in one never touches another.
 - The server runs a lane's statements in the order sent and answers in that order, so
   each answer resolves the deployment at the front of the lane's queue. Deployments in
   flight together on a lane share its round trips; lanes commit in parallel, and the
