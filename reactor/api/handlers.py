@@ -378,8 +378,12 @@ async def patch_app(request: web.Request) -> web.Response:
 
 
 async def post_deployments(request: web.Request) -> web.Response:
-    deployment = check(models.Deployment, await read_object(request))
-    app = await request.app[BACKEND].deploy(deployment.app, deployment.cluster)
+    doc = await read_object(request)
+    try:
+        name, cluster = models.deployment(doc)  # models.Deployment, its usual body faster
+    except fields.Problem as exc:
+        raise InvalidInput(str(exc)) from None
+    app = await request.app[BACKEND].deploy(name, cluster)
     return answer("App", app_json(app), status=201)
 
 

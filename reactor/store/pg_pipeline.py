@@ -11,9 +11,9 @@ event loop:
   their sockets watched by the loop. A deployment goes to the lane with the fewest
   deployments in flight (a lane is opened when every open one is busy), as the store's
   prepared statement (``reactor.store.postgres``: the cluster read ``FOR SHARE``, the gate
-  decided in SQL under that lock, the app written) followed by a Sync. The Sync ends the
-  implicit transaction: each deployment commits alone, as before, and an error in one
-  never touches another.
+  decided in SQL under that lock, the app written; an app settled there already only
+  read) followed by a Sync. The Sync ends the implicit transaction: each deployment
+  commits alone, as before, and an error in one never touches another.
 - The server runs a lane's statements in the order sent and answers in that order, so
   each answer resolves the deployment at the front of the lane's queue. Deployments in
   flight together on a lane share its round trips; lanes commit in parallel, and the
@@ -22,6 +22,11 @@ event loop:
   most; new ones go to the lanes with fewer in flight.
 - The libpq calls go through psycopg's own binding (``psycopg.pq``): a few C calls per
   deployment, no cursor and no adaptation (three text parameters, four text columns).
+- What a lane is given in one turn of the event loop leaves in one write: each statement
+  and its Sync queued by libpq's ``PQsendPipelineSync`` (libpq 17+; psycopg does not bind
+  it: :func:`queued_sync`), written once every ready handler has run. A write per
+  deployment (a ``send``, the server woken) cost as much as the HTTP answer's own
+  (bench/RESULTS.md). With an older libpq each Sync is written as it comes.
 
 What a deployment keeps from the store thread: the statement and its guarantees, the
 connections (``reactor.store.pg_connection.Connector``: the password file, the lock timeout,
@@ -42,10 +47,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import logging
+import operator
 from collections import deque
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
+from functools import cache
 
 import psycopg
 from psycopg import errors, pq
@@ -69,6 +77,11 @@ from reactor.store.postgres import DEPLOY, store_error
 
 log = logging.getLogger(__name__)
 
+#: A cluster's status as the statement's row gives it (bytes) -> the status.
+_STATUSES = {s.value.encode(): s for s in Status}
+#: How busy a lane is, for ``min`` (the lane with the fewest deployments in flight).
+_INFLIGHT = operator.attrgetter("inflight")
+
 #: The name of the prepared deployment statement on each lane's connection.
 STATEMENT = b"fleetwatch_deploy"
 
@@ -86,6 +99,31 @@ def text_array(values: Collection[str]) -> bytes:
     """A ``text[]`` parameter in PostgreSQL's text form, each element quoted."""
     quoted = ('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in sorted(values))
     return ("{" + ",".join(quoted) + "}").encode()
+
+
+@cache
+def queued_sync() -> Callable[[int], int] | None:
+    """libpq's ``PQsendPipelineSync(PGconn *)``: a Sync queued, not written (1 on success).
+
+    From the one libpq this process has mapped, where psycopg's connections live (its
+    own copy in psycopg-binary, else the system's); None when there is not exactly one
+    (not Linux) or it is older than 17. ``PyDLL`` keeps the GIL: the call never blocks
+    (the connection is non-blocking) and costs under a microsecond.
+    """
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = {line.split()[-1] for line in maps if "/libpq" in line.rsplit(" ", 1)[-1]}
+    except OSError:
+        return None
+    if len(paths) != 1:
+        return None
+    try:
+        function = ctypes.PyDLL(paths.pop()).PQsendPipelineSync
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_void_p]
+    function.restype = ctypes.c_int
+    return function
 
 
 @dataclass(slots=True)
@@ -121,6 +159,8 @@ class Lane:
     inflight: int = 0
     #: the socket the loop watches
     fd: int = -1
+    #: a write of what libpq holds is due at the end of this turn of the loop
+    write_due: bool = False
 
     async def connected(self) -> Connection:
         """This lane's connection, opened now if it has none (one opening at a time)."""
@@ -151,23 +191,46 @@ class Lane:
         asyncio.get_running_loop().add_reader(self.fd, self._readable)
 
     def send(self, params: list[bytes]) -> asyncio.Future[tuple[bytes | None, ...] | None]:
-        """Send one deployment; its future gets the statement's row (or its error)."""
+        """Send one deployment; its future gets the statement's row (or its error).
+
+        Queued in libpq with its Sync, and written with the others of this turn of the loop
+        (:meth:`_write`); written at once where libpq cannot queue a Sync."""
         conn = self.conn
         assert conn is not None
         pg = conn.pgconn
+        loop = asyncio.get_running_loop()
+        sync = queued_sync()
         try:
             pg.send_query_prepared(STATEMENT, params)
-            pg.pipeline_sync()
-            pending = pg.flush()
+            if sync is None:
+                pg.pipeline_sync()
+                if pg.flush():  # the socket's buffer is full: the rest goes when it drains
+                    loop.add_writer(self.fd, self._writable)
+            elif sync(pg.pgconn_ptr) != 1:  # type: ignore[attr-defined]  # not in pq.abc
+                raise psycopg.OperationalError(pg.get_error_message())
+            elif not self.write_due:
+                self.write_due = True
+                loop.call_soon(self._write)
         except psycopg.OperationalError as exc:
             self.close(f"sending failed: {first_line(exc)}")
             raise _NotRun from exc
-        loop = asyncio.get_running_loop()
-        if pending:  # the socket's buffer is full: the rest goes when it drains
-            loop.add_writer(self.fd, self._writable)
         sent = _InFlight(loop.create_future())
         self.queue.append(sent)
         return sent.future
+
+    def _write(self) -> None:
+        """Write what this turn of the loop queued: one ``send``. A failure closes the lane
+        and its deployments in flight answer 503 (some may have gone out), as when the
+        socket drains (:meth:`_writable`)."""
+        self.write_due = False
+        conn = self.conn
+        if conn is None:
+            return
+        try:
+            if conn.pgconn.flush():  # the socket's buffer is full: the rest when it drains
+                asyncio.get_running_loop().add_writer(self.fd, self._writable)
+        except psycopg.OperationalError as exc:
+            self.close(f"connection lost: {first_line(exc)}")
 
     def _writable(self) -> None:
         conn = self.conn
@@ -298,10 +361,15 @@ class PipelinedDeploys:
         self.reach = reach
         self.busy_timeout_s = busy_timeout_s
         self.lanes = [Lane(self) for _ in range(max(1, lanes))]
+        #: the last ``refused`` given and its array (the gate's, the same every call)
+        self._refused: tuple[Collection[Status], bytes] | None = None
 
     async def deploy(self, app: str, cluster: str, refused: Collection[Status]) -> Placement | None:
         """The store's ``deploy``: None when the app or the cluster is unknown."""
-        params = [cluster.encode(), app.encode(), text_array([s.value for s in refused])]
+        last = self._refused
+        if last is None or last[0] is not refused:
+            last = self._refused = (refused, text_array([s.value for s in refused]))
+        params = [cluster.encode(), app.encode(), last[1]]
         for attempt in range(1, CONFLICT_ATTEMPTS + 1):  # store.retry_conflicts, on the loop
             try:
                 row = await self._run(params)
@@ -312,30 +380,27 @@ class PipelinedDeploys:
                 await asyncio.sleep(conflict_pause_s(attempt))
         if row is None or row[0] is None or row[1] is None or row[2] is None:
             return None
-        return Placement(int(row[0]), int(row[1]), Status(row[2].decode()))
+        status = _STATUSES.get(row[2]) or Status(row[2].decode())
+        return Placement(int(row[0]), int(row[1]), status)
 
     async def _run(self, params: list[bytes]) -> tuple[bytes | None, ...] | None:
         """One deployment's row; sent once more, on a new connection, when it did not run."""
-        try:
-            return await self._once(params)
-        except _NotRun:
-            pass
-        try:
-            return await self._once(params)
-        except _NotRun as exc:
-            raise StoreUnavailable("the database ended two connections in a row") from exc
-
-    async def _once(self, params: list[bytes]) -> tuple[bytes | None, ...] | None:
-        lane = min(self.lanes, key=lambda lane: lane.inflight)
-        lane.inflight += 1
-        try:
-            await lane.connected()
-            if lane.idle_and_closed():  # replaced before anything is sent on it
-                lane.close("the server closed it while idle")
-                await lane.connected()
-            return await lane.send(params)
-        finally:
-            lane.inflight -= 1
+        for attempt in (1, 2):
+            lane = min(self.lanes, key=_INFLIGHT)
+            lane.inflight += 1
+            try:
+                if lane.conn is None:
+                    await lane.connected()
+                if lane.idle_and_closed():  # replaced before anything is sent on it
+                    lane.close("the server closed it while idle")
+                    await lane.connected()
+                return await lane.send(params)
+            except _NotRun as exc:
+                if attempt == 2:
+                    raise StoreUnavailable("the database ended two connections in a row") from exc
+            finally:
+                lane.inflight -= 1
+        raise AssertionError("unreachable")
 
     def answered(self, lane: Lane, sent: _InFlight) -> None:
         """A deployment's transaction ended: its caller gets the row or the error."""

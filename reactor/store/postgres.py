@@ -10,7 +10,9 @@ The same operations as the SQLite store, with the same guarantees across process
   deadlock on each other). The gate of a deployment reads the cluster ``FOR SHARE``: many
   deployments to one cluster run together, but none runs while a notification holds the
   row, so a deployment either committed before the transaction that made the cluster
-  OFFLINE (and the cascade degrades it) or starts after that commit and is refused.
+  OFFLINE (and the cascade degrades it) or starts after that commit and is refused. An
+  app already DEPLOYED there (no reason, no outage, the cluster allowed) is only read:
+  the cascade takes it along all the same, and its commit has nothing to flush.
 - The cascade and the restore are one set-based ``UPDATE`` each, as on SQLite.
 - A lost race (serialization failure, deadlock, a name inserted by another replica
   meanwhile) is :class:`reactor.store.StoreConflict`: the caller runs the whole operation
@@ -62,19 +64,27 @@ from reactor.store.pg_connection import (
 )
 from reactor.store.sql import CLUSTER_SELECT, SQLTransaction, cluster_record
 
-#: A deployment in one statement, so one round trip and its own transaction: the cluster
-#: read ``FOR SHARE`` (waiting for, then seeing, a notification that holds it), the app
-#: written only when the status read under that lock is not refused. Parameters: the
-#: cluster, the app, the refused statuses; the row: the app's id, the cluster's id and
-#: status, 1 if the app was written. Run by :meth:`PostgresStore.deploy` and, from the
-#: event loop, by ``reactor.store.pg_pipeline``.
+#: A deployment in one statement, so one round trip and its own transaction: an app
+#: settled there already (the module docstring) is answered from what is committed, with
+#: nothing locked or written; any other is decided under the cluster's row ``FOR SHARE``
+#: and written when the status read under that lock is not refused and it changes the app.
+#: Parameters: cluster, app, refused statuses; the row: the app's id, the cluster's id and
+#: status, 1 if written. Run by ``deploy`` below and by ``reactor.store.pg_pipeline``.
 DEPLOY = (
-    "WITH c AS (SELECT id, status FROM clusters WHERE name = %s FOR SHARE), "
-    "a AS (SELECT id FROM apps WHERE name = %s), "
+    "WITH p AS (SELECT %s::text AS cluster, %s::text AS app, %s::text[] AS refused), "
+    "seen AS (SELECT c.id AS cluster_id, c.status, a.id AS app_id, "
+    "coalesce(a.cluster_id = c.id AND a.status = 'DEPLOYED' AND a.reason IS NULL "
+    "AND a.outage_id IS NULL AND c.status <> ALL(p.refused), false) AS settled "
+    "FROM p LEFT JOIN clusters c ON c.name = p.cluster LEFT JOIN apps a ON a.name = p.app), "
+    "c AS (SELECT id, status FROM clusters WHERE name = (SELECT cluster FROM p) "
+    "AND NOT (SELECT settled FROM seen) FOR SHARE), "
     "u AS (UPDATE apps SET cluster_id = c.id, status = 'DEPLOYED', reason = NULL, "
-    "outage_id = NULL FROM c, a WHERE apps.id = a.id AND c.status <> ALL(%s) RETURNING 1) "
-    "SELECT (SELECT id FROM a), c.id, c.status, (SELECT count(*) FROM u) "
-    "FROM (SELECT 1) one LEFT JOIN c ON true"
+    "outage_id = NULL FROM c, seen, p WHERE apps.id = seen.app_id "
+    "AND c.status <> ALL(p.refused) AND (apps.cluster_id, apps.status, apps.reason, "
+    "apps.outage_id) IS DISTINCT FROM (c.id, 'DEPLOYED', NULL, NULL) RETURNING 1) "
+    "SELECT seen.app_id, CASE WHEN seen.settled THEN seen.cluster_id ELSE c.id END, "
+    "CASE WHEN seen.settled THEN seen.status ELSE c.status END, (SELECT count(*) FROM u) "
+    "FROM seen LEFT JOIN c ON true"
 )
 
 #: Errors after which running the whole operation again will succeed.

@@ -17,9 +17,18 @@ import pytest
 import yaml
 
 from fleetwatch.common import names
+from reactor import fields, models
 from reactor.cd.objects import Destination, Unreadable, read_object
 from reactor.cd.targets import ClusterIndex, KnownCluster, Unresolved
-from tests.helpers.discovery_names import BAD_CHARS, BAD_LIST, BAD_NAMES, BadName, no_raw_control
+from tests.helpers.discovery_names import (
+    BAD,
+    BAD_CHARS,
+    BAD_LIST,
+    BAD_NAMES,
+    GOOD_NAMES,
+    BadName,
+    no_raw_control,
+)
 from tests.helpers.reactor_helpers import MakeClient, dump_db
 from tests.helpers.reactor_payloads import ONLINE, alert, webhook
 
@@ -176,3 +185,47 @@ def test_a_destination_is_shown_escaped() -> None:
     assert isinstance(found, Unresolved)
     assert found.reason == "no cluster discovered at Argo CD server https://x\\u202ey"
     assert str(Destination(secret_ref="secret://a/x\x1b[2J")) == "Secret secret://a/x\\x1b[2J"
+
+
+def _as_model(doc: dict[str, Any]) -> tuple[str, str] | str:
+    try:
+        model = models.validate(models.Deployment, doc)
+    except fields.Problem as exc:
+        return str(exc)
+    return model.app, model.cluster
+
+
+def _as_fast_path(doc: dict[str, Any]) -> tuple[str, str] | str:
+    try:
+        return models.deployment(doc)
+    except fields.Problem as exc:
+        return str(exc)
+
+
+_DEPLOYMENT_BODIES: list[dict[str, Any]] = [
+    {"app": "web", "cluster": "c1"},
+    {"app": "web shop", "cluster": "prod east"},
+    {"app": "x" * 253, "cluster": "c"},
+    {"app": "x" * 254, "cluster": "c"},
+    {"app": "", "cluster": "c1"},
+    {"app": " web", "cluster": "c1"},
+    {"app": "web", "cluster": "c1 "},
+    {"app": "web", "cluster": 5},
+    {"app": None, "cluster": "c1"},
+    {"app": "web"},
+    {"app": "web", "cluster": "c1", "extra": 1},
+    {"cluster": "c1", "name": "web"},
+    {},
+    *({"app": good, "cluster": good} for good in GOOD_NAMES),
+    *({"app": bad.name, "cluster": "c1"} for _, bad in BAD),
+    *({"app": "web", "cluster": bad.name} for _, bad in BAD),
+]
+
+
+@pytest.mark.parametrize("doc", _DEPLOYMENT_BODIES)
+def test_a_deployments_fast_path_accepts_and_refuses_as_its_model_does(
+    doc: dict[str, Any],
+) -> None:
+    """``models.deployment`` (the hot path's check) gives what ``models.Deployment`` gives:
+    the same two names, or the same 400 message."""
+    assert _as_fast_path(doc) == _as_model(doc)

@@ -20,9 +20,9 @@ import pytest
 
 from reactor.service import Service
 from reactor.statemachine import Status
-from reactor.store import Placement, StoreBusy, StoreConflict, StoreUnavailable
+from reactor.store import Placement, StoreBusy, StoreConflict, StoreUnavailable, pg_pipeline
 from reactor.store.pg_connection import Connector, Reachability
-from reactor.store.pg_pipeline import PipelinedDeploys, numbered, text_array
+from reactor.store.pg_pipeline import Lane, PipelinedDeploys, numbered, queued_sync, text_array
 from reactor.store.postgres import DEPLOY, PostgresStore
 from tests.helpers.reactor_helpers import until
 from tests.helpers.reactor_postgres import PostgresServer
@@ -151,9 +151,15 @@ async def test_many_at_once_each_commit_and_share_the_lanes(url: str) -> None:
         deploys.close()
 
 
-async def test_an_error_in_one_deployment_leaves_the_next_on_its_lane_alone(url: str) -> None:
+@pytest.mark.parametrize("queued", [True, False], ids=["sync-queued", "sync-written"])
+async def test_an_error_in_one_deployment_leaves_the_next_on_its_lane_alone(
+    url: str, queued: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """One lane: the second deployment is sent behind the first, which waits for a lock
-    and fails; the second still commits, since each ends with its own Sync."""
+    and fails; the second still commits, since each ends with its own Sync (queued with
+    the others of its turn, or, where libpq cannot queue one, written at once)."""
+    if not queued:
+        monkeypatch.setattr(pg_pipeline, "queued_sync", lambda: None)
     deploys = pipelined(url, lanes=1, busy_timeout_s=0.3)
     holder = psycopg.connect(url)
     try:
@@ -349,4 +355,125 @@ async def test_a_deployment_waiting_for_a_lock_does_not_hold_up_the_next_lane(ur
         assert await waiting is not None
     finally:
         holder.close()
+        deploys.close()
+
+
+def app_version(url: str, app: str) -> str:
+    """The app row's ``xmin``: the transaction that wrote its current version."""
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT xmin::text FROM apps WHERE name = %s", (app,)).fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+async def test_a_deployment_that_changes_nothing_writes_no_new_row_version(url: str) -> None:
+    """Deployed there again (a pipeline's next run): the same answer, the row untouched;
+    one that changes the app (another cluster, or DEGRADED with a reason) still writes."""
+    deploys = pipelined(url, lanes=1)
+    try:
+        first = await deploys.deploy("app-1", "c2", REFUSED)
+        written = app_version(url, "app-1")
+        again = await deploys.deploy("app-1", "c2", REFUSED)
+        assert again == first
+        assert app_version(url, "app-1") == written
+        with psycopg.connect(url) as conn:
+            conn.execute("UPDATE apps SET status = 'DEGRADED', reason = 'r' WHERE name = 'app-1'")
+        degraded = app_version(url, "app-1")
+        assert await deploys.deploy("app-1", "c2", REFUSED) == first
+        assert app_version(url, "app-1") != degraded
+        assert app_row(url, "app-1") == ("c2", "DEPLOYED")
+        with psycopg.connect(url) as conn:
+            row = conn.execute("SELECT reason FROM apps WHERE name = 'app-1'").fetchone()
+        assert row == (None,)
+        assert await deploys.deploy("app-1", "c1", REFUSED) is not None
+        assert app_row(url, "app-1") == ("c1", "DEPLOYED")
+    finally:
+        deploys.close()
+
+
+async def test_the_deployments_of_one_turn_of_the_loop_leave_in_one_write(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Queued with libpq's PQsendPipelineSync (found in the libpq psycopg loaded), each
+    with its own Sync: one write for all of them, and each still commits alone."""
+    if queued_sync() is None:
+        pytest.skip("this libpq cannot queue a Sync (older than 17)")
+    writes = 0
+    real = Lane._write
+
+    def counted(lane: Lane) -> None:
+        nonlocal writes
+        writes += 1
+        real(lane)
+
+    monkeypatch.setattr(Lane, "_write", counted)
+    deploys = pipelined(url, lanes=1)
+    try:
+        await deploys.deploy("app-1", "c2", REFUSED)  # the lane is open
+        writes = 0
+        places = await asyncio.gather(
+            *(deploys.deploy(f"app-{i}", "c2", REFUSED) for i in range(2, 22))
+        )
+        assert all(isinstance(p, Placement) for p in places)
+        assert writes == 1
+        assert {app_row(url, f"app-{i}") for i in range(2, 22)} == {("c2", "DEPLOYED")}
+    finally:
+        deploys.close()
+
+
+async def test_where_libpq_cannot_queue_a_sync_each_is_written_at_once(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An older libpq: each Sync is written as it comes, and many at once still commit."""
+    monkeypatch.setattr(pg_pipeline, "queued_sync", lambda: None)
+    deploys = pipelined(url, lanes=2)
+    try:
+        places = await asyncio.gather(
+            *(deploys.deploy(f"app-{i}", "c2", REFUSED) for i in range(1, 41))
+        )
+        assert all(isinstance(p, Placement) for p in places)
+        assert {app_row(url, f"app-{i}") for i in range(1, 41)} == {("c2", "DEPLOYED")}
+    finally:
+        deploys.close()
+
+
+def transaction_id_after_deploy(url: str, app: str, cluster: str) -> object:
+    """The transaction id the deployment statement took (None: it locked and wrote
+    nothing, so its commit has nothing to flush)."""
+    with psycopg.connect(url) as conn, conn.transaction():
+        conn.execute(DEPLOY, (cluster, app, [s.value for s in REFUSED]))
+        row = conn.execute("SELECT pg_current_xact_id_if_assigned()").fetchone()
+    assert row is not None
+    return row[0]
+
+
+async def test_a_settled_deployment_locks_and_writes_nothing_and_a_cascade_takes_it(
+    url: str,
+) -> None:
+    """Already DEPLOYED there: answered from what is committed, without waiting for a
+    notification that holds the cluster, and with no transaction id (nothing to flush).
+    That notification, committing OFFLINE, then degrades it with the others; a
+    deployment that changes the app still waits for it and is refused."""
+    assert transaction_id_after_deploy(url, "app-1", "c1") is not None  # PENDING: written
+    assert transaction_id_after_deploy(url, "app-1", "c1") is None  # settled
+    deploys = pipelined(url, lanes=2)
+    notification, changing = await held(url, deploys, "app-2")
+    try:
+        settled = await asyncio.wait_for(deploys.deploy("app-1", "c1", REFUSED), 10)
+        assert settled is not None and settled.cluster_status is Status.UNKNOWN
+        assert not changing.done()
+        notification.execute("UPDATE clusters SET status = 'OFFLINE' WHERE name = 'c1'")
+        notification.execute(
+            "UPDATE apps SET status = 'DEGRADED' WHERE status = 'DEPLOYED' "
+            "AND cluster_id = (SELECT id FROM clusters WHERE name = 'c1')"
+        )
+        notification.execute("COMMIT")
+        refused = await changing
+        assert refused is not None and refused.cluster_status is Status.OFFLINE
+        assert app_row(url, "app-1") == ("c1", "DEGRADED")
+        assert app_row(url, "app-2") == ("c1", "PENDING")
+        again = await deploys.deploy("app-1", "c1", REFUSED)  # OFFLINE: not settled
+        assert again is not None and again.cluster_status is Status.OFFLINE
+    finally:
+        notification.close()
         deploys.close()
