@@ -14,7 +14,6 @@ import json
 import logging
 import os
 import signal
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -25,9 +24,10 @@ from typing import Any
 import pytest
 
 from fleetwatch.cli import build_parser, main
-from fleetwatch.procs import ManagedProcess, free_port, wait_until
+from fleetwatch.procs import wait_until
 from reactor.cli import settings_from
 from tests.helpers.reactor_helpers import AUTH, TOKEN, MakeClient, dump_db
+from tests.helpers.reactor_live import reactor_process
 from tests.helpers.reactor_payloads import OFFLINE, ONLINE, alert, at, webhook
 
 LATE = "9999-12-31T23:59:59Z"
@@ -407,9 +407,7 @@ async def test_a_token_file_others_may_read_gets_a_warning(
     make_client: MakeClient, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Before: a world-readable token file was taken without a word."""
-    token_file = tmp_path / "token"
-    token_file.write_text(TOKEN)
-    token_file.chmod(0o644)
+    token_file = write_token_file(tmp_path, TOKEN, 0o644)
     with caplog.at_level(logging.WARNING):
         await make_client(token=TOKEN, token_file=token_file)
     warnings = [r.getMessage() for r in caplog.records if "readable by other" in r.getMessage()]
@@ -427,13 +425,29 @@ async def test_a_token_file_others_may_read_gets_a_warning(
 EMPTY = {"version": "4", "alerts": []}  # a notification that changes nothing
 
 
+def write_token_file(folder: Path, text: str, mode: int = 0o600) -> Path:
+    token_file = folder / "token"
+    token_file.write_text(text)
+    token_file.chmod(mode)
+    return token_file
+
+
+async def taken_until_warned(
+    client: Any, headers: dict[str, str], caplog: pytest.LogCaptureFixture, words: str
+) -> None:
+    """Waits for a warning holding ``words``; the token in ``headers`` is taken all along."""
+    deadline = time.monotonic() + 10
+    while not [r for r in caplog.records if words in r.getMessage()]:
+        assert time.monotonic() < deadline, f"no warning with {words!r}"
+        assert (await client.post("/alerts", json=EMPTY, headers=headers)).status == 200
+        await asyncio.sleep(0.05)
+
+
 async def test_the_token_file_is_read_again_when_it_changes(
     make_client: MakeClient, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Before: read once at start; rotating the token needed a restart."""
-    token_file = tmp_path / "token"
-    token_file.write_text("first-token")
-    token_file.chmod(0o600)
+    token_file = write_token_file(tmp_path, "first-token")
     client = await make_client(token="first-token", token_file=token_file)
     first = {"Authorization": "Bearer first-token"}
     second = {"Authorization": "Bearer second-token"}
@@ -449,11 +463,7 @@ async def test_the_token_file_is_read_again_when_it_changes(
     with caplog.at_level(logging.WARNING):
         token_file.write_text("")
         token_file.unlink()
-        deadline = time.monotonic() + 10
-        while not [r for r in caplog.records if "cannot be read" in r.getMessage()]:
-            assert time.monotonic() < deadline, "the missing file was never noticed"
-            assert (await client.post("/alerts", json=EMPTY, headers=second)).status == 200
-            await asyncio.sleep(0.05)
+        await taken_until_warned(client, second, caplog, "cannot be read")
     assert (await client.post("/alerts", json=EMPTY)).status == 401
     for record in caplog.records:
         assert "second-token" not in record.getMessage()
@@ -463,18 +473,12 @@ async def test_a_token_file_with_a_line_break_inside_keeps_the_last_good_token(
     make_client: MakeClient, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Before: "second-token\\nthird-token" became the token and locked everyone out, silently."""
-    token_file = tmp_path / "token"
-    token_file.write_text("second-token\n")
-    token_file.chmod(0o600)
+    token_file = write_token_file(tmp_path, "second-token\n")
     client = await make_client(token="second-token", token_file=token_file)
     good = {"Authorization": "Bearer second-token"}
     with caplog.at_level(logging.WARNING):
         token_file.write_text("second-token\nthird-token\n")
-        deadline = time.monotonic() + 10
-        while not [r for r in caplog.records if "line break" in r.getMessage()]:
-            assert time.monotonic() < deadline, "the two-line file was never noticed"
-            assert (await client.post("/alerts", json=EMPTY, headers=good)).status == 200
-            await asyncio.sleep(0.05)
+        await taken_until_warned(client, good, caplog, "line break")
     assert (await client.post("/alerts", json=EMPTY, headers=good)).status == 200
     for record in caplog.records:
         assert "third-token" not in record.getMessage()
@@ -484,23 +488,14 @@ async def test_a_token_file_with_a_line_break_inside_keeps_the_last_good_token(
 def test_sighup_reads_the_token_file_again(tmp_path: Path) -> None:
     """A real ``fleetwatch reactor``: SIGHUP alone (no request in between, which would look at
     the file itself) takes the new token; the flag for the future skew is accepted."""
-    port = free_port()
-    token_file = tmp_path / "token"
-    token_file.write_text("first-token")
-    token_file.chmod(0o600)
-    argv = [
-        sys.executable,
-        "-m",
-        "fleetwatch.cli",
-        "reactor",
-        f"--web.listen-address=127.0.0.1:{port}",
-        f"--db.path={tmp_path / 'state.db'}",
-        f"--kubeconfig={tmp_path / 'none'}",
+    token_file = write_token_file(tmp_path, "first-token")
+    reactor, url = reactor_process(
+        tmp_path,
+        tmp_path / "state.db",
         f"--web.token-file={token_file}",
         "--alerts.max-future-skew=5m",
-    ]
-    url = f"http://127.0.0.1:{port}"
-    with ManagedProcess(argv, tmp_path / "reactor.log", ready_url=f"{url}/healthz") as proc:
+    )
+    with reactor as proc:
 
         def post(token: str) -> int:
             request = urllib.request.Request(
