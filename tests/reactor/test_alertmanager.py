@@ -18,7 +18,6 @@ it by its interval.
 from __future__ import annotations
 
 import asyncio
-import shutil
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -27,10 +26,10 @@ from typing import Any
 import aiohttp
 import pytest
 
-from fleetwatch.procs import ManagedProcess, free_port
+from fleetwatch.procs import free_port
+from tests.helpers.alertmanager_process import ALERTMANAGER, alertmanager_process
 from tests.helpers.reactor_helpers import AUTH, TOKEN, MakeClient
 
-ALERTMANAGER = shutil.which("prometheus-alertmanager")
 pytestmark = [
     pytest.mark.live,
     pytest.mark.skipif(ALERTMANAGER is None, reason="prometheus-alertmanager not installed"),
@@ -85,17 +84,7 @@ async def test_alertmanager_drives_the_cascade(make_client: MakeClient, tmp_path
     token_file.write_text(TOKEN + "\n")
     (tmp_path / "am.yml").write_text(config(str(client.make_url("/alerts")), token_file))
     port = free_port()
-    am = ManagedProcess(
-        [
-            str(ALERTMANAGER),
-            f"--config.file={tmp_path / 'am.yml'}",
-            f"--storage.path={tmp_path / 'am-data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-            "--cluster.listen-address=",
-        ],
-        tmp_path / "alertmanager.log",
-        ready_url=f"http://127.0.0.1:{port}/-/ready",
-    )
+    am = alertmanager_process(tmp_path, tmp_path / "am.yml", port)
     await asyncio.to_thread(am.start)
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http:
