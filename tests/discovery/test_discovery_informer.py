@@ -42,6 +42,20 @@ async def informer(mgmt: ManagementCluster) -> AsyncIterator[Informer]:
         yield started
 
 
+async def seen_when_added(
+    mgmt: ManagementCluster, informer: Informer, name: str, what: str
+) -> None:
+    """An Argo CD cluster Secret for ``name`` added: the informer holds it."""
+    mgmt.seed([argocd_secret(name)])
+    await until(lambda: f"cluster-{name}" in names(informer), what=what)
+
+
+@pytest.fixture
+async def watching(mgmt: ManagementCluster, informer: Informer) -> None:
+    """Waits until the informer's three watches are open at the server."""
+    await until(lambda: mgmt.open_watches() == 3, what="three watches open")
+
+
 @pytest.fixture
 def mgmt_seed() -> list[dict[str, Any]]:
     """What the shared ``mgmt`` (tests/helpers/standin_fixtures.py) holds at the start."""
@@ -96,14 +110,13 @@ async def test_a_modified_secret_is_updated_and_a_deleted_one_removed(
     unlabelled["metadata"]["labels"] = {}
     mgmt.seed([unlabelled])
     await until(lambda: "cluster-argo-c" not in names(informer), what="argo-c unlabelled")
-    mgmt.seed([argocd_secret("argo-new")])
-    await until(lambda: "cluster-argo-new" in names(informer), what="argo-new added")
+    await seen_when_added(mgmt, informer, "argo-new", "argo-new added")
 
 
+@pytest.mark.usefixtures("watching")
 async def test_a_compaction_relists_without_losing_an_object(
     mgmt: ManagementCluster, informer: Informer
 ) -> None:
-    await until(lambda: mgmt.open_watches() == 3, what="three watches open")
     lists = mgmt.counts()["list secrets"]
     watches = mgmt.counts()["watch secrets"]
     found = names(informer)
@@ -120,19 +133,17 @@ async def test_a_compaction_relists_without_losing_an_object(
     await until(lambda: all(r.synced and r.up for r in informer.reflectors))
     assert mgmt.counts()["list secrets"] >= lists + 3
     assert names(informer) == found - {"cluster-argo-b"} | {"cluster-while-away"}
-    mgmt.seed([argocd_secret("after")])
-    await until(lambda: "cluster-after" in names(informer), what="watching again")
+    await seen_when_added(mgmt, informer, "after", "watching again")
 
 
+@pytest.mark.usefixtures("watching")
 async def test_a_closed_watch_resumes_from_its_revision_without_a_list(
     mgmt: ManagementCluster, informer: Informer
 ) -> None:
-    await until(lambda: mgmt.open_watches() == 3, what="three watches open")
     counts = mgmt.counts()
     # a bookmark moves the revision; a Secret changed meanwhile is not missed
     mgmt.close_watches()
-    mgmt.seed([argocd_secret("while-closed")])
-    await until(lambda: "cluster-while-closed" in names(informer), what="change seen")
+    await seen_when_added(mgmt, informer, "while-closed", "change seen")
     await until(lambda: mgmt.counts()["watch secrets"] >= counts["watch secrets"] + 3)
     assert mgmt.counts()["list secrets"] == counts["list secrets"]
     # closed within a second of their start with no event yet: "short" (a failed round:
@@ -152,8 +163,7 @@ async def test_server_errors_keep_the_last_objects_are_counted_and_recovered_fro
     assert informer.restarts()["error"] >= 9
     await until(lambda: informer.up, what="recovered")
     assert informer.problems() == []
-    mgmt.seed([argocd_secret("after-errors")])
-    await until(lambda: "cluster-after-errors" in names(informer), what="watching again")
+    await seen_when_added(mgmt, informer, "after-errors", "watching again")
 
 
 async def test_a_429_waits_for_its_retry_after(mgmt: ManagementCluster) -> None:

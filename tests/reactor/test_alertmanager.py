@@ -18,7 +18,6 @@ it by its interval.
 from __future__ import annotations
 
 import asyncio
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ import pytest
 
 from fleetwatch.procs import free_port
 from tests.helpers.alertmanager_process import ALERTMANAGER, alertmanager_process
-from tests.helpers.reactor_helpers import AUTH, TOKEN, MakeClient
+from tests.helpers.reactor_helpers import AUTH, TOKEN, MakeClient, until
 
 pytestmark = [
     pytest.mark.live,
@@ -57,18 +56,6 @@ receivers:
 
 def stamp(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-async def until(check: Any, limit_s: float = 20.0) -> Any:
-    """Poll the async ``check`` until it returns something truthy (no fixed sleeps)."""
-    deadline = time.monotonic() + limit_s
-    while True:
-        value = await check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"not met within {limit_s}s; last value {value!r}")
-        await asyncio.sleep(0.05)
 
 
 async def test_alertmanager_drives_the_cascade(make_client: MakeClient, tmp_path: Path) -> None:
@@ -118,14 +105,14 @@ async def test_alertmanager_drives_the_cascade(make_client: MakeClient, tmp_path
                 status_alert("FleetClusterOnline", "c1", t0, None),
                 status_alert("FleetClusterOnline", "c2", t0, None),
             )
-            await until(lambda: _eq(statuses, {"c1": "ONLINE", "c2": "ONLINE"}))
+            await until(lambda: _eq(statuses, {"c1": "ONLINE", "c2": "ONLINE"}), within=20.0)
 
             t1 = t0 + timedelta(minutes=5)
             await push(
                 status_alert("FleetClusterOnline", "c1", t0, t1),
                 status_alert("FleetClusterOffline", "c1", t1, None),
             )
-            await until(lambda: _eq(apps, {"web": "DEGRADED", "api": "DEGRADED"}))
+            await until(lambda: _eq(apps, {"web": "DEGRADED", "api": "DEGRADED"}), within=20.0)
             assert (await statuses())["c1"] == "OFFLINE"
             resp = await client.post(
                 "/deployments", json={"app": "web", "cluster": "c1"}, headers=AUTH
@@ -137,7 +124,7 @@ async def test_alertmanager_drives_the_cascade(make_client: MakeClient, tmp_path
                 status_alert("FleetClusterOffline", "c1", t1, t2),
                 status_alert("FleetClusterOnline", "c1", t2, None),
             )
-            await until(lambda: _eq(apps, {"web": "DEPLOYED", "api": "DEPLOYED"}))
+            await until(lambda: _eq(apps, {"web": "DEPLOYED", "api": "DEPLOYED"}), within=20.0)
             assert await statuses() == {"c1": "ONLINE", "c2": "ONLINE"}
 
             metrics = await (await client.get("/metrics")).text()

@@ -61,33 +61,27 @@ def pipelined(url: str, lanes: int = 2, busy_timeout_s: float = 5.0) -> Pipeline
     )
 
 
-def app_row(url: str, app: str) -> tuple[str, str]:
-    """(its cluster, its status), read on a connection of its own: what was committed."""
+def rows(url: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    """What ``sql`` reads on a connection of its own: what was committed."""
     with psycopg.connect(url) as conn:
-        row = conn.execute(
-            "SELECT c.name, a.status FROM apps a JOIN clusters c ON c.id = a.cluster_id "
-            "WHERE a.name = %s",
-            (app,),
-        ).fetchone()
-    assert row is not None
-    return row[0], row[1]
+        return conn.execute(sql, params).fetchall()
+
+
+def app_row(url: str, app: str) -> tuple[str, str]:
+    """(its cluster, its status)."""
+    sql = "SELECT c.name, a.status FROM apps a JOIN clusters c ON c.id = a.cluster_id "
+    ((cluster, status),) = rows(url, sql + "WHERE a.name = %s", app)
+    return cluster, status
 
 
 def lane_backends(url: str) -> set[int]:
-    with psycopg.connect(url) as conn:
-        rows = conn.execute(
-            "SELECT pid FROM pg_stat_activity WHERE application_name = %s AND datname = "
-            "current_database()",
-            (APP_NAME,),
-        ).fetchall()
-    return {int(pid) for (pid,) in rows}
+    sql = "SELECT pid FROM pg_stat_activity WHERE application_name = %s AND datname = "
+    return {int(pid) for (pid,) in rows(url, sql + "current_database()", APP_NAME)}
 
 
 def lock_waits(url: str) -> int:
-    with psycopg.connect(url) as conn:
-        row = conn.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()
-    assert row is not None
-    return int(row[0])
+    ((count,),) = rows(url, "SELECT count(*) FROM pg_locks WHERE NOT granted")
+    return int(count)
 
 
 @asynccontextmanager
