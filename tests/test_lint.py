@@ -4,11 +4,12 @@ type checker would object to."""
 from __future__ import annotations
 
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.helpers.commands import run_ok
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -22,10 +23,7 @@ def ruff() -> str:
 
 @pytest.mark.parametrize("args", [["check", "."], ["format", "--check", "."]])
 def test_ruff_is_clean(args: list[str]) -> None:
-    result = subprocess.run(
-        [ruff(), *args], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    run_ok([ruff(), *args], cwd=ROOT, timeout=120)
 
 
 #: Packages held to ``mypy --strict``: every package of the product. Imported modules of
@@ -37,12 +35,4 @@ def test_mypy_strict_is_clean() -> None:
     found = shutil.which("mypy", path=str(Path(sys.executable).parent)) or shutil.which("mypy")
     if found is None:
         pytest.fail("mypy is not installed: it is in the [test] extra of pyproject.toml")
-    result = subprocess.run(
-        [found, "--strict", "--follow-imports=silent", *MYPY_STRICT],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    run_ok([found, "--strict", "--follow-imports=silent", *MYPY_STRICT], cwd=ROOT, timeout=300)

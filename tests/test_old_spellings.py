@@ -14,15 +14,15 @@ import json
 import logging
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
 from fleetwatch.cli import build_parser, main
 from reactor.cli import settings_from
+from tests.helpers.quiet_http import QuietHandler
 
 TOKEN = "s3cret-token"
 
@@ -48,18 +48,10 @@ def warnings(err: str) -> list[str]:
     return [line for line in err.splitlines() if "is deprecated: spell it" in line]
 
 
-class Recorder(BaseHTTPRequestHandler):
+class Recorder(QuietHandler):
     """Answers as a reactor (and the demo's control API) would, and records each request."""
 
     seen: list[tuple[str, str, str | None]]
-
-    def _answer(self, body: Any, status: int = 200) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def _record(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
@@ -70,18 +62,15 @@ class Recorder(BaseHTTPRequestHandler):
         self._record()
         cluster = {"name": "c1", "status": "ONLINE", "status_since": None, "source": "x"}
         lists = {"/apps": [], "/clusters": [cluster]}
-        self._answer(lists.get(self.path, cluster))
+        self.send_json(200, lists.get(self.path, cluster))
 
     def do_DELETE(self) -> None:
         self._record()
-        self._answer({"apps_deleted": 0})
+        self.send_json(200, {"apps_deleted": 0})
 
     def do_PUT(self) -> None:
         self._record()
-        self._answer({"mode": "down"})
-
-    def log_message(self, *args: Any) -> None:
-        pass
+        self.send_json(200, {"mode": "down"})
 
 
 @pytest.fixture

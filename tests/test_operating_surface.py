@@ -46,6 +46,7 @@ from fleetwatch.standin import StandinFleet
 from fleetwatch.standin.workload.certs import FleetCerts
 from reactor.app import create_app
 from reactor.context import ReactorSettings
+from tests.helpers.quiet_http import fetch
 
 PASSWORD = "scrape-s3cret"
 TOKEN = "mutate-s3cret"
@@ -396,32 +397,22 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> FleetCerts:
     return FleetCerts.create(tmp_path_factory.mktemp("pki"))
 
 
-def web_config_file(root: Path, pki: FleetCerts) -> Path:
+def web_config_file(root: Path, pki: FleetCerts, client_certs: bool = True) -> Path:
+    """A web configuration file: TLS with the server's certificate, client certificates
+    required unless ``client_certs`` is False, and basic auth for ``prometheus``."""
     files = pki.files
+    tls = {"cert_file": str(files.server_cert), "key_file": str(files.server_key)}
+    if client_certs:
+        tls["client_auth_type"] = "RequireAndVerifyClientCert"
+        tls["client_ca_file"] = str(files.ca_cert)
     path = root / "web.yml"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "tls_server_config": {
-                    "cert_file": str(files.server_cert),
-                    "key_file": str(files.server_key),
-                    "client_auth_type": "RequireAndVerifyClientCert",
-                    "client_ca_file": str(files.ca_cert),
-                },
-                "basic_auth_users": {"prometheus": HASH},
-            }
-        )
-    )
+    users = {"prometheus": HASH}
+    path.write_text(yaml.safe_dump({"tls_server_config": tls, "basic_auth_users": users}))
     return path
 
 
 def get(url: str, ctx: ssl.SSLContext, headers: dict[str, str]) -> tuple[int, str]:
-    request = urllib.request.Request(url, headers=headers)
-    try:
-        with urllib.request.urlopen(request, timeout=5, context=ctx) as resp:
-            return resp.status, resp.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
+    return fetch(url, headers=headers, context=ctx)
 
 
 def client_ctx(pki: FleetCerts, with_cert: bool) -> ssl.SSLContext:
@@ -499,18 +490,7 @@ def test_fleetwatch_status_reads_a_reactor_with_basic_auth_through_its_token(
 ) -> None:
     """HTTPS without client certificates: a private CA through $SSL_CERT_FILE, the token."""
     files = pki.files
-    config = tmp_path / "web.yml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "tls_server_config": {
-                    "cert_file": str(files.server_cert),
-                    "key_file": str(files.server_key),
-                },
-                "basic_auth_users": {"prometheus": HASH},
-            }
-        )
-    )
+    config = web_config_file(tmp_path, pki, client_certs=False)
     port = free_port()
     url = f"https://127.0.0.1:{port}"
     reactor = ManagedProcess(

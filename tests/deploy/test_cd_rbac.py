@@ -16,7 +16,6 @@ reactor uses against the stand-in management cluster with a token restricted to 
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -25,6 +24,7 @@ import yaml
 from fleetwatch.cli import build_parser
 from reactor.cd.settings import CdSettings, cd_settings_from
 from reactor.cd.watch import cd_watches
+from tests.helpers.commands import run_ok
 from tests.helpers.deploy_manifests import (
     KUSTOMIZE,
     OVERLAYS,
@@ -239,14 +239,7 @@ def _render_overlay(tmp_path: Path, resources: list[str], components: list[str])
         }
     )
     (folder / "kustomization.yaml").write_text(text)
-    done = subprocess.run(
-        ["kubectl", "kustomize", str(folder)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_ok(["kubectl", "kustomize", str(folder)])
     return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
 
 

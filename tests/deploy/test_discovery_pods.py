@@ -18,11 +18,8 @@ process, before the list has answered).
 from __future__ import annotations
 
 import base64
-import json
 import shutil
 import tempfile
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +33,8 @@ from fleetwatch.standin.management import ManagementSettings, ThreadedManagement
 from tests.helpers.deploy_image import Container, probed_ok
 from tests.helpers.deploy_manifests import NAMESPACE_FLAG, Obj, args_of, find, of_kind, render
 from tests.helpers.deploy_pods import ApiServer, pod_of
+from tests.helpers.discovery_informer import api_secret, argocd_cluster
+from tests.helpers.quiet_http import fetch
 
 # The first test builds the image (tests/deploy/conftest.py), minutes on a fresh machine.
 pytestmark = [pytest.mark.live, pytest.mark.timeout(900)]
@@ -65,41 +64,20 @@ def _secrets(fleet: ThreadedFleet, root: Path) -> list[dict[str, Any]]:
         return fleet.write_kubeconfig(root / f"{name}.yaml", [name]).read_text()
 
     return [
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {
-                "name": "cluster-argo-one",
-                "namespace": "argocd",
-                "labels": {"argocd.argoproj.io/secret-type": "cluster"},
-            },
-            "data": {
-                "name": _b64("argo-one"),
-                "server": _b64(argo.url),
-                "config": _b64(json.dumps(config)),
-            },
-        },
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "type": "cluster.x-k8s.io/secret",
-            "metadata": {
-                "name": "capi-one-kubeconfig",
-                "namespace": "team-a",
-                "labels": {"cluster.x-k8s.io/cluster-name": "capi-one"},
-            },
-            "data": {"value": _b64(kubeconfig("capi-one"))},
-        },
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {
-                "name": "own-one",
-                "namespace": "fleet",
-                "labels": {"fleetwatch.io/kubeconfig": ""},
-            },
-            "data": {"kubeconfig": _b64(kubeconfig("own-one"))},
-        },
+        argocd_cluster("argo-one", argo.url, config),
+        api_secret(
+            "capi-one-kubeconfig",
+            "team-a",
+            {"cluster.x-k8s.io/cluster-name": "capi-one"},
+            {"value": kubeconfig("capi-one")},
+            type_="cluster.x-k8s.io/secret",
+        ),
+        api_secret(
+            "own-one",
+            "fleet",
+            {"fleetwatch.io/kubeconfig": ""},
+            {"kubeconfig": kubeconfig("own-one")},
+        ),
     ]
 
 
@@ -162,11 +140,7 @@ def grant(objects: list[Obj], account: str) -> dict[str, Any]:
 
 
 def _get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
+    return fetch(url, timeout=5)
 
 
 @dataclass

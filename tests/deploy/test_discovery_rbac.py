@@ -26,6 +26,7 @@ import yaml
 from fleetwatch.cli import build_parser
 from fleetwatch.discovery import DEFAULT_SELECTOR, apisource, read_secret
 from fleetwatch.discovery.secrets import kind_of
+from tests.helpers.commands import run, run_ok
 from tests.helpers.deploy_manifests import (
     DISCOVERY_FLAG,
     KUSTOMIZE,
@@ -51,18 +52,11 @@ COMPONENTS = KUSTOMIZE / "components"
 
 
 def _kustomize(folder: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["kubectl", "kustomize", str(folder)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return run(["kubectl", "kustomize", str(folder)])
 
 
 def _render_folder(folder: Path) -> list[Obj]:
-    done = _kustomize(folder)
-    assert done.returncode == 0, done.stderr
+    done = run_ok(["kubectl", "kustomize", str(folder)])
     return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
 
 
@@ -366,17 +360,7 @@ def test_the_recipe_for_namespaces_of_ones_own_grants_what_it_watches(tmp_path: 
 
 
 def _kubectl(*args: str, cwd: Path, stdin: str | None = None) -> str:
-    done = subprocess.run(
-        ["kubectl", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=cwd,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+    return run_ok(["kubectl", *args], cwd=cwd, input_text=stdin).stdout
 
 
 def test_the_labelled_secret_of_the_how_to_is_read_as_its_clusters(tmp_path: Path) -> None:

@@ -13,7 +13,6 @@ import json
 import os
 import re
 import shutil
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +21,7 @@ import pytest
 from fleetwatch.procs import free_port, wait_until
 from fleetwatch.standin import ThreadedFleet
 from tests.helpers.deploy_image import Container, podman, probed_ok
+from tests.helpers.quiet_http import fetch
 
 # The first test builds the image (tests/deploy/conftest.py), minutes on a fresh machine.
 pytestmark = [pytest.mark.live, pytest.mark.timeout(900)]
@@ -44,11 +44,7 @@ def readable(folder: Path) -> None:
 
 
 def get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
+    return fetch(url, timeout=2)
 
 
 def test_every_subcommand_runs_as_the_non_root_user(image: str) -> None:

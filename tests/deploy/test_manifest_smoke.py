@@ -23,8 +23,6 @@ import json
 import secrets as random_secrets
 import shutil
 import tempfile
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +36,7 @@ from fleetwatch.standin import ThreadedFleet
 from tests.helpers.deploy_image import Container, probed_ok
 from tests.helpers.deploy_manifests import Obj, find, of_kind, render, workloads
 from tests.helpers.deploy_pods import Pod, pod_of
+from tests.helpers.quiet_http import fetch
 from tests.helpers.reactor_payloads import ONLINE, alert, webhook
 from tests.helpers.reactor_postgres import PostgresServer
 
@@ -68,12 +67,7 @@ def _get(url: str, *, data: bytes | None = None, token: str | None = None) -> tu
     headers = {"Content-Type": "application/json"} if data is not None else {}
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
-    request = urllib.request.Request(url, data=data, headers=headers)
-    try:
-        with urllib.request.urlopen(request, timeout=5) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
+    return fetch(url, data=data, headers=headers)
 
 
 @pytest.fixture(scope="module")

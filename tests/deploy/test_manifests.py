@@ -17,8 +17,6 @@ from __future__ import annotations
 import copy
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -27,6 +25,7 @@ import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
 
+from tests.helpers.commands import FLEETWATCH, run, run_ok
 from tests.helpers.deploy_manifests import (
     KUBERNETES_VERSION,
     KUSTOMIZE,
@@ -207,14 +206,7 @@ def test_the_shard_count_is_written_once(tmp_path: Path) -> None:
         for path in folder.glob("*.yaml"):  # nowhere else a 2 that means the count
             for line in path.read_text().splitlines():
                 assert "--shard.count=2" not in line and "replicas: 2" not in line, line
-    done = subprocess.run(
-        ["kubectl", "kustomize", str(overlay.parent)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_ok(["kubectl", "kustomize", str(overlay.parent)])
     statefulsets = of_kind([d for d in yaml.safe_load_all(done.stdout) if d], "StatefulSet")
     assert len(statefulsets) == 2
     for statefulset in statefulsets:
@@ -291,15 +283,11 @@ def crd_results() -> dict[str, list[dict[str, Any]]]:
         for overlay in CRD_OVERLAYS
     }
     batches["broken"] = _broken_objects()
-    done = subprocess.run(
+    done = run_ok(
         [str(CRD_PYTHON), str(Path(__file__).with_name("deploy_crd_check.py"))],
-        input=yaml.safe_dump_all([o for batch in batches.values() for o in batch]),
-        capture_output=True,
-        text=True,
+        input_text=yaml.safe_dump_all([o for batch in batches.values() for o in batch]),
         timeout=120,
-        check=False,
     )
-    assert done.returncode == 0, done.stderr
     answers = [json.loads(line) for line in done.stdout.splitlines()]
     results: dict[str, list[dict[str, Any]]] = {}
     for name, batch in batches.items():
@@ -351,16 +339,7 @@ def test_the_crd_validation_finds_unknown_fields_and_bad_values(
 
 
 def _fleetwatch(*args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "fleetwatch.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+    return run_ok([*FLEETWATCH, *args], cwd=REPO).stdout
 
 
 def _without_namespace_label(groups: list[Obj]) -> list[Obj]:
@@ -401,25 +380,10 @@ def test_the_prometheusrule_holds_fleetwatch_rules_groups(tmp_path: Path) -> Non
         unit_tests = _with_namespace_label(loaded)
         (tmp_path / "tests" / test_file.name).write_text(yaml.safe_dump(unit_tests))
     promtool = _tool("promtool")
-    check = subprocess.run(
-        [promtool, "check", "rules", "fleetwatch.rules.yml"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert check.returncode == 0, check.stdout + check.stderr
+    run_ok([promtool, "check", "rules", "fleetwatch.rules.yml"], cwd=tmp_path)
     tests = sorted(p.name for p in (tmp_path / "tests").iterdir())
     assert len(tests) >= 2
-    unit = subprocess.run(
-        [promtool, "test", "rules", *tests],
-        cwd=tmp_path / "tests",
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
+    unit = run([promtool, "test", "rules", *tests], cwd=tmp_path / "tests", timeout=180)
     assert unit.returncode == 0, unit.stdout[-3000:] + unit.stderr
     assert unit.stdout.count("SUCCESS") == len(tests)
 
@@ -436,20 +400,13 @@ def test_the_alertmanagerconfig_as_alertmanager_sees_it_passes_amtool(tmp_path: 
     (secrets / "fleetwatch-reactor-token" / "token").write_text("t0ken\n")
     translated = alertmanager_config(config, secrets)
     (tmp_path / "alertmanager.yml").write_text(yaml.safe_dump(translated, sort_keys=False))
-    done = subprocess.run(
-        [_tool("amtool"), "check-config", str(tmp_path / "alertmanager.yml")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = run_ok([_tool("amtool"), "check-config", str(tmp_path / "alertmanager.yml")])
     assert "2 inhibit rules" in done.stdout
     # Both status alerts reach the reactor through the operator's route.
     route = translated["route"]["routes"][0]
     assert route["receiver"] == "fleetwatch/fleetwatch-reactor/fleetwatch-reactor"
     for alertname in ("FleetClusterOnline", "FleetClusterOffline"):
-        done = subprocess.run(
+        done = run(
             [
                 _tool("amtool"),
                 "config",
@@ -459,11 +416,7 @@ def test_the_alertmanagerconfig_as_alertmanager_sees_it_passes_amtool(tmp_path: 
                 f"alertname={alertname}",
                 "namespace=fleetwatch",
                 "cluster=a",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
+            ]
         )
         assert done.stdout.strip() == route["receiver"], done.stdout + done.stderr
 
@@ -510,7 +463,7 @@ def checkov_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     folder = tmp_path_factory.mktemp("checkov")
     for overlay in OVERLAYS:
         (folder / f"{overlay.replace('/', '-')}.yaml").write_text(rendered_text(overlay))
-    done = subprocess.run(
+    done = run(
         [
             str(CHECKOV),
             "--directory",
@@ -524,10 +477,7 @@ def checkov_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             "--skip-check",
             ",".join(sorted(ACCEPTED_CHECKS)),
         ],
-        capture_output=True,
-        text=True,
         timeout=300,
-        check=False,
     )
     report: dict[str, Any] = json.loads(done.stdout)
     return report

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -24,12 +23,13 @@ import pytest
 import yaml
 
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
+from tests.helpers.alertmanager_process import ALERTMANAGER, alertmanager_process
+from tests.helpers.commands import run_ok
 from tests.helpers.deploy_manifests import REPO, Obj, alertmanager_config, find, render
 
 EXAMPLE = REPO / "alerts" / "alertmanager.yml"
 RULES_DOC = REPO / "docs" / "rules.md"
 AMTOOL = shutil.which("amtool")
-ALERTMANAGER = shutil.which("prometheus-alertmanager")
 
 #: What each source names its alerts, one of each family, for two clusters.
 MUTED = {
@@ -108,14 +108,7 @@ def test_the_alertmanagerconfig_as_the_operator_renders_it_passes_amtool(
 ) -> None:
     config = alertmanager_config(_operator_object(), tmp_path, strategy=strategy)
     (tmp_path / "am.yml").write_text(yaml.safe_dump(config, sort_keys=False))
-    done = subprocess.run(
-        [str(AMTOOL), "check-config", str(tmp_path / "am.yml")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = run_ok([str(AMTOOL), "check-config", str(tmp_path / "am.yml")])
     assert "4 inhibit rules" in done.stdout
 
 
@@ -162,17 +155,7 @@ def alertmanager(tmp_path: Path) -> Any:
     def start(config: Obj) -> int:
         (tmp_path / "am.yml").write_text(yaml.safe_dump(config, sort_keys=False))
         port = free_port()
-        proc = ManagedProcess(
-            [
-                str(ALERTMANAGER),
-                f"--config.file={tmp_path / 'am.yml'}",
-                f"--storage.path={tmp_path / 'am-data'}",
-                f"--web.listen-address=127.0.0.1:{port}",
-                "--cluster.listen-address=",
-            ],
-            tmp_path / "alertmanager.log",
-            ready_url=f"http://127.0.0.1:{port}/-/ready",
-        )
+        proc = alertmanager_process(tmp_path, tmp_path / "am.yml", port)
         started.append(proc)
         proc.start()
         return port

@@ -33,6 +33,7 @@ from fleetwatch.discovery import (
 )
 from fleetwatch.discovery.contextauth import ContextAuth
 from fleetwatch.discovery.shard import Shard
+from tests.helpers.discovery_informer import api_secret
 
 TOKEN = "SENTINEL-token-7f3a"
 PASSWORD = "SENTINEL-password-91c2"
@@ -62,19 +63,7 @@ def secret(
     uid: str = "7c1e6f0e-0000-4000-8000-000000000001",
 ) -> dict[str, Any]:
     """A Secret as the API returns it (``data`` base64-encoded here)."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": labels or {},
-            "resourceVersion": rv,
-            "uid": uid,
-        },
-        "type": type_,
-        "data": {k: b64(v) for k, v in (data or {}).items()},
-    }
+    return api_secret(name, namespace, labels or {}, data, type_=type_, rv=rv, uid=uid)
 
 
 def argo(

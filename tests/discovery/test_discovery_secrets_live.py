@@ -17,6 +17,7 @@ import yaml
 from exporter.net import FleetClient, Slot
 from fleetwatch.discovery import Discovery, merge, probeable, read_secret
 from fleetwatch.standin import StandinFleet
+from tests.helpers.discovery_informer import ARGOCD_CLUSTER, api_secret
 
 
 def b64(data: bytes | str) -> str:
@@ -35,20 +36,12 @@ async def test_secret_clusters_probe_a_standin_with_the_exporters_credentials(
             "bearerToken": token_cluster.token,
             "tlsClientConfig": {"caData": b64(certs.ca_pem)},
         }
-        argo = {
-            "metadata": {
-                "name": "cluster-argo-prod",
-                "namespace": "argocd",
-                "labels": {"argocd.argoproj.io/secret-type": "cluster"},
-                "resourceVersion": "7",
-                "uid": "u-1",
-            },
-            "data": {
-                "name": b64("argo-prod"),
-                "server": b64(token_cluster.url),
-                "config": b64(json.dumps(config)),
-            },
+        data: dict[str, str | bytes] = {
+            "name": "argo-prod",
+            "server": token_cluster.url,
+            "config": json.dumps(config),
         }
+        argo = api_secret("cluster-argo-prod", "argocd", ARGOCD_CLUSTER, data, rv="7", uid="u-1")
         admin = certs.default_client
         kubeconfig = {
             "apiVersion": "v1",
@@ -74,17 +67,15 @@ async def test_secret_clusters_probe_a_standin_with_the_exporters_credentials(
             ],
             "contexts": [{"name": "admin@wl", "context": {"cluster": "wl", "user": "admin"}}],
         }
-        capi = {
-            "metadata": {
-                "name": "capi-wl-kubeconfig",
-                "namespace": "fleet",
-                "labels": {"cluster.x-k8s.io/cluster-name": "capi-wl"},
-                "resourceVersion": "9",
-                "uid": "u-2",
-            },
-            "type": "cluster.x-k8s.io/secret",
-            "data": {"value": b64(yaml.safe_dump(kubeconfig))},
-        }
+        capi = api_secret(
+            "capi-wl-kubeconfig",
+            "fleet",
+            {"cluster.x-k8s.io/cluster-name": "capi-wl"},
+            {"value": yaml.safe_dump(kubeconfig)},
+            type_="cluster.x-k8s.io/secret",
+            rv="9",
+            uid="u-2",
+        )
         found = [read_secret(argo), read_secret(capi)]
         merged = merge(Discovery((), ()), [f for f in found if f is not None])
         assert merged.discovery.problems == ()

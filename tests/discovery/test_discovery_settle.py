@@ -22,6 +22,7 @@ from fleetwatch.discovery.apisource import KubernetesDiscovery, SecretReads
 from fleetwatch.discovery.files import FileVersion
 from fleetwatch.discovery.secrets import KEPT
 from fleetwatch.discovery.settle import SETTLE_SECONDS, Sighting, arrived_whole, wait_for
+from tests.helpers.discovery_informer import ARGOCD_CLUSTER, api_secret
 
 SETTLE = SETTLE_SECONDS
 
@@ -338,30 +339,18 @@ def b64(text: str) -> str:
 
 def labelled(rv: int, **data: str) -> dict[str, Any]:
     """A labelled Secret holding kubeconfigs, as the API returns it."""
-    return {
-        "metadata": {
-            "name": "fleet",
-            "namespace": "team-a",
-            "uid": "uid-1",
-            "resourceVersion": str(rv),
-            "labels": {"fleetwatch.io/kubeconfig": "true"},
-        },
-        "data": {k: b64(v) for k, v in data.items()},
-    }
+    labels = {"fleetwatch.io/kubeconfig": "true"}
+    values: dict[str, str | bytes] = dict(data)
+    return api_secret("fleet", "team-a", labels, values, rv=str(rv), uid="uid-1")
 
 
 def argo(rv: int, config: str) -> dict[str, Any]:
-    data = {"name": "prod", "server": "https://prod.example:6443", "config": config}
-    return {
-        "metadata": {
-            "name": "cluster-prod",
-            "namespace": "argocd",
-            "uid": "uid-2",
-            "resourceVersion": str(rv),
-            "labels": {"argocd.argoproj.io/secret-type": "cluster"},
-        },
-        "data": {k: b64(v) for k, v in data.items()},
+    data: dict[str, str | bytes] = {
+        "name": "prod",
+        "server": "https://prod.example:6443",
+        "config": config,
     }
+    return api_secret("cluster-prod", "argocd", ARGOCD_CLUSTER, data, rv=str(rv), uid="uid-2")
 
 
 def secret_clusters(reads: SecretReads, *secrets: dict[str, Any]) -> list[tuple[str, str]]:

@@ -21,7 +21,6 @@ from pathlib import Path
 
 import pytest
 
-from fleetwatch.cli import wiring
 from fleetwatch.cli.demo_cd import (
     ObjectReader,
     application,
@@ -65,39 +64,24 @@ class CdLoop(Loop):
     def __init__(self, root: Path, fleet: ThreadedFleet, mgmt: ThreadedManagementCluster) -> None:
         super().__init__(root, fleet)
         self.mgmt = mgmt
-        self.empty = root / "empty-kubeconfig.yaml"
-        self.from_secrets = [
+        self.process_kubeconfig = root / "empty-kubeconfig.yaml"
+        self.exporter_extra = [
             "--discovery.kubernetes",
             f"--discovery.kubernetes.kubeconfig={mgmt.kubeconfig}",
         ]
+        cd = ["--cd.flux", "--cd.argocd", f"--cd.kubeconfig={mgmt.kubeconfig}"]
+        self.reactor_extra = [*self.exporter_extra, *cd]
 
     def start_reactor(self) -> None:
-        self.empty.write_text("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\n")
+        empty = "apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\n"
+        self.process_kubeconfig.write_text(empty)
         secrets = []
         for name in (DOWN, OTHER):
             path = self.fleet.write_kubeconfig(self.root / f"{name}.yaml", [name])
             secrets.append(cluster_secret(name, path.read_text()))
             secrets.append(argocd_cluster_secret(name, path.read_text()))
         self.mgmt.seed(secrets)
-        cd = ["--cd.flux", "--cd.argocd", f"--cd.kubeconfig={self.mgmt.kubeconfig}"]
-        self.reactor_proc, self.reactor_port = wiring.start_reactor(
-            self.root / "reactor",
-            port=self.reactor_port,
-            db_path=self.db_path,
-            token_file=self.token_file,
-            kubeconfig=self.empty,
-            extra=[*self.from_secrets, *cd],
-        )
-        self.reactor.base = f"http://127.0.0.1:{self.reactor_port}"
-
-    def start_exporter(self) -> None:
-        self.exporter, self.exporter_port = wiring.start_exporter(
-            self.root / "exporter",
-            port=self.exporter_port,
-            kubeconfig=self.empty,
-            interval=INTERVAL,
-            extra=self.from_secrets,
-        )
+        super().start_reactor()
 
 
 @pytest.fixture

@@ -9,27 +9,16 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from fleetwatch.cli.wiring import JsonClient
 from fleetwatch.procs import wait_until
-from tests.helpers.e2e_demo import alive, cd_objects, stop_demo
+from tests.helpers.commands import FLEETWATCH, fleetwatch
+from tests.helpers.e2e_demo import alive, cd_objects, running_demo
 
 pytestmark = pytest.mark.live
-
-
-def _fleetwatch(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "fleetwatch.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
 
 
 #: demo-001's Flux and Argo CD objects as `demo down`/`up` and kubectl name them.
@@ -54,27 +43,8 @@ def _object_lines(stdout: str) -> dict[str, str]:
 def test_demo_down_up_and_ctrl_c(tmp_path: Path) -> None:
     state_file = tmp_path / "demo.json"
     out = tmp_path / "demo.out"
-    with out.open("w") as sink:
-        demo = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "fleetwatch.cli",
-                "demo",
-                "--web.free-ports",
-                f"--state.file={state_file}",
-            ],
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        wait_until(
-            lambda: "\nready\n" in out.read_text() or demo.poll() is not None,
-            90,
-            interval=0.1,
-            what="the demo's banner",
-        )
+    argv = [*FLEETWATCH, "demo", "--web.free-ports", f"--state.file={state_file}"]
+    with running_demo(argv, out, state_file, within=90) as demo:
         text = out.read_text()
         assert demo.poll() is None, text
         state = json.loads(state_file.read_text())
@@ -97,7 +67,7 @@ def test_demo_down_up_and_ctrl_c(tmp_path: Path) -> None:
         assert objects[HELD] == (True, None)  # paused by hand before the demo
         assert {s for label, s in objects.items() if label != HELD} == {(False, None)}
 
-        result = _fleetwatch("demo", "down", "demo-001", f"--state.file={state_file}")
+        result = fleetwatch("demo", "down", "demo-001", f"--state.file={state_file}")
         assert result.returncode == 0, result.stderr + out.read_text()
         # It waits for the reactor, then prints demo-001's objects as read back.
         printed = _object_lines(result.stdout)
@@ -124,7 +94,7 @@ def test_demo_down_up_and_ctrl_c(tmp_path: Path) -> None:
         degraded = {a for a, s in statuses().items() if s == "DEGRADED"}
         assert degraded == apps_on_001, out.read_text()
 
-        result = _fleetwatch("demo", "up", "demo-001", f"--state.file={state_file}")
+        result = fleetwatch("demo", "up", "demo-001", f"--state.file={state_file}")
         assert result.returncode == 0, result.stderr + out.read_text()
         printed = _object_lines(result.stdout)
         assert printed[ON_001[0]] == "running (suspend: false, no mark)", result.stdout
@@ -137,7 +107,7 @@ def test_demo_down_up_and_ctrl_c(tmp_path: Path) -> None:
         log = out.read_text()
         assert "Kustomization demo-001/apps      paused by outage " in log
         assert "Application argocd/shop          running" in log
-        bad = _fleetwatch("demo", "down", "nope", f"--state.file={state_file}")
+        bad = fleetwatch("demo", "down", "nope", f"--state.file={state_file}")
         assert bad.returncode == 1
         assert "no cluster named 'nope'" in bad.stderr
 
@@ -157,8 +127,6 @@ def test_demo_down_up_and_ctrl_c(tmp_path: Path) -> None:
         )
         assert not Path(state["folder"]).exists()
         assert not state_file.exists()
-        gone = _fleetwatch("demo", "up", "demo-001", f"--state.file={state_file}")
+        gone = fleetwatch("demo", "up", "demo-001", f"--state.file={state_file}")
         assert gone.returncode == 1
         assert "no demo is running" in gone.stderr
-    finally:
-        stop_demo(demo, state_file)

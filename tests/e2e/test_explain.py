@@ -12,14 +12,13 @@ that cannot be reached.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from fleetwatch.procs import free_port
+from tests.helpers.commands import fleetwatch
 from tests.helpers.e2e_loop import Loop
 
 pytestmark = pytest.mark.live
@@ -29,12 +28,11 @@ THRESHOLD = 12
 
 
 def explain(loop: Loop, cluster: str, *extra: str, json_out: bool = True) -> tuple[int, Any, str]:
-    args = [sys.executable, "-m", "fleetwatch.cli", "explain", cluster]
-    args += ["--reactor", loop.reactor.base, "--prometheus", loop.prom_url]
+    args = ["explain", cluster, "--reactor", loop.reactor.base, "--prometheus", loop.prom_url]
     args += ["--alertmanager", loop.am_url, *extra]
     if json_out:
         args += ["--output", "json"]
-    out = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    out = fleetwatch(*args)
     assert "Traceback" not in out.stderr, out.stderr
     body = json.loads(out.stdout) if json_out and out.returncode in (0, 3) else out.stdout
     return out.returncode, body, out.stderr
@@ -109,43 +107,13 @@ def test_explain_online_failing_offline_and_held_by_the_storm_guard(
     code, _, err = explain(loop, "ex-nowhere")
     assert code == 1 and "no source knows a cluster 'ex-nowhere'" in err
     dead = f"http://127.0.0.1:{free_port()}"
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "fleetwatch.cli",
-            "explain",
-            "ex-up",
-            "--reactor",
-            loop.reactor.base,
-            "--prometheus",
-            dead,
-            "--output",
-            "json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
+    out = fleetwatch(
+        "explain", "ex-up", "--reactor", loop.reactor.base, "--prometheus", dead, "--output", "json"
     )
     assert out.returncode == 3, out.stderr  # a partial answer is said, and not a success
     assert "Prometheus 127.0.0.1" in out.stderr and "cannot be reached" in out.stderr
     assert json.loads(out.stdout)["reactor"]["status"] == "ONLINE"
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "fleetwatch.cli",
-            "explain",
-            "ex-up",
-            "--reactor",
-            dead,
-            "--alertmanager",
-            dead,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    out = fleetwatch("explain", "ex-up", "--reactor", dead, "--alertmanager", dead)
     assert out.returncode == 2 and "no source could be asked" in out.stderr
     assert "Traceback" not in out.stderr
 

@@ -40,12 +40,7 @@ def test_reactor_restarted_during_the_outage(make_loop: Callable[..., Loop]) -> 
     # The end of the old ONLINE reached the reactor (Alertmanager retried it across the
     # restart). Without that, the next ONLINE would wait for a repeat: see
     # test_recovery_hidden_by_a_failing_receiver_comes_with_the_repeat.
-    proxy = loop.proxy
-    assert proxy is not None
-    loop.wait(
-        lambda: ("FleetClusterOnline", "rr-a", "resolved") in proxy.forwarded_alerts(),
-        "rr-a ONLINE resolved delivered",
-    )
+    loop.wait_delivered("FleetClusterOnline", "rr-a", "resolved")
     # The cluster comes back while the reactor is down: Alertmanager keeps the ONLINE
     # notification until the reactor answers again.
     loop.stop_reactor()
@@ -104,10 +99,7 @@ def test_reactor_answering_500_for_a_while_converges(
     assert loop.apps() == {"p5-web": ("DEGRADED", "cluster_offline"), "p5-db": ("DEPLOYED", None)}
     # Let the ONLINE "resolved" through too: Alertmanager then knows the reactor saw the
     # alert end, and will notify its next start (see the test below for when it did not).
-    loop.wait(
-        lambda: ("FleetClusterOnline", "p5-a", "resolved") in proxy.forwarded_alerts(),
-        "p5-a ONLINE resolved delivered",
-    )
+    loop.wait_delivered("FleetClusterOnline", "p5-a", "resolved")
 
     # Same on the way back: the ONLINE notification is refused, then retried.
     proxy.failing = True

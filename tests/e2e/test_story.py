@@ -69,12 +69,7 @@ def test_a_cluster_goes_down_and_comes_back(
     # and a resolve and re-fire inside one group_interval is never sent: the recovery
     # would then wait for a repeat (test_resilience covers that path). With real probe
     # intervals (minutes) against a 10 s group_interval this cannot happen.
-    proxy = loop.proxy
-    assert proxy is not None
-    loop.wait(
-        lambda: ("FleetClusterOnline", "st-east", "resolved") in proxy.forwarded_alerts(),
-        "st-east ONLINE resolved delivered",
-    )
+    loop.wait_delivered("FleetClusterOnline", "st-east", "resolved")
     up_at = loop.set_mode("st-east", "ok")
     restored_at = loop.wait_app("web", "DEPLOYED")
     record_timing("cluster back -> apps DEPLOYED", restored_at - up_at, None)

@@ -15,7 +15,6 @@ import os
 import re
 import shutil
 import signal
-import subprocess
 import sys
 import sysconfig
 import time
@@ -26,7 +25,8 @@ import pytest
 
 from fleetwatch.cli.wiring import JsonClient
 from fleetwatch.procs import wait_until
-from tests.helpers.e2e_demo import stop_demo
+from tests.helpers.commands import run, run_ok
+from tests.helpers.e2e_demo import running_demo
 
 pytestmark = pytest.mark.live
 
@@ -41,11 +41,7 @@ DEMO_ARGS = ("--web.free-ports", "--clusters=2", "--probe.interval=1")
 
 
 def _run(argv: list[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
-    result = subprocess.run(
-        argv, capture_output=True, text=True, timeout=180, check=False, cwd=cwd, env=env
-    )
-    assert result.returncode == 0, f"{argv}:\n{result.stdout}{result.stderr}"
-    return result.stdout
+    return run_ok(argv, timeout=180, cwd=cwd, env=env).stdout
 
 
 def build_wheel(tmp: Path) -> Path:
@@ -156,33 +152,16 @@ def test_installed_wheel_runs_the_demo_to_an_offline_cluster(
 
     state_file = tmp_path / "demo.json"
     out = tmp_path / "demo.out"
-    with out.open("w") as sink:
-        demo = subprocess.Popen(
-            [fleetwatch, "demo", *DEMO_ARGS, f"--state.file={state_file}"],
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            cwd=work,
-            env=clean_env(),
-            start_new_session=True,
-        )
-    try:
-        wait_until(
-            lambda: "\nready\n" in out.read_text() or demo.poll() is not None,
-            60,
-            interval=0.1,
-            what="the demo's banner",
-        )
+    argv = [fleetwatch, "demo", *DEMO_ARGS, f"--state.file={state_file}"]
+    with running_demo(argv, out, state_file, within=60, cwd=work, env=clean_env()) as demo:
         assert demo.poll() is None, out.read_text()
         assert "alertmanager" in out.read_text(), "the demo ran without Alertmanager"
         state = json.loads(state_file.read_text())
         reactor = JsonClient(state["reactor_url"])
 
-        down = subprocess.run(
+        down = run(
             [fleetwatch, "demo", "down", "demo-001", f"--state.file={state_file}"],
-            capture_output=True,
-            text=True,
             timeout=30,
-            check=False,
             cwd=work,
             env=clean_env(),
         )
@@ -202,6 +181,4 @@ def test_installed_wheel_runs_the_demo_to_an_offline_cluster(
         demo.send_signal(signal.SIGINT)
         assert demo.wait(30) == 0, out.read_text()
         assert not Path(state["folder"]).exists()
-    finally:
-        stop_demo(demo, state_file)
     record_timing("wheel built and installed, demo to OFFLINE", time.monotonic() - started, None)

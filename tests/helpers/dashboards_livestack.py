@@ -25,6 +25,7 @@ from typing import Any
 
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
 from fleetwatch.standin import ThreadedFleet
+from tests.helpers.alertmanager_process import alertmanager_process
 from tests.helpers.dashboards_prometheus import Prometheus
 
 REPO = Path(__file__).resolve().parents[2]
@@ -78,31 +79,23 @@ class LiveStack:
         etcd_url = f"http://127.0.0.1:{self.etcd_port}"
         config = {"clusters": {DIRECT_ETCD: {"etcd": {"endpoints": [etcd_url]}}}}
         config_file.write_text(json.dumps(config))
-        exporter = ManagedProcess(
-            fleetwatch(
-                "exporter",
-                f"--web.listen-address=127.0.0.1:{self.exporter_port}",
-                "--probe.interval=1",
-                f"--kubeconfig={kubeconfig}",
-                f"--config.file={config_file}",
-            ),
-            self.root / "exporter.log",
-            ready_url=f"http://127.0.0.1:{self.exporter_port}/healthz",
-            env=env,
-        )
-        self.processes.append(exporter.start(ready_timeout=20))
-        reactor = ManagedProcess(
-            fleetwatch(
-                "reactor",
-                f"--web.listen-address=127.0.0.1:{self.reactor_port}",
-                f"--db.path={self.root / 'reactor.db'}",
-                f"--kubeconfig={kubeconfig}",
-            ),
-            self.root / "reactor.log",
-            ready_url=f"{self.reactor_url}/healthz",
-            env=env,
-        )
-        self.processes.append(reactor.start(ready_timeout=20))
+        probes = ["--probe.interval=1", f"--config.file={config_file}"]
+        for command, port, flags in (
+            ("exporter", self.exporter_port, probes),
+            ("reactor", self.reactor_port, [f"--db.path={self.root / 'reactor.db'}"]),
+        ):
+            process = ManagedProcess(
+                fleetwatch(
+                    command,
+                    f"--web.listen-address=127.0.0.1:{port}",
+                    f"--kubeconfig={kubeconfig}",
+                    *flags,
+                ),
+                self.root / f"{command}.log",
+                ready_url=f"http://127.0.0.1:{port}/healthz",
+                env=env,
+            )
+            self.processes.append(process.start(ready_timeout=20))
         self.processes.append(self._alertmanager().start(ready_timeout=20))
         self.prometheus = Prometheus(self.root / "prometheus", self.prometheus_config())
         self.prometheus.start()
@@ -161,17 +154,12 @@ class LiveStack:
         }
         (folder / "alertmanager.yml").write_text(json.dumps(config))
         url = f"http://127.0.0.1:{self.alertmanager_port}"
-        return ManagedProcess(
-            [
-                binary,
-                f"--config.file={folder / 'alertmanager.yml'}",
-                f"--storage.path={folder / 'data'}",
-                f"--web.listen-address=127.0.0.1:{self.alertmanager_port}",
-                f"--web.external-url={url}",
-                "--cluster.listen-address=",
-            ],
-            folder / "alertmanager.log",
-            ready_url=f"{url}/-/ready",
+        return alertmanager_process(
+            folder,
+            folder / "alertmanager.yml",
+            self.alertmanager_port,
+            extra=[f"--web.external-url={url}"],
+            binary=binary,
         )
 
     def prometheus_config(self) -> dict[str, Any]:

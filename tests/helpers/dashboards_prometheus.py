@@ -15,13 +15,14 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from fleetwatch.procs import ManagedProcess, free_port
+from tests.helpers.quiet_http import QuietHandler
 
 TIMEOUT = 5.0
 
@@ -115,21 +116,13 @@ class Prometheus:
         self.stop()
 
 
-class MetricsText(BaseHTTPRequestHandler):
+class MetricsText(QuietHandler):
     """Answers every GET with the exposition text last given to ``Scratch.serve``."""
 
     server: MetricsServer
 
     def do_GET(self) -> None:
-        body = self.server.body.encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain; version=0.0.4")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
+        self.send_body(200, self.server.body.encode(), "text/plain; version=0.0.4")
 
 
 class MetricsServer(ThreadingHTTPServer):

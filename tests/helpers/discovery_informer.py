@@ -35,20 +35,41 @@ def b64(data: bytes | str) -> str:
     return base64.b64encode(data.encode() if isinstance(data, str) else data).decode()
 
 
+def api_secret(
+    name: str,
+    namespace: str,
+    labels: dict[str, str] | None = None,
+    data: dict[str, str | bytes] | None = None,
+    *,
+    type_: str | None = None,
+    rv: str | None = None,
+    uid: str | None = None,
+) -> dict[str, Any]:
+    """A Secret as the API returns it, ``data`` base64-encoded here; the labels, the type,
+    the resourceVersion and the uid only where given."""
+    meta: dict[str, Any] = {"name": name, "namespace": namespace}
+    if labels is not None:
+        meta["labels"] = labels
+    if rv is not None:
+        meta["resourceVersion"] = rv
+    if uid is not None:
+        meta["uid"] = uid
+    found: dict[str, Any] = {"apiVersion": "v1", "kind": "Secret", "metadata": meta}
+    if type_ is not None:
+        found["type"] = type_
+    found["data"] = {k: b64(v) for k, v in (data or {}).items()}
+    return found
+
+
+ARGOCD_CLUSTER = {"argocd.argoproj.io/secret-type": "cluster"}
+
+
 def argocd_cluster(
     name: str, server: str, config: dict[str, Any], labels: dict[str, str] | None = None
 ) -> dict[str, Any]:
     """An Argo CD cluster Secret (namespace argocd) with its ``config`` and extra labels."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {
-            "name": f"cluster-{name}",
-            "namespace": "argocd",
-            "labels": {"argocd.argoproj.io/secret-type": "cluster", **(labels or {})},
-        },
-        "data": {"name": b64(name), "server": b64(server), "config": b64(json.dumps(config))},
-    }
+    data: dict[str, str | bytes] = {"name": name, "server": server, "config": json.dumps(config)}
+    return api_secret(f"cluster-{name}", "argocd", {**ARGOCD_CLUSTER, **(labels or {})}, data)
 
 
 def argocd_secret(
@@ -74,39 +95,22 @@ def kubeconfig_text(context: str, server: str = "https://127.0.0.12:6443") -> st
 def capi_secret(
     cluster: str, namespace: str = "fleet", suffix: str = "kubeconfig"
 ) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "type": "cluster.x-k8s.io/secret",
-        "metadata": {
-            "name": f"{cluster}-{suffix}",
-            "namespace": namespace,
-            "labels": {"cluster.x-k8s.io/cluster-name": cluster},
-        },
-        "data": {"value": b64(kubeconfig_text(cluster))},
-    }
+    return api_secret(
+        f"{cluster}-{suffix}",
+        namespace,
+        {"cluster.x-k8s.io/cluster-name": cluster},
+        {"value": kubeconfig_text(cluster)},
+        type_="cluster.x-k8s.io/secret",
+    )
 
 
 def labelled_secret(name: str, contexts: Sequence[str], namespace: str = "teams") -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": {"fleetwatch.io/kubeconfig": "true"},
-        },
-        "data": {f"{c}.yaml": b64(kubeconfig_text(c)) for c in contexts},
-    }
+    data: dict[str, str | bytes] = {f"{c}.yaml": kubeconfig_text(c) for c in contexts}
+    return api_secret(name, namespace, {"fleetwatch.io/kubeconfig": "true"}, data)
 
 
 def plain_secret(name: str, namespace: str = "teams") -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": name, "namespace": namespace},
-        "data": {"value": b64(kubeconfig_text("unlabelled"))},
-    }
+    return api_secret(name, namespace, data={"value": kubeconfig_text("unlabelled")})
 
 
 def names(informer: Informer) -> set[str]:

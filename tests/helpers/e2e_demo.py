@@ -1,5 +1,5 @@
-"""Stopping a `fleetwatch demo` started by a test, whatever the test's outcome; reading its
-management cluster's Flux and Argo CD objects with kubectl, as the banner says."""
+"""Running a `fleetwatch demo` for a test and stopping it whatever the test's outcome; reading
+its management cluster's Flux and Argo CD objects with kubectl, as the banner says."""
 
 from __future__ import annotations
 
@@ -8,8 +8,12 @@ import json
 import os
 import signal
 import subprocess
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from fleetwatch.procs import wait_until
 
 #: The kinds the demo's banner tells people to list.
 CD_RESOURCES = "kustomizations,helmreleases,applications"
@@ -45,6 +49,40 @@ def stop_demo(demo: subprocess.Popen[bytes], state_file: Path) -> None:
             if alive(pid):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
+
+
+@contextmanager
+def running_demo(
+    argv: list[str],
+    out: Path,
+    state_file: Path,
+    *,
+    within: float,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Iterator[subprocess.Popen[bytes]]:
+    """``argv`` (a `fleetwatch demo` writing ``state_file``) in a session of its own, its output
+    in ``out``, once it printed its banner or ended (within ``within`` seconds); stopped on
+    exit by :func:`stop_demo`."""
+    with out.open("w") as sink:
+        demo = subprocess.Popen(
+            argv,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env=None if env is None else dict(env),
+            start_new_session=True,
+        )
+    try:
+        wait_until(
+            lambda: "\nready\n" in out.read_text() or demo.poll() is not None,
+            within,
+            interval=0.1,
+            what="the demo's banner",
+        )
+        yield demo
+    finally:
+        stop_demo(demo, state_file)
 
 
 def cd_objects(kubeconfig: Path, workdir: Path) -> dict[str, tuple[bool, str | None]]:

@@ -26,6 +26,7 @@ from fleetwatch.cli import wiring
 from fleetwatch.cli.wiring import HttpStatusError, JsonClient
 from fleetwatch.procs import ManagedProcess, wait_until
 from fleetwatch.standin import ThreadedFleet
+from tests.helpers.quiet_http import QuietHandler
 
 INTERVAL = 1.0
 
@@ -58,7 +59,7 @@ class FlakyProxy:
         self._lock = threading.Lock()
         proxy = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 payload = json.loads(body)
@@ -66,7 +67,7 @@ class FlakyProxy:
                 if proxy.failing or proxy.failing_alertname in names:
                     with proxy._lock:
                         proxy.refused.append(payload)
-                    self._answer(500, b'{"error": "test proxy: failing on purpose"}')
+                    self.send_body(500, b'{"error": "test proxy: failing on purpose"}')
                     return
                 request = urllib.request.Request(
                     proxy.target + self.path,
@@ -87,17 +88,7 @@ class FlakyProxy:
                 if 200 <= status < 300:
                     with proxy._lock:
                         proxy.forwarded.append(payload)
-                self._answer(status, answer)
-
-            def _answer(self, status: int, body: bytes) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
+                self.send_body(status, answer)
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
@@ -157,6 +148,10 @@ class Loop:
         self.token_file = root / "token"
         self.db_path = root / "reactor" / "fleetwatch.db"
         self.kubeconfig = root / "kubeconfig.yaml"
+        #: What the exporter and the reactor are started with (a subclass may change it).
+        self.process_kubeconfig = self.kubeconfig
+        self.exporter_extra: list[str] = []
+        self.reactor_extra: list[str] = []
         #: Ports are picked when each part starts (and kept across its restarts).
         self.exporter_port: int | None = None
         self.reactor_port: int | None = None
@@ -222,7 +217,8 @@ class Loop:
             port=self.reactor_port,
             db_path=self.db_path,
             token_file=self.token_file,
-            kubeconfig=self.kubeconfig,
+            kubeconfig=self.process_kubeconfig,
+            extra=self.reactor_extra,
         )
         self.reactor.base = f"http://127.0.0.1:{self.reactor_port}"
 
@@ -234,8 +230,9 @@ class Loop:
         self.exporter, self.exporter_port = wiring.start_exporter(
             self.root / "exporter",
             port=self.exporter_port,
-            kubeconfig=self.kubeconfig,
+            kubeconfig=self.process_kubeconfig,
             interval=INTERVAL,
+            extra=self.exporter_extra,
         )
 
     def stop_exporter(self) -> None:
@@ -262,6 +259,15 @@ class Loop:
             return wait_until(predicate, timeout, interval=0.05, what=what)
         except TimeoutError as exc:
             raise AssertionError(f"{exc}\n{self.describe()}\n{self.logs()}") from None
+
+    def wait_delivered(self, alertname: str, cluster: str, status: str) -> None:
+        """Until the proxy has passed the reactor a notification of that alert's status."""
+        proxy = self.proxy
+        assert proxy is not None
+        self.wait(
+            lambda: (alertname, cluster, status) in proxy.forwarded_alerts(),
+            f"{cluster} {alertname} {status} delivered",
+        )
 
     def describe(self) -> str:
         """Everyone's view, for a failure message: reactor, Prometheus, Alertmanager, proxy."""

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import sqlite3
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -14,6 +16,7 @@ from typing import Any
 import psycopg
 from aiohttp.test_utils import TestClient
 
+from reactor.alertmanager.signals import Signal, parse_webhook, status_signals
 from reactor.store import Store
 from reactor.store.postgres import PostgresStore
 from reactor.store.sqlite import SQLiteStore
@@ -109,6 +112,32 @@ async def until(check: Callable[[], Any], within: float = 15.0, what: str = "") 
             return value
         assert time.monotonic() < deadline, f"not within {within:g} s: {what or 'the condition'}"
         await asyncio.sleep(0.02)
+
+
+def at_once(work: Callable[[], None], count: int) -> list[BaseException]:
+    """``work`` in ``count`` threads released together (a barrier), as replicas starting
+    at the same moment; what each raised, once all have ended."""
+    gate = threading.Barrier(count)
+    failures: list[BaseException] = []
+
+    def one() -> None:
+        try:
+            gate.wait()
+            work()
+        except BaseException as exc:  # reported to the caller
+            failures.append(exc)
+
+    threads = [threading.Thread(target=one) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    return failures
+
+
+def signals_of(payload: dict[str, Any]) -> tuple[Signal, ...]:
+    """The status signals of a webhook payload, as the reactor's handler reads them."""
+    return status_signals(parse_webhook(json.dumps(payload).encode())).signals
 
 
 async def notify(client: Any, *alerts: dict[str, Any]) -> None:

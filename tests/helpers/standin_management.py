@@ -18,6 +18,7 @@ from typing import Any
 import kubernetes
 
 from fleetwatch.standin.management import ThreadedManagementCluster
+from tests.helpers.commands import run
 
 NS = "flux-system"
 
@@ -113,30 +114,14 @@ class Kubectl:
         return ["kubectl", "--kubeconfig", str(self.kubeconfig), "--cache-dir", cache, *args]
 
     def run(self, *args: str, input_text: str | None = None, check: bool = True) -> str:
-        done = subprocess.run(
-            self.argv(*args),
-            input=input_text,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=self.env,
-            check=False,
-        )
+        done = run(self.argv(*args), env=self.env, input_text=input_text)
         if check and done.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed: {done.stderr}")
         return done.stdout if check else done.stdout + done.stderr
 
     def fails(self, *args: str, input_text: str | None = None) -> str:
         """kubectl's stderr for a command that must fail."""
-        done = subprocess.run(
-            self.argv(*args),
-            input=input_text,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=self.env,
-            check=False,
-        )
+        done = run(self.argv(*args), env=self.env, input_text=input_text)
         assert done.returncode != 0, f"kubectl {' '.join(args)} succeeded: {done.stdout}"
         return done.stderr
 

@@ -7,6 +7,10 @@ a small file holding the URL of a fresh database of the session's server, which
 state the same way on both. The PostgreSQL 15 server is started once per session in a
 temporary folder and stopped at the end; when PostgreSQL is not installed the
 ``[postgresql]`` tests fail and say so.
+
+The CD tests' ``start`` (a reactor acting on the stand-in management cluster's fleet) and
+``management_process`` (that cluster in a process of its own) are here too: several test
+modules share them.
 """
 
 from __future__ import annotations
@@ -20,10 +24,21 @@ import pytest
 from aiohttp.test_utils import TestClient
 from prometheus_client import CollectorRegistry
 
+from fleetwatch.standin.management import ManagementCluster, ManagementProcess
 from reactor.app import Scanner, create_app
 from reactor.context import ReactorSettings
 from reactor.store.database import POSTGRESQL, SQLITE
-from tests.helpers.reactor_helpers import POSTGRES_URL_SUFFIX, MakeClient, postgres_url
+from tests.helpers.reactor_cd import FLEET, Start, add_clusters, cd_settings
+from tests.helpers.reactor_cd_replicas import CdFleet, reader, seed_store
+from tests.helpers.reactor_helpers import (
+    POSTGRES_URL_SUFFIX,
+    MakeClient,
+    mirrored,
+    notify,
+    postgres_url,
+    until,
+)
+from tests.helpers.reactor_payloads import ONLINE, alert
 from tests.helpers.reactor_postgres import PostgresServer
 
 
@@ -70,3 +85,47 @@ def make_client(aiohttp_client: Any, db_path: Path) -> MakeClient:
         return client
 
     return make
+
+
+@pytest.fixture
+def start(mgmt: ManagementCluster, aiohttp_client: Any, db_path: Path) -> Start:
+    """(The management cluster first: it stops after the reactor.)
+
+    The CD tests' reactor on ``db_path`` with ``--cd.flux --cd.argocd`` on ``mgmt``; the
+    clusters c1 and c2 added as discovery names them (Secret refs), the fleet of
+    ``reactor_cd`` seeded, both clusters ONLINE unless ``online`` is False. Keyword
+    arguments go to :class:`CdSettings`."""
+
+    async def started(
+        registry: CollectorRegistry | None = None, online: bool = True, **cd: Any
+    ) -> Any:
+        settings = ReactorSettings(db_path=db_path, db_url=postgres_url(db_path))
+        cd_ = cd_settings(str(mgmt.kubeconfig), **cd)
+        client = await aiohttp_client(create_app(settings, registry=registry, cd=cd_))
+        await add_clusters(client)
+        mgmt.seed(FLEET)
+        if online:
+            await notify(client, alert(ONLINE, "c1", 0), alert(ONLINE, "c2", 0))
+        if not cd.get("dry_run"):  # a dry run writes no row: nothing to wait for
+            await until(lambda: mirrored(client, lambda apps: len(apps) == 8))
+        return client
+
+    return started
+
+
+@pytest.fixture
+def management_process(tmp_path: Path) -> Iterator[ManagementProcess]:
+    """The stand-in management cluster in a process of its own, for tests that run
+    ``fleetwatch reactor`` processes against it."""
+    with ManagementProcess(tmp_path / "mgmt", bookmark_seconds=0.5) as process:
+        yield process
+
+
+@pytest.fixture
+def cd_fleet(postgres_server: PostgresServer, management_process: ManagementProcess) -> CdFleet:
+    """A database of the session's PostgreSQL with c1 ONLINE, the fleet of ``reactor_cd``
+    seeded in the management cluster's process, and a reader of those objects' state."""
+    url = postgres_server.create_database("cd")
+    seed_store(url)
+    management_process.seed(FLEET)
+    return url, management_process, reader(management_process)

@@ -18,8 +18,6 @@ it by its interval.
 from __future__ import annotations
 
 import asyncio
-import shutil
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -27,10 +25,10 @@ from typing import Any
 import aiohttp
 import pytest
 
-from fleetwatch.procs import ManagedProcess, free_port
-from tests.helpers.reactor_helpers import AUTH, TOKEN, MakeClient
+from fleetwatch.procs import free_port
+from tests.helpers.alertmanager_process import ALERTMANAGER, alertmanager_process
+from tests.helpers.reactor_helpers import AUTH, TOKEN, MakeClient, until
 
-ALERTMANAGER = shutil.which("prometheus-alertmanager")
 pytestmark = [
     pytest.mark.live,
     pytest.mark.skipif(ALERTMANAGER is None, reason="prometheus-alertmanager not installed"),
@@ -60,18 +58,6 @@ def stamp(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-async def until(check: Any, limit_s: float = 20.0) -> Any:
-    """Poll the async ``check`` until it returns something truthy (no fixed sleeps)."""
-    deadline = time.monotonic() + limit_s
-    while True:
-        value = await check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"not met within {limit_s}s; last value {value!r}")
-        await asyncio.sleep(0.05)
-
-
 async def test_alertmanager_drives_the_cascade(make_client: MakeClient, tmp_path: Path) -> None:
     client = await make_client(token=TOKEN)
     for name in ("c1", "c2"):
@@ -85,17 +71,7 @@ async def test_alertmanager_drives_the_cascade(make_client: MakeClient, tmp_path
     token_file.write_text(TOKEN + "\n")
     (tmp_path / "am.yml").write_text(config(str(client.make_url("/alerts")), token_file))
     port = free_port()
-    am = ManagedProcess(
-        [
-            str(ALERTMANAGER),
-            f"--config.file={tmp_path / 'am.yml'}",
-            f"--storage.path={tmp_path / 'am-data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-            "--cluster.listen-address=",
-        ],
-        tmp_path / "alertmanager.log",
-        ready_url=f"http://127.0.0.1:{port}/-/ready",
-    )
+    am = alertmanager_process(tmp_path, tmp_path / "am.yml", port)
     await asyncio.to_thread(am.start)
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http:
@@ -129,14 +105,14 @@ async def test_alertmanager_drives_the_cascade(make_client: MakeClient, tmp_path
                 status_alert("FleetClusterOnline", "c1", t0, None),
                 status_alert("FleetClusterOnline", "c2", t0, None),
             )
-            await until(lambda: _eq(statuses, {"c1": "ONLINE", "c2": "ONLINE"}))
+            await until(lambda: _eq(statuses, {"c1": "ONLINE", "c2": "ONLINE"}), within=20.0)
 
             t1 = t0 + timedelta(minutes=5)
             await push(
                 status_alert("FleetClusterOnline", "c1", t0, t1),
                 status_alert("FleetClusterOffline", "c1", t1, None),
             )
-            await until(lambda: _eq(apps, {"web": "DEGRADED", "api": "DEGRADED"}))
+            await until(lambda: _eq(apps, {"web": "DEGRADED", "api": "DEGRADED"}), within=20.0)
             assert (await statuses())["c1"] == "OFFLINE"
             resp = await client.post(
                 "/deployments", json={"app": "web", "cluster": "c1"}, headers=AUTH
@@ -148,7 +124,7 @@ async def test_alertmanager_drives_the_cascade(make_client: MakeClient, tmp_path
                 status_alert("FleetClusterOffline", "c1", t1, t2),
                 status_alert("FleetClusterOnline", "c1", t2, None),
             )
-            await until(lambda: _eq(apps, {"web": "DEPLOYED", "api": "DEPLOYED"}))
+            await until(lambda: _eq(apps, {"web": "DEPLOYED", "api": "DEPLOYED"}), within=20.0)
             assert await statuses() == {"c1": "ONLINE", "c2": "ONLINE"}
 
             metrics = await (await client.get("/metrics")).text()

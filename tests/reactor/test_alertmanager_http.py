@@ -22,7 +22,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -127,6 +127,21 @@ def test_the_flags_reach_the_settings_and_credentials_are_given_once(tmp_path: P
 
 # -- what is sent ------------------------------------------------------------------------
 
+Handler = Callable[[web.Request], Awaitable[web.Response]]
+
+
+async def uptime(_: web.Request) -> web.Response:
+    return web.json_response(UPTIME)
+
+
+async def alertmanager_api(aiohttp_server: Any, alerts: Handler, status: Handler = uptime) -> str:
+    """The URL of an Alertmanager API that answers its alerts and status with these."""
+    app = web.Application()
+    app.router.add_get("/api/v2/alerts", alerts)
+    app.router.add_get("/api/v2/status", status)
+    server = await aiohttp_server(app)
+    return f"http://127.0.0.1:{server.port}"
+
 
 async def test_credentials_from_the_file_are_sent_and_follow_a_rotation(
     aiohttp_server: Any, tmp_path: Path
@@ -139,10 +154,7 @@ async def test_credentials_from_the_file_are_sent_and_follow_a_rotation(
             return web.json_response({"uptime": "1970-01-01T00:00:05Z"})
         return web.json_response([])
 
-    app = web.Application()
-    app.router.add_get("/api/v2/alerts", handler)
-    app.router.add_get("/api/v2/status", handler)
-    server = await aiohttp_server(app)
+    url = await alertmanager_api(aiohttp_server, handler, handler)
     password = tmp_path / "password"
     password.write_text(PASSWORD + "\n")
     token = tmp_path / "token"
@@ -155,7 +167,6 @@ async def test_credentials_from_the_file_are_sent_and_follow_a_rotation(
     bearer = parse_http_config(
         "authorization: {credentials_file: token}", base=tmp_path, source="f.yml"
     )
-    url = f"http://127.0.0.1:{server.port}"
     async with aiohttp.ClientSession() as session:
         client = AlertmanagerClient(url, session, timeout_s=2, auth=basic)
         assert await client.listing() == Listing((), started_at=5 * S)
@@ -189,15 +200,9 @@ async def test_only_the_status_alerts_are_asked_for(aiohttp_server: Any) -> None
         asked.append(request.query.getall("filter"))
         return web.json_response([])
 
-    async def status(_: web.Request) -> web.Response:
-        return web.json_response(UPTIME)
-
-    app = web.Application()
-    app.router.add_get("/api/v2/alerts", alerts)
-    app.router.add_get("/api/v2/status", status)
-    server = await aiohttp_server(app)
+    url = await alertmanager_api(aiohttp_server, alerts)
     async with aiohttp.ClientSession() as session:
-        await AlertmanagerClient(f"http://127.0.0.1:{server.port}", session, 2).listing()
+        await AlertmanagerClient(url, session, 2).listing()
     assert asked == [['alertname=~"FleetClusterOffline|FleetClusterOnline"']]
 
 
@@ -389,15 +394,9 @@ async def test_the_bound_names_its_flag(aiohttp_server: Any) -> None:
     async def alerts(_: web.Request) -> web.Response:
         return web.json_response([{"labels": {"alertname": "x" * 2000}}])
 
-    async def status(_: web.Request) -> web.Response:
-        return web.json_response(UPTIME)
-
-    app = web.Application()
-    app.router.add_get("/api/v2/alerts", alerts)
-    app.router.add_get("/api/v2/status", status)
-    server = await aiohttp_server(app)
+    url = await alertmanager_api(aiohttp_server, alerts)
     async with aiohttp.ClientSession() as session:
-        client = AlertmanagerClient(f"http://127.0.0.1:{server.port}", session, 2, max_bytes=1024)
+        client = AlertmanagerClient(url, session, 2, max_bytes=1024)
         with pytest.raises(AlertmanagerError) as raised:
             await client.listing()
     assert str(raised.value) == (

@@ -6,15 +6,19 @@ import asyncio
 import logging
 import re
 import shutil
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp.test_utils import TestClient
 from prometheus_client import CollectorRegistry
 
 from reactor.api.openapi import openapi_document
 from tests.helpers.reactor_helpers import AUTH, TOKEN, MakeClient, dump_db, hold_write_lock
 from tests.helpers.reactor_payloads import OFFLINE, ONLINE, alert, webhook
+
+Client = TestClient[Any, Any]
 
 
 def kubeconfig(path: Path, contexts: dict[str, str]) -> Path:
@@ -62,6 +66,24 @@ async def setup_fleet(client: Any, headers: dict[str, str] | None = None) -> Non
             }
 
 
+@pytest.fixture
+async def client(make_client: MakeClient) -> Client:
+    """A reactor on the test's database holding the fleet of :func:`setup_fleet`."""
+    started = await make_client()
+    await setup_fleet(started)
+    return started
+
+
+async def refused_unchanged(db_path: Path, request: Awaitable[Any], message: str) -> None:
+    """``request`` (sent here) is a 400 whose error holds ``message``, and the database is
+    as it was."""
+    before = dump_db(db_path)
+    resp = await request
+    assert resp.status == 400
+    assert message in (await resp.json())["error"]
+    assert dump_db(db_path) == before
+
+
 async def statuses(client: Any) -> dict[str, str]:
     return {c["name"]: c["status"] for c in await (await client.get("/clusters")).json()}
 
@@ -73,9 +95,7 @@ async def apps(client: Any) -> dict[str, tuple[str, str, str | None]]:
     }
 
 
-async def test_a_group_of_several_clusters_cascades_and_restores(make_client: MakeClient) -> None:
-    client = await make_client()
-    await setup_fleet(client)
+async def test_a_group_of_several_clusters_cascades_and_restores(client: Client) -> None:
     group = webhook(
         alert(ONLINE, "c1", 0),
         alert(ONLINE, "c2", 0),
@@ -134,9 +154,7 @@ async def test_a_group_of_several_clusters_cascades_and_restores(make_client: Ma
     assert 'fleetwatch_reactor_notifications_total{outcome="applied"} 4.0' in text
 
 
-async def test_patch_reports_and_reassignments(make_client: MakeClient) -> None:
-    client = await make_client()
-    await setup_fleet(client)
+async def test_patch_reports_and_reassignments(client: Client) -> None:
     resp = await client.patch("/apps/a1", json={"status": "DEGRADED", "reason": "crashloop"})
     assert resp.status == 200
     assert await resp.json() == {
@@ -156,10 +174,8 @@ async def test_patch_reports_and_reassignments(make_client: MakeClient) -> None:
 
 
 async def test_unknown_cluster_is_created_from_alerts_and_never_online_degrades_nothing(
-    make_client: MakeClient,
+    client: Client,
 ) -> None:
-    client = await make_client()
-    await setup_fleet(client)
     resp = await client.post("/alerts", json=webhook(alert(OFFLINE, "c1", 5)))
     assert (await resp.json())["apps_degraded"] == 0
     assert (await apps(client))["a1"] == ("c1", "DEPLOYED", None)
@@ -206,16 +222,11 @@ async def test_unknown_cluster_is_created_from_alerts_and_never_online_degrades_
     ],
 )
 async def test_bad_webhooks_get_400_and_change_nothing(
-    make_client: MakeClient, db_path: Path, body: bytes, message: str
+    client: Client, db_path: Path, body: bytes, message: str
 ) -> None:
-    client = await make_client()
-    await setup_fleet(client)
     # One valid alert in the same group must not be applied either.
-    before = dump_db(db_path)
-    resp = await client.post("/alerts", data=body, headers={"Content-Type": "application/json"})
-    assert resp.status == 400
-    assert message in (await resp.json())["error"]
-    assert dump_db(db_path) == before
+    json_body = {"Content-Type": "application/json"}
+    await refused_unchanged(db_path, client.post("/alerts", data=body, headers=json_body), message)
 
 
 async def test_token_401_on_mutations_only(make_client: MakeClient, db_path: Path) -> None:
@@ -250,9 +261,7 @@ async def test_token_401_on_mutations_only(make_client: MakeClient, db_path: Pat
     assert resp.status == 200
 
 
-async def test_404s(make_client: MakeClient, db_path: Path) -> None:
-    client = await make_client()
-    await setup_fleet(client)
+async def test_404s(client: Client, db_path: Path) -> None:
     before = dump_db(db_path)
     cases = [
         ("GET", "/clusters/nope", None, "cluster 'nope' not found"),
@@ -275,9 +284,7 @@ async def test_404s(make_client: MakeClient, db_path: Path) -> None:
     assert dump_db(db_path) == before
 
 
-async def test_409_names_that_exist(make_client: MakeClient, db_path: Path) -> None:
-    client = await make_client()
-    await setup_fleet(client)
+async def test_409_names_that_exist(client: Client, db_path: Path) -> None:
     before = dump_db(db_path)
     body = {"name": "c1", "endpoint": "https://other:6443", "kubeconfig_secret_ref": "x"}
     resp = await client.post("/clusters", json=body)
@@ -337,15 +344,9 @@ async def test_413_body_too_large(make_client: MakeClient, db_path: Path) -> Non
     ],
 )
 async def test_400_bad_api_bodies(
-    make_client: MakeClient, db_path: Path, path: str, body: Any, message: str
+    client: Client, db_path: Path, path: str, body: Any, message: str
 ) -> None:
-    client = await make_client()
-    await setup_fleet(client)
-    before = dump_db(db_path)
-    resp = await client.post(path, json=body)
-    assert resp.status == 400
-    assert message in (await resp.json())["error"]
-    assert dump_db(db_path) == before
+    await refused_unchanged(db_path, client.post(path, json=body), message)
 
 
 @pytest.mark.parametrize(
@@ -358,16 +359,8 @@ async def test_400_bad_api_bodies(
         ({"status": "DEPLOYED", "reason": "x"}, "only with status DEGRADED"),
     ],
 )
-async def test_400_bad_patches(
-    make_client: MakeClient, db_path: Path, body: Any, message: str
-) -> None:
-    client = await make_client()
-    await setup_fleet(client)
-    before = dump_db(db_path)
-    resp = await client.patch("/apps/a1", json=body)
-    assert resp.status == 400
-    assert message in (await resp.json())["error"]
-    assert dump_db(db_path) == before
+async def test_400_bad_patches(client: Client, db_path: Path, body: Any, message: str) -> None:
+    await refused_unchanged(db_path, client.patch("/apps/a1", json=body), message)
 
 
 async def test_startup_discovery_is_an_upsert(
@@ -475,12 +468,10 @@ async def test_openapi_document_matches_the_routes(make_client: MakeClient) -> N
     assert documented == routes
 
 
-async def test_metrics_pass_promtool(make_client: MakeClient, tmp_path: Path) -> None:
+async def test_metrics_pass_promtool(client: Client, tmp_path: Path) -> None:
     promtool = shutil.which("promtool")
     if promtool is None:
         pytest.skip("promtool not installed (scripts/install.sh installs it)")
-    client = await make_client()
-    await setup_fleet(client)
     await client.post("/alerts", json=webhook(alert(ONLINE, "c1", 0)))
     text = await (await client.get("/metrics")).text()
     for name in (

@@ -13,28 +13,26 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-# The stand-in management cluster with the fleet of test_cd_live, and its helpers.
-from test_cd_live import (  # noqa: F401 (start is a fixture)
-    C1_PAUSED,
-    FLEET,
-    SERVER,
-    Start,
-    notify,
-    patches,
-    start,
-    state,
-    until,
-)
-
 from fleetwatch.cli.status import render_status
 from fleetwatch.common import metricnames
-from fleetwatch.kube.informer import InformerSettings
 from fleetwatch.standin.management import ManagementCluster
 from reactor.app import create_app
 from reactor.cd.lease import LeaderElection
 from reactor.cd.settings import CdSettings
 from reactor.context import ReactorSettings
-from tests.helpers.reactor_helpers import postgres_url
+from tests.helpers.reactor_cd import (
+    C1_PAUSED,
+    FLEET,
+    Start,
+    add_clusters,
+    c1_offline,
+    c1_paused,
+    c1_resumed,
+    cd_settings,
+    patches,
+    state,
+)
+from tests.helpers.reactor_helpers import notify, postgres_url, until
 from tests.helpers.reactor_payloads import OFFLINE, ONLINE, alert
 
 pytestmark = pytest.mark.live
@@ -44,7 +42,7 @@ GUESTBOOK = "argocd:Application/argocd/guestbook"
 
 
 async def test_each_apps_source_is_shown_and_a_mirrored_app_is_not_the_apis_to_change(
-    start: Start,  # noqa: F811
+    start: Start,
 ) -> None:
     client = await start()
     assert (await client.post("/apps", json={"name": "web-api", "cluster": "c1"})).status == 201
@@ -99,29 +97,13 @@ async def test_each_apps_source_is_shown_and_a_mirrored_app_is_not_the_apis_to_c
     assert (await (await client.get(f"/apps/{KS_APPS}")).json())["paused"] is None
 
 
-def cd_settings(mgmt: ManagementCluster, **cd: Any) -> CdSettings:
-    return CdSettings(
-        flux=True,
-        argocd=True,
-        kubeconfig=str(mgmt.kubeconfig),
-        informer=InformerSettings(backoff_initial=0.05, backoff_max=0.5),
-        **cd,
-    )
-
-
 async def started(
     aiohttp_client: Any, db_path: Path, cd: CdSettings, registry: CollectorRegistry | None = None
 ) -> Any:
     """A reactor with c1 and c2 (as discovery names them), both ONLINE; nothing awaited."""
     settings = ReactorSettings(db_path=db_path, db_url=postgres_url(db_path))
     client = await aiohttp_client(create_app(settings, registry=registry, cd=cd))
-    for name in ("c1", "c2"):
-        body = {
-            "name": name,
-            "endpoint": SERVER[name],
-            "kubeconfig_secret_ref": f"secret://flux-system/{name}-kubeconfig",
-        }
-        assert (await client.post("/clusters", json=body)).status == 201
+    await add_clusters(client)
     await notify(client, alert(ONLINE, "c1", 0), alert(ONLINE, "c2", 0))
     return client
 
@@ -133,7 +115,7 @@ async def test_ready_waits_for_the_first_list_of_the_cd_objects(
 ) -> None:
     mgmt.seed(FLEET)
     mgmt.arm_fault(kind="hang", verb="list", resource="kustomizations.kustomize.toolkit.fluxcd.io")
-    client = await started(aiohttp_client, db_path, cd_settings(mgmt))
+    client = await started(aiohttp_client, db_path, cd_settings(str(mgmt.kubeconfig)))
     resp = await client.get("/-/ready")
     assert resp.status == 503 and resp.headers["Retry-After"] == "1"
     assert "first list of the Flux and Argo CD objects" in await resp.text()
@@ -148,26 +130,24 @@ async def test_ready_waits_for_the_first_list_of_the_cd_objects(
 
 
 async def test_an_object_paused_for_an_outage_is_resumed_when_its_cluster_leaves_the_store(
-    start: Start,  # noqa: F811
+    start: Start,
     mgmt: ManagementCluster,
 ) -> None:
-    registry = CollectorRegistry()
-    client = await start(registry=registry, resync_interval_s=1.0)
-    await notify(client, alert(OFFLINE, "c1", 5))
-    await until(lambda: _true(all(state(mgmt, n)[0] and state(mgmt, n)[1] for n in C1_PAUSED)))
+    client, registry = await c1_offline(start, mgmt)
+    await until(lambda: c1_paused(mgmt))
     mark = state(mgmt, "apps")[1]
 
     deleted_at = time.monotonic()
     resp = await client.delete("/clusters/c1", params={"force": "true"})
     assert resp.status == 200 and (await resp.json())["apps_deleted"] == 6
-    await until(lambda: _true(all(state(mgmt, n) == (False, None) for n in C1_PAUSED)))
+    await until(lambda: c1_resumed(mgmt))
     # Only after a resync interval without a cluster (the grace period).
     assert time.monotonic() - deleted_at >= 1.0
     assert state(mgmt, "held") == (True, None)  # a person's pause: never fleetwatch's to undo
     assert state(mgmt, "other") == (False, None)  # c2's, untouched
     orphans = metricnames.total(metricnames.REACTOR_CD_ORPHANS_RESUMED)
     # Counted when each patch's answer is back: a moment after the stand-in shows it.
-    await until(lambda: _true(registry.get_sample_value(orphans) == len(C1_PAUSED)))
+    await until(lambda: registry.get_sample_value(orphans) == len(C1_PAUSED))
     # Each paused once and resumed once.
     assert patches(mgmt) == {
         "patch kustomizations.kustomize.toolkit.fluxcd.io": 4,
@@ -191,7 +171,7 @@ async def test_a_replica_without_the_lease_writes_nothing_until_it_takes_it(
     mgmt.seed([*FLEET, lease])
     registry = CollectorRegistry()
     election = LeaderElection(namespace="default", lease_duration_s=3)
-    cd = cd_settings(mgmt, resync_interval_s=1.0, leader_election=election)
+    cd = cd_settings(str(mgmt.kubeconfig), resync_interval_s=1.0, leader_election=election)
     client = await started(aiohttp_client, db_path, cd, registry)
 
     async def ready() -> bool:
@@ -201,7 +181,7 @@ async def test_a_replica_without_the_lease_writes_nothing_until_it_takes_it(
     await notify(client, alert(OFFLINE, "c1", 5))
     reads = "get leases.coordination.k8s.io"
     seen = mgmt.counts()[reads]
-    await until(lambda: _true(mgmt.counts()[reads] >= seen + 3))  # it tried, three times
+    await until(lambda: mgmt.counts()[reads] >= seen + 3)  # it tried, three times
     assert await (await client.get("/apps")).json() == []  # no mirror written
     assert patches(mgmt) == {}
     assert registry.get_sample_value(metricnames.REACTOR_CD_LEADER) == 0
@@ -210,13 +190,9 @@ async def test_a_replica_without_the_lease_writes_nothing_until_it_takes_it(
     # the objects are mirrored into c1's open outage, and paused.
     lease["spec"] = {"holderIdentity": "", "leaseDurationSeconds": 1}
     mgmt.seed([lease])
-    await until(lambda: _true(all(state(mgmt, n)[0] and state(mgmt, n)[1] for n in C1_PAUSED)))
+    await until(lambda: c1_paused(mgmt))
     assert registry.get_sample_value(metricnames.REACTOR_CD_LEADER) == 1
     transitions = metricnames.total(metricnames.REACTOR_CD_LEADER_TRANSITIONS)
     assert registry.get_sample_value(transitions) == 1
     apps = {a["name"]: a["status"] for a in await (await client.get("/apps")).json()}
     assert apps[KS_APPS] == "DEGRADED" and len(apps) == 8
-
-
-async def _true(value: bool) -> bool:
-    return value

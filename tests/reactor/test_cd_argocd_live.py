@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,20 +18,26 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from fleetwatch.common import metricnames
-from fleetwatch.kube.informer import InformerSettings
 from fleetwatch.standin.management import ManagementCluster
 from fleetwatch.standin.management.kinds import BY_API_KIND, SECRETS
 from reactor.app import create_app
 from reactor.cd.objects import MARK, SKIP_RECONCILE
-from reactor.cd.settings import CdSettings
 from reactor.context import ReactorSettings
+from tests.helpers.reactor_cd import (
+    APP,
+    SERVER,
+    Start,
+    add_clusters,
+    application,
+    c1_offline,
+    cd_settings,
+    patches,
+)
 from tests.helpers.reactor_helpers import mirrored, notify, postgres_url, until
 from tests.helpers.reactor_payloads import OFFLINE, ONLINE, alert
 
 pytestmark = pytest.mark.live
 
-APP = "argoproj.io/v1alpha1"
-SERVER = {"c1": "https://c1.test:6443", "c2": "https://c2.test:6443"}
 #: What deploy/kubernetes/components/cd-argocd and cd-argocd-cluster-secret grant (create:
 #: on Events only, checked below; the token here grants every verb on every resource).
 VERBS = ["get", "list", "watch", "patch", "create"]
@@ -57,14 +62,6 @@ def cluster_secret(cluster: str, **annotations: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": meta, "data": data}
 
 
-def application(app: str, annotations: dict[str, str] | None = None, **dest: str) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": app, "namespace": "argocd"}
-    if annotations:
-        meta["annotations"] = annotations
-    spec = {"project": "default", "destination": {"namespace": app, **dest}}
-    return {"apiVersion": APP, "kind": "Application", "metadata": meta, "spec": spec}
-
-
 FLEET = [
     cluster_secret("c1"),
     cluster_secret("c2"),
@@ -79,9 +76,6 @@ C1_APPS = ("guestbook", "web", "shop")
 APPLICATIONS = BY_API_KIND[(APP, "Application")]
 
 
-Start = Callable[..., Awaitable[Any]]
-
-
 @pytest.fixture
 def start(mgmt: ManagementCluster, aiohttp_client: Any, db_path: Path, tmp_path: Path) -> Start:
     """A reactor with ``--cd.argocd --cd.argocd.pause=cluster-secret`` on ``mgmt``, through
@@ -92,24 +86,17 @@ def start(mgmt: ManagementCluster, aiohttp_client: Any, db_path: Path, tmp_path:
         token = mgmt.issue_token("fleetwatch-reactor", verbs=VERBS, resources=RESOURCES)
         kubeconfig = mgmt.write_kubeconfig(tmp_path / "reactor.kubeconfig", token=token)
         settings = ReactorSettings(db_path=db_path, db_url=postgres_url(db_path))
-        cd_settings = CdSettings(
+        cd_ = cd_settings(
+            str(kubeconfig),
             **{
-                "argocd": True,
+                "flux": False,
                 "argocd_pause": "cluster-secret",
-                "kubeconfig": str(kubeconfig),
-                "informer": InformerSettings(backoff_initial=0.05, backoff_max=0.5),
                 "leader_election": None,  # one replica; the token grants no Lease
                 **cd,
-            }
+            },
         )
-        client = await aiohttp_client(create_app(settings, registry=registry, cd=cd_settings))
-        for name in ("c1", "c2"):
-            body = {
-                "name": name,
-                "endpoint": SERVER[name],
-                "kubeconfig_secret_ref": f"secret://argocd/cluster-{name}",
-            }
-            assert (await client.post("/clusters", json=body)).status == 201
+        client = await aiohttp_client(create_app(settings, registry=registry, cd=cd_))
+        await add_clusters(client, lambda name: f"secret://argocd/cluster-{name}")
         mgmt.seed(FLEET)
         await notify(client, alert(ONLINE, "c1", 0), alert(ONLINE, "c2", 0))
         if not cd.get("dry_run"):  # a dry run writes no row: nothing to wait for
@@ -117,10 +104,6 @@ def start(mgmt: ManagementCluster, aiohttp_client: Any, db_path: Path, tmp_path:
         return client
 
     return started
-
-
-async def holds(value: bool) -> bool:
-    return value
 
 
 def secret_of(mgmt: ManagementCluster, cluster: str) -> dict[str, Any]:
@@ -136,10 +119,6 @@ def secret_state(mgmt: ManagementCluster, cluster: str) -> tuple[bool, str | Non
 def requests(mgmt: ManagementCluster) -> dict[str, int]:
     """What the reactor asked, by verb and resource (the seeding is not a request)."""
     return dict(mgmt.counts())
-
-
-def patches(mgmt: ManagementCluster) -> dict[str, int]:
-    return {k: n for k, n in requests(mgmt).items() if k.startswith("patch ")}
 
 
 async def person(mgmt: ManagementCluster, cluster: str, annotations: dict[str, Any]) -> None:
@@ -175,13 +154,13 @@ async def test_one_patch_pauses_a_cluster_and_one_resumes_exactly_it(
     client = await start(registry=registry)
     # The pause an earlier run left on an Application (per-Application mode) is finished.
     await until(lambda: mirrored(client, lambda a: a["argocd:Application/argocd/earlier"]))
-    await until(lambda: holds(patches(mgmt) == {"patch applications.argoproj.io": 1}))
+    await until(lambda: patches(mgmt) == {"patch applications.argoproj.io": 1})
     earlier = mgmt.state.store.get(APPLICATIONS, "argocd", "earlier")
     assert not earlier["metadata"].get("annotations")
     data = secret_of(mgmt, "c1")["data"]
 
     await notify(client, alert(OFFLINE, "c1", 5))
-    await until(lambda: holds(secret_state(mgmt, "c1")[0]))
+    await until(lambda: secret_state(mgmt, "c1")[0])
     mark = secret_state(mgmt, "c1")[1]
     assert mark is not None and mark.isdigit()
     assert secret_state(mgmt, "c2") == (False, None)
@@ -209,7 +188,7 @@ async def test_one_patch_pauses_a_cluster_and_one_resumes_exactly_it(
     )
 
     await notify(client, alert(ONLINE, "c1", 10))
-    await until(lambda: holds(secret_state(mgmt, "c1") == (False, None)))
+    await until(lambda: secret_state(mgmt, "c1") == (False, None))
     assert not secret_of(mgmt, "c1")["metadata"].get("annotations")
     assert secret_of(mgmt, "c1")["data"] == data  # the credentials untouched
     # One patch each way for the cluster, none of its three Applications patched.
@@ -240,13 +219,13 @@ async def test_a_persons_pause_stands_and_a_persons_resume_is_their_choice(
     client = await start(registry=registry, resync_interval_s=1.0)
     await person(mgmt, "c2", {SKIP_RECONCILE: "true"})  # paused by hand before any outage
     await notify(client, alert(OFFLINE, "c1", 5), alert(OFFLINE, "c2", 5))
-    await until(lambda: holds(secret_state(mgmt, "c1")[0]))
+    await until(lambda: secret_state(mgmt, "c1")[0])
     assert secret_state(mgmt, "c2") == (True, None)  # someone else's: left alone, unmarked
 
     # A person resumes c1 during its outage (their kubectl takes skip-reconcile off, our
     # mark stays): its Applications leave the outage, the mark goes, it stays running.
     await person(mgmt, "c1", {SKIP_RECONCILE: None})
-    await until(lambda: holds(secret_state(mgmt, "c1") == (False, None)))
+    await until(lambda: secret_state(mgmt, "c1") == (False, None))
     await until(
         lambda: mirrored(
             client,
@@ -272,20 +251,17 @@ async def test_an_owner_that_drops_pause_and_mark_is_paused_again(
     """A cluster Secret generated by a controller that replaces its annotations."""
     client = await start(resync_interval_s=1.0)
     await notify(client, alert(OFFLINE, "c1", 5))
-    await until(lambda: holds(secret_state(mgmt, "c1")[0]))
+    await until(lambda: secret_state(mgmt, "c1")[0])
     mark = secret_state(mgmt, "c1")[1]
     await person(mgmt, "c1", {SKIP_RECONCILE: None, MARK: None})
-    await until(lambda: holds(secret_state(mgmt, "c1") == (True, mark)))
+    await until(lambda: secret_state(mgmt, "c1") == (True, mark))
 
 
 async def test_a_failed_patch_of_the_secret_is_retried(
     start: Start, mgmt: ManagementCluster
 ) -> None:
-    registry = CollectorRegistry()
-    client = await start(registry=registry, resync_interval_s=1.0)
-    mgmt.arm_fault(kind="error", count=1, verb="patch", resource="secrets")
-    await notify(client, alert(OFFLINE, "c1", 5))
-    await until(lambda: holds(secret_state(mgmt, "c1")[0]))
+    _, registry = await c1_offline(start, mgmt, failing_patch_of="secrets")
+    await until(lambda: secret_state(mgmt, "c1")[0])
 
     async def exported() -> bool:  # the pass that applied it exports at its end
         return sample(registry, metricnames.REACTOR_CD_PENDING) == 0
@@ -354,9 +330,9 @@ async def test_an_applicationset_reverting_the_pause_is_not_fought_faster_than_t
     controller = asyncio.create_task(applicationset())
     try:
         await notify(client, alert(OFFLINE, "c1", 5))
-        await until(lambda: holds(reverts >= 1))
+        await until(lambda: reverts >= 1)
         began, counted = time.monotonic(), reverts
-        await until(lambda: holds(reverts >= counted + 3), within=10 * interval)
+        await until(lambda: reverts >= counted + 3, within=10 * interval)
         took = time.monotonic() - began
     finally:
         controller.cancel()
@@ -378,14 +354,14 @@ async def test_a_cluster_secret_paused_for_an_outage_is_resumed_when_its_cluster
     registry = CollectorRegistry()
     client = await start(registry=registry, resync_interval_s=1.0)
     await notify(client, alert(OFFLINE, "c1", 5))
-    await until(lambda: holds(secret_state(mgmt, "c1")[0]))
+    await until(lambda: secret_state(mgmt, "c1")[0])
     deleted_at = time.monotonic()
     resp = await client.delete("/clusters/c1", params={"force": "true"})
     assert resp.status == 200
-    await until(lambda: holds(secret_state(mgmt, "c1") == (False, None)))
+    await until(lambda: secret_state(mgmt, "c1") == (False, None))
     assert time.monotonic() - deleted_at >= 1.0  # only after the grace period
     assert secret_state(mgmt, "c2") == (False, None)
     orphans = metricnames.total(metricnames.REACTOR_CD_ORPHANS_RESUMED)
-    await until(lambda: holds(registry.get_sample_value(orphans) == 1))
+    await until(lambda: registry.get_sample_value(orphans) == 1)
     # c1's Secret paused once and resumed once; "earlier" resumed at the start, as always
     assert patches(mgmt) == {"patch secrets": 2, "patch applications.argoproj.io": 1}

@@ -17,16 +17,12 @@ import re
 import ssl
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 import yaml
-from prometheus_client.parser import text_string_to_metric_families
-from test_cd_live import C1_PAUSED, FLEET, kustomization
-from test_cd_replicas import Replica, reader, seed_store
 
 from fleetwatch.common import metricnames
 from fleetwatch.procs import wait_until
@@ -34,9 +30,10 @@ from fleetwatch.standin.management import ManagementProcess
 from reactor.alertmanager.signals import parse_webhook, status_signals
 from reactor.service import Service
 from reactor.store.postgres import PostgresStore
+from tests.helpers.reactor_cd import C1_PAUSED, kustomization
+from tests.helpers.reactor_cd_replicas import CdFleet, Replica
 from tests.helpers.reactor_helpers import TABLES
 from tests.helpers.reactor_payloads import OFFLINE, ONLINE, alert, webhook
-from tests.helpers.reactor_postgres import PostgresServer
 
 pytestmark = pytest.mark.live
 
@@ -45,24 +42,6 @@ ARGOCD_PAUSED = ("argocd:Application/argocd/guestbook", "argocd:Application/argo
 UNWATCHED = metricnames.REACTOR_CD_UNWATCHED
 READS = ("get", "list", "watch")
 SAMPLE_S = 20.0
-
-
-@pytest.fixture
-def management(tmp_path: Path) -> Iterator[ManagementProcess]:
-    """The stand-in management cluster, in a process of its own (as test_cd_replicas')."""
-    with ManagementProcess(tmp_path / "mgmt", bookmark_seconds=0.5) as process:
-        yield process
-
-
-def sample(replica: Replica, name: str, **labels: str) -> float | None:
-    """One sample of the replica's /metrics, by name and labels."""
-    with urllib.request.urlopen(f"{replica.base}/metrics", timeout=30) as resp:
-        text = resp.read().decode()
-    for family in text_string_to_metric_families(text):
-        for found in family.samples:
-            if found.name == name and all(found.labels.get(k) == v for k, v in labels.items()):
-                return found.value
-    return None
 
 
 def rows(url: str) -> dict[str, list[tuple[Any, ...]]]:
@@ -120,7 +99,7 @@ def notify_store(url: str, payload: dict[str, Any]) -> None:
 
 def passes_after(replica: Replica, moment: float, count: int = 2) -> bool:
     """Has the replica completed ``count`` full passes that began after ``moment``?"""
-    last = sample(replica, metricnames.REACTOR_CD_LAST_RESYNC) or 0.0
+    last = replica.sample(metricnames.REACTOR_CD_LAST_RESYNC) or 0.0
     return last > moment + count  # a pass a second (--cd.resync-interval=1)
 
 
@@ -140,13 +119,9 @@ def outage_counts(url: str) -> list[tuple[int, int]]:
 
 
 def test_a_dry_run_beside_the_acting_replica_writes_nothing_and_every_app_is_restored(
-    tmp_path: Path, postgres_server: PostgresServer, management: ManagementProcess
+    tmp_path: Path, cd_fleet: CdFleet
 ) -> None:
-    mgmt = management
-    url = postgres_server.create_database("cddryrun")
-    seed_store(url)
-    mgmt.seed(FLEET)
-    state = reader(mgmt)
+    url, mgmt, state = cd_fleet
     acting = Replica(tmp_path, url, mgmt.kubeconfig, "acting")
     dry_flags = ("--cd.flux", "--cd.dry-run", "--cd.resync-interval=1")
     dry = Replica(
@@ -186,7 +161,7 @@ def test_a_dry_run_beside_the_acting_replica_writes_nothing_and_every_app_is_res
         assert writes(mgmt, leases=False) == requests
         # The dry run sees the Applications it does not watch, paused by the outage: it
         # counts them and leaves them (its count pages nobody: alerts.cd).
-        assert sample(dry, UNWATCHED, kind="Application", state="paused_by_outage") == 2
+        assert dry.sample(UNWATCHED, kind="Application", state="paused_by_outage") == 2
 
         # The recovery restores every app the outage degraded, and resumes the objects.
         assert acting.call("POST", "/alerts", webhook(alert(ONLINE, "c1", 10)))[0] == 200
@@ -206,7 +181,7 @@ def test_a_dry_run_beside_the_acting_replica_writes_nothing_and_every_app_is_res
         actions = metricnames.total(metricnames.REACTOR_CD_ACTIONS)
 
         def would_pause() -> float:
-            return sample(dry, actions, action="pause", result="dry_run") or 0.0
+            return dry.sample(actions, action="pause", result="dry_run") or 0.0
 
         wait_until(lambda: would_pause() == 3, 30, what="apps, podinfo and late")
         settled = time.time()
@@ -215,9 +190,9 @@ def test_a_dry_run_beside_the_acting_replica_writes_nothing_and_every_app_is_res
         assert rows(url) == before  # no row: not the new one, not the gone one's delete
         assert writes(mgmt) == requests  # no object, no Event, no Lease
         assert state("apps") == (False, None) and state("podinfo") == (False, None)
-        assert sample(dry, actions, action="pause", result="applied") is None
+        assert dry.sample(actions, action="pause", result="applied") is None
         failures = metricnames.total(metricnames.REACTOR_CD_FAILURES)
-        assert sample(dry, failures, reason="forbidden") is None  # it tried no write either
+        assert dry.sample(failures, reason="forbidden") is None  # it tried no write either
         log = dry.proc.log_tail(400)
         # The new object and the deletion may reach the dry run in one pass or in two: the
         # last preview is against the whole change (the store holds neither).
@@ -236,13 +211,9 @@ def test_a_dry_run_beside_the_acting_replica_writes_nothing_and_every_app_is_res
 
 
 def test_a_reactor_restarted_without_argocd_keeps_the_application_rows_and_names_the_paused(
-    tmp_path: Path, postgres_server: PostgresServer, management: ManagementProcess
+    tmp_path: Path, cd_fleet: CdFleet
 ) -> None:
-    mgmt = management
-    url = postgres_server.create_database("cdunwatched")
-    seed_store(url)
-    mgmt.seed(FLEET)
-    state = reader(mgmt)
+    url, mgmt, state = cd_fleet
     both = Replica(tmp_path, url, mgmt.kubeconfig, "both")
     flux = Replica(tmp_path, url, mgmt.kubeconfig, "flux", ("--cd.flux", "--cd.resync-interval=1"))
     try:
@@ -260,9 +231,9 @@ def test_a_reactor_restarted_without_argocd_keeps_the_application_rows_and_names
         wait_until(lambda: passes_after(flux, acting_since, 3), 30, what="three passes")
         apps = {a["name"]: a["status"] for a in flux.call("GET", "/apps")[1]}
         assert len(apps) == 6 and all(apps[name] == "DEGRADED" for name in ARGOCD_PAUSED)
-        paused = sample(flux, UNWATCHED, kind="Application", state="paused_by_outage")
+        paused = flux.sample(UNWATCHED, kind="Application", state="paused_by_outage")
         assert paused == 2
-        assert sample(flux, UNWATCHED, kind="Application", state="running") == 0
+        assert flux.sample(UNWATCHED, kind="Application", state="running") == 0
         named = [
             line
             for line in flux.proc.log_tail(400).splitlines()
@@ -280,7 +251,7 @@ def test_a_reactor_restarted_without_argocd_keeps_the_application_rows_and_names
         assert len(apps) == 6 and set(apps.values()) == {"DEPLOYED"}
         assert outage_counts(url) == [(6, 6)]
         assert all(state(n)[0] and state(n)[1] for n in ("guestbook", "web"))
-        assert sample(flux, UNWATCHED, kind="Application", state="paused_by_outage") == 2
+        assert flux.sample(UNWATCHED, kind="Application", state="paused_by_outage") == 2
     finally:
         for replica in (flux, both):
             replica.proc.stop()

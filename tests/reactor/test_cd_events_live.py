@@ -12,20 +12,13 @@ from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
-from test_cd_live import (  # noqa: F401 (start is a fixture)
-    C1_PAUSED,
-    OBJECTS,
-    Start,
-    obj,
-    start,
-    state,
-)
 
 from fleetwatch.common import metricnames
 from fleetwatch.standin.management import ManagementCluster
 from fleetwatch.standin.management.kinds import EVENTS
 from reactor.cd.events import CONTROLLER
 from reactor.cd.setup import CD_ACTUATOR
+from tests.helpers.reactor_cd import C1_PAUSED, OBJECTS, Start, c1_offline, obj, state
 from tests.helpers.reactor_helpers import mirrored, notify, until
 from tests.helpers.reactor_payloads import OFFLINE, ONLINE, alert
 
@@ -55,13 +48,11 @@ async def kubectl(mgmt: ManagementCluster, *args: str) -> str:
 
 
 async def test_a_pause_and_a_resume_leave_one_event_each_on_every_object(
-    start: Start,  # noqa: F811
+    start: Start,
     mgmt: ManagementCluster,
 ) -> None:
-    registry = CollectorRegistry()
-    client = await start(registry=registry, resync_interval_s=0.5)
-    await notify(client, alert(OFFLINE, "c1", 5))
-    await until(lambda: _true(len(events(mgmt, "PausedByOutage")) == len(C1_PAUSED)))
+    client, registry = await c1_offline(start, mgmt, resync_interval_s=0.5)
+    await until(lambda: len(events(mgmt, "PausedByOutage")) == len(C1_PAUSED))
     mark = state(mgmt, "apps")[1]
     assert mark is not None
     for event in events(mgmt, "PausedByOutage"):
@@ -87,35 +78,35 @@ async def test_a_pause_and_a_resume_leave_one_event_each_on_every_object(
     # Passes after the pause (a resync every 0.5 s) write no other Event.
     actuator = client.app[CD_ACTUATOR]
     passes = actuator.ledger.passes
-    await until(lambda: _true(actuator.ledger.passes >= passes + 3))
+    await until(lambda: actuator.ledger.passes >= passes + 3)
     assert len(events(mgmt)) == len(C1_PAUSED)
 
     await notify(client, alert(ONLINE, "c1", 10))
-    await until(lambda: _true(len(events(mgmt, "ResumedAfterOutage")) == len(C1_PAUSED)))
+    await until(lambda: len(events(mgmt, "ResumedAfterOutage")) == len(C1_PAUSED))
     passes = actuator.ledger.passes
-    await until(lambda: _true(actuator.ledger.passes >= passes + 3))
+    await until(lambda: actuator.ledger.passes >= passes + 3)
     assert len(events(mgmt)) == 2 * len(C1_PAUSED)
     assert registry.get_sample_value(EVENTS_TOTAL, {"result": "created"}) == 2 * len(C1_PAUSED)
     assert registry.get_sample_value(EVENTS_TOTAL, {"result": "failed"}) == 0
 
 
 async def test_a_failed_event_is_counted_and_the_pause_stands(
-    start: Start,  # noqa: F811
+    start: Start,
     mgmt: ManagementCluster,
 ) -> None:
     registry = CollectorRegistry()
     client = await start(registry=registry)
     mgmt.arm_fault(kind="error", count=100, verb="create", resource="events.events.k8s.io")
     await notify(client, alert(OFFLINE, "c1", 5))
-    await until(lambda: _true(all(state(mgmt, n)[1] for n in C1_PAUSED)))
+    await until(lambda: all(state(mgmt, n)[1] for n in C1_PAUSED))
     failed = {"result": "failed"}
-    await until(lambda: _true(registry.get_sample_value(EVENTS_TOTAL, failed) == len(C1_PAUSED)))
+    await until(lambda: registry.get_sample_value(EVENTS_TOTAL, failed) == len(C1_PAUSED))
     assert events(mgmt) == []
     assert all(state(mgmt, n)[0] for n in C1_PAUSED)  # paused, and not undone
 
 
 async def test_a_dry_run_writes_no_event(
-    start: Start,  # noqa: F811
+    start: Start,
     mgmt: ManagementCluster,
 ) -> None:
     registry = CollectorRegistry()
@@ -123,20 +114,20 @@ async def test_a_dry_run_writes_no_event(
     await notify(client, alert(OFFLINE, "c1", 5))
     actions = metricnames.total(metricnames.REACTOR_CD_ACTIONS)
     would = {"action": "pause", "result": "dry_run"}
-    await until(lambda: _true(registry.get_sample_value(actions, would) == len(C1_PAUSED)))
+    await until(lambda: registry.get_sample_value(actions, would) == len(C1_PAUSED))
     assert events(mgmt) == [] and mgmt.counts().get("create events.events.k8s.io", 0) == 0
 
 
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 async def test_kubectl_describe_and_events_show_the_pause_and_the_resume(
-    start: Start,  # noqa: F811
+    start: Start,
     mgmt: ManagementCluster,
 ) -> None:
     client = await start()
     await notify(client, alert(OFFLINE, "c1", 5))
-    await until(lambda: _true(len(events(mgmt, "PausedByOutage")) == len(C1_PAUSED)))
+    await until(lambda: len(events(mgmt, "PausedByOutage")) == len(C1_PAUSED))
     await notify(client, alert(ONLINE, "c1", 10))
-    await until(lambda: _true(len(events(mgmt, "ResumedAfterOutage")) == len(C1_PAUSED)))
+    await until(lambda: len(events(mgmt, "ResumedAfterOutage")) == len(C1_PAUSED))
     ns = OBJECTS["apps"]["metadata"]["namespace"]
     described = await kubectl(mgmt, "describe", "kustomization", "apps", "-n", ns)
     shown = described.split("Events:", 1)[1]
@@ -149,7 +140,3 @@ async def test_kubectl_describe_and_events_show_the_pause_and_the_resume(
     app = await kubectl(mgmt, "events", "-n", "argocd", "--for", "application/guestbook")
     assert "PausedByOutage" in app and "ResumedAfterOutage" in app
     print(described.split("Events:", 1)[1])
-
-
-async def _true(value: bool) -> bool:
-    return value

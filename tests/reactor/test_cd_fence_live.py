@@ -21,9 +21,6 @@ from typing import Any
 
 import pytest
 import yaml
-from prometheus_client.parser import text_string_to_metric_families
-from test_cd_live import kustomization
-from test_cd_replicas import Replica, seed_store
 
 from fleetwatch.common import metricnames
 from fleetwatch.discovery.kubecreds import from_kubeconfig
@@ -31,6 +28,8 @@ from fleetwatch.procs import wait_until
 from fleetwatch.standin.management import ManagementCluster, ManagementProcess
 from reactor.cd.kubewrite import Fenced, KubeWriter
 from reactor.cd.objects import MARK
+from tests.helpers.reactor_cd import kustomization
+from tests.helpers.reactor_cd_replicas import Replica, seed_store
 from tests.helpers.reactor_payloads import OFFLINE, ONLINE, alert, webhook
 from tests.helpers.reactor_postgres import PostgresServer
 
@@ -40,16 +39,6 @@ OBJECTS = 300
 KS = "kustomizations.kustomize.toolkit.fluxcd.io"
 LIST = "/apis/kustomize.toolkit.fluxcd.io/v1/namespaces/flux-system/kustomizations"
 FENCED = metricnames.total(metricnames.REACTOR_CD_FENCED)
-
-
-def sample(replica: Replica, name: str, **labels: str) -> float | None:
-    with urllib.request.urlopen(f"{replica.base}/metrics", timeout=30) as resp:
-        text = resp.read().decode()
-    for family in text_string_to_metric_families(text):
-        for found in family.samples:
-            if found.name == name and found.labels == labels:
-                return float(found.value)
-    return None
 
 
 def kubeconfig_of(mgmt: ManagementProcess, user: str, path: Path) -> Path:
@@ -107,16 +96,10 @@ async def test_a_patch_leaves_only_if_its_guard_lets_it_go(mgmt: ManagementClust
         assert (await api.list(LIST, {}))["items"][0]["spec"]["suspend"] is True
 
 
-@pytest.fixture
-def standin(tmp_path: Path) -> Any:
-    with ManagementProcess(tmp_path / "mgmt", bookmark_seconds=0.5) as process:
-        yield process
-
-
 def test_a_replica_frozen_mid_pause_writes_nothing_once_woken_and_all_ends_resumed(
-    tmp_path: Path, postgres_server: PostgresServer, standin: ManagementProcess
+    tmp_path: Path, postgres_server: PostgresServer, management_process: ManagementProcess
 ) -> None:
-    mgmt = standin
+    mgmt = management_process
     url = postgres_server.create_database("cdfence")
     seed_store(url)
     mgmt.seed([kustomization(f"ks{i:03d}", "c1") for i in range(OBJECTS)])
@@ -163,7 +146,7 @@ def test_a_replica_frozen_mid_pause_writes_nothing_once_woken_and_all_ends_resum
         # Woken with its remaining pauses queued: its batch ends (one line per result)...
         batch_done = "cd: cluster c1: pause"
         wait_until(lambda: batch_done in acting.proc.log_tail(400), 30, what="its batch ended")
-        wait_until(lambda: sample(acting, metricnames.REACTOR_CD_LEADER) == 0, 15)
+        wait_until(lambda: acting.sample(metricnames.REACTOR_CD_LEADER) == 0, 15)
         assert other.acts()
         # ... and nothing of it landed after it woke: each pause was fenced, not sent.
         audit = mgmt.audit()
@@ -171,7 +154,7 @@ def test_a_replica_frozen_mid_pause_writes_nothing_once_woken_and_all_ends_resum
         assert not [e for e in late if 200 <= e["code"] < 300], late  # no write landed
         assert not [e for e in late if e["resource"] == KS], late  # no patch even left
         assert not [e for e in late if e["resource"] == "events.events.k8s.io"], late
-        fenced = sample(acting, FENCED, reason="lease") or 0.0
+        fenced = acting.sample(FENCED, reason="lease") or 0.0
         assert fenced > 0 and "not sent: this replica's Lease" in acting.proc.log_tail(400)
         # Every object ends resumed, and stays so.
         assert all(s == (False, None) for s in states(mgmt).values())

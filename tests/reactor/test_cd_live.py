@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,120 +23,30 @@ from reactor.app import create_app
 from reactor.cd.objects import MARK, REQUESTED_AT, SKIP_RECONCILE
 from reactor.cd.settings import CdSettings
 from reactor.context import ReactorSettings
-from tests.helpers.reactor_helpers import mirrored, notify, postgres_url, until
+from tests.helpers.reactor_cd import (
+    C1_PAUSED,
+    KS,
+    OBJECTS,
+    Start,
+    c1_offline,
+    c1_paused,
+    c1_resumed,
+    kustomization,
+    obj,
+    patches,
+    state,
+)
+from tests.helpers.reactor_helpers import mirrored, notify, until
 from tests.helpers.reactor_payloads import OFFLINE, ONLINE, alert
 
 pytestmark = pytest.mark.live
 
-KS = "kustomize.toolkit.fluxcd.io/v1"
-HR = "helm.toolkit.fluxcd.io/v2"
-APP = "argoproj.io/v1alpha1"
-SERVER = {"c1": "https://c1.test:6443", "c2": "https://c2.test:6443"}
-
-
-def kustomization(name: str, cluster: str | None, **spec: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "interval": "10m",
-        "prune": True,
-        "sourceRef": {"kind": "GitRepository", "name": "fleet"},
-        **spec,
-    }
-    if cluster is not None:
-        body["kubeConfig"] = {"secretRef": {"name": f"{cluster}-kubeconfig"}}
-    meta = {"name": name, "namespace": "flux-system"}
-    return {"apiVersion": KS, "kind": "Kustomization", "metadata": meta, "spec": body}
-
-
-def helmrelease(name: str, cluster: str) -> dict[str, Any]:
-    spec = {
-        "interval": "5m",
-        "chart": {"spec": {"chart": name, "sourceRef": {"kind": "HelmRepository", "name": "r"}}},
-        "kubeConfig": {"secretRef": {"name": f"{cluster}-kubeconfig"}},
-    }
-    meta = {"name": name, "namespace": "flux-system"}
-    return {"apiVersion": HR, "kind": "HelmRelease", "metadata": meta, "spec": spec}
-
-
-def application(app: str, **destination: str) -> dict[str, Any]:
-    spec = {"project": "default", "destination": {"namespace": app, **destination}}
-    meta = {"name": app, "namespace": "argocd"}
-    return {"apiVersion": APP, "kind": "Application", "metadata": meta, "spec": spec}
-
-
-FLEET = [
-    kustomization("apps", "c1"),
-    kustomization("held", "c1", suspend=True),  # paused by hand before any outage
-    kustomization("manual", "c1"),
-    helmrelease("podinfo", "c1"),
-    kustomization("other", "c2"),
-    kustomization("local", None),  # deploys to the management cluster: not an app
-    application("guestbook", name="c1"),
-    application("web", server=SERVER["c1"]),
-    application("away", name="c2"),
-]
-OBJECTS = {obj["metadata"]["name"]: obj for obj in FLEET}
 C3_KUBECONFIG = """\
 clusters: [{name: c3, cluster: {server: "https://c3.test:6443"}}]
 users: [{name: c3, user: {token: not-a-secret}}]
 contexts: [{name: c3, context: {cluster: c3, user: c3}}]
 current-context: c3
 """
-
-
-Start = Callable[..., Awaitable[Any]]
-
-
-@pytest.fixture
-def start(mgmt: ManagementCluster, aiohttp_client: Any, db_path: Path) -> Start:
-    """(The management cluster first: it stops after the reactor.)
-
-    A reactor on ``db_path`` with ``--cd.flux --cd.argocd`` on ``mgmt``; the clusters c1
-    and c2 added as discovery names them (Secret refs), the fleet seeded, both clusters
-    ONLINE unless ``online`` is False."""
-
-    async def started(
-        registry: CollectorRegistry | None = None, online: bool = True, **cd: Any
-    ) -> Any:
-        settings = ReactorSettings(db_path=db_path, db_url=postgres_url(db_path))
-        cd_settings = CdSettings(
-            flux=True,
-            argocd=True,
-            kubeconfig=str(mgmt.kubeconfig),
-            informer=InformerSettings(backoff_initial=0.05, backoff_max=0.5),
-            **cd,
-        )
-        client = await aiohttp_client(create_app(settings, registry=registry, cd=cd_settings))
-        for name in ("c1", "c2"):
-            body = {
-                "name": name,
-                "endpoint": SERVER[name],
-                "kubeconfig_secret_ref": f"secret://flux-system/{name}-kubeconfig",
-            }
-            assert (await client.post("/clusters", json=body)).status == 201
-        mgmt.seed(FLEET)
-        if online:
-            await notify(client, alert(ONLINE, "c1", 0), alert(ONLINE, "c2", 0))
-        if not cd.get("dry_run"):  # a dry run writes no row: nothing to wait for
-            await until(lambda: mirrored(client, lambda apps: len(apps) == 8))
-        return client
-
-    return started
-
-
-def obj(mgmt: ManagementCluster, name: str) -> dict[str, Any]:
-    seeded = OBJECTS[name]
-    kind = BY_API_KIND[(seeded["apiVersion"], seeded["kind"])]
-    found: dict[str, Any] = mgmt.state.store.get(kind, seeded["metadata"]["namespace"], name)
-    return found
-
-
-def state(mgmt: ManagementCluster, name: str) -> tuple[bool, str | None]:
-    """(paused, fleetwatch's mark) of an object, read from the stand-in's store."""
-    found = obj(mgmt, name)
-    notes = found["metadata"].get("annotations") or {}
-    if found["kind"] == "Application":
-        return notes.get(SKIP_RECONCILE) == "true", notes.get(MARK)
-    return found["spec"].get("suspend") is True, notes.get(MARK)
 
 
 async def send(
@@ -159,13 +68,6 @@ async def send(
         return answer
 
 
-def patches(mgmt: ManagementCluster) -> dict[str, int]:
-    return {k: n for k, n in mgmt.counts().items() if k.startswith("patch ")}
-
-
-C1_PAUSED = ("apps", "manual", "podinfo", "guestbook", "web")
-
-
 async def test_an_outage_pauses_its_objects_and_its_end_resumes_exactly_those(
     start: Start, mgmt: ManagementCluster
 ) -> None:
@@ -183,10 +85,7 @@ async def test_an_outage_pauses_its_objects_and_its_end_resumes_exactly_those(
 
     await notify(client, alert(OFFLINE, "c1", 5))
 
-    async def c1_paused() -> bool:
-        return all(state(mgmt, n)[0] and state(mgmt, n)[1] for n in C1_PAUSED)
-
-    await until(c1_paused)
+    await until(lambda: c1_paused(mgmt))
     marks = {state(mgmt, n)[1] for n in C1_PAUSED}
     assert len(marks) == 1 and next(iter(marks)).isdigit()  # the outage's id, on all five
     assert state(mgmt, "held") == (True, None)  # a person's pause: left alone, unmarked
@@ -202,7 +101,7 @@ async def test_an_outage_pauses_its_objects_and_its_end_resumes_exactly_those(
         "application/merge-patch+json",
         fieldManager="kubectl-patch",
     )
-    await until(lambda: _true(state(mgmt, "manual") == (False, None)))
+    await until(lambda: state(mgmt, "manual") == (False, None))
     await until(
         lambda: mirrored(
             client, lambda a: a["flux:Kustomization/flux-system/manual"]["status"] == "DEPLOYED"
@@ -211,10 +110,7 @@ async def test_an_outage_pauses_its_objects_and_its_end_resumes_exactly_those(
 
     await notify(client, alert(ONLINE, "c1", 10))
 
-    async def c1_resumed() -> bool:
-        return all(state(mgmt, n) == (False, None) for n in C1_PAUSED)
-
-    await until(c1_resumed)
+    await until(lambda: c1_resumed(mgmt))
     assert state(mgmt, "held") == (True, None)  # never resumed by fleetwatch
     assert REQUESTED_AT in obj(mgmt, "apps")["metadata"]["annotations"]  # syncs at once
     assert not obj(mgmt, "guestbook")["metadata"].get("annotations")  # both removed
@@ -235,7 +131,7 @@ async def test_an_owner_that_undoes_the_pause_is_paused_again(
 ) -> None:
     client = await start(resync_interval_s=1.0)
     await notify(client, alert(OFFLINE, "c1", 5))
-    await until(lambda: _true(bool(state(mgmt, "apps")[1] and state(mgmt, "guestbook")[1])))
+    await until(lambda: bool(state(mgmt, "apps")[1] and state(mgmt, "guestbook")[1]))
     mark = state(mgmt, "apps")[1]
     # Flux's parent Kustomization: a forced server-side apply takes spec.suspend back
     # (our mark, a field it does not apply, stays).
@@ -257,18 +153,15 @@ async def test_an_owner_that_undoes_the_pause_is_paused_again(
         fieldManager="argocd-applicationset-controller",
     )
     assert state(mgmt, "apps") == (False, mark) and state(mgmt, "guestbook") == (False, None)
-    await until(lambda: _true(state(mgmt, "apps") == (True, mark)))
-    await until(lambda: _true(state(mgmt, "guestbook") == (True, mark)))
+    await until(lambda: state(mgmt, "apps") == (True, mark))
+    await until(lambda: state(mgmt, "guestbook") == (True, mark))
 
 
 async def test_a_failed_patch_is_retried_at_the_next_resync(
     start: Start, mgmt: ManagementCluster
 ) -> None:
-    registry = CollectorRegistry()
-    client = await start(registry=registry, resync_interval_s=1.0)
-    mgmt.arm_fault(kind="error", count=1, verb="patch", resource="applications.argoproj.io")
-    await notify(client, alert(OFFLINE, "c1", 5))
-    await until(lambda: _true(all(state(mgmt, n)[1] for n in C1_PAUSED)))
+    _, registry = await c1_offline(start, mgmt, failing_patch_of="applications.argoproj.io")
+    await until(lambda: all(state(mgmt, n)[1] for n in C1_PAUSED))
     failures = registry.get_sample_value(
         metricnames.total(metricnames.REACTOR_CD_FAILURES), {"reason": "server_error"}
     )
@@ -311,10 +204,6 @@ async def test_no_outage_no_pause(start: Start, mgmt: ManagementCluster) -> None
     await until(resynced)
     assert patches(mgmt) == {}
     assert all(state(mgmt, n) == (False, None) for n in C1_PAUSED)
-
-
-async def _true(value: bool) -> bool:
-    return value
 
 
 async def discovering_c3(
@@ -416,7 +305,7 @@ async def test_a_cluster_added_through_the_api_takes_its_objects_at_once(
     name = "flux:Kustomization/flux-system/late"
     unresolved = f"cd: {name} is not mirrored"
     await until(
-        lambda: _true(any(r.getMessage().startswith(unresolved) for r in caplog.records)),
+        lambda: any(r.getMessage().startswith(unresolved) for r in caplog.records),
         what="the object unresolved first",
     )
     body = {

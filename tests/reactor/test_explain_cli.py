@@ -8,11 +8,11 @@ import http.server
 import json
 import threading
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from fleetwatch.cli.explain import gather, where
+from tests.helpers.quiet_http import QuietHandler
 
 pytestmark = pytest.mark.live
 
@@ -23,7 +23,7 @@ def server() -> Iterator[tuple[str, list[str]]]:
     404 to the reactor's cluster; records each Authorization header."""
     seen: list[str] = []
 
-    class Handler(http.server.BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_GET(self) -> None:
             seen.append(self.headers.get("Authorization", ""))
             if self.path.startswith("/api/v1/query"):
@@ -35,22 +35,11 @@ def server() -> Iterator[tuple[str, list[str]]]:
                     },
                     "value": [0, "2"],
                 }
-                self._send(200, {"status": "success", "data": {"result": [series]}})
+                self.send_json(200, {"status": "success", "data": {"result": [series]}})
             elif self.path.startswith("/api/v1/rules"):
-                self._send(500, {"error": "rules unavailable"})
+                self.send_json(500, {"error": "rules unavailable"})
             else:
-                self._send(404, {"error": "cluster 'c1' not found"})
-
-        def _send(self, code: int, body: Any) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
+                self.send_json(404, {"error": "cluster 'c1' not found"})
 
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import gzip
 import http.client
 import json
-import sys
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,9 +23,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fleetwatch.procs import ManagedProcess, free_port
+from fleetwatch.procs import free_port
 from reactor.store.database import POSTGRESQL, SQLITE
-from tests.helpers.reactor_helpers import POSTGRES_URL_SUFFIX, db_flag, dump_db
+from tests.helpers.reactor_helpers import POSTGRES_URL_SUFFIX, dump_db
+from tests.helpers.reactor_live import reactor_process
 from tests.helpers.reactor_payloads import OFFLINE, ONLINE, ZERO_TIME, alert, at, webhook
 
 pytestmark = pytest.mark.live
@@ -88,21 +88,13 @@ def live(
         db_path.write_text(request.getfixturevalue("postgres_server").create_database())
     token_file = folder / "token"
     token_file.write_text(TOKEN)
-    proc = ManagedProcess(
-        [
-            sys.executable,
-            "-m",
-            "fleetwatch.cli",
-            "reactor",
-            f"--web.listen-address=127.0.0.1:{port}",
-            db_flag(db_path),
-            f"--web.token-file={token_file}",
-            "--web.max-body-bytes=65536",
-            f"--kubeconfig={folder / 'none'}",
-            "--log.level=error",
-        ],
-        folder / "reactor.log",
-        ready_url=f"http://127.0.0.1:{port}/healthz",
+    proc, _ = reactor_process(
+        folder,
+        db_path,
+        f"--web.token-file={token_file}",
+        "--web.max-body-bytes=65536",
+        "--log.level=error",
+        port=port,
     )
     with proc:
         reactor = Reactor(port, db_path)

@@ -4,14 +4,13 @@ job runs it (a subprocess, its exit code and its output)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import urllib.request
 from collections.abc import Iterator
 
 import pytest
 
 from fleetwatch.procs import free_port
+from tests.helpers.commands import fleetwatch
 from tests.helpers.reactor_live import TOKEN, running_reactor
 from tests.helpers.reactor_payloads import OFFLINE, ONLINE, alert, webhook
 
@@ -27,15 +26,6 @@ def post(url: str, body: object) -> int:
     )
     with urllib.request.urlopen(request, timeout=30) as answer:
         return answer.status
-
-
-def fleetwatch(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "fleetwatch.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 @pytest.fixture(scope="module")

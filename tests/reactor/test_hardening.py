@@ -14,10 +14,11 @@ import json
 import logging
 import os
 import signal
-import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -25,9 +26,10 @@ from typing import Any
 import pytest
 
 from fleetwatch.cli import build_parser, main
-from fleetwatch.procs import ManagedProcess, free_port, wait_until
+from fleetwatch.procs import wait_until
 from reactor.cli import settings_from
 from tests.helpers.reactor_helpers import AUTH, TOKEN, MakeClient, dump_db
+from tests.helpers.reactor_live import reactor_process
 from tests.helpers.reactor_payloads import OFFLINE, ONLINE, alert, at, webhook
 
 LATE = "9999-12-31T23:59:59Z"
@@ -186,21 +188,28 @@ def no_traceback(caplog: pytest.LogCaptureFixture) -> None:
         assert record.levelno < logging.ERROR, record.getMessage()
 
 
+@contextmanager
+def refused_quietly(db_path: Path, caplog: pytest.LogCaptureFixture) -> Iterator[None]:
+    """What runs inside changes nothing in the database and logs no error or traceback."""
+    before = dump_db(db_path)
+    with caplog.at_level(logging.INFO):
+        yield
+    assert dump_db(db_path) == before
+    no_traceback(caplog)
+
+
 async def test_a_body_declared_gzip_that_is_not_gzip_is_400(
     make_client: MakeClient, db_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     client = await make_client()
     await fleet(client)
-    before = dump_db(db_path)
     body = json.dumps(webhook(alert(OFFLINE, "c1", 5))).encode()
-    with caplog.at_level(logging.INFO):
+    with refused_quietly(db_path, caplog):
         for path in ("/alerts", "/apps", "/deployments"):
             headers = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
             resp = await client.post(path, data=body, headers=headers)
             assert resp.status == 400, (path, await resp.text())
             assert "not gzip data as its Content-Encoding says" in (await resp.json())["error"]
-    assert dump_db(db_path) == before
-    no_traceback(caplog)
 
 
 async def test_a_json_number_of_thousands_of_digits_is_400(
@@ -208,9 +217,8 @@ async def test_a_json_number_of_thousands_of_digits_is_400(
 ) -> None:
     client = await make_client()
     await fleet(client)
-    before = dump_db(db_path)
     huge = "9" * 5000
-    with caplog.at_level(logging.INFO):
+    with refused_quietly(db_path, caplog):
         for path, body in (
             ("/alerts", f'{{"version": "4", "alerts": [], "truncatedAlerts": {huge}}}'),
             ("/apps", f'{{"name": "n", "cluster": {huge}}}'),
@@ -218,8 +226,6 @@ async def test_a_json_number_of_thousands_of_digits_is_400(
             resp = await client.post(path, data=body, headers={"Content-Type": "application/json"})
             assert resp.status == 400, (path, await resp.text())
             assert "number" in (await resp.json())["error"]
-    assert dump_db(db_path) == before
-    no_traceback(caplog)
 
 
 @pytest.mark.parametrize("endpoint", ["https://[::1", "https://[::1]:99999", "https://h:port"])
@@ -227,14 +233,11 @@ async def test_an_endpoint_that_urlsplit_refuses_is_400(
     make_client: MakeClient, db_path: Path, caplog: pytest.LogCaptureFixture, endpoint: str
 ) -> None:
     client = await make_client()
-    before = dump_db(db_path)
     body = {"name": "x", "endpoint": endpoint, "kubeconfig_secret_ref": "x"}
-    with caplog.at_level(logging.INFO):
+    with refused_quietly(db_path, caplog):
         resp = await client.post("/clusters", json=body)
-    assert resp.status == 400, await resp.text()
-    assert '"endpoint" must be an http(s) URL' in (await resp.json())["error"]
-    assert dump_db(db_path) == before
-    no_traceback(caplog)
+        assert resp.status == 400, await resp.text()
+        assert '"endpoint" must be an http(s) URL' in (await resp.json())["error"]
 
 
 async def test_an_authorization_header_with_non_ascii_bytes_is_401(
@@ -243,9 +246,8 @@ async def test_an_authorization_header_with_non_ascii_bytes_is_401(
     """Before: 500 and a traceback per request, for anyone who could reach the reactor."""
     client = await make_client(token=TOKEN)
     await fleet(client, headers=AUTH)
-    before = dump_db(db_path)
     body = json.dumps(webhook(alert(OFFLINE, "c1", 5))).encode()
-    with caplog.at_level(logging.INFO):
+    with refused_quietly(db_path, caplog):
         for credentials in (b"Bearer \xff\xfe", b"Bearer s3cr\xc3\xa9t", "Bearer ü".encode()):
             request = (
                 b"POST /alerts HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
@@ -255,8 +257,6 @@ async def test_an_authorization_header_with_non_ascii_bytes_is_401(
             code, answer = await raw_request(client, request)
             assert code == 401, answer
             assert json.loads(answer) == {"error": "missing or wrong bearer token"}
-    assert dump_db(db_path) == before
-    no_traceback(caplog)
 
 
 async def test_a_body_in_gzip_is_read_and_a_gzip_bomb_is_413(
@@ -407,9 +407,7 @@ async def test_a_token_file_others_may_read_gets_a_warning(
     make_client: MakeClient, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Before: a world-readable token file was taken without a word."""
-    token_file = tmp_path / "token"
-    token_file.write_text(TOKEN)
-    token_file.chmod(0o644)
+    token_file = write_token_file(tmp_path, TOKEN, 0o644)
     with caplog.at_level(logging.WARNING):
         await make_client(token=TOKEN, token_file=token_file)
     warnings = [r.getMessage() for r in caplog.records if "readable by other" in r.getMessage()]
@@ -427,14 +425,35 @@ async def test_a_token_file_others_may_read_gets_a_warning(
 EMPTY = {"version": "4", "alerts": []}  # a notification that changes nothing
 
 
+def write_token_file(folder: Path, text: str, mode: int = 0o600) -> Path:
+    token_file = folder / "token"
+    token_file.write_text(text)
+    token_file.chmod(mode)
+    return token_file
+
+
+async def reading_token_file(make_client: MakeClient, folder: Path, text: str) -> tuple[Any, Path]:
+    """A reactor taking the token of a file that holds ``text``, and that file."""
+    token_file = write_token_file(folder, text)
+    return await make_client(token=text.strip(), token_file=token_file), token_file
+
+
+async def taken_until_warned(
+    client: Any, headers: dict[str, str], caplog: pytest.LogCaptureFixture, words: str
+) -> None:
+    """Waits for a warning holding ``words``; the token in ``headers`` is taken all along."""
+    deadline = time.monotonic() + 10
+    while not [r for r in caplog.records if words in r.getMessage()]:
+        assert time.monotonic() < deadline, f"no warning with {words!r}"
+        assert (await client.post("/alerts", json=EMPTY, headers=headers)).status == 200
+        await asyncio.sleep(0.05)
+
+
 async def test_the_token_file_is_read_again_when_it_changes(
     make_client: MakeClient, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Before: read once at start; rotating the token needed a restart."""
-    token_file = tmp_path / "token"
-    token_file.write_text("first-token")
-    token_file.chmod(0o600)
-    client = await make_client(token="first-token", token_file=token_file)
+    client, token_file = await reading_token_file(make_client, tmp_path, "first-token")
     first = {"Authorization": "Bearer first-token"}
     second = {"Authorization": "Bearer second-token"}
     assert (await client.post("/alerts", json=EMPTY, headers=first)).status == 200
@@ -449,11 +468,7 @@ async def test_the_token_file_is_read_again_when_it_changes(
     with caplog.at_level(logging.WARNING):
         token_file.write_text("")
         token_file.unlink()
-        deadline = time.monotonic() + 10
-        while not [r for r in caplog.records if "cannot be read" in r.getMessage()]:
-            assert time.monotonic() < deadline, "the missing file was never noticed"
-            assert (await client.post("/alerts", json=EMPTY, headers=second)).status == 200
-            await asyncio.sleep(0.05)
+        await taken_until_warned(client, second, caplog, "cannot be read")
     assert (await client.post("/alerts", json=EMPTY)).status == 401
     for record in caplog.records:
         assert "second-token" not in record.getMessage()
@@ -463,18 +478,11 @@ async def test_a_token_file_with_a_line_break_inside_keeps_the_last_good_token(
     make_client: MakeClient, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Before: "second-token\\nthird-token" became the token and locked everyone out, silently."""
-    token_file = tmp_path / "token"
-    token_file.write_text("second-token\n")
-    token_file.chmod(0o600)
-    client = await make_client(token="second-token", token_file=token_file)
+    client, token_file = await reading_token_file(make_client, tmp_path, "second-token\n")
     good = {"Authorization": "Bearer second-token"}
     with caplog.at_level(logging.WARNING):
         token_file.write_text("second-token\nthird-token\n")
-        deadline = time.monotonic() + 10
-        while not [r for r in caplog.records if "line break" in r.getMessage()]:
-            assert time.monotonic() < deadline, "the two-line file was never noticed"
-            assert (await client.post("/alerts", json=EMPTY, headers=good)).status == 200
-            await asyncio.sleep(0.05)
+        await taken_until_warned(client, good, caplog, "line break")
     assert (await client.post("/alerts", json=EMPTY, headers=good)).status == 200
     for record in caplog.records:
         assert "third-token" not in record.getMessage()
@@ -484,23 +492,14 @@ async def test_a_token_file_with_a_line_break_inside_keeps_the_last_good_token(
 def test_sighup_reads_the_token_file_again(tmp_path: Path) -> None:
     """A real ``fleetwatch reactor``: SIGHUP alone (no request in between, which would look at
     the file itself) takes the new token; the flag for the future skew is accepted."""
-    port = free_port()
-    token_file = tmp_path / "token"
-    token_file.write_text("first-token")
-    token_file.chmod(0o600)
-    argv = [
-        sys.executable,
-        "-m",
-        "fleetwatch.cli",
-        "reactor",
-        f"--web.listen-address=127.0.0.1:{port}",
-        f"--db.path={tmp_path / 'state.db'}",
-        f"--kubeconfig={tmp_path / 'none'}",
+    token_file = write_token_file(tmp_path, "first-token")
+    reactor, url = reactor_process(
+        tmp_path,
+        tmp_path / "state.db",
         f"--web.token-file={token_file}",
         "--alerts.max-future-skew=5m",
-    ]
-    url = f"http://127.0.0.1:{port}"
-    with ManagedProcess(argv, tmp_path / "reactor.log", ready_url=f"{url}/healthz") as proc:
+    )
+    with reactor as proc:
 
         def post(token: str) -> int:
             request = urllib.request.Request(
@@ -565,8 +564,7 @@ async def test_a_path_name_no_cluster_or_app_can_have_is_404(
     NUL in a text parameter), with a traceback in the log."""
     client = await make_client()
     await fleet(client)
-    before = dump_db(db_path)
-    with caplog.at_level(logging.INFO):
+    with refused_quietly(db_path, caplog):
         for name in ("%00", "a%00b", "%0A", "%20c1", "x" * 300):
             for method, path in (
                 ("GET", "/clusters/{}"),
@@ -579,5 +577,3 @@ async def test_a_path_name_no_cluster_or_app_can_have_is_404(
                 resp = await client.request(method, path.format(name), json=body)
                 assert resp.status == 404, (method, path, name, await resp.text())
                 assert "not found" in (await resp.json())["error"].lower()
-    assert dump_db(db_path) == before
-    no_traceback(caplog)

@@ -4,23 +4,22 @@ PostgreSQL migrates once however many replicas start together; newer schemas are
 
 from __future__ import annotations
 
-import json
 import shutil
 import sqlite3
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import psycopg
 import pytest
 
-from reactor.alertmanager.signals import parse_webhook, status_signals
 from reactor.service import Service
 from reactor.statemachine import AppStatus, Status
 from reactor.store import StoreUnavailable, schema
 from reactor.store.postgres import PostgresStore
 from reactor.store.sqlite import SQLiteStore
+from tests.helpers.reactor_helpers import at_once, signals_of
+from tests.helpers.reactor_payloads import OFFLINE, ONLINE, alert, webhook
 from tests.helpers.reactor_postgres import PostgresServer
 
 SCHEMA1 = Path(__file__).parent / "fixtures" / "schema1.db"
@@ -67,36 +66,8 @@ def test_a_first_release_sqlite_file_upgrades_in_place(tmp_path: Path) -> None:
         # The state works on: east's open outage (3 apps) is restored by its recovery.
         service = Service(store)
         assert service.cluster("east").state.status is Status.OFFLINE
-        body = {
-            "version": "4",
-            "status": "firing",
-            "receiver": "r",
-            "groupLabels": {},
-            "commonLabels": {},
-            "commonAnnotations": {},
-            "externalURL": "http://127.0.0.1:9093",
-            "groupKey": "{}:{}",
-            "truncatedAlerts": 0,
-            "alerts": [
-                {
-                    "status": "resolved",
-                    "labels": {"alertname": "FleetClusterOffline", "cluster": "east"},
-                    "annotations": {},
-                    "startsAt": "2026-11-30T03:00:00.000Z",
-                    "endsAt": "2026-11-30T04:00:00.000Z",
-                },
-                {
-                    "status": "firing",
-                    "labels": {"alertname": "FleetClusterOnline", "cluster": "east"},
-                    "annotations": {},
-                    "startsAt": "2026-11-30T04:00:00.000Z",
-                    "endsAt": "0001-01-01T00:00:00Z",
-                },
-            ],
-        }
-        result = service.apply_signals(
-            status_signals(parse_webhook(json.dumps(body).encode())).signals
-        )
+        recovery = webhook(alert(OFFLINE, "east", 60, 120), alert(ONLINE, "east", 120))
+        result = service.apply_signals(signals_of(recovery))
         assert (result.outages_closed, result.apps_restored) == (1, 3)
         assert service.app("north-2").status is AppStatus.DEGRADED  # a report stays
     finally:
@@ -122,23 +93,13 @@ def pg_version(url: str) -> list[tuple[int]]:
 def test_replicas_starting_together_migrate_once(postgres_server: PostgresServer) -> None:
     url = postgres_server.create_database("migrate")
     applied: list[int] = []
-    failures: list[BaseException] = []
-    gate = threading.Barrier(6)
 
     def start() -> None:
-        try:
-            gate.wait()
-            store = PostgresStore(url, migrate=False)
-            applied.append(store.migrate())
-            store.close()
-        except BaseException as exc:  # reported below
-            failures.append(exc)
+        store = PostgresStore(url, migrate=False)
+        applied.append(store.migrate())
+        store.close()
 
-    threads = [threading.Thread(target=start) for _ in range(6)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
+    failures = at_once(start, 6)
     assert not failures, failures
     assert sorted(applied) == [0] * 5 + [schema.VERSION]
     assert pg_version(url) == [(schema.VERSION,)]

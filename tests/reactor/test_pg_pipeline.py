@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import psycopg
@@ -60,44 +61,53 @@ def pipelined(url: str, lanes: int = 2, busy_timeout_s: float = 5.0) -> Pipeline
     )
 
 
-def app_row(url: str, app: str) -> tuple[str, str]:
-    """(its cluster, its status), read on a connection of its own: what was committed."""
+def rows(url: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    """What ``sql`` reads on a connection of its own: what was committed."""
     with psycopg.connect(url) as conn:
-        row = conn.execute(
-            "SELECT c.name, a.status FROM apps a JOIN clusters c ON c.id = a.cluster_id "
-            "WHERE a.name = %s",
-            (app,),
-        ).fetchone()
-    assert row is not None
-    return row[0], row[1]
+        return conn.execute(sql, params).fetchall()
+
+
+def app_row(url: str, app: str) -> tuple[str, str]:
+    """(its cluster, its status)."""
+    sql = "SELECT c.name, a.status FROM apps a JOIN clusters c ON c.id = a.cluster_id "
+    ((cluster, status),) = rows(url, sql + "WHERE a.name = %s", app)
+    return cluster, status
 
 
 def lane_backends(url: str) -> set[int]:
-    with psycopg.connect(url) as conn:
-        rows = conn.execute(
-            "SELECT pid FROM pg_stat_activity WHERE application_name = %s AND datname = "
-            "current_database()",
-            (APP_NAME,),
-        ).fetchall()
-    return {int(pid) for (pid,) in rows}
+    sql = "SELECT pid FROM pg_stat_activity WHERE application_name = %s AND datname = "
+    return {int(pid) for (pid,) in rows(url, sql + "current_database()", APP_NAME)}
 
 
 def lock_waits(url: str) -> int:
-    with psycopg.connect(url) as conn:
-        row = conn.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()
-    assert row is not None
-    return int(row[0])
+    ((count,),) = rows(url, "SELECT count(*) FROM pg_locks WHERE NOT granted")
+    return int(count)
 
 
-async def held(url: str, deploys: PipelinedDeploys, app: str) -> tuple[Any, asyncio.Future[Any]]:
+@asynccontextmanager
+async def held(
+    url: str, deploys: PipelinedDeploys, app: str
+) -> AsyncIterator[tuple[Any, asyncio.Future[Any]]]:
     """A transaction holding c1's row, as a notification does, and a deployment of ``app``
-    to c1 waiting for it (seen waiting by the server)."""
+    to c1 waiting for it (seen waiting by the server); the transaction's connection is
+    closed on exit."""
     holder = psycopg.connect(url)
-    holder.execute("BEGIN")
-    holder.execute("SELECT 1 FROM clusters WHERE name = 'c1' FOR UPDATE")
-    deployment = asyncio.ensure_future(deploys.deploy(app, "c1", REFUSED))
-    await until(lambda: lock_waits(url) > 0, what="the deployment to wait for the lock")
-    return holder, deployment
+    try:
+        holder.execute("BEGIN")
+        holder.execute("SELECT 1 FROM clusters WHERE name = 'c1' FOR UPDATE")
+        deployment = asyncio.ensure_future(deploys.deploy(app, "c1", REFUSED))
+        await until(lambda: lock_waits(url) > 0, what="the deployment to wait for the lock")
+        yield holder, deployment
+    finally:
+        holder.close()
+
+
+@pytest.fixture
+async def deploys(url: str) -> AsyncIterator[PipelinedDeploys]:
+    """Deployments pipelined on one lane to the test's database; closed at its end."""
+    one_lane = pipelined(url, lanes=1)
+    yield one_lane
+    one_lane.close()
 
 
 def test_the_statement_and_its_array_in_the_servers_own_forms() -> None:
@@ -179,58 +189,50 @@ async def test_an_error_in_one_deployment_leaves_the_next_on_its_lane_alone(
 
 
 async def test_the_gate_sees_what_the_notification_holding_the_cluster_committed(
-    url: str,
+    url: str, deploys: PipelinedDeploys
 ) -> None:
     """The deployment waits for the cluster's row while a notification holds it, then is
     judged on what that notification committed: OFFLINE, so refused and nothing written."""
-    deploys = pipelined(url, lanes=1)
-    notification, deployment = await held(url, deploys, "app-5")
-    try:
+    async with held(url, deploys, "app-5") as (notification, deployment):
         notification.execute("UPDATE clusters SET status = 'OFFLINE' WHERE name = 'c1'")
         notification.execute("UPDATE apps SET status = 'DEGRADED' WHERE name = 'app-6'")
         notification.execute("COMMIT")
         place = await deployment
         assert place is not None and place.cluster_status is Status.OFFLINE
         assert app_row(url, "app-5") == ("c1", "PENDING")
-    finally:
-        notification.close()
-        deploys.close()
 
 
 async def test_a_connection_ended_while_idle_costs_no_caller_anything(
-    url: str, postgres_server: PostgresServer, caplog: pytest.LogCaptureFixture
+    url: str,
+    postgres_server: PostgresServer,
+    caplog: pytest.LogCaptureFixture,
+    deploys: PipelinedDeploys,
 ) -> None:
     """Ended and its goodbye not yet read (the loop has not run since): the socket is
     asked before use, and the deployment never goes out on the dead connection."""
     caplog.set_level(logging.INFO, logger="reactor.store.pg_pipeline")
-    deploys = pipelined(url, lanes=1)
-    try:
-        await deploys.deploy("app-1", "c2", REFUSED)
-        (before,) = lane_backends(url)
-        with postgres_server.admin() as admin:
-            admin.execute("SELECT pg_terminate_backend(%s)", (before,))
-        deadline = time.monotonic() + 10
-        while before in lane_backends(url):  # blocking: the loop reads nothing meanwhile
-            assert time.monotonic() < deadline, "the backend did not end"
-        await deploys.deploy("app-2", "c2", REFUSED)
-        assert app_row(url, "app-2") == ("c2", "DEPLOYED")
-        assert lane_backends(url) - {before}
-        assert "closed it while idle" in caplog.text
-        assert "sent again" not in caplog.text
-    finally:
-        deploys.close()
+    await deploys.deploy("app-1", "c2", REFUSED)
+    (before,) = lane_backends(url)
+    with postgres_server.admin() as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (before,))
+    deadline = time.monotonic() + 10
+    while before in lane_backends(url):  # blocking: the loop reads nothing meanwhile
+        assert time.monotonic() < deadline, "the backend did not end"
+    await deploys.deploy("app-2", "c2", REFUSED)
+    assert app_row(url, "app-2") == ("c2", "DEPLOYED")
+    assert lane_backends(url) - {before}
+    assert "closed it while idle" in caplog.text
+    assert "sent again" not in caplog.text
 
 
 async def test_a_session_ended_under_a_waiting_deployment_runs_it_again(
-    url: str, postgres_server: PostgresServer
+    url: str, postgres_server: PostgresServer, deploys: PipelinedDeploys
 ) -> None:
     """Ended while the deployment waited for a lock: the server said so before answering
     it, so it never committed, and it is sent again on a new connection."""
-    deploys = pipelined(url, lanes=1)
     await deploys.deploy("app-1", "c2", REFUSED)  # the lane is open
     (before,) = lane_backends(url)
-    holder, deployment = await held(url, deploys, "app-7")
-    try:
+    async with held(url, deploys, "app-7") as (holder, deployment):
         with postgres_server.admin() as admin:
             admin.execute("SELECT pg_terminate_backend(%s)", (before,))
         await until(lambda: lane_backends(url) - {before}, what="a new connection")
@@ -239,16 +241,13 @@ async def test_a_session_ended_under_a_waiting_deployment_runs_it_again(
         place = await deployment
         assert place is not None and place.cluster_status is Status.UNKNOWN
         assert app_row(url, "app-7") == ("c1", "DEPLOYED")
-    finally:
-        holder.close()
-        deploys.close()
 
 
-async def test_a_connection_lost_with_deployments_in_flight_answers_them_503(url: str) -> None:
+async def test_a_connection_lost_with_deployments_in_flight_answers_them_503(
+    url: str, deploys: PipelinedDeploys
+) -> None:
     """Lost without a word from the server: each may have committed, so none is sent again."""
-    deploys = pipelined(url, lanes=1)
-    holder, deployment = await held(url, deploys, "app-8")
-    try:
+    async with held(url, deploys, "app-8") as (holder, deployment):
         lane = deploys.lanes[0]
         assert lane.conn is not None
         lane.close("cut by the test")  # as a network cut: the socket gone, no answer
@@ -256,9 +255,6 @@ async def test_a_connection_lost_with_deployments_in_flight_answers_them_503(url
             await deployment
         holder.execute("ROLLBACK")
         assert await deploys.deploy("app-9", "c2", REFUSED) is not None  # a new connection
-    finally:
-        holder.close()
-        deploys.close()
 
 
 async def test_an_unreachable_database_answers_503_at_once_then_recovers(
@@ -303,10 +299,11 @@ async def test_an_unreachable_database_answers_503_at_once_then_recovers(
         deploys.close()
 
 
-async def test_a_lost_race_runs_again(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_lost_race_runs_again(
+    url: str, monkeypatch: pytest.MonkeyPatch, deploys: PipelinedDeploys
+) -> None:
     """A serialization failure or a deadlock is a StoreConflict: the deployment runs again
     (the store's retry_conflicts, on the loop)."""
-    deploys = pipelined(url, lanes=1)
     real = deploys._run
     losses = iter([True, True, False])
 
@@ -316,19 +313,16 @@ async def test_a_lost_race_runs_again(url: str, monkeypatch: pytest.MonkeyPatch)
         return await real(params)
 
     monkeypatch.setattr(deploys, "_run", losing)
-    try:
-        assert await deploys.deploy("app-1", "c2", REFUSED) is not None
-        assert app_row(url, "app-1") == ("c2", "DEPLOYED")
-    finally:
-        deploys.close()
+    assert await deploys.deploy("app-1", "c2", REFUSED) is not None
+    assert app_row(url, "app-1") == ("c2", "DEPLOYED")
 
 
-async def test_a_caller_that_goes_away_leaves_its_lane_working(url: str) -> None:
+async def test_a_caller_that_goes_away_leaves_its_lane_working(
+    url: str, deploys: PipelinedDeploys
+) -> None:
     """A deployment already sent runs on (as it would on a store thread): the caller's
     answer is dropped, and the deployments behind it still get theirs."""
-    deploys = pipelined(url, lanes=1)
-    holder, deployment = await held(url, deploys, "app-10")
-    try:
+    async with held(url, deploys, "app-10") as (holder, deployment):
         behind = asyncio.ensure_future(deploys.deploy("app-11", "c2", REFUSED))
         await asyncio.sleep(0)  # sent behind it
         deployment.cancel()
@@ -337,24 +331,20 @@ async def test_a_caller_that_goes_away_leaves_its_lane_working(url: str) -> None
         assert app_row(url, "app-10") == ("c1", "DEPLOYED")
         assert app_row(url, "app-11") == ("c2", "DEPLOYED")
         assert await deploys.deploy("app-12", "c2", REFUSED) is not None
-    finally:
-        holder.close()
-        deploys.close()
 
 
 async def test_a_deployment_waiting_for_a_lock_does_not_hold_up_the_next_lane(url: str) -> None:
     """One lane waits for c1's lock (a notification holds it); the next deployment goes to
     the lane with fewer in flight and commits meanwhile."""
     deploys = pipelined(url, lanes=2)
-    holder, waiting = await held(url, deploys, "app-13")
     try:
-        place = await asyncio.wait_for(deploys.deploy("app-14", "c2", REFUSED), 10)
-        assert place is not None and app_row(url, "app-14") == ("c2", "DEPLOYED")
-        assert not waiting.done()
-        holder.execute("COMMIT")
-        assert await waiting is not None
+        async with held(url, deploys, "app-13") as (holder, waiting):
+            place = await asyncio.wait_for(deploys.deploy("app-14", "c2", REFUSED), 10)
+            assert place is not None and app_row(url, "app-14") == ("c2", "DEPLOYED")
+            assert not waiting.done()
+            holder.execute("COMMIT")
+            assert await waiting is not None
     finally:
-        holder.close()
         deploys.close()
 
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import socket
 import sqlite3
-import subprocess
-import sys
 import threading
 import urllib.error
 import urllib.request
@@ -15,50 +13,18 @@ from typing import Any
 
 import pytest
 
-from fleetwatch.procs import ManagedProcess, free_port, wait_until
+from fleetwatch.procs import free_port, wait_until
 from reactor.alertmanager.signals import parse_webhook, status_signals
 from reactor.service import Service
 from reactor.store.postgres import PostgresTransaction
-from tests.helpers.reactor_helpers import db_flag, dump_db, open_store, postgres_url, query
+from tests.helpers.commands import fleetwatch
+from tests.helpers.reactor_helpers import dump_db, open_store, postgres_url, query
+from tests.helpers.reactor_live import call, reactor_process
 from tests.helpers.reactor_payloads import OFFLINE, ONLINE, alert, webhook
 
 pytestmark = pytest.mark.live
 
 BIG = 300_000  # apps on the cluster that goes down: the cascade takes long enough to be hit
-
-
-def reactor(
-    tmp_path: Path, db_path: Path, *extra: str, name: str = "reactor"
-) -> tuple[ManagedProcess, str]:
-    """A ``fleetwatch reactor`` process on a free port (not started) and its base URL."""
-    port = free_port()
-    argv = [
-        sys.executable,
-        "-m",
-        "fleetwatch.cli",
-        "reactor",
-        f"--web.listen-address=127.0.0.1:{port}",
-        db_flag(db_path),
-        f"--kubeconfig={tmp_path / 'no-kubeconfig'}",
-        *extra,
-    ]
-    url = f"http://127.0.0.1:{port}"
-    return ManagedProcess(argv, tmp_path / f"{name}.log", ready_url=f"{url}/healthz"), url
-
-
-def call(
-    url: str, method: str = "GET", body: Any = None, token: str | None = None, timeout: float = 30
-) -> tuple[int, Any]:
-    headers = {"Content-Type": "application/json"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method, headers=headers)
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return resp.status, json.load(resp)
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.load(exc)
 
 
 def seed_big(db_path: Path) -> None:
@@ -119,7 +85,7 @@ def writer_busy(db_path: Path) -> bool:
 def test_kill_9_during_a_large_cascade_is_all_or_nothing(tmp_path: Path, db_path: Path) -> None:
     seed_big(db_path)
     down = webhook(alert(ONLINE, "c1", 0, 5), alert(OFFLINE, "c1", 5))
-    proc, url = reactor(tmp_path, db_path)
+    proc, url = reactor_process(tmp_path, db_path)
     proc.start()
     try:
         answers: list[BaseException | tuple[int, Any]] = []
@@ -147,7 +113,7 @@ def test_kill_9_during_a_large_cascade_is_all_or_nothing(tmp_path: Path, db_path
     ]
 
     # Restarted, it serves that state; Alertmanager's retry then applies the cascade once.
-    proc, url = reactor(tmp_path, db_path, name="restarted")
+    proc, url = reactor_process(tmp_path, db_path, name="restarted")
     proc.start()
     try:
         code, cluster = call(f"{url}/clusters/c1")
@@ -177,7 +143,7 @@ def token_file(tmp_path: Path) -> Path:
 
 
 def test_status_table_and_restart(tmp_path: Path, db_path: Path, token_file: Path) -> None:
-    proc, url = reactor(tmp_path, db_path, f"--web.token-file={token_file}")
+    proc, url = reactor_process(tmp_path, db_path, f"--web.token-file={token_file}")
     proc.start()
     token = "process-token"
     try:
@@ -202,15 +168,10 @@ def test_status_table_and_restart(tmp_path: Path, db_path: Path, token_file: Pat
         assert proc.stop() == 0, proc.log_tail()
     assert dump_db(db_path) == before
 
-    proc, url = reactor(tmp_path, db_path, name="again")
+    proc, url = reactor_process(tmp_path, db_path, name="again")
     proc.start()
     try:
-        out = subprocess.run(
-            [sys.executable, "-m", "fleetwatch.cli", "status", "--reactor", url],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
+        out = fleetwatch("status", "--reactor", url, timeout=30)
     finally:
         proc.stop()
     assert out.returncode == 0, out.stderr
@@ -230,36 +191,17 @@ def test_status_table_and_restart(tmp_path: Path, db_path: Path, token_file: Pat
 
 
 def test_status_of_a_reactor_that_is_not_there() -> None:
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "fleetwatch.cli",
-            "status",
-            "--reactor",
-            f"http://127.0.0.1:{free_port()}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    out = fleetwatch("status", "--reactor", f"http://127.0.0.1:{free_port()}", timeout=30)
     assert out.returncode == 1
     assert "cannot read http://127.0.0.1:" in out.stderr
 
 
 def test_an_unusable_database_is_a_clear_exit_1(tmp_path: Path) -> None:
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "fleetwatch.cli",
-            "reactor",
-            f"--web.listen-address=127.0.0.1:{free_port()}",
-            f"--db.path={tmp_path / 'missing-dir' / 'state.db'}",
-            f"--kubeconfig={tmp_path / 'none'}",
-        ],
-        capture_output=True,
-        text=True,
+    out = fleetwatch(
+        "reactor",
+        f"--web.listen-address=127.0.0.1:{free_port()}",
+        f"--db.path={tmp_path / 'missing-dir' / 'state.db'}",
+        f"--kubeconfig={tmp_path / 'none'}",
         timeout=30,
     )
     assert out.returncode == 1
@@ -272,19 +214,11 @@ def test_a_busy_port_fails_before_the_database_is_touched(tmp_path: Path) -> Non
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]
         db_path = tmp_path / "never.db"
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "fleetwatch.cli",
-                "reactor",
-                f"--web.listen-address=127.0.0.1:{port}",
-                f"--db.path={db_path}",
-                "--kubeconfig=",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
+        done = fleetwatch(
+            "reactor",
+            f"--web.listen-address=127.0.0.1:{port}",
+            f"--db.path={db_path}",
+            "--kubeconfig=",
         )
     assert done.returncode == 1
     assert f"cannot listen on 127.0.0.1:{port}" in done.stderr

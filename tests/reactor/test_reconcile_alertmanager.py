@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import shutil
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -27,10 +26,10 @@ from prometheus_client import CollectorRegistry
 from fleetwatch.procs import ManagedProcess, free_port
 from reactor.app import create_app
 from reactor.context import ReactorSettings
+from tests.helpers.alertmanager_process import ALERTMANAGER, NO_GOSSIP, alertmanager_process
 from tests.helpers.etcd_poll import poll
 from tests.helpers.reactor_helpers import postgres_url
 
-ALERTMANAGER = shutil.which("prometheus-alertmanager")
 pytestmark = [
     pytest.mark.live,
     pytest.mark.skipif(ALERTMANAGER is None, reason="prometheus-alertmanager not installed"),
@@ -88,23 +87,15 @@ class Alertmanager:
         self.configure(config)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.cluster = cluster if cluster is not None else ["--cluster.listen-address="]
+        self.cluster = cluster if cluster is not None else NO_GOSSIP
         self.proc: ManagedProcess | None = None
 
     def configure(self, config: str) -> None:
         (self.root / "am.yml").write_text(config)
 
     def start(self) -> Alertmanager:
-        self.proc = ManagedProcess(
-            [
-                str(ALERTMANAGER),
-                f"--config.file={self.root / 'am.yml'}",
-                f"--storage.path={self.root / 'data'}",
-                f"--web.listen-address=127.0.0.1:{self.port}",
-                *self.cluster,
-            ],
-            self.root / "alertmanager.log",
-            ready_url=f"{self.url}/-/ready",
+        self.proc = alertmanager_process(
+            self.root, self.root / "am.yml", self.port, cluster=self.cluster
         ).start()
         return self
 
@@ -246,12 +237,35 @@ async def seen(label: str, posted: float, probe: Any, expected: Any) -> float:
     return took
 
 
-async def test_listed_alerts_reach_the_state_without_any_webhook(
-    start_reactor: StartReactor, alertmanagers: Any, http: aiohttp.ClientSession
+Reconciling = Callable[..., Awaitable[tuple[Alertmanager, Reactor]]]
+
+
+@pytest.fixture
+def reconciling(start_reactor: StartReactor, alertmanagers: Any) -> Reconciling:
+    """One Alertmanager (the silent configuration), started, and a reactor reconciling
+    with it that believes it once it is up for ``min_uptime_s`` (0: at once)."""
+
+    async def started(min_uptime_s: float = 0) -> tuple[Alertmanager, Reactor]:
+        am = alertmanagers()
+        await asyncio.to_thread(am.start)
+        return am, await start_reactor(alertmanager_urls=(am.url,), min_uptime_s=min_uptime_s)
+
+    return started
+
+
+async def web_on_c1_online(
+    am: Alertmanager, reactor: Reactor, http: aiohttp.ClientSession, within: float
 ) -> None:
-    am = alertmanagers()
-    await asyncio.to_thread(am.start)
-    reactor = await start_reactor(alertmanager_urls=(am.url,), min_uptime_s=0)
+    """App web on c1, and c1 ONLINE through reconciliation alone."""
+    await reactor.setup({"c1": ["web"]})
+    await am.post(http, status_alert(ON, "c1", 0))
+    await poll(reactor.statuses, lambda s: s == {"c1": "ONLINE"}, within, "ONLINE")
+
+
+async def test_listed_alerts_reach_the_state_without_any_webhook(
+    reconciling: Reconciling, http: aiohttp.ClientSession
+) -> None:
+    am, reactor = await reconciling()
     await reactor.setup({"c1": ["web", "api"], "c2": ["db"]})
 
     posted = await am.post(http, status_alert(ON, "c1", 0), status_alert(ON, "c2", 0))
@@ -281,11 +295,9 @@ async def test_listed_alerts_reach_the_state_without_any_webhook(
 
 
 async def test_an_inhibited_or_silenced_offline_cascades_nothing(
-    start_reactor: StartReactor, alertmanagers: Any, http: aiohttp.ClientSession
+    reconciling: Reconciling, http: aiohttp.ClientSession
 ) -> None:
-    am = alertmanagers()
-    await asyncio.to_thread(am.start)
-    reactor = await start_reactor(alertmanager_urls=(am.url,), min_uptime_s=0)
+    am, reactor = await reconciling()
     await reactor.setup({"c1": ["web"], "c2": ["db"], "c3": ["cache"]})
     await am.post(http, *(status_alert(ON, c, 0) for c in ("c1", "c2", "c3")))
     await poll(reactor.statuses, lambda s: set(s.values()) == {"ONLINE"}, WITHIN_S, "ONLINE")
@@ -317,17 +329,13 @@ async def test_an_inhibited_or_silenced_offline_cascades_nothing(
 
 
 async def test_a_freshly_restarted_alertmanager_resolves_nothing(
-    start_reactor: StartReactor, alertmanagers: Any, http: aiohttp.ClientSession
+    reconciling: Reconciling, http: aiohttp.ClientSession
 ) -> None:
     # Long enough for a restart and two reconciliations to fit in it on a loaded machine
     # (an Alertmanager's start alone took seconds there), so the proof below holds.
     min_uptime_s = 8.0
-    am = alertmanagers()
-    await asyncio.to_thread(am.start)
-    reactor = await start_reactor(alertmanager_urls=(am.url,), min_uptime_s=min_uptime_s)
-    await reactor.setup({"c1": ["web"]})
-    await am.post(http, status_alert(ON, "c1", 0))
-    await poll(reactor.statuses, lambda s: s == {"c1": "ONLINE"}, WITHIN_S, "ONLINE")
+    am, reactor = await reconciling(min_uptime_s)
+    await web_on_c1_online(am, reactor, http, WITHIN_S)
 
     # Restarted: it lists nothing until Prometheus re-sends (which it never does here).
     await asyncio.to_thread(am.stop)
@@ -347,10 +355,7 @@ async def test_a_freshly_restarted_alertmanager_resolves_nothing(
 
 
 async def test_a_lost_resolved_costs_at_most_one_interval(
-    start_reactor: StartReactor,
-    alertmanagers: Any,
-    http: aiohttp.ClientSession,
-    aiohttp_client: Any,
+    reconciling: Reconciling, http: aiohttp.ClientSession
 ) -> None:
     """The sequence that left apps DEGRADED on an ONLINE cluster until the next repeat.
 
@@ -358,9 +363,7 @@ async def test_a_lost_resolved_costs_at_most_one_interval(
     The recovery's notifications are lost (the reactor was unreachable): Offline resolved
     at 8, Online since 8. Alertmanager knows; reconciliation reads it within one interval.
     """
-    am = alertmanagers()
-    await asyncio.to_thread(am.start)
-    reactor = await start_reactor(alertmanager_urls=(am.url,), min_uptime_s=0)
+    am, reactor = await reconciling()
     await reactor.setup({"c1": ["web", "api"]})
     await am.post(http, status_alert(ON, "c1", 0))
     await poll(reactor.statuses, lambda s: s == {"c1": "ONLINE"}, WITHIN_S, "ONLINE")
@@ -415,17 +418,13 @@ async def test_an_offline_notified_to_the_nanosecond_stays_offline_through_recon
 
 
 async def test_an_offline_resolved_by_an_empty_alertmanager_is_revived_when_listed_again(
-    start_reactor: StartReactor, alertmanagers: Any, http: aiohttp.ClientSession
+    reconciling: Reconciling, http: aiohttp.ClientSession
 ) -> None:
     """Restarted empty, the Alertmanager is believed after min-uptime: the Offline no longer
     listed reads as resolved. Prometheus re-sends it (same startsAt): OFFLINE again."""
     min_uptime_s = 2.0
-    am = alertmanagers()
-    await asyncio.to_thread(am.start)
-    reactor = await start_reactor(alertmanager_urls=(am.url,), min_uptime_s=min_uptime_s)
-    await reactor.setup({"c1": ["web"]})
-    await am.post(http, status_alert(ON, "c1", 0))
-    await poll(reactor.statuses, lambda s: s == {"c1": "ONLINE"}, 2 * WITHIN_S, "ONLINE")
+    am, reactor = await reconciling(min_uptime_s)
+    await web_on_c1_online(am, reactor, http, 2 * WITHIN_S)
     await am.post(http, status_alert(ON, "c1", 0, 5), status_alert(OFF, "c1", 5))
     await poll(reactor.apps, lambda a: a == {"web": "DEGRADED"}, WITHIN_S, "cascade")
 

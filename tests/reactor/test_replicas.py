@@ -11,7 +11,6 @@ the others keep serving; and a database that goes away and comes back costs 503s
 from __future__ import annotations
 
 import json
-import sys
 import tempfile
 import threading
 import time
@@ -25,12 +24,13 @@ from typing import Any
 
 import psycopg
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
 from reactor.alertmanager.signals import parse_webhook, status_signals
 from reactor.service import Service
 from reactor.store.postgres import PostgresStore
+from tests.helpers.commands import FLEETWATCH
+from tests.helpers.reactor_live import call, metric_sample
 from tests.helpers.reactor_payloads import OFFLINE, ONLINE, alert, webhook
 from tests.helpers.reactor_postgres import PostgresServer
 
@@ -49,9 +49,7 @@ class Replica:
         self.base = f"http://127.0.0.1:{port}"
         self.proc = ManagedProcess(
             [
-                sys.executable,
-                "-m",
-                "fleetwatch.cli",
+                *FLEETWATCH,
                 "reactor",
                 f"--web.listen-address=127.0.0.1:{port}",
                 f"--db.url={db_url}",
@@ -65,24 +63,10 @@ class Replica:
     def call(
         self, method: str, path: str, body: Any = None, timeout: float = 60
     ) -> tuple[int, Any]:
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(
-            self.base + path, data=data, method=method, headers={"Content-Type": "application/json"}
-        )
-        try:
-            with urllib.request.urlopen(req, timeout=timeout) as resp:
-                return resp.status, json.load(resp)
-        except urllib.error.HTTPError as exc:
-            return exc.code, json.load(exc)
+        return call(self.base + path, method, body, timeout=timeout)
 
     def counter(self, name: str) -> float:
-        with urllib.request.urlopen(f"{self.base}/metrics", timeout=30) as resp:
-            text = resp.read().decode()
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                if sample.name == name:
-                    return sample.value
-        return 0.0
+        return metric_sample(self.base, name) or 0.0
 
 
 @pytest.fixture

@@ -4,10 +4,8 @@ PostgreSQL store's behaviour when its server goes away (503, ``ping``, reconnect
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
-import threading
 import urllib.request
 from pathlib import Path
 
@@ -15,12 +13,13 @@ import pytest
 
 from fleetwatch.cli import build_parser
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
-from reactor.alertmanager.signals import parse_webhook, status_signals
 from reactor.cli import settings_from, shown_database
 from reactor.service import Service
 from reactor.store import StoreUnavailable, retry_conflicts
 from reactor.store.database import POSTGRESQL, SQLITE, parse_db_url
 from reactor.store.postgres import PostgresStore
+from tests.helpers.reactor_helpers import at_once, signals_of
+from tests.helpers.reactor_payloads import ONLINE, alert, webhook
 from tests.helpers.reactor_postgres import PostgresServer
 
 
@@ -162,49 +161,20 @@ def test_replicas_inserting_one_new_name_together_are_retried(
     so every call succeeds and each cluster is created exactly once."""
     url = postgres_server.create_database()
     PostgresStore(url).close()
-    alerts = [
-        {
-            "status": "firing",
-            "labels": {"alertname": "FleetClusterOnline", "cluster": f"c{i}"},
-            "annotations": {},
-            "startsAt": "2026-11-30T04:00:00.000Z",
-            "endsAt": "0001-01-01T00:00:00Z",
-        }
-        for i in range(30)
-    ]
-    body = {
-        "version": "4",
-        "status": "firing",
-        "receiver": "r",
-        "groupLabels": {},
-        "commonLabels": {},
-        "commonAnnotations": {},
-        "externalURL": "http://127.0.0.1:9093",
-        "groupKey": "{}:{}",
-        "truncatedAlerts": 0,
-        "alerts": alerts,
-    }
-    signals = status_signals(parse_webhook(json.dumps(body).encode())).signals
-    gate = threading.Barrier(8)
-    failures: list[BaseException] = []
+    signals = signals_of(webhook(*(alert(ONLINE, f"c{i}", 120) for i in range(30))))
     created: list[str] = []
+    stores = [PostgresStore(url, migrate=False) for _ in range(8)]  # connected before the race
+    services = [Service(store) for store in stores]
 
     def apply() -> None:
-        store = PostgresStore(url, migrate=False)
-        service = Service(store)
-        try:
-            gate.wait()
-            created.extend(retry_conflicts(lambda: service.apply_signals(signals)).clusters_created)
-        except BaseException as exc:  # reported below
-            failures.append(exc)
-        finally:
-            store.close()
+        service = services.pop()
+        created.extend(retry_conflicts(lambda: service.apply_signals(signals)).clusters_created)
 
-    threads = [threading.Thread(target=apply) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
+    try:
+        failures = at_once(apply, 8)
+    finally:
+        for store in stores:
+            store.close()
     assert not failures, failures
     assert sorted(created) == sorted(f"c{i}" for i in range(30))
 
