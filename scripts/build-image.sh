@@ -46,8 +46,13 @@ fi
 # checkout would otherwise take these wheels instead of the package index's.
 rm -rf wheelhouse
 trap 'rm -rf wheelhouse' EXIT
-python3 -m pip wheel --quiet --disable-pip-version-check -w wheelhouse . setuptools wheel
-rm -f wheelhouse/fleetwatch-*.whl  # the image builds its own from the source it copies
+# The dependencies named in pyproject.toml, not `pip wheel .`: that would build fleetwatch
+# in the checkout (build/, fleetwatch.egg-info), and the image builds its own from the
+# source it copies anyway.
+python3 -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' \
+  > "$work/requirements.txt"
+python3 -m pip wheel --quiet --disable-pip-version-check -w wheelhouse \
+  -r "$work/requirements.txt" "setuptools>=77" wheel
 
 "${podman[@]}" build --network=none --quiet \
   --build-arg BASE_IMAGE="$base" \
