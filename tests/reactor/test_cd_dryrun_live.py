@@ -222,6 +222,9 @@ def test_a_reactor_restarted_without_argocd_keeps_the_application_rows_and_names
         wait_until(lambda: len(both.call("GET", "/apps")[1]) == 6, 30, what="c1's objects")
         assert both.call("POST", "/alerts", webhook(alert(OFFLINE, "c1", 5)))[0] == 200
         wait_until(lambda: all(state(n)[0] and state(n)[1] for n in C1_PAUSED), 15, what="paused")
+        # Stopped only once its mirror has recorded the pauses: the rows are what the next
+        # reactor reads of objects it does not watch.
+        wait_until(lambda: marked(url) == 5, 15, what="the pauses seen by the mirror")
         both.proc.stop()
 
         # Restarted with --cd.flux alone, mid-outage.
