@@ -447,23 +447,22 @@ async def test_a_settled_deployment_locks_and_writes_nothing_and_a_cascade_takes
     assert transaction_id_after_deploy(url, "app-1", "c1") is not None  # PENDING: written
     assert transaction_id_after_deploy(url, "app-1", "c1") is None  # settled
     deploys = pipelined(url, lanes=2)
-    notification, changing = await held(url, deploys, "app-2")
     try:
-        settled = await asyncio.wait_for(deploys.deploy("app-1", "c1", REFUSED), 10)
-        assert settled is not None and settled.cluster_status is Status.UNKNOWN
-        assert not changing.done()
-        notification.execute("UPDATE clusters SET status = 'OFFLINE' WHERE name = 'c1'")
-        notification.execute(
-            "UPDATE apps SET status = 'DEGRADED' WHERE status = 'DEPLOYED' "
-            "AND cluster_id = (SELECT id FROM clusters WHERE name = 'c1')"
-        )
-        notification.execute("COMMIT")
-        refused = await changing
-        assert refused is not None and refused.cluster_status is Status.OFFLINE
-        assert app_row(url, "app-1") == ("c1", "DEGRADED")
-        assert app_row(url, "app-2") == ("c1", "PENDING")
-        again = await deploys.deploy("app-1", "c1", REFUSED)  # OFFLINE: not settled
-        assert again is not None and again.cluster_status is Status.OFFLINE
+        async with held(url, deploys, "app-2") as (notification, changing):
+            settled = await asyncio.wait_for(deploys.deploy("app-1", "c1", REFUSED), 10)
+            assert settled is not None and settled.cluster_status is Status.UNKNOWN
+            assert not changing.done()
+            notification.execute("UPDATE clusters SET status = 'OFFLINE' WHERE name = 'c1'")
+            notification.execute(
+                "UPDATE apps SET status = 'DEGRADED' WHERE status = 'DEPLOYED' "
+                "AND cluster_id = (SELECT id FROM clusters WHERE name = 'c1')"
+            )
+            notification.execute("COMMIT")
+            refused = await changing
+            assert refused is not None and refused.cluster_status is Status.OFFLINE
+            assert app_row(url, "app-1") == ("c1", "DEGRADED")
+            assert app_row(url, "app-2") == ("c1", "PENDING")
+            again = await deploys.deploy("app-1", "c1", REFUSED)  # OFFLINE: not settled
+            assert again is not None and again.cluster_status is Status.OFFLINE
     finally:
-        notification.close()
         deploys.close()
