@@ -15,8 +15,7 @@
 # STEPS=cycle, PASSES=1 and 3 before first, 2 and 4 after first.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-PY=${PY:-$PWD/.venv/bin/python}
-[ -x "$PY" ] || PY=/work/main/.venv/bin/python
+PY=${PY:-$PWD/.venv/bin/python}  # a worktree without .venv: PY=<checkout>/.venv/bin/python
 BEFORE_REV=${BEFORE_REV:-90343e1^}
 AFTER_REV=${AFTER_REV:-main}
 CLUSTERS=${CLUSTERS:-10000}
