@@ -174,9 +174,13 @@ def test_a_dry_run_beside_the_acting_replica_writes_nothing_and_every_app_is_res
         # The dry run alone, with work to do: an outage open in the store, an object new to
         # it and one gone. It decides and counts the pauses, and writes nothing at all.
         acting.proc.stop()
-        notify_store(url, webhook(alert(OFFLINE, "c1", 15)))
+        # The object changes first, seen by the dry run's passes, then the outage: a pass
+        # between the outage and the deletion would rightly count "manual" too.
         mgmt.seed([kustomization("late", "c1")])
         delete(mgmt, "manual")
+        changed = time.time()
+        wait_until(lambda: passes_after(dry, changed, 2), 30, what="two passes after the change")
+        notify_store(url, webhook(alert(OFFLINE, "c1", 15)))
         before, requests = rows(url), writes(mgmt)
         actions = metricnames.total(metricnames.REACTOR_CD_ACTIONS)
 
