@@ -170,6 +170,8 @@ class Plan:
     timeout: float
     after: float
     busy: bool = False  #: another process keeps one core busy throughout
+    turns: str = ""  #: the probe loop's turns timed into this file (``bench.loop_turns``)
+    profile: str = ""  #: with ``turns``: the callbacks profiled (a regex of their names)
 
 
 def refused_secret(i: int, template: FleetCluster) -> dict[str, Any]:
@@ -209,6 +211,10 @@ def measure(
 ) -> dict[str, Any]:
     busy = _busy_core() if plan.busy else None
     exporter = Exporter(tmp, "scale", plan.interval, plan.timeout)
+    if plan.turns:  # every turn of the probe loop timed (costs a little: not for figures)
+        turns = [sys.executable, "-m", "bench.loop_turns", f"--out={plan.turns}"]
+        turns += [f"--profile={plan.profile}", "--"] if plan.profile else ["--"]
+        exporter.argv[:1] = turns
     exporter.start("--discovery.kubernetes", f"--discovery.kubernetes.kubeconfig={mgmt.kubeconfig}")
     scraper = Scraper(exporter.base)
     marks: dict[str, float] = {}
@@ -327,8 +333,9 @@ def measure(
 
 def markdown(result: dict[str, Any], label: str = "") -> str:
     plan = result["plan"]
+    title = f"{label}: " if label else ""
     rows = [
-        f"{label}{plan['secrets']:,} Secrets ({plan['tls']:,} over TLS, {plan['hang']:,} of "
+        f"{title}{plan['secrets']:,} Secrets ({plan['tls']:,} over TLS, {plan['hang']:,} of "
         f"them hanging, the rest refused), interval {plan['interval']:g} s, timeout "
         f"{plan['timeout']:g} s{'; one core kept busy' if plan.get('busy') else ''}; "
         f"`/-/ready` 200 at {result['ready_s']} s; phases from {result['marks_s']}; "
@@ -371,12 +378,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--after", type=float, default=30.0, help="s kept after relist/rotation")
     parser.add_argument("--busy", action="store_true", help="keep one core busy meanwhile")
     parser.add_argument("--label", default="")
+    parser.add_argument("--turns", default="", help="time every probe loop turn into FILE")
+    parser.add_argument("--profile", default="", help="with --turns: callbacks to profile")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     if args.quick:
         args.secrets, args.tls, args.hang, args.after = 400, 100, 20, 5.0
     plan = Plan(
-        args.secrets, args.tls, args.hang, args.interval, args.timeout, args.after, args.busy
+        args.secrets,
+        args.tls,
+        args.hang,
+        args.interval,
+        args.timeout,
+        args.after,
+        args.busy,
+        str(Path(args.turns).resolve()) if args.turns else "",
+        args.profile,
     )
     with tempfile.TemporaryDirectory(prefix="fw-bench-scale-") as tmpdir:
         result = run(plan, Path(tmpdir))
