@@ -30,10 +30,40 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 #: Seconds of handshake steps one turn of the loop may run (one step more at most).
 HANDSHAKE_BUDGET_S = 0.02
+#: Seconds one step of a task may spend going through a long collection (:func:`sliced`).
+STEP_BUDGET_S = 0.01
+
+
+async def sliced(
+    items: Iterable[T], budget: float | None = None, clock: Callable[[], float] = time.perf_counter
+) -> AsyncIterator[T]:
+    """``items``, the loop given a turn whenever this task's step has run ``budget`` s
+    (default :data:`STEP_BUDGET_S`, read at the call).
+
+    Why: the cycle's own bookkeeping goes through every cluster several times (the scan
+    followed in the table, the targets, what the cycle leaves to forget), each pass tens
+    of milliseconds of CPU at 20,000 clusters and two to three times as long on the wall
+    on a loaded machine; one turn of 100-225 ms at each cycle's start and end was most of
+    the probe loop's lag over 100 ms there (bench/RESULTS.md, round 16). A time budget,
+    not a count: what one item costs varies with the pass and the machine. The body of
+    the consumer's loop counts (its time is between two reads of the clock). Whatever
+    ``items`` iterates must not change meanwhile: pass a copy of a dict the loop's other
+    tasks write (``list(d)``).
+    """
+    limit = STEP_BUDGET_S if budget is None else budget
+    since = clock()
+    for item in items:
+        yield item
+        if clock() - since >= limit:
+            await asyncio.sleep(0)
+            since = clock()
 
 
 class HandshakeTurns:

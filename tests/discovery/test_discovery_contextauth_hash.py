@@ -8,6 +8,9 @@ its prune after a cycle held the event loop for seconds at 5,000 clusters.
 
 from __future__ import annotations
 
+import pytest
+
+from fleetwatch.discovery import contextauth
 from fleetwatch.discovery.contextauth import ContextAuth
 
 CA = b"-----BEGIN CERTIFICATE-----\n" + b"A" * 2000 + b"\n-----END CERTIFICATE-----\n"
@@ -30,3 +33,19 @@ def test_a_token_of_a_type_that_cannot_be_hashed_is_still_a_key() -> None:
     odd = ContextAuth(True, token=["not", "a", "string"])  # as YAML may give it
     assert {odd: 1}[ContextAuth(True, token=["not", "a", "string"])] == 1
     assert odd != ContextAuth(True, token=["other"])
+
+
+def test_the_hash_is_computed_once_when_the_context_is_made(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the credential cache hashes every cluster's context twice when it prunes after a
+    # cycle: computed again each time, 14 fields in Python, about 140 ms at 20,000
+    auth = ContextAuth(True, token="t", ca=CA)
+    first = hash(auth)
+    monkeypatch.setattr(contextauth, "_hashable", _refused)
+    assert hash(auth) == first
+    assert "_hash" not in repr(auth)
+
+
+def _refused(value: object) -> object:
+    raise AssertionError("hashed again")
