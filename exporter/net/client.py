@@ -282,7 +282,7 @@ class FleetClient:
         tens of milliseconds, at 20,000 the routes and the keys 50-100 ms each.
         """
         routes = [self._route(c) async for c in sliced(list(discovered.values()))]
-        self.http.retain(routes, used_since)
+        await self.http.retain(routes, used_since)
         await asyncio.sleep(0)
         self.http.prune_idle(max(IDLE_CONNECTION_SECONDS, 2 * self.interval))
         await asyncio.sleep(0)
