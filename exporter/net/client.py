@@ -288,7 +288,7 @@ class FleetClient:
         await asyncio.sleep(0)
         live = {self.credentials.key(ctx) async for ctx in sliced(list(probed))}
         await asyncio.sleep(0)
-        self.credentials.prune(live)
+        await self.credentials.prune(live)
         for name, task in self._reconnects.items():
             if name not in discovered:
                 task.cancel()  # it removes itself from _reconnects when it ends

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 
 from exporter.net.execplugin import ExecPluginError, PluginRunner
 from exporter.net.kubeclient import ContextLoadError, LoadedContext, load_context
+from exporter.net.turns import sliced
 from exporter.net.workers import Workers
 from fleetwatch.discovery.clusters import ContextConfig
 from fleetwatch.discovery.contextauth import ContextAuth
@@ -362,10 +363,17 @@ class CredentialCache:
         if refused is None or self._entries.get(shared) is refused:
             self._entries.pop(shared, None)
 
-    def prune(self, live: set[_Key]) -> None:
-        """Forget the credentials of contexts that are gone or whose file changed."""
-        for key in [k for k in self._shared if k not in live]:
-            del self._shared[key]
+    async def prune(self, live: set[_Key]) -> None:
+        """Forget the credentials of contexts that are gone or whose file changed.
+
+        The contexts are read a slice a turn (``exporter.net.turns.sliced``): a key is
+        two names and a file version hashed in Python, and 20,000 of them were 40-50 ms
+        of the probe loop in one turn (bench/RESULTS.md, round 16). The rest is in one
+        step (the shared keys' hashes are computed once, ``ContextAuth``).
+        """
+        gone = [k async for k in sliced(list(self._shared)) if k not in live]
+        for key in gone:
+            self._shared.pop(key, None)
         used = set(self._shared.values())
         for shared in [s for s in self._entries if s not in used]:
             del self._entries[shared]
