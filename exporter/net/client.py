@@ -279,7 +279,7 @@ class FleetClient:
 
         Each part in a turn of the loop of its own, and the passes over every cluster a
         slice a turn (``exporter.net.turns.sliced``): at 5,000 clusters each part takes
-        tens of milliseconds, at 20,000 the routes and the keys 50-100 ms each.
+        tens of milliseconds; at 20,000 the whole of it was 0.96 s under cProfile.
         """
         routes = [self._route(c) async for c in sliced(list(discovered.values()))]
         await self.http.retain(routes, used_since)

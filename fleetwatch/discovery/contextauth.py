@@ -136,8 +136,9 @@ class ContextAuth:
         cannot be hashed counts by its type (equality still tells such contexts apart).
 
         Computed once: it is a tuple of 14 fields hashed in Python, and the credential
-        cache hashes every cluster's twice when it prunes after a cycle (about 140 ms of
-        the probe loop at 20,000 clusters; bench/RESULTS.md, round 16).
+        cache hashes every cluster's twice when it prunes after a cycle (at 20,000
+        clusters that prune took 0.33 s of one turn of the probe loop under cProfile,
+        most of it these hashes; bench/RESULTS.md, round 16).
         """
         value = hash(
             (

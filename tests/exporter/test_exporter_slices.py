@@ -17,11 +17,13 @@ import pytest
 
 from exporter.model import ProbeResult, Reason
 from exporter.net import deadlines, turns
+from exporter.net.credentials import CredentialCache
 from exporter.net.deadlines import Deadlines, wait
 from exporter.net.turns import sliced
 from exporter.state import ClusterTable
 from fleetwatch.discovery import Discovery
 from fleetwatch.discovery.clusters import Cluster
+from fleetwatch.discovery.contextauth import ContextAuth
 from tests.helpers.exporter_helpers import MonitorFactory
 from tests.helpers.kubeconfig_docs import kubeconfig
 
@@ -142,3 +144,22 @@ async def test_deadlines_passing_together_expire_a_slice_a_turn() -> None:
     per_turn = {t: expired_at.count(t) for t in set(expired_at)}
     assert max(per_turn.values()) == deadlines.EXPIRE_SLICE
     assert len(per_turn) == 3
+
+
+async def test_the_credential_cache_prunes_over_turns_and_keeps_the_live_contexts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cache = CredentialCache()
+    try:
+        keys = [("/k/a.yaml", f"c{i}", (1, 2, 3, 4)) for i in range(200)]
+        for i, key in enumerate(keys):
+            cache._shared[key] = ContextAuth(True, token=f"t{i}")
+        live = set(keys[::2])
+        monkeypatch.setattr(turns, "STEP_BUDGET_S", 0.0)
+        with Ticker() as ticker:
+            await cache.prune(live)
+        assert set(cache._shared) == live
+        # before: all 200 keys hashed in one step; now a turn each
+        assert ticker.turns >= 100
+    finally:
+        cache.close()
