@@ -83,6 +83,10 @@ class TurnTimer:
         self._select = 0.0
         self._gc_in_turn = 0.0
         self._gc_start = 0.0
+        #: seconds the selector returned later than its timeout asked, when nothing was
+        #: ready: the wait for the interpreter's lock or a core once woken, which no
+        #: turn's busy time shows but the lag timer does
+        self.woke_late: list[float] = []
 
     def install(self) -> None:
         timer = self
@@ -125,10 +129,15 @@ class TurnTimer:
             if not timer._in_turn:
                 return select(selector, timeout)
             started = time.perf_counter()
+            ready = []
             try:
-                return select(selector, timeout)
+                ready = select(selector, timeout)
+                return ready
             finally:
-                timer._select += time.perf_counter() - started
+                now = time.perf_counter()
+                timer._select += now - started
+                if timeout is not None and timeout > 0 and not ready:
+                    timer.woke_late.append(max(0.0, now - started - timeout))
 
         base_events.BaseEventLoop._run_once = timed_run_once  # type: ignore[attr-defined]
         events.Handle._run = timed_handle_run  # type: ignore[method-assign]
@@ -196,6 +205,12 @@ class TurnTimer:
             "over_50ms": sum(1 for b in busy if b > 0.05),
             "over_100ms": sum(1 for b in busy if b > 0.1),
             "gc_s": round(self.gc_seconds, 3),
+            "woke_late": {
+                "n": len(self.woke_late),
+                "over_50ms": sum(1 for w in self.woke_late if w > 0.05),
+                "over_100ms": sum(1 for w in self.woke_late if w > 0.1),
+                "max_ms": round(max(self.woke_late, default=0.0) * 1000, 1),
+            },
             "gc": {
                 str(g): {"n": len(v), "max_ms": round(max(v) * 1000, 1), "sum_s": round(sum(v), 3)}
                 for g, v in sorted(self.gc_by_generation.items())
