@@ -73,7 +73,7 @@ class TurnTimer:
         self.t0 = time.perf_counter()
         self.busy: list[float] = []
         self.worst_per_second: dict[int, float] = {}
-        self.long_by_name: Counter[str] = Counter()
+        self.long_by_name: defaultdict[str, float] = defaultdict(float)
         self.long_calls: Counter[str] = Counter()
         self.longest: list[dict[str, Any]] = []
         self.gc_seconds = 0.0
@@ -140,8 +140,8 @@ class TurnTimer:
                     timer.woke_late.append(max(0.0, now - started - timeout))
 
         base_events.BaseEventLoop._run_once = timed_run_once  # type: ignore[attr-defined]
-        events.Handle._run = timed_handle_run  # type: ignore[method-assign]
-        selectors.EpollSelector.select = timed_select  # type: ignore[method-assign]
+        events.Handle._run = timed_handle_run  # type: ignore[method-assign,assignment]
+        selectors.EpollSelector.select = timed_select  # type: ignore[method-assign,assignment]
         gc.callbacks.append(self._on_gc)
 
     def _on_gc(self, phase: str, info: dict[str, int]) -> None:
@@ -220,7 +220,7 @@ class TurnTimer:
             },
             "long_turns_by_callback_ms": {
                 n: [round(s * 1000, 1), self.long_calls[n]]
-                for n, s in self.long_by_name.most_common(30)
+                for n, s in sorted(self.long_by_name.items(), key=lambda kv: -kv[1])[:30]
             },
             "longest": self.longest,
             "profile": self.profiled(),

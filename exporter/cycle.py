@@ -33,8 +33,7 @@ from exporter.checks import ClosingCheck, ClusterCheck, RetainingCheck
 from exporter.expose.encodings import Encoder
 from exporter.expose.snapshot import CycleStats, Snapshot, build_snapshot, declared_families
 from exporter.model import CheckResult, CycleSettings, ProbeResult, Reason, Unchanged
-from exporter.net import ApiClient, FleetClient, Probed, Slot
-from exporter.net.turns import sliced
+from exporter.net import ApiClient, FleetClient, Probed, Slot, sliced
 from exporter.state import ClusterState, ClusterTable, Note
 from fleetwatch.common.waits import wait_event
 from fleetwatch.discovery.clusters import Cluster, ContextConfig, Discovery
@@ -257,7 +256,7 @@ class Monitor:
             rest = await self._start_probes(group, round_, others)
         # Every pass over the clusters from here on a slice a turn (``sliced``): at 20,000
         # clusters each is tens of milliseconds, and all of them in one turn were the
-        # probe loop's longest turns (bench/RESULTS.md, round 16).
+        # probe loop's longest turns (bench/RESULTS.md).
         cycle_duration = time.monotonic() - started
         states = self.table.states
         targets = [

@@ -12,6 +12,8 @@ keeps the modules of this package to the package):
   once at start, and its temporary files, removed at shutdown.
 - ``parse_proxy`` and ``ProxyError``: a ``proxy-url`` read as the probes read it (shown
   without its credentials by ``fleetwatch discover``).
+- ``sliced``: a long pass of the cycle over every cluster, the loop given a turn every
+  few milliseconds (the budget the connections' handshakes have too, ``turns``).
 
 Inside: HTTP/1.1 (``http1``), TLS connections (``connection``, ``tcp``), the pool of
 kept-alive connections and its deadlines (``pool``, ``deadlines``), proxies (``proxy``),
@@ -23,6 +25,7 @@ from exporter.net.client import FleetClient, Probed, Slot
 from exporter.net.kubeclient import install_patches, remove_temp_files
 from exporter.net.probe import ApiClient
 from exporter.net.proxy import ProxyError, parse_proxy
+from exporter.net.turns import sliced
 
 __all__ = [
     "ApiClient",
@@ -33,4 +36,5 @@ __all__ = [
     "install_patches",
     "parse_proxy",
     "remove_temp_files",
+    "sliced",
 ]

@@ -369,7 +369,7 @@ class CredentialCache:
         The contexts are read a slice a turn (``exporter.net.turns.sliced``): at 20,000
         clusters the whole prune in one turn was 0.33 s under cProfile, most of it the
         shared keys' hashes, now computed once (``ContextAuth``); what is left after the
-        sliced pass goes through the entries in one step (bench/RESULTS.md, round 16).
+        sliced pass goes through the entries in one step (bench/RESULTS.md).
         """
         gone = [k async for k in sliced(list(self._shared)) if k not in live]
         for key in gone:

@@ -11,7 +11,7 @@ At most :data:`EXPIRE_SLICE` requests expire in one turn of the loop, the rest a
 turns: each one expired is a step of its task in the next turn (its ``TimeoutError``
 handled, its result recorded), and the 1,000 hung clusters of a 20,000-cluster fleet
 reach their timeout together, 1,000 steps and 100-190 ms in one turn otherwise
-(bench/RESULTS.md, round 16).
+(bench/RESULTS.md).
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ async def sliced(
     followed in the table, the targets, what the cycle leaves to forget), each pass tens
     of milliseconds of CPU at 20,000 clusters and two to three times as long on the wall
     on a loaded machine; one turn of 100-225 ms at each cycle's start and end was most of
-    the probe loop's lag over 100 ms there (bench/RESULTS.md, round 16). A time budget,
+    the probe loop's lag over 100 ms there (bench/RESULTS.md). A time budget,
     not a count: what one item costs varies with the pass and the machine. The body of
     the consumer's loop counts (its time is between two reads of the clock). Whatever
     ``items`` iterates must not change meanwhile: pass a copy of a dict the loop's other

@@ -138,7 +138,7 @@ class ContextAuth:
         Computed once: it is a tuple of 14 fields hashed in Python, and the credential
         cache hashes every cluster's twice when it prunes after a cycle (at 20,000
         clusters that prune took 0.33 s of one turn of the probe loop under cProfile,
-        most of it these hashes; bench/RESULTS.md, round 16).
+        most of it these hashes; bench/RESULTS.md).
         """
         value = hash(
             (
