@@ -543,6 +543,36 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
+def compare(docs: dict[str, dict[str, Any]]) -> str:
+    """One row per run (``{label: result}``): each phase's p99 of both kinds (ms), and over
+    the quiet p99; the load and the reactor's CPU seconds by phase."""
+    rows = [
+        "| run | first list: webhook / deployment p99 ms (x quiet) | quiet p99 ms | relist p99 "
+        "ms (x quiet) | non-2xx | reactor CPU s (first list, quiet, relist) | load1 |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for label, doc in docs.items():
+        p = doc["phases"]
+
+        def two(phase: str, ratio: bool = True, p: dict[str, Any] = p) -> str:
+            hook, deploy = p[phase]["webhook"], p[phase]["deployment"]
+            if not ratio:
+                return f"{hook.get('p99_ms')} / {deploy.get('p99_ms')}"
+            return (
+                f"{hook.get('p99_ms')} / {deploy.get('p99_ms')} "
+                f"(**{hook['p99_of_quiet']}** / **{deploy['p99_of_quiet']}**)"
+            )
+
+        failed = sum(sum(p[ph][k]["non_2xx"].values()) for ph in PHASES for k in KINDS)
+        cpu = ", ".join(str(p[ph]["reactor_cpu_s"]) for ph in PHASES)
+        loads = [v for ph in PHASES for v in p[ph]["load1"]]
+        rows.append(
+            f"| {label} | {two('first list')} | {two('quiet', False)} | {two('relist')} | "
+            f"{failed} | {cpu} | {min(loads):.1f}-{max(loads):.1f} |"
+        )
+    return "\n".join(rows)
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="400 Secrets and objects, 20 clusters")

@@ -468,14 +468,17 @@ def cd(name: str = "cd.json") -> str:
 def reactor_lists() -> str:
     """The reactor's answers through its lists (``bench.reactor_lists``): every
     ``reactor_lists*.json`` but the quick one, each under its file's name."""
-    from bench.reactor_lists import markdown
+    from bench.reactor_lists import compare, markdown
 
-    out = []
+    docs = {}
     for path in sorted(OUT_DIR.glob("reactor_lists*.json")):
         doc = _load(path.name)
         if doc is not None and "quick" not in path.name:
-            out.append(f"**{path.name}**\n\n{markdown(doc)}")
-    return "\n\n".join(out)
+            docs[path.stem.removeprefix("reactor_lists_")] = doc
+    if not docs:
+        return ""
+    each = [f"**{label}**\n\n{markdown(doc)}" for label, doc in docs.items()]
+    return "\n\n".join([compare(docs), *each])
 
 
 def _uptime_at_start(prefix: str) -> dict[str, str]:

@@ -57,3 +57,4 @@ def test_the_quick_mode_times_both_kinds_through_every_phase(tmp_path: Path) -> 
             assert got["non_2xx"] == {}, (phase, kind, got["non_2xx"])
     assert out["phases"]["quiet"]["webhook"]["p99_of_quiet"] == 1.0
     assert "| relist" in reactor_lists.markdown(out)
+    assert "| quick | " in reactor_lists.compare({"quick": out})
