@@ -511,6 +511,11 @@ def worst_by_second(shots: list[Shot], started: float) -> dict[str, list[float]]
     return out
 
 
+def _failed(by_status: dict[str, int]) -> str:
+    """``0``, or the count and the statuses (``3 {'503': 3}``)."""
+    return f"{sum(by_status.values())} {by_status}" if by_status else "0"
+
+
 def markdown(result: dict[str, Any]) -> str:
     """The table for bench/RESULTS.md."""
     plan = result["plan"]
@@ -536,8 +541,8 @@ def markdown(result: dict[str, Any]) -> str:
             sub = k["by_sub"].get("change" if kind == "webhook" else "move", {})
             rows.append(
                 f"| {phase} ({p['seconds']}) | {kind} | {k['requests']:,} | {k['p50_ms']} | "
-                f"{k['p99_ms']} | {k['max_ms']} | {sum(k['non_2xx'].values())} "
-                f"{k['non_2xx'] or ''} | **{k['p99_of_quiet']}** | {sub.get('p99_ms', '')} | "
+                f"{k['p99_ms']} | {k['max_ms']} | {_failed(k['non_2xx'])} | "
+                f"**{k['p99_of_quiet']}** | {sub.get('p99_ms', '')} | "
                 f"{p['load1'][0]}-{p['load1'][1]} | {p['reactor_cpu_s']} |"
             )
     return "\n".join(rows)
