@@ -36,6 +36,10 @@ event loop:
   started (READ COMMITTED); the others are each sent as above, alone, under the cluster's
   lock. So a deployment that is not settled costs one round trip more, and only when it
   shared its turn with others; one alone in its turn (a quiet replica) is sent at once.
+  So is one whose app's last deployment on this replica put it on another cluster or was
+  refused: most likely not settled, and asking first would only add that round trip (a
+  pipeline that moves apps, or retries while its cluster is OFFLINE). This hint chooses
+  the path, never the answer: sent alone, a deployment is answered right whatever it is.
   The statement locks nothing, so a notification holding a cluster holds none of them up;
   one racing it still takes the settled apps along in its cascade (they are DEPLOYED
   there), which is the gate's rule. One answer per deployment: that statement failing,
@@ -106,11 +110,16 @@ STATEMENT = b"fleetwatch_deploy"
 TURN_STATEMENT = b"fleetwatch_settled"
 #: Deployments asked in one such statement at most (more in a turn: several statements).
 TURN_MAX = 256
+#: Apps whose last cluster is kept, to send a deployment that moves one alone at once.
+PLACED_MAX = 1 << 17
 
 #: A deployment's row, as ``reactor.store.postgres.DEPLOY`` gives it.
 Row = tuple[bytes | None, ...]
 #: What the turn's statement answers a deployment it did not settle: send it alone.
 _ALONE: Any = object()
+#: Where a refused deployment left its app, as the hint has it: no cluster (names are never
+#: empty), so that the next deployment of that app, refused again or not, is sent alone.
+_NOWHERE = ""
 
 
 def numbered(sql: str) -> bytes:
@@ -410,6 +419,9 @@ class PipelinedDeploys:
         self._refused: tuple[Collection[Status], bytes] | None = None
         #: the deployments of this turn of the loop, waiting for its end (module docstring)
         self._turn: list[tuple[list[bytes], asyncio.Future[Any]]] = []
+        #: where each app's last deployment here put it (or _NOWHERE: refused): a hint,
+        #: never an answer (module docstring); at most PLACED_MAX apps, forgotten at once
+        self._placed: dict[str, str] = {}
         #: the turns' statements under way (kept from the garbage collector)
         self._asking: set[asyncio.Task[None]] = set()
 
@@ -419,16 +431,24 @@ class PipelinedDeploys:
         if last is None or last[0] is not refused:
             last = self._refused = (refused, text_array([s.value for s in refused]))
         params = [cluster.encode(), app.encode(), last[1]]
-        waiting = asyncio.get_running_loop().create_future()
-        self._turn.append((params, waiting))
-        if len(self._turn) == 1:
-            asyncio.get_running_loop().call_soon(self._end_turn)
-        row = await waiting
-        if row is _ALONE:
+        placed = self._placed
+        if placed.get(app, cluster) != cluster:  # moved: not settled, so no use asking
             row = await self._alone(params)
+        else:
+            waiting = asyncio.get_running_loop().create_future()
+            self._turn.append((params, waiting))
+            if len(self._turn) == 1:
+                asyncio.get_running_loop().call_soon(self._end_turn)
+            row = await waiting
+            if row is _ALONE:
+                row = await self._alone(params)
         if row is None or row[0] is None or row[1] is None or row[2] is None:
+            placed.pop(app, None)
             return None
         status = _STATUSES.get(row[2]) or Status(row[2].decode())
+        if len(placed) >= PLACED_MAX:
+            placed.clear()
+        placed[app] = _NOWHERE if status in refused else cluster
         return Placement(int(row[0]), int(row[1]), status)
 
     async def _alone(self, params: list[bytes]) -> Row | None:

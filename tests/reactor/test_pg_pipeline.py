@@ -662,3 +662,30 @@ async def test_a_turns_statement_lost_with_its_connection_sends_each_alone(
     finally:
         holder.close()
         deploys.close()
+
+
+async def test_a_deployment_that_moves_its_app_or_was_refused_is_sent_alone_at_once(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its app's last deployment here put it on another cluster, or was refused: most
+    likely not settled, so nothing is asked before it, however many share its turn; an
+    app deployed again where it was is asked with the others of its turn."""
+    deploys = pipelined(url, lanes=2)
+    try:
+        await asyncio.gather(*(deploys.deploy(a, "c2", REFUSED) for a in names(1, 10)))
+        sent = counted_sends(monkeypatch)
+        await asyncio.gather(*(deploys.deploy(a, "c1", REFUSED) for a in names(1, 10)))
+        assert sent == [pg_pipeline.STATEMENT] * 10
+        assert {app_row(url, a) for a in names(1, 10)} == {("c1", "DEPLOYED")}
+        sent.clear()
+        await asyncio.gather(*(deploys.deploy(a, "c1", REFUSED) for a in names(1, 10)))
+        assert sent == [pg_pipeline.TURN_STATEMENT]
+        with psycopg.connect(url) as conn:
+            conn.execute("UPDATE clusters SET status = 'OFFLINE' WHERE name = 'c2'")
+        for _ in range(2):  # moved, then refused last time
+            sent.clear()
+            places = await asyncio.gather(*(deploys.deploy(a, "c2", REFUSED) for a in names(1, 5)))
+            assert {p.cluster_status if p else None for p in places} == {Status.OFFLINE}
+            assert sent == [pg_pipeline.STATEMENT] * 5
+    finally:
+        deploys.close()
