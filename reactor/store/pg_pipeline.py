@@ -234,10 +234,15 @@ class Lane:
         asyncio.get_running_loop().add_reader(self.fd, self._readable)
 
     def send(
-        self, params: list[bytes], statement: bytes = STATEMENT, many: bool = False
+        self,
+        params: list[bytes],
+        statement: bytes = STATEMENT,
+        many: bool = False,
+        now: bool = False,
     ) -> asyncio.Future[Any]:
         """Send one deployment (``many``: the turn's statement); its future gets the
-        statement's row (every row) or its error.
+        statement's row (every row) or its error. ``now``: written at once, with what
+        this lane holds (called at the end of a turn).
 
         Queued in libpq with its Sync, and written with the others of this turn of the loop
         (:meth:`_write`); written at once where libpq cannot queue a Sync."""
@@ -254,6 +259,8 @@ class Lane:
                     loop.add_writer(self.fd, self._writable)
             elif sync(pg.pgconn_ptr) != 1:  # type: ignore[attr-defined]  # not in pq.abc
                 raise psycopg.OperationalError(pg.get_error_message())
+            elif now:
+                self.write_due = True  # below, once it is in the queue
             elif not self.write_due:
                 self.write_due = True
                 loop.call_soon(self._write)
@@ -262,6 +269,8 @@ class Lane:
             raise _NotRun from exc
         sent = _InFlight(loop.create_future(), many)
         self.queue.append(sent)
+        if now and sync is not None:
+            self._write()  # a failure closes the lane: ``sent`` answered with the others
         return sent.future
 
     def _write(self) -> None:
@@ -422,8 +431,6 @@ class PipelinedDeploys:
         #: where each app's last deployment here put it (or _NOWHERE: refused): a hint,
         #: never an answer (module docstring); at most PLACED_MAX apps, forgotten at once
         self._placed: dict[str, str] = {}
-        #: the turns' statements under way (kept from the garbage collector)
-        self._asking: set[asyncio.Task[None]] = set()
 
     async def deploy(self, app: str, cluster: str, refused: Collection[Status]) -> Placement | None:
         """The store's ``deploy``: None when the app or the cluster is unknown."""
@@ -472,29 +479,50 @@ class PipelinedDeploys:
         for refused, group in groups.items():
             for start in range(0, len(group), TURN_MAX):
                 chunk = group[start : start + TURN_MAX]
-                if len(chunk) == 1:
-                    _answer(chunk[0][1], _ALONE)
-                    continue
-                task = asyncio.ensure_future(self._together(refused, chunk))
-                self._asking.add(task)
-                task.add_done_callback(self._asking.discard)
+                try:
+                    self._ask(refused, chunk)
+                except Exception:  # a bug: each answered all the same, by its own statement
+                    log.exception("asking %d deployments together failed", len(chunk))
+                    for _, waiting in chunk:
+                        _answer(waiting, _ALONE)
 
-    async def _together(
-        self, refused: bytes, chunk: list[tuple[list[bytes], asyncio.Future[Any]]]
-    ) -> None:
-        """Ask ``chunk`` in one statement: the settled and the unknown answered from it,
-        the others (and all of them if it fails) sent alone."""
+    def _ask(self, refused: bytes, chunk: list[tuple[list[bytes], asyncio.Future[Any]]]) -> None:
+        """Send the statement that asks ``chunk`` together, written now (the turn is over),
+        on the open lane with the fewest in flight; with none open (the replica starting,
+        or idle long enough for the server to close them), each is sent alone, and so
+        opens them."""
+        lanes = [lane for lane in self.lanes if lane.conn is not None]
+        lane = min(lanes, key=_INFLIGHT) if lanes and len(chunk) > 1 else None
+        if lane is not None and lane.idle_and_closed():
+            lane.close("the server closed it while idle")
+            lane = None
+        if lane is None:
+            for _, waiting in chunk:
+                _answer(waiting, _ALONE)
+            return
         params = [refused, text_list(p[0] for p, _ in chunk), text_list(p[1] for p, _ in chunk)]
         try:
-            rows = await self._run(params, TURN_STATEMENT, True)
-            if len(rows) != len(chunk):
-                raise psycopg.InternalError(f"{len(rows)} rows for {len(chunk)} deployments")
-        except asyncio.CancelledError:
-            for _, waiting in chunk:
-                waiting.cancel()
-            raise
-        except Exception as exc:  # one answer each: by its own statement
-            log.info("the deployments of a turn are sent alone: %s", first_line(exc))
+            sent = lane.send(params, TURN_STATEMENT, many=True, now=True)
+        except _NotRun:
+            sent = asyncio.get_running_loop().create_future()
+            sent.set_exception(StoreUnavailable("the connection was lost"))
+        lane.inflight += 1
+        sent.add_done_callback(lambda answer: self._asked(lane, chunk, answer))
+
+    def _asked(
+        self,
+        lane: Lane,
+        chunk: list[tuple[list[bytes], asyncio.Future[Any]]],
+        answer: asyncio.Future[Any],
+    ) -> None:
+        """The turn's statement answered: the settled and the unknown get their answers
+        from it, the others (and all of them if it failed) are sent alone."""
+        lane.inflight -= 1
+        failure = answer.exception()  # never cancelled: nobody awaits it but this
+        rows = answer.result() if failure is None else None
+        if rows is None or len(rows) != len(chunk):  # one answer each: by its own statement
+            why = first_line(failure) if failure else f"{len(rows or ())} rows"
+            log.info("%d deployments of a turn sent alone: %s", len(chunk), why)
             for _, waiting in chunk:
                 _answer(waiting, _ALONE)
             return

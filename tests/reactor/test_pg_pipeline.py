@@ -536,12 +536,9 @@ def counted_sends(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
     sent: list[bytes] = []
     real = Lane.send
 
-    def counting(
-        lane: Lane, params: list[bytes], statement: bytes = b"", many: bool = False
-    ) -> Any:
-        statement = statement or pg_pipeline.STATEMENT
-        sent.append(statement)
-        return real(lane, params, statement, many)
+    def counting(lane: Lane, params: list[bytes], *args: Any, **kwargs: Any) -> Any:
+        sent.append(args[0] if args else kwargs.get("statement", pg_pipeline.STATEMENT))
+        return real(lane, params, *args, **kwargs)
 
     monkeypatch.setattr(Lane, "send", counting)
     return sent
@@ -613,6 +610,7 @@ async def test_a_notification_racing_a_turn_refuses_or_degrades_each(
     deploys = pipelined(url, lanes=2)
     holder = psycopg.connect(url)
     try:
+        await deploys.deploy("app-20", "c2", REFUSED)  # a lane open, to ask the turn on
         holder.execute("BEGIN")
         holder.execute("UPDATE clusters SET status = 'OFFLINE' WHERE name = 'c1'")
         holder.execute(
