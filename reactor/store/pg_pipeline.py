@@ -474,8 +474,8 @@ class PipelinedDeploys:
         (by ``refused``, at most :data:`TURN_MAX` a statement)."""
         turn, self._turn = self._turn, []
         groups: dict[bytes, list[tuple[list[bytes], asyncio.Future[Any]]]] = {}
-        for waiting in turn:
-            groups.setdefault(waiting[0][2], []).append(waiting)
+        for entry in turn:
+            groups.setdefault(entry[0][2], []).append(entry)
         for refused, group in groups.items():
             for start in range(0, len(group), TURN_MAX):
                 chunk = group[start : start + TURN_MAX]
@@ -518,7 +518,7 @@ class PipelinedDeploys:
         """The turn's statement answered: the settled and the unknown get their answers
         from it, the others (and all of them if it failed) are sent alone."""
         lane.inflight -= 1
-        failure = answer.exception()  # never cancelled: nobody awaits it but this
+        failure = StoreUnavailable("cancelled") if answer.cancelled() else answer.exception()
         rows = answer.result() if failure is None else None
         if rows is None or len(rows) != len(chunk):  # one answer each: by its own statement
             why = first_line(failure) if failure else f"{len(rows or ())} rows"
@@ -534,11 +534,8 @@ class PipelinedDeploys:
             else:
                 _answer(waiting, _ALONE)
 
-    async def _run(
-        self, params: list[bytes], statement: bytes = STATEMENT, many: bool = False
-    ) -> Any:
-        """One statement's row (every row, ``many``); sent once more, on a new connection,
-        when it did not run."""
+    async def _run(self, params: list[bytes]) -> Row | None:
+        """One deployment's row; sent once more, on a new connection, when it did not run."""
         for attempt in (1, 2):
             lane = min(self.lanes, key=_INFLIGHT)
             lane.inflight += 1
@@ -548,7 +545,7 @@ class PipelinedDeploys:
                 if lane.idle_and_closed():  # replaced before anything is sent on it
                     lane.close("the server closed it while idle")
                     await lane.connected()
-                return await lane.send(params, statement, many)
+                return await lane.send(params)  # type: ignore[no-any-return]
             except _NotRun as exc:
                 if attempt == 2:
                     raise StoreUnavailable("the database ended two connections in a row") from exc
