@@ -32,6 +32,9 @@ decision reads the row.
 
 The statements PostgreSQL runs as SQLite does are ``reactor.store.sql``'s; here are the
 set-based statements over many clusters, the connections and the error mapping.
+
+Long because the deployment statements live here too, beside the store that runs one of
+them, so that the rule they share (what "settled" means) is written once.
 """
 
 from __future__ import annotations
