@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import resource
 import socket
 import subprocess
 import tempfile
@@ -27,7 +28,16 @@ from fleetwatch.procs import free_port, wait_until
 from fleetwatch.standin.workload.certs import FleetCerts
 
 
-def measure(seconds: float, tickets: int = 1) -> dict[str, Any]:
+def measure(
+    seconds: float, tickets: int = 1, reuse: bool = False, page: str | None = None
+) -> dict[str, Any]:
+    """``reuse``: resumed handshakes (``s_time -reuse``, the session of the first one);
+    ``page``: GET it on each connection (``-www``; a TLS 1.3 ticket is only read with an
+    answer, so resumption needs one). ``reused`` counts s_time's resumed connections.
+
+    ``client_cpu_ms`` is s_time's own figure (user CPU only); ``client_total_cpu_ms`` adds
+    the system CPU of the s_time process (its rusage), as a process's CPU time counts it.
+    """
     with tempfile.TemporaryDirectory(prefix="fw-handshake-") as tmp:
         files = FleetCerts.create(Path(tmp)).files
         port = free_port()
@@ -45,10 +55,12 @@ def measure(seconds: float, tickets: int = 1) -> dict[str, Any]:
         try:
             wait_until(lambda: _listening(port), 10, interval=0.05, what="openssl s_server")
             cpu0 = cpu_seconds(server.pid)
+            children0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             with machine_load() as load:
                 out = subprocess.run(
                     [
-                        "openssl", "s_time", "-new", "-time", str(int(seconds)),
+                        "openssl", "s_time", "-reuse" if reuse else "-new",
+                        *(["-www", page] if page else []), "-time", str(int(seconds)),
                         "-connect", f"127.0.0.1:{port}",
                         "-cert", str(files.client_cert), "-key", str(files.client_key),
                         "-CAfile", str(files.ca_cert),
@@ -56,6 +68,7 @@ def measure(seconds: float, tickets: int = 1) -> dict[str, Any]:
                     capture_output=True, text=True, check=True, timeout=seconds + 30,
                 ).stdout  # fmt: skip
             server_cpu = cpu_seconds(server.pid) - cpu0
+            children = resource.getrusage(resource.RUSAGE_CHILDREN)  # s_time only, reaped
         finally:
             server.kill()
             server.wait(timeout=10)
@@ -63,10 +76,17 @@ def measure(seconds: float, tickets: int = 1) -> dict[str, Any]:
     if m is None:
         raise RuntimeError(f"unexpected s_time output:\n{out}")
     connections, per_user_s = int(m.group(1)), float(m.group(2))
+    client_total = (children.ru_utime - children0.ru_utime) + (
+        children.ru_stime - children0.ru_stime
+    )
     return {
         "tickets": tickets,
+        "reuse": reuse,
+        "page": page,
+        "reused": sum(line.count("r") for line in out.splitlines() if set(line) <= {"*", "r"}),
         "connections": connections,
         "client_cpu_ms": round(1000 / per_user_s, 3),
+        "client_total_cpu_ms": round(1000 * client_total / connections, 3),
         "server_cpu_ms": round(1000 * server_cpu / connections, 3),
         "load": load,
     }

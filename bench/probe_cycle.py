@@ -101,7 +101,7 @@ async def _cycles(
     # The checks `fleetwatch exporter` always runs after each probe (kube-system pods and
     # nodes: the control-plane view), unless --no-checks asks for the probe alone.
     checks = build_checks(None, every) if with_checks else []
-    # The collector's policy `fleetwatch exporter` installs (exporter.gcpolicy, r3 on),
+    # The collector's policy `fleetwatch exporter` installs (fleetwatch.common.gcpolicy, r3 on),
     # unless the variant asks for CPython's defaults.
     policy = _collector_policy() if variant == "keepalive" else None
     async with Monitor(settings, discoverer, publish, checks) as monitor:
@@ -251,7 +251,7 @@ def _python_objects(top: int = 12) -> dict[str, Any]:
 def _collector_policy() -> Any:
     """The exporter's collector policy, where the code measured has one (r3 on)."""
     try:
-        from exporter.gcpolicy import CollectorPolicy
+        from fleetwatch.common.gcpolicy import CollectorPolicy
     except ImportError:
         return None
     policy = CollectorPolicy()

@@ -250,22 +250,47 @@ def bench_deployments(
     }
 
 
-def deployments_script(tmp: Path, names: list[str]) -> Path:
-    """The wrk Lua script of the deployments: POST each app of ``names`` in turn."""
+def deployments_script(tmp: Path, names: list[str], moving: bool = False, threads: int = 2) -> Path:
+    """The wrk Lua script of the deployments: POST each app of ``names`` in turn.
+
+    Each app is deployed again on its own cluster (settled: what a pipeline does most);
+    ``moving``: each deployment moves its app, to the next cluster and back, each wrk
+    thread (of ``threads``) on apps of its own, so that no deployment is settled and no
+    two race for one app.
+    """
     bodies = [json.dumps({"app": f"{n}-app0", "cluster": n}) for n in names]
-    script = tmp / "deployments.lua"
+    pick = "local mine = bodies"
+    if moving:
+        away = [
+            json.dumps({"app": f"{n}-app0", "cluster": names[(k + 1) % len(names)]})
+            for k, n in enumerate(names)
+        ]
+        bodies = away + bodies
+        pick = f"""local mine = {{}}
+local threads = 0
+function setup(thread)
+  thread:set("tid", threads)
+  threads = threads + 1
+end
+function init(args)
+  for j = 1, #bodies do
+    if ((j - 1) % {len(names)}) % {threads} == (tid or 0) then mine[#mine + 1] = bodies[j] end
+  end
+end"""
+    script = tmp / ("moves.lua" if moving else "deployments.lua")
     lua_bodies = ",\n".join(json.dumps(b) for b in bodies)
     script.write_text(
         f"""local bodies = {{
 {lua_bodies}
 }}
+{pick}
 local i = 0
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Authorization"] = "Bearer {TOKEN}"
 request = function()
-  i = i % #bodies + 1
-  return wrk.format(nil, nil, nil, bodies[i])
+  i = i % #mine + 1
+  return wrk.format(nil, nil, nil, mine[i])
 end
 """
     )

@@ -6,9 +6,11 @@ a change moves the reactor, so a before/after taken minutes apart says little. H
 round runs wrk (2 threads, 50 connections, the deployments of ``bench.reactor``) on the
 bare handler, then on a ``fleetwatch reactor`` started from each tree (``PYTHONPATH``
 set to it), all on one PostgreSQL server (durable defaults) seeded as ``bench.reactor``
-seeds it. Each figure has the machine's load beside it, and each reactor's its ratio to
-the bare handler of the same round: throughput, p99, CPU per request (the serving
-process's), and the database server's CPU per request (its processes, summed).
+seeds it. The deployments are settled (each app deployed again where it is), or, with
+``--moving``, each moves its app to another cluster. Each figure has the machine's load
+beside it, and each reactor's its ratio to the bare handler of the same round:
+throughput, p99, CPU per request (the serving process's), and the database server's CPU
+per request (its processes, summed).
 
 A tree is ``NAME=PATH`` or ``NAME=PATH:FLAGS`` (more reactor flags, space-separated),
 e.g. a copy of the tree before a change made with ``git archive``:
@@ -90,6 +92,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--clusters", type=int, default=1000)
     parser.add_argument("--writers", type=int, default=8, help="--db.writers of each reactor")
+    parser.add_argument(
+        "--moving",
+        action="store_true",
+        help="each deployment moves its app to another cluster (none settled)",
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     trees = [tuple(t.split("=", 1)) for t in args.tree]
@@ -114,7 +121,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 proc, base = start_tree(tmp, db, url, name, spec, args.writers)
                 procs.append(proc)
                 targets.append((name, base, proc.pid))
-            script = deployments_script(tmp, names)
+            script = deployments_script(tmp, names, moving=args.moving)
             for _, base, _ in targets:  # warm-up: connections, prepared statements
                 run_wrk(base + "/deployments", 2, script=script)
             for _ in range(args.rounds):
@@ -133,7 +140,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 proc.stop()
             server.stop()
             server.remove()
-    out: dict[str, Any] = {"trees": dict(trees), "writers": args.writers, "rounds": rounds}
+    out: dict[str, Any] = {
+        "trees": dict(trees),
+        "writers": args.writers,
+        "moving": args.moving,
+        "rounds": rounds,
+    }
     for name, _, _ in targets:
         keys = ["rps", "p99_ms", "cpu_us_per_request"]
         if name != "bare":

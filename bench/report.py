@@ -465,6 +465,22 @@ def cd(name: str = "cd.json") -> str:
     return markdown(doc) if doc is not None else ""
 
 
+def reactor_lists() -> str:
+    """The reactor's answers through its lists (``bench.reactor_lists``): every
+    ``reactor_lists*.json`` but the quick one, each under its file's name."""
+    from bench.reactor_lists import compare, markdown
+
+    docs = {}
+    for path in sorted(OUT_DIR.glob("reactor_lists*.json")):
+        doc = _load(path.name)
+        if doc is not None and "quick" not in path.name:
+            docs[path.stem.removeprefix("reactor_lists_")] = doc
+    if not docs:
+        return ""
+    each = [f"**{label}**\n\n{markdown(doc)}" for label, doc in docs.items()]
+    return "\n\n".join([compare(docs), *each])
+
+
 def _uptime_at_start(prefix: str) -> dict[str, str]:
     """``step_side_pass`` -> the 1-, 5- and 15-minute loads ``uptime`` gave as the run
     started (bench/run_layout_round.sh's log)."""
@@ -600,6 +616,7 @@ def _spread3(values: list[float]) -> str:
 
 def main() -> None:
     sections = {
+        "Round 14: the reactor through its first list and a relist": reactor_lists(),
         "Round 12: before and after the layout move": layout_round(),
         "Round 12: the mechanical move alone": layout_round("r12-move"),
         "CD objects: mirrored, paused and resumed": cd(),

@@ -22,7 +22,6 @@ from exporter.checks import ClusterCheck
 from exporter.configfile import load_config
 from exporter.controlplane.check import build_checks, reads_every
 from exporter.discover import run_discover
-from exporter.gcpolicy import CollectorPolicy
 from exporter.server import create_app
 from exporter.settings import (
     DEFAULT_CONCURRENCY,
@@ -32,6 +31,7 @@ from exporter.settings import (
     resolve,
 )
 from fleetwatch.common.flags import add_old_spelling
+from fleetwatch.common.gcpolicy import CollectorPolicy
 from fleetwatch.common.logs import add_log_flags, setup_logging
 from fleetwatch.common.metricnames import CLUSTER_LABELS
 from fleetwatch.common.web import bind_sockets, display_address

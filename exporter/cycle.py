@@ -117,7 +117,7 @@ class Monitor:
         """``environ``: where ``HTTPS_PROXY``/``NO_PROXY`` are read, once (default: ours).
 
         ``after_cycle``: called by :meth:`run_forever` when a cycle has ended and been
-        published (the process's collector policy, ``exporter.gcpolicy``).
+        published (the process's collector policy, ``fleetwatch.common.gcpolicy``).
         """
         self.settings = settings
         self._after_cycle = after_cycle

@@ -12,7 +12,6 @@ so a flag and the rule that refuses its bad values are read together.
 from __future__ import annotations
 
 import argparse
-import gc
 import logging
 import os
 import sys
@@ -377,6 +376,7 @@ def run_reactor(args: argparse.Namespace) -> int:
     from aiohttp import web
 
     from reactor.app import create_app
+    from reactor.collector import collector_policy
     from reactor.store import StoreUnavailable
 
     # Bind first: a busy port must fail before the database is opened and written to.
@@ -400,7 +400,7 @@ def run_reactor(args: argparse.Namespace) -> int:
     except KubeAuthError as exc:  # --discovery.kubernetes: no credentials for its API
         print(f"fleetwatch reactor: --discovery.kubernetes: {exc}", file=sys.stderr)
         return 2
-    app.on_startup.append(_freeze_startup_objects)  # runs after the store and discovery
+    app.cleanup_ctx.append(collector_policy())  # after the store and discovery: process-wide
     app.on_startup.append(reload_token_on_sighup)  # process-wide, so installed here
     # access_log=None: one line per request would dominate the cost of a deployment call.
     try:
@@ -423,14 +423,3 @@ def run_reactor(args: argparse.Namespace) -> int:
         return 1
     log.info("stopped (database closed)")  # as the exporter says it: a clean stop is visible
     return 0
-
-
-async def _freeze_startup_objects(app: object) -> None:
-    """Keep the garbage collector off what start-up built (modules, the app, the store).
-
-    Without it every full collection walks all of them, a pause as long as a deployment
-    call's p99 under load (docs/reactor.md, "Durability and numbers"). Process-wide, so it
-    lives here, not in the app.
-    """
-    gc.collect()
-    gc.freeze()

@@ -99,7 +99,8 @@ class HttpPool:
     new connection is closed after its answer, as Go's ``Transport.MaxIdleConns`` does,
     while a kept one stays kept: the same clusters keep their connections cycle after
     cycle, memory stays bounded, and the clusters beyond the bound pay a TLS handshake
-    per probe.
+    per request (the probe's, and each of the control-plane check's reads when they run:
+    nothing holds a connection between two requests of one cluster).
     """
 
     def __init__(

@@ -29,7 +29,8 @@ A reflector's loop (client-go's ``ListAndWatch`` in ``tools/cache/reflector.go``
 
 Events already received come out of the stream without a suspension, so a burst (every
 Secret rewritten at once) would be decoded and stored in one callback of the event loop:
-the watch gives the loop a turn every :attr:`InformerSettings.events_per_slice` events.
+the watch gives the loop a turn every :attr:`InformerSettings.events_per_slice` events, and
+a list every as many items of a page (a relist lists every kind at once).
 
 I/O (asyncio): exempt from the pure-discovery contract in ``.importlinter``.
 """
@@ -86,7 +87,8 @@ class InformerSettings:
     short_watch: float = 1.0
     #: events handled in a row before the loop is given a turn: a stream that arrived
     #: while the loop was busy (every Secret rewritten at once: 20,000 events buffered)
-    #: is otherwise decoded and stored in one callback, and scrapes wait for all of it
+    #: is otherwise decoded and stored in one callback, and scrapes wait for all of it;
+    #: the items of a list page too
     events_per_slice: int = 100
 
     def backoff(self) -> BackoffSettings:
@@ -248,10 +250,15 @@ class Reflector(Generic[Stored]):
                     items, token, restarted = {}, "", True
                     continue
                 raise
-            for item in page["items"]:
+            per_slice = max(1, self.settings.events_per_slice)
+            for count, item in enumerate(page["items"], 1):
                 uid = _uid(item)
                 if uid:
                     items[uid] = self.transform(item)
+                if count % per_slice == 0:
+                    # A page of 500 is several milliseconds of transforms, and every
+                    # reflector lists at once after a 410: the loop serves between slices.
+                    await asyncio.sleep(0)
             metadata = page.get("metadata") or {}
             token = str(metadata.get("continue") or "")
             if not token:

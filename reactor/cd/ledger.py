@@ -142,6 +142,13 @@ class Ledger:
         """Read what changed in ``informed`` (the informer's objects by uid) since the last
         pass: is there a pass to make (something the mirror or the rules look at changed,
         not merely a status; an outage moved; or ``full``, the resync)?"""
+        return self.begin(self.read(informed), full)
+
+    def read(self, informed: Mapping[str, dict[str, Any]]) -> bool:
+        """The first half of :meth:`start_pass`: each object read once per version, and
+        whether anything the mirror or the rules look at changed. It touches only what
+        was seen, so the actuator runs it off the event loop (a fleet's objects take
+        tens of milliseconds) while the loop may set :attr:`moved`."""
         reads = self.reads.update(informed, lambda obj, _last: read_seen(obj))
         seen = [seen for seen in reads if seen is not None]
         objects = {s.app_name: s for s in seen if not isinstance(s, ClusterSecret)}
@@ -149,6 +156,11 @@ class Ledger:
         shapes = {name: shape_of(s) for name, s in (*objects.items(), *secrets.items())}
         changed = shapes != self.shapes
         self.objects, self.secrets, self.shapes = objects, secrets, shapes
+        return changed
+
+    def begin(self, changed: bool, full: bool) -> bool:
+        """The second half of :meth:`start_pass`, on the event loop (where :attr:`moved` is
+        set): is there a pass to make?"""
         moved, self.moved = self.moved, False
         if not (changed or moved or full):
             return False

@@ -17,6 +17,7 @@ I/O (the store's threads).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -45,6 +46,17 @@ class Mirrored:
     unresolved: dict[str, str]
 
 
+def _plan(
+    objects: Mapping[str, Seen],
+    clusters: list[KnownCluster],
+    discovered: Discovered,
+    rows: list[MirroredApp],
+) -> MirrorPlan:
+    """The mirror's plan (in a worker thread: nothing given changes meanwhile)."""
+    index = ClusterIndex.of(clusters, *discovered)
+    return plan(objects, index, {r.name: mirror_row(r) for r in rows})
+
+
 class MirrorPass:
     """The module docstring; remembers what it logged."""
 
@@ -65,8 +77,9 @@ class MirrorPass:
         """None when the replica stopped acting before it could write."""
         clusters, rows = await self.backend.read(read_mirror)
         rows = self.unwatched.mine(rows)
-        index = ClusterIndex.of(clusters, *discovered)
-        mirror = plan(objects, index, {r.name: mirror_row(r) for r in rows})
+        # Off the event loop: the index of a fleet's clusters and the plan of its objects
+        # are hundreds of milliseconds of Python at 20,000 clusters and 10,000 objects.
+        mirror = await asyncio.to_thread(_plan, objects, clusters, discovered, rows)
         if self.dry_run:
             self._log_preview(mirror)
             return Mirrored(clusters, preview(mirror, rows, clusters), mirror.unresolved)

@@ -27,6 +27,24 @@ event loop:
   it: :func:`queued_sync`), written once every ready handler has run. A write per
   deployment (a ``send``, the server woken) cost as much as the HTTP answer's own
   (bench/RESULTS.md). With an older libpq each Sync is written as it comes.
+- The deployments of one turn of the event loop (many, under load) are first asked
+  together, in one read-only statement on one lane (``reactor.store.postgres.SETTLED``:
+  what each deployment's own statement reads before it decides). Those it finds settled
+  (the app DEPLOYED there already, no reason, no outage, the cluster allowed: a pipeline
+  deploying again, the common case) or naming an unknown app or cluster are answered from
+  it, as their own statement would have answered them from what was committed when it
+  started (READ COMMITTED); the others are each sent as above, alone, under the cluster's
+  lock. So a deployment that is not settled costs one round trip more, and only when it
+  shared its turn with others; one alone in its turn (a quiet replica) is sent at once.
+  So is one whose app's last deployment on this replica put it on another cluster or was
+  refused: most likely not settled, and asking first would only add that round trip (a
+  pipeline that moves apps, or retries while its cluster is OFFLINE). This hint chooses
+  the path, never the answer: sent alone, a deployment is answered right whatever it is.
+  The statement locks nothing, so a notification holding a cluster holds none of them up;
+  one racing it still takes the settled apps along in its cascade (they are DEPLOYED
+  there), which is the gate's rule. One answer per deployment: that statement failing,
+  however (even its connection lost: it wrote nothing), sends each of its deployments
+  alone, so one bad name never fails the others.
 
 What a deployment keeps from the store thread: the statement and its guarantees, the
 connections (``reactor.store.pg_connection.Connector``: the password file, the lock timeout,
@@ -41,6 +59,9 @@ written), or the server ended the session before answering it (``pg_terminate_ba
 a shutdown: its transaction rolled back, the deployments behind it never read). A
 connection lost otherwise while deployments are in flight answers them 503: each may have
 committed.
+
+Long because the lanes, their connections' life and the turn's statement belong together:
+each reads and writes the lanes' queues.
 """
 
 from __future__ import annotations
@@ -51,9 +72,10 @@ import ctypes
 import logging
 import operator
 from collections import deque
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from functools import cache
+from typing import Any
 
 import psycopg
 from psycopg import errors, pq
@@ -73,7 +95,7 @@ from reactor.store.pg_connection import (
     closed_by_server,
     first_line,
 )
-from reactor.store.postgres import DEPLOY, store_error
+from reactor.store.postgres import DEPLOY, SETTLED, store_error
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +106,20 @@ _INFLIGHT = operator.attrgetter("inflight")
 
 #: The name of the prepared deployment statement on each lane's connection.
 STATEMENT = b"fleetwatch_deploy"
+#: The name of the prepared statement that asks a turn's deployments together.
+TURN_STATEMENT = b"fleetwatch_settled"
+#: Deployments asked in one such statement at most (more in a turn: several statements).
+TURN_MAX = 256
+#: Apps whose last cluster is kept, to send a deployment that moves one alone at once.
+PLACED_MAX = 1 << 17
+
+#: A deployment's row, as ``reactor.store.postgres.DEPLOY`` gives it.
+Row = tuple[bytes | None, ...]
+#: What the turn's statement answers a deployment it did not settle: send it alone.
+_ALONE: Any = object()
+#: Where a refused deployment left its app, as the hint has it: no cluster (names are never
+#: empty), so that the next deployment of that app, refused again or not, is sent alone.
+_NOWHERE = ""
 
 
 def numbered(sql: str) -> bytes:
@@ -96,9 +132,14 @@ def numbered(sql: str) -> bytes:
 
 
 def text_array(values: Collection[str]) -> bytes:
-    """A ``text[]`` parameter in PostgreSQL's text form, each element quoted."""
-    quoted = ('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in sorted(values))
-    return ("{" + ",".join(quoted) + "}").encode()
+    """A ``text[]`` parameter in PostgreSQL's text form, sorted (one set, one form)."""
+    return text_list([v.encode() for v in sorted(values)])
+
+
+def text_list(values: Iterable[bytes]) -> bytes:
+    """A ``text[]`` parameter in PostgreSQL's text form, in order, each element quoted."""
+    quoted = (b'"' + v.replace(b"\\", b"\\\\").replace(b'"', b'\\"') + b'"' for v in values)
+    return b"{" + b",".join(quoted) + b"}"
 
 
 @cache
@@ -128,10 +169,12 @@ def queued_sync() -> Callable[[int], int] | None:
 
 @dataclass(slots=True)
 class _InFlight:
-    """One deployment sent on a lane: its caller's future, and its answer so far."""
+    """One statement sent on a lane: its caller's future, and its answer so far (one
+    deployment's row or, ``many``, every row: the turn's statement)."""
 
-    future: asyncio.Future[tuple[bytes | None, ...] | None]
-    row: tuple[bytes | None, ...] | None = None
+    future: asyncio.Future[Any]
+    many: bool = False
+    row: Any = None
     error: psycopg.Error | None = None
 
 
@@ -190,8 +233,16 @@ class Lane:
         self.fd = pg.socket
         asyncio.get_running_loop().add_reader(self.fd, self._readable)
 
-    def send(self, params: list[bytes]) -> asyncio.Future[tuple[bytes | None, ...] | None]:
-        """Send one deployment; its future gets the statement's row (or its error).
+    def send(
+        self,
+        params: list[bytes],
+        statement: bytes = STATEMENT,
+        many: bool = False,
+        now: bool = False,
+    ) -> asyncio.Future[Any]:
+        """Send one deployment (``many``: the turn's statement); its future gets the
+        statement's row (every row) or its error. ``now``: written at once, with what
+        this lane holds (called at the end of a turn).
 
         Queued in libpq with its Sync, and written with the others of this turn of the loop
         (:meth:`_write`); written at once where libpq cannot queue a Sync."""
@@ -201,21 +252,25 @@ class Lane:
         loop = asyncio.get_running_loop()
         sync = queued_sync()
         try:
-            pg.send_query_prepared(STATEMENT, params)
+            pg.send_query_prepared(statement, params)
             if sync is None:
                 pg.pipeline_sync()
                 if pg.flush():  # the socket's buffer is full: the rest goes when it drains
                     loop.add_writer(self.fd, self._writable)
             elif sync(pg.pgconn_ptr) != 1:  # type: ignore[attr-defined]  # not in pq.abc
                 raise psycopg.OperationalError(pg.get_error_message())
+            elif now:
+                self.write_due = True  # below, once it is in the queue
             elif not self.write_due:
                 self.write_due = True
                 loop.call_soon(self._write)
         except psycopg.OperationalError as exc:
             self.close(f"sending failed: {first_line(exc)}")
             raise _NotRun from exc
-        sent = _InFlight(loop.create_future())
+        sent = _InFlight(loop.create_future(), many)
         self.queue.append(sent)
+        if now and sync is not None:
+            self._write()  # a failure closes the lane: ``sent`` answered with the others
         return sent.future
 
     def _write(self) -> None:
@@ -279,7 +334,10 @@ class Lane:
             self.queue.popleft()
             self.pool.answered(self, head)
         elif status == pq.ExecStatus.TUPLES_OK:
-            if result.ntuples:
+            if head.many:
+                get, fields = result.get_value, range(result.nfields)
+                head.row = [tuple(get(r, i) for i in fields) for r in range(result.ntuples)]
+            elif result.ntuples:
                 head.row = tuple(result.get_value(0, i) for i in range(result.nfields))
         elif status == pq.ExecStatus.FATAL_ERROR:
             head.error = _error(result)
@@ -316,6 +374,11 @@ class Lane:
                     if ended
                     else StoreUnavailable(f"the database connection was lost ({why})")
                 )
+
+
+def _answer(waiting: asyncio.Future[Any], answer: Any) -> None:
+    if not waiting.done():  # its caller went away
+        waiting.set_result(answer)
 
 
 def _seen(task: asyncio.Future[Connection]) -> None:
@@ -363,6 +426,11 @@ class PipelinedDeploys:
         self.lanes = [Lane(self) for _ in range(max(1, lanes))]
         #: the last ``refused`` given and its array (the gate's, the same every call)
         self._refused: tuple[Collection[Status], bytes] | None = None
+        #: the deployments of this turn of the loop, waiting for its end (module docstring)
+        self._turn: list[tuple[list[bytes], asyncio.Future[Any]]] = []
+        #: where each app's last deployment here put it (or _NOWHERE: refused): a hint,
+        #: never an answer (module docstring); at most PLACED_MAX apps, forgotten at once
+        self._placed: dict[str, str] = {}
 
     async def deploy(self, app: str, cluster: str, refused: Collection[Status]) -> Placement | None:
         """The store's ``deploy``: None when the app or the cluster is unknown."""
@@ -370,20 +438,103 @@ class PipelinedDeploys:
         if last is None or last[0] is not refused:
             last = self._refused = (refused, text_array([s.value for s in refused]))
         params = [cluster.encode(), app.encode(), last[1]]
+        placed = self._placed
+        if placed.get(app, cluster) != cluster:  # moved: not settled, so no use asking
+            row = await self._alone(params)
+        else:
+            waiting = asyncio.get_running_loop().create_future()
+            self._turn.append((params, waiting))
+            if len(self._turn) == 1:
+                asyncio.get_running_loop().call_soon(self._end_turn)
+            row = await waiting
+            if row is _ALONE:
+                row = await self._alone(params)
+        if row is None or row[0] is None or row[1] is None or row[2] is None:
+            placed.pop(app, None)
+            return None
+        status = _STATUSES.get(row[2]) or Status(row[2].decode())
+        if len(placed) >= PLACED_MAX:
+            placed.clear()
+        placed[app] = _NOWHERE if status in refused else cluster
+        return Placement(int(row[0]), int(row[1]), status)
+
+    async def _alone(self, params: list[bytes]) -> Row | None:
+        """One deployment by its own statement, a lost race run again."""
         for attempt in range(1, CONFLICT_ATTEMPTS + 1):  # store.retry_conflicts, on the loop
             try:
-                row = await self._run(params)
-                break
+                return await self._run(params)
             except StoreConflict:
                 if attempt == CONFLICT_ATTEMPTS:
                     raise
                 await asyncio.sleep(conflict_pause_s(attempt))
-        if row is None or row[0] is None or row[1] is None or row[2] is None:
-            return None
-        status = _STATUSES.get(row[2]) or Status(row[2].decode())
-        return Placement(int(row[0]), int(row[1]), status)
+        raise AssertionError("unreachable")
 
-    async def _run(self, params: list[bytes]) -> tuple[bytes | None, ...] | None:
+    def _end_turn(self) -> None:
+        """This turn's deployments: one alone is sent at once; several are asked together
+        (by ``refused``, at most :data:`TURN_MAX` a statement)."""
+        turn, self._turn = self._turn, []
+        groups: dict[bytes, list[tuple[list[bytes], asyncio.Future[Any]]]] = {}
+        for entry in turn:
+            groups.setdefault(entry[0][2], []).append(entry)
+        for refused, group in groups.items():
+            for start in range(0, len(group), TURN_MAX):
+                chunk = group[start : start + TURN_MAX]
+                try:
+                    self._ask(refused, chunk)
+                except Exception:  # a bug: each answered all the same, by its own statement
+                    log.exception("asking %d deployments together failed", len(chunk))
+                    for _, waiting in chunk:
+                        _answer(waiting, _ALONE)
+
+    def _ask(self, refused: bytes, chunk: list[tuple[list[bytes], asyncio.Future[Any]]]) -> None:
+        """Send the statement that asks ``chunk`` together, written now (the turn is over),
+        on the open lane with the fewest in flight; with none open (the replica starting,
+        or idle long enough for the server to close them), each is sent alone, and so
+        opens them."""
+        lanes = [lane for lane in self.lanes if lane.conn is not None]
+        lane = min(lanes, key=_INFLIGHT) if lanes and len(chunk) > 1 else None
+        if lane is not None and lane.idle_and_closed():
+            lane.close("the server closed it while idle")
+            lane = None
+        if lane is None:
+            for _, waiting in chunk:
+                _answer(waiting, _ALONE)
+            return
+        params = [refused, text_list(p[0] for p, _ in chunk), text_list(p[1] for p, _ in chunk)]
+        try:
+            sent = lane.send(params, TURN_STATEMENT, many=True, now=True)
+        except _NotRun:
+            sent = asyncio.get_running_loop().create_future()
+            sent.set_exception(StoreUnavailable("the connection was lost"))
+        lane.inflight += 1
+        sent.add_done_callback(lambda answer: self._asked(lane, chunk, answer))
+
+    def _asked(
+        self,
+        lane: Lane,
+        chunk: list[tuple[list[bytes], asyncio.Future[Any]]],
+        answer: asyncio.Future[Any],
+    ) -> None:
+        """The turn's statement answered: the settled and the unknown get their answers
+        from it, the others (and all of them if it failed) are sent alone."""
+        lane.inflight -= 1
+        failure = StoreUnavailable("cancelled") if answer.cancelled() else answer.exception()
+        rows = answer.result() if failure is None else None
+        if rows is None or len(rows) != len(chunk):  # one answer each: by its own statement
+            why = first_line(failure) if failure else f"{len(rows or ())} rows"
+            log.info("%d deployments of a turn sent alone: %s", len(chunk), why)
+            for _, waiting in chunk:
+                _answer(waiting, _ALONE)
+            return
+        for (_, waiting), (app_id, cluster_id, status, settled) in zip(chunk, rows, strict=True):
+            if app_id is None or cluster_id is None:
+                _answer(waiting, None)  # unknown: what its own statement answers
+            elif settled == b"t":
+                _answer(waiting, (app_id, cluster_id, status))
+            else:
+                _answer(waiting, _ALONE)
+
+    async def _run(self, params: list[bytes]) -> Row | None:
         """One deployment's row; sent once more, on a new connection, when it did not run."""
         for attempt in (1, 2):
             lane = min(self.lanes, key=_INFLIGHT)
@@ -394,7 +545,7 @@ class PipelinedDeploys:
                 if lane.idle_and_closed():  # replaced before anything is sent on it
                     lane.close("the server closed it while idle")
                     await lane.connected()
-                return await lane.send(params)
+                return await lane.send(params)  # type: ignore[no-any-return]
             except _NotRun as exc:
                 if attempt == 2:
                     raise StoreUnavailable("the database ended two connections in a row") from exc
@@ -428,9 +579,10 @@ class PipelinedDeploys:
     def _open_blocking(self) -> Connection:
         conn = self.connector.open(self.busy_timeout_s)
         try:
-            prepared = conn.pgconn.prepare(STATEMENT, numbered(DEPLOY))
-            if prepared.status != pq.ExecStatus.COMMAND_OK:
-                raise _error(prepared)
+            for name, sql in ((STATEMENT, DEPLOY), (TURN_STATEMENT, SETTLED)):
+                prepared = conn.pgconn.prepare(name, numbered(sql))
+                if prepared.status != pq.ExecStatus.COMMAND_OK:
+                    raise _error(prepared)
         except BaseException:
             conn.close()
             raise

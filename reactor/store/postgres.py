@@ -32,6 +32,9 @@ decision reads the row.
 
 The statements PostgreSQL runs as SQLite does are ``reactor.store.sql``'s; here are the
 set-based statements over many clusters, the connections and the error mapping.
+
+Long because the deployment statements live here too, beside the store that runs one of
+them, so that the rule they share (what "settled" means) is written once.
 """
 
 from __future__ import annotations
@@ -64,6 +67,14 @@ from reactor.store.pg_connection import (
 )
 from reactor.store.sql import CLUSTER_SELECT, SQLTransaction, cluster_record
 
+#: An app settled on its cluster: DEPLOYED there, no reason, no outage, the cluster's status
+#: not refused (``p.refused``); over ``a`` (apps) and ``c`` (clusters), false when either is
+#: missing. The one rule both deployment statements below answer from what is committed.
+_SETTLED = (
+    "coalesce(a.cluster_id = c.id AND a.status = 'DEPLOYED' AND a.reason IS NULL "
+    "AND a.outage_id IS NULL AND c.status <> ALL(p.refused), false)"
+)
+
 #: A deployment in one statement, so one round trip and its own transaction: an app
 #: settled there already (the module docstring) is answered from what is committed, with
 #: nothing locked or written; any other is decided under the cluster's row ``FOR SHARE``
@@ -72,9 +83,7 @@ from reactor.store.sql import CLUSTER_SELECT, SQLTransaction, cluster_record
 #: status, 1 if written. Run by ``deploy`` below and by ``reactor.store.pg_pipeline``.
 DEPLOY = (
     "WITH p AS (SELECT %s::text AS cluster, %s::text AS app, %s::text[] AS refused), "
-    "seen AS (SELECT c.id AS cluster_id, c.status, a.id AS app_id, "
-    "coalesce(a.cluster_id = c.id AND a.status = 'DEPLOYED' AND a.reason IS NULL "
-    "AND a.outage_id IS NULL AND c.status <> ALL(p.refused), false) AS settled "
+    f"seen AS (SELECT c.id AS cluster_id, c.status, a.id AS app_id, {_SETTLED} AS settled "
     "FROM p LEFT JOIN clusters c ON c.name = p.cluster LEFT JOIN apps a ON a.name = p.app), "
     "c AS (SELECT id, status FROM clusters WHERE name = (SELECT cluster FROM p) "
     "AND NOT (SELECT settled FROM seen) FOR SHARE), "
@@ -85,6 +94,21 @@ DEPLOY = (
     "SELECT seen.app_id, CASE WHEN seen.settled THEN seen.cluster_id ELSE c.id END, "
     "CASE WHEN seen.settled THEN seen.status ELSE c.status END, (SELECT count(*) FROM u) "
     "FROM seen LEFT JOIN c ON true"
+)
+
+#: Many deployments in one read-only statement (``reactor.store.pg_pipeline``: those of one
+#: turn of the event loop), nothing locked or written: per deployment what :data:`DEPLOY`
+#: reads before it decides. Parameters: clusters, apps (two ``text[]`` of one length),
+#: refused statuses; a row per (cluster, app), in their order: the app's id, the cluster's
+#: id and status, whether the app is settled there. Each name is found by its unique index
+#: (``OFFSET 0`` keeps each lookup a lookup, whatever the planner guesses of the arrays).
+SETTLED = (
+    "SELECT a.id, c.id, c.status, "
+    f"{_SETTLED} FROM (SELECT %s::text[] AS refused) p, "
+    "unnest(%s::text[], %s::text[]) WITH ORDINALITY v(cluster, app, i) "
+    "LEFT JOIN LATERAL (SELECT id, status FROM clusters WHERE name = v.cluster OFFSET 0) c "
+    "ON true LEFT JOIN LATERAL (SELECT id, cluster_id, status, reason, outage_id FROM apps "
+    "WHERE name = v.app OFFSET 0) a ON true ORDER BY v.i"
 )
 
 #: Errors after which running the whole operation again will succeed.

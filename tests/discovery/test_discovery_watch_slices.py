@@ -1,4 +1,4 @@
-"""A burst of watch events is handled in slices: the event loop runs between them.
+"""Watch events in a burst, and a list page, are handled in slices: the loop runs between.
 
 Events already received come out of the watch stream without a suspension, so a stream
 holding every Secret rewritten at once would otherwise be decoded and stored in one
@@ -10,6 +10,7 @@ turns of the loop.
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
@@ -89,3 +90,54 @@ async def test_the_default_slice_bounds_a_burst_to_a_hundred_events() -> None:
     assert InformerSettings().events_per_slice == 100
     gaps = await stored_between_turns(InformerSettings().events_per_slice)
     assert max(gaps) <= 100
+
+
+class PageApi:
+    """One list page of ``EVENTS`` items, answered without a suspension; no watch."""
+
+    async def list(self, path: str, params: Mapping[str, str]) -> dict[str, Any]:
+        items = [secret(f"u{i}", 1) for i in range(EVENTS)]
+        return {"items": items, "metadata": {"resourceVersion": "1"}}
+
+    async def watch(
+        self,
+        path: str,
+        params: Mapping[str, str],
+        timeout: float,  # noqa: ASYNC109 (the Api protocol's)
+    ) -> AsyncGenerator[dict[str, Any], None]:
+        await asyncio.Event().wait()  # nothing after the list
+        yield {}
+
+
+async def test_a_list_page_is_transformed_in_slices_that_yield() -> None:
+    """After a 410 every reflector lists at once: a page of items is transformed a slice at
+    a time, the loop serving between two (before, a page was one callback)."""
+    turns = 0
+    seen_at: list[int] = []
+
+    def transform(obj: dict[str, Any]) -> dict[str, Any]:
+        seen_at.append(turns)
+        return obj
+
+    async def ticker() -> None:
+        nonlocal turns
+        while True:
+            await asyncio.sleep(0)
+            turns += 1
+
+    reflector = Reflector(PageApi(), SPEC, InformerSettings(), transform=transform)
+    tick = asyncio.create_task(ticker(), name="ticker")
+    run = asyncio.create_task(reflector.run(), name="reflector")
+    try:
+        for _ in range(10_000):
+            if reflector.synced:
+                break
+            await asyncio.sleep(0)
+    finally:
+        for task in (run, tick):
+            task.cancel()
+        await asyncio.gather(run, tick, return_exceptions=True)
+    assert len(reflector.store) == EVENTS
+    per_turn = Counter(seen_at)  # items transformed between two turns of the ticker
+    assert max(per_turn.values()) <= InformerSettings().events_per_slice
+    assert len(per_turn) >= EVENTS // InformerSettings().events_per_slice

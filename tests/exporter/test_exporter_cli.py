@@ -302,7 +302,8 @@ def test_config_check_validates_the_config_file(tmp_path: Path) -> None:
 def test_the_exporter_process_runs_the_collector_policy(
     threaded_fleet: ThreadedFleet, tmp_path: Path
 ) -> None:
-    """``fleetwatch exporter`` installs exporter.gcpolicy: a full collection every 10 cycles."""
+    """``fleetwatch exporter`` installs fleetwatch.common.gcpolicy: a full collection every
+    10 cycles."""
     threaded_fleet.add_cluster("a")
     folder = tmp_path / "kube"
     threaded_fleet.write_kubeconfig_dir(folder)

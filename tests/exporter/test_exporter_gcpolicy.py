@@ -9,7 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from exporter.gcpolicy import CollectorPolicy
+from fleetwatch.common.gcpolicy import CollectorPolicy
+from tests.helpers.garbage import Node, garbage_cycle
 
 
 @pytest.fixture(autouse=True)
@@ -24,19 +25,6 @@ def thawed() -> Iterator[None]:
     gc.set_threshold(*thresholds)
     if was_enabled:
         gc.enable()
-
-
-class Node:
-    """An object in a reference cycle (only the collector frees it)."""
-
-    def __init__(self) -> None:
-        self.other: Node | None = None
-
-
-def garbage_cycle() -> weakref.ref[Node]:
-    a, b = Node(), Node()
-    a.other, b.other = b, a
-    return weakref.ref(a)
 
 
 def test_what_a_cycle_leaves_is_frozen_and_the_next_full_collection_frees_its_cycles() -> None:

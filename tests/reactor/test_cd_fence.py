@@ -31,6 +31,7 @@ from reactor.cd.metrics import CdMetrics
 from reactor.cd.settings import CdSettings
 from reactor.service import Service
 from reactor.store.sqlite import SQLiteStore
+from tests.helpers.reactor_cd_seams import InlineRunner, listed_kustomization
 from tests.helpers.reactor_helpers import until
 from tests.helpers.reactor_payloads import OFFLINE, ONLINE, alert, webhook
 
@@ -42,40 +43,16 @@ EVENTS = metricnames.total(metricnames.REACTOR_CD_EVENTS)
 ACTIONS = metricnames.total(metricnames.REACTOR_CD_ACTIONS)
 
 
-def kustomization(i: int) -> dict[str, Any]:
-    meta = {"name": f"app{i}", "namespace": "flux-system", "uid": f"u{i}", "resourceVersion": "1"}
-    spec = {"interval": "10m", "kubeConfig": {"secretRef": {"name": "c1-kubeconfig"}}}
-    return {
-        "apiVersion": "kustomize.toolkit.fluxcd.io/v1",
-        "kind": "Kustomization",
-        "metadata": meta,
-        "spec": spec,
-    }
-
-
 class Objects:
     """Our seam for the informer: the objects as listed, all at once."""
 
     synced = True
 
     def __init__(self) -> None:
-        self.items = {f"u{i}": kustomization(i) for i in range(OBJECTS)}
+        self.items = {f"u{i}": listed_kustomization(i) for i in range(OBJECTS)}
 
     def objects(self) -> dict[str, dict[str, Any]]:
         return self.items
-
-
-class Runner:
-    """Our seam for ``reactor.context.Backend``: the operation, on the test's thread."""
-
-    def __init__(self, service: Service) -> None:
-        self.service = service
-
-    async def run(self, operation: Any) -> Any:
-        return operation(self.service)
-
-    async def read(self, operation: Any) -> Any:
-        return operation(self.service)
 
 
 class Stall:
@@ -164,7 +141,7 @@ class Setup:
         self.stall = Stall()
         settings = CdSettings(flux=True, patches_in_flight=IN_FLIGHT, leader_election=ELECTION)
         self.actuator = CdActuator(
-            Runner(self.service),
+            InlineRunner(self.service),
             Objects(),
             self.stall,
             settings,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -38,6 +39,13 @@ APP_NAME = "fleetwatch-reactor"  #: the application_name of the reactor's connec
 @pytest.fixture
 def url(postgres_server: PostgresServer) -> Iterator[str]:
     """Clusters c1 and c2 (UNKNOWN), apps app-1 ... app-N PENDING on c1."""
+    url = seeded(postgres_server)
+    yield url
+    postgres_server.drop_database(url)
+
+
+def seeded(postgres_server: PostgresServer) -> str:
+    """A new database as :func:`url` describes it; its URL."""
     url = postgres_server.create_database("pipe")
     store = PostgresStore(url)
     service = Service(store)
@@ -51,8 +59,7 @@ def url(postgres_server: PostgresServer) -> Iterator[str]:
             (APPS,),
         )
     store.close()
-    yield url
-    postgres_server.drop_database(url)
+    return url
 
 
 def pipelined(url: str, lanes: int = 2, busy_timeout_s: float = 5.0) -> PipelinedDeploys:
@@ -385,7 +392,9 @@ async def test_the_deployments_of_one_turn_of_the_loop_leave_in_one_write(
     url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Queued with libpq's PQsendPipelineSync (found in the libpq psycopg loaded), each
-    with its own Sync: one write for all of them, and each still commits alone."""
+    with its own Sync: one write for all of them, and each still commits alone. (Two
+    writes: the turn's statement first, which finds none of them settled, PENDING as they
+    are; then all of them alone, in one.)"""
     if queued_sync() is None:
         pytest.skip("this libpq cannot queue a Sync (older than 17)")
     writes = 0
@@ -405,7 +414,7 @@ async def test_the_deployments_of_one_turn_of_the_loop_leave_in_one_write(
             *(deploys.deploy(f"app-{i}", "c2", REFUSED) for i in range(2, 22))
         )
         assert all(isinstance(p, Placement) for p in places)
-        assert writes == 1
+        assert writes == 2
         assert {app_row(url, f"app-{i}") for i in range(2, 22)} == {("c2", "DEPLOYED")}
     finally:
         deploys.close()
@@ -464,5 +473,217 @@ async def test_a_settled_deployment_locks_and_writes_nothing_and_a_cascade_takes
             assert app_row(url, "app-2") == ("c1", "PENDING")
             again = await deploys.deploy("app-1", "c1", REFUSED)  # OFFLINE: not settled
             assert again is not None and again.cluster_status is Status.OFFLINE
+    finally:
+        deploys.close()
+
+
+def names(first: int, last: int) -> list[str]:
+    return [f"app-{i}" for i in range(first, last + 1)]
+
+
+def shape_turn(url: str) -> None:
+    """c3 OFFLINE; app-1 ... app-20 DEPLOYED on c2 (settled), app-21 ... app-25 DEPLOYED on
+    c3 (refused there), app-26 ... app-30 DEGRADED with a reason on c2; app-31 on PENDING
+    on c1; and an app whose name the text array must quote."""
+    store = PostgresStore(url, migrate=False)
+    Service(store).add_cluster("c3", "https://127.0.0.1:6445", "c3-secret")
+    store.close()
+    cluster = "(SELECT id FROM clusters WHERE name = %s)"
+    with psycopg.connect(url) as conn:
+        conn.execute("UPDATE clusters SET status = 'OFFLINE' WHERE name = 'c3'")
+        conn.execute(
+            f"INSERT INTO apps (name, cluster_id, status) VALUES (%s, {cluster}, 'DEPLOYED')",
+            (ODD_NAME, "c2"),
+        )
+        for apps, where, status, reason in (
+            (names(1, 20), "c2", "DEPLOYED", None),
+            (names(21, 25), "c3", "DEPLOYED", None),
+            (names(26, 30), "c2", "DEGRADED", "cluster_offline"),
+        ):
+            conn.execute(
+                f"UPDATE apps SET cluster_id = {cluster}, status = %s, reason = %s "
+                "WHERE name = ANY(%s)",
+                (where, status, reason, apps),
+            )
+
+
+#: A name the API accepts (printable) that a ``text[]`` literal must quote and escape.
+ODD_NAME = 'we"ird\\app, {x} NULL'
+#: One turn: settled, refused (c3 OFFLINE), changing (DEGRADED, or moved from c1), unknown.
+TURN = [
+    *((app, "c2") for app in names(1, 20)),
+    *((app, "c3") for app in names(21, 25)),
+    *((app, "c2") for app in names(26, 35)),
+    ("no-such-app", "c2"),
+    ("app-36", "no-such-cluster"),
+    ("no-such-app", "no-such-cluster"),
+    (ODD_NAME, "c2"),
+]
+#: Deployments of TURN that the turn's statement cannot settle: sent alone after it.
+NOT_SETTLED = 15
+
+
+def final_rows(url: str) -> list[tuple[Any, ...]]:
+    return rows(
+        url,
+        "SELECT a.id, a.name, c.name, a.status, a.reason, a.outage_id FROM apps a "
+        "JOIN clusters c ON c.id = a.cluster_id ORDER BY a.id",
+    )
+
+
+def counted_sends(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """The statements lanes send from now on (each one round trip), by name."""
+    sent: list[bytes] = []
+    real = Lane.send
+
+    def counting(lane: Lane, params: list[bytes], *args: Any, **kwargs: Any) -> Any:
+        sent.append(args[0] if args else kwargs.get("statement", pg_pipeline.STATEMENT))
+        return real(lane, params, *args, **kwargs)
+
+    monkeypatch.setattr(Lane, "send", counting)
+    return sent
+
+
+async def test_a_turns_deployments_answer_as_each_alone_would(
+    url: str, postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Settled, refused, changing and unknown deployments in one turn of the loop (shuffled):
+    each answered as the store answers it alone, deployment by deployment, on a twin
+    database, and the apps left the same; the settled and the unknown by the turn's one
+    statement, only the others sent alone."""
+    turn = list(TURN)
+    random.Random(34).shuffle(turn)
+    twin = seeded(postgres_server)
+    try:
+        shape_turn(url)
+        shape_turn(twin)
+        store = PostgresStore(twin, migrate=False)
+        try:
+            alone = [store.deploy(app, cluster, REFUSED) for app, cluster in turn]
+        finally:
+            store.close()
+        deploys = pipelined(url, lanes=2)
+        try:
+            await deploys.deploy("app-1", "c2", REFUSED)  # a lane open: the turn is all there is
+            sent = counted_sends(monkeypatch)
+            places = await asyncio.gather(*(deploys.deploy(a, c, REFUSED) for a, c in turn))
+        finally:
+            deploys.close()
+        assert places == alone
+        assert final_rows(url) == final_rows(twin)
+        assert sent.count(pg_pipeline.TURN_STATEMENT) == 1
+        assert sent.count(pg_pipeline.STATEMENT) == NOT_SETTLED
+        by_app = dict(zip(turn, places, strict=True))
+        assert by_app[("app-1", "c2")] is not None
+        assert by_app[("app-1", "c2")].cluster_status is Status.UNKNOWN
+        refused = by_app[("app-21", "c3")]
+        assert refused is not None and refused.cluster_status is Status.OFFLINE
+        assert by_app[(ODD_NAME, "c2")] is not None
+        assert by_app[("no-such-app", "c2")] is None
+        assert app_row(url, "app-26") == ("c2", "DEPLOYED")
+        assert app_row(url, "app-31") == ("c2", "DEPLOYED")
+        assert app_row(url, "app-21") == ("c3", "DEPLOYED")  # refused: untouched
+    finally:
+        postgres_server.drop_database(twin)
+
+
+async def test_one_deployment_in_its_turn_is_sent_alone_at_once(
+    url: str, monkeypatch: pytest.MonkeyPatch, deploys: PipelinedDeploys
+) -> None:
+    """A quiet replica: no statement asks before it, so no round trip is added."""
+    sent = counted_sends(monkeypatch)
+    for _ in range(3):
+        assert await deploys.deploy("app-1", "c2", REFUSED) is not None
+    assert sent == [pg_pipeline.STATEMENT] * 3
+
+
+async def test_a_notification_racing_a_turn_refuses_or_degrades_each(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A notification holds c1 (making it OFFLINE, its cascade run, not committed) while a
+    turn deploys ten apps settled on c1 and five that are not: the turn's statement waits
+    for nothing and answers the settled ones from what is committed; the others wait for
+    the lock. The notification commits: the settled ones are DEGRADED by its cascade, the
+    others refused; none is DEPLOYED on the OFFLINE cluster (the gate's rule)."""
+    with psycopg.connect(url) as conn:
+        conn.execute("UPDATE apps SET status = 'DEPLOYED' WHERE name = ANY(%s)", (names(1, 10),))
+    deploys = pipelined(url, lanes=2)
+    holder = psycopg.connect(url)
+    try:
+        await deploys.deploy("app-20", "c2", REFUSED)  # a lane open, to ask the turn on
+        holder.execute("BEGIN")
+        holder.execute("UPDATE clusters SET status = 'OFFLINE' WHERE name = 'c1'")
+        holder.execute(
+            "UPDATE apps SET status = 'DEGRADED', reason = 'cluster_offline' "
+            "WHERE status = 'DEPLOYED' AND cluster_id = (SELECT id FROM clusters WHERE name = 'c1')"
+        )
+        sent = counted_sends(monkeypatch)
+        settled = [asyncio.ensure_future(deploys.deploy(a, "c1", REFUSED)) for a in names(1, 10)]
+        waiting = [asyncio.ensure_future(deploys.deploy(a, "c1", REFUSED)) for a in names(11, 15)]
+        places = await asyncio.wait_for(asyncio.gather(*settled), 10)
+        assert {p.cluster_status if p else None for p in places} == {Status.UNKNOWN}
+        await until(lambda: lock_waits(url) > 0, what="the others to wait for the lock")
+        assert not any(w.done() for w in waiting)
+        holder.execute("COMMIT")
+        refused = await asyncio.wait_for(asyncio.gather(*waiting), 10)
+        assert {p.cluster_status if p else None for p in refused} == {Status.OFFLINE}
+        assert {app_row(url, a) for a in names(1, 10)} == {("c1", "DEGRADED")}
+        assert {app_row(url, a) for a in names(11, 15)} == {("c1", "PENDING")}
+        assert sent.count(pg_pipeline.TURN_STATEMENT) == 1
+    finally:
+        holder.close()
+        deploys.close()
+
+
+async def test_a_turns_statement_lost_with_its_connection_sends_each_alone(
+    url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The turn's statement writes nothing, so when its connection is lost (here while a
+    migration-like lock on the apps table holds it up) its deployments are each sent
+    alone, on a new connection, and none answers 503."""
+    caplog.set_level(logging.INFO, logger="reactor.store.pg_pipeline")
+    with psycopg.connect(url) as conn:
+        conn.execute("UPDATE apps SET status = 'DEPLOYED' WHERE name = ANY(%s)", (names(1, 10),))
+    deploys = pipelined(url, lanes=1)
+    holder = psycopg.connect(url)
+    try:
+        await deploys.deploy("app-1", "c1", REFUSED)  # the lane is open
+        holder.execute("BEGIN")
+        holder.execute("LOCK TABLE apps IN ACCESS EXCLUSIVE MODE")
+        turn = [asyncio.ensure_future(deploys.deploy(a, "c1", REFUSED)) for a in names(1, 10)]
+        await until(lambda: lock_waits(url) > 0, what="the turn's statement to wait")
+        deploys.lanes[0].close("cut by the test")
+        await until(lambda: lock_waits(url) > 0 and "sent alone" in caplog.text, what="again")
+        holder.execute("ROLLBACK")
+        places = await asyncio.wait_for(asyncio.gather(*turn), 10)
+        assert {p.cluster_status if p else None for p in places} == {Status.UNKNOWN}
+    finally:
+        holder.close()
+        deploys.close()
+
+
+async def test_a_deployment_that_moves_its_app_or_was_refused_is_sent_alone_at_once(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its app's last deployment here put it on another cluster, or was refused: most
+    likely not settled, so nothing is asked before it, however many share its turn; an
+    app deployed again where it was is asked with the others of its turn."""
+    deploys = pipelined(url, lanes=2)
+    try:
+        await asyncio.gather(*(deploys.deploy(a, "c2", REFUSED) for a in names(1, 10)))
+        sent = counted_sends(monkeypatch)
+        await asyncio.gather(*(deploys.deploy(a, "c1", REFUSED) for a in names(1, 10)))
+        assert sent == [pg_pipeline.STATEMENT] * 10
+        assert {app_row(url, a) for a in names(1, 10)} == {("c1", "DEPLOYED")}
+        sent.clear()
+        await asyncio.gather(*(deploys.deploy(a, "c1", REFUSED) for a in names(1, 10)))
+        assert sent == [pg_pipeline.TURN_STATEMENT]
+        with psycopg.connect(url) as conn:
+            conn.execute("UPDATE clusters SET status = 'OFFLINE' WHERE name = 'c2'")
+        for _ in range(2):  # moved, then refused last time
+            sent.clear()
+            places = await asyncio.gather(*(deploys.deploy(a, "c2", REFUSED) for a in names(1, 5)))
+            assert {p.cluster_status if p else None for p in places} == {Status.OFFLINE}
+            assert sent == [pg_pipeline.STATEMENT] * 5
     finally:
         deploys.close()
