@@ -5,7 +5,8 @@ sources are merged by the rule files already follow among themselves: the first 
 wins, in a fixed order — the file scan's clusters first (in its own order), then the
 Secrets' by namespace and name, each Secret's in its own order (a labelled Secret's keys
 by name, each key's contexts in file order). A later cluster of a name already seen is
-skipped, and a problem says where the name was first seen, in the words of the file scan.
+skipped, and a problem says where the name was first seen, in the words of the file scan
+(unless it is an alias, below).
 A cluster listed though not probeable (``Cluster.not_probeable``) takes its name all the
 same: it is in the fleet.
 
@@ -32,7 +33,10 @@ name *and at the same server* is one cluster known twice, which a management clu
 running Argo CD and Cluster API (or Flux) always holds: Argo CD's cluster Secret and
 Cluster API's ``<cluster>-kubeconfig``. Its ref stays out of the fleet, but the reactor's
 CD mirror resolves Flux objects naming it to the kept cluster (``reactor.cd.targets``).
-A duplicate at another server is another cluster with a clashing name: no alias. An
+An alias is no problem: a management cluster with 1,000 clusters registered in Argo CD
+would otherwise log 1,000 warnings and count 1,000 discovery errors at every start for
+the configuration it is expected to have. A duplicate at another server is another
+cluster with a clashing name: no alias, a problem. An
 alias's labels (``Cluster.labels``) fill those the kept cluster lacks: teams label the
 Argo CD Secret or the Cluster API one, whichever of the two is kept.
 
@@ -110,18 +114,20 @@ def merge(
             cluster = found.cluster
             first = seen.get(cluster.name)
             if first is not None:
-                if mine(cluster.name):
-                    reason = f"duplicate name: first seen in {first}"
-                    secret_problems.append(
-                        DiscoveryProblem(cluster.kubeconfig_secret_ref, cluster.name, reason)
-                    )
-                    if same_server(servers[cluster.name], cluster.endpoint):
-                        aliases[cluster.kubeconfig_secret_ref] = cluster.name
-                        at = places.get(cluster.name)
-                        if at is not None and cluster.labels:
-                            kept = clusters[at]
-                            labels = combined(cluster.labels, kept.labels)
-                            clusters[at] = dataclasses.replace(kept, labels=labels)
+                if not mine(cluster.name):
+                    continue
+                if same_server(servers[cluster.name], cluster.endpoint):
+                    aliases[cluster.kubeconfig_secret_ref] = cluster.name
+                    at = places.get(cluster.name)
+                    if at is not None and cluster.labels:
+                        kept = clusters[at]
+                        labels = combined(cluster.labels, kept.labels)
+                        clusters[at] = dataclasses.replace(kept, labels=labels)
+                    continue
+                reason = f"duplicate name: first seen in {first}"
+                secret_problems.append(
+                    DiscoveryProblem(cluster.kubeconfig_secret_ref, cluster.name, reason)
+                )
                 continue
             seen[cluster.name] = cluster.kubeconfig_secret_ref
             servers[cluster.name] = cluster.endpoint

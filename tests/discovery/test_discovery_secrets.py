@@ -562,9 +562,8 @@ def test_duplicates_files_first_then_secrets_by_namespace_and_name(tmp_path: Pat
         ("prod", path),
         ("both", "secret://a/x"),
     ]
-    assert found.problems == (
+    assert found.problems == (  # b/a is an alias (below): no problem
         DiscoveryProblem("secret://a/p#k", "prod", f"duplicate name: first seen in {path}"),
-        DiscoveryProblem("secret://b/a", "both", "duplicate name: first seen in secret://a/x"),
         DiscoveryProblem("secret://b/prod", "prod", f"duplicate name: first seen in {path}"),
     )
     assert found.fleet_size == 2 and merged.held == {"secret://a/x"}
@@ -578,8 +577,9 @@ def test_duplicates_files_first_then_secrets_by_namespace_and_name(tmp_path: Pat
 
 def test_argo_cds_and_cluster_apis_secrets_of_one_cluster_alias_its_second() -> None:
     """A management cluster running both: Argo CD's Secret (namespace argocd sorts first)
-    is kept, Cluster API's is set aside as a duplicate and names the same cluster; a
-    duplicate name at another server is another cluster, never an alias."""
+    is kept, Cluster API's is set aside as its alias, which is no problem (every such
+    management cluster has one per cluster); a duplicate name at another server is another
+    cluster, never an alias, and a problem."""
     kept = read(argo({"bearerToken": TOKEN}, name="prod", server=SERVER + "/"))
     same = read(capi("prod", kubeconfig({"prod": ({"server": SERVER}, {})}, "prod")))
     elsewhere = kubeconfig({"prod": ({"server": "https://elsewhere:6443"}, {})}, "prod")
@@ -589,7 +589,7 @@ def test_argo_cds_and_cluster_apis_secrets_of_one_cluster_alias_its_second() -> 
         "secret://argocd/cluster-prod"
     ]
     duplicates = {p.source for p in merged.discovery.problems if "duplicate" in p.reason}
-    assert duplicates == {"secret://fleet/prod-kubeconfig", "secret://zz/prod-kubeconfig"}
+    assert duplicates == {"secret://zz/prod-kubeconfig"}
     assert merged.aliases == {"secret://fleet/prod-kubeconfig": "prod"}
 
 
