@@ -35,6 +35,7 @@ from reactor.api.handlers import (
     auth_middleware,
     auth_problem,
     errors_middleware,
+    foreground_middleware,
 )
 from reactor.api.health import add_health_routes
 from reactor.apidiscovery import API_DISCOVERY, ApiDiscovery
@@ -93,7 +94,7 @@ def create_app(
     guard = guard_middlewares(web_config, has_bearer_token)
     app = web.Application(
         client_max_size=settings.max_body_bytes,
-        middlewares=[*guard, errors_middleware, auth_middleware],
+        middlewares=[foreground_middleware, *guard, errors_middleware, auth_middleware],
         # Bodies are decoded by reactor.api.handlers.read_body: aiohttp's own decoding answers a
         # body declared gzip that is not gzip with a traceback and a dropped connection.
         handler_args={"auto_decompress": False},
@@ -132,8 +133,10 @@ def create_app(
         backend = app[BACKEND]
         backend.thread.start()
         backend.reads.start()
+        backend.background_reads.start()
         store: Store | None = None
         reader_store: Store | None = None
+        background_store: Store | None = None
         housekeeping: asyncio.Task[None] | None = None
         history: asyncio.Task[None] | None = None
         stop_housekeeping = asyncio.Event()
@@ -157,6 +160,10 @@ def create_app(
             reader_store = await backend.reads.call(store.reader)
             if reader_store is not None:
                 backend.reader = Service(reader_store)
+            if reader_store is not None and cd is not None:  # the CD pass's reads
+                background_store = await backend.background_reads.call(store.reader)
+                if background_store is not None:
+                    backend.background_reader = Service(background_store)
             housekeeping = asyncio.create_task(
                 keep_house(store, stop_housekeeping, HOUSEKEEPING_INTERVAL_S),
                 name="fleetwatch-store-housekeeping",
@@ -185,10 +192,13 @@ def create_app(
             deploys, backend.deploys = backend.deploys, None
             if deploys is not None:
                 deploys.close()
-            backend.reader = None
+            backend.reader = backend.background_reader = None
             if reader_store is not None:
                 await backend.reads.call(reader_store.close)
             await backend.reads.stop()
+            if background_store is not None:
+                await backend.background_reads.call(background_store.close)
+            await backend.background_reads.stop()
             writers, backend.writers = backend.writers, []
             for thread, service in writers:
                 await thread.call(service.store.close)

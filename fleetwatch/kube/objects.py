@@ -7,12 +7,16 @@ Names the API conventions give every object are spelled here, once, and what an 
 keeps of an object for memory (:func:`slim`), each caller saying what more it needs.
 
 Pure: no I/O, so that pure parsers (``reactor.cd.clustersecrets``) may import it.
+:class:`ReadOnce`'s loop gives way to requests being answered (``fleetwatch.common.
+foreground``): that changes when it runs, never what it answers.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, Generic, TypeVar
+
+from fleetwatch.common.foreground import paced
 
 __all__ = ["LAST_APPLIED", "KubeObject", "ReadOnce", "Stored", "as_sent", "owners_of", "slim"]
 
@@ -149,7 +153,7 @@ class ReadOnce(Generic[T]):
         with an object new or changed and what it made of the object's last version (None
         for a new one), which a caller may keep from (a last good kubeconfig)."""
         reads: dict[str, tuple[str, T]] = {}
-        for uid, obj in objects.items():
+        for uid, obj in paced(objects.items()):
             version = str((obj.get("metadata") or {}).get("resourceVersion", ""))
             known = self._reads.get(uid)
             if known is not None and known[0] == version:

@@ -99,6 +99,19 @@ class MirrorPlan:
     def writes(self) -> int:
         return len(self.inserts) + len(self.moves) + len(self.updates) + len(self.deletes)
 
+    def split(self, inserts: int) -> list[MirrorPlan]:
+        """This plan as several, each with at most ``inserts`` inserts, the last with the
+        moves, updates and deletes: a first list's thousands of new apps are then several
+        short transactions, none holding the store's one writer long. Each insert stands
+        alone (a name the next pass finds mirrored is no longer planned), so a plan cut
+        short is finished by the next pass."""
+        heads = [
+            MirrorPlan(inserts=self.inserts[start : start + inserts])
+            for start in range(0, max(0, len(self.inserts) - inserts), inserts)
+        ]
+        rest = self.inserts[len(heads) * inserts :]
+        return [*heads, replace(self, inserts=rest)]
+
 
 def plan(
     objects: Mapping[str, CdObject | Unreadable],

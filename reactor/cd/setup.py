@@ -78,7 +78,7 @@ def setup_cd(app: web.Application, settings: CdSettings | None) -> None:
                 elector = LeaderElector(api, election, namespace, leader_metrics)
             secrets = app.get(API_DISCOVERY)
             actuator = CdActuator(
-                backend,
+                backend.for_background(),  # its reads: a thread of their own
                 informer,
                 api,
                 settings,

@@ -68,6 +68,21 @@ class MirrorResult:
     #: app name -> why it was not written (its name held by an API app, its cluster gone)
     skipped: dict[str, str] = field(default_factory=dict)
 
+    @staticmethod
+    def sum(results: Sequence[MirrorResult]) -> MirrorResult:
+        """One plan's results, written in several transactions (``MirrorPlan.split``)."""
+        skipped: dict[str, str] = {}
+        for r in results:
+            skipped.update(r.skipped)
+        return MirrorResult(
+            sum(r.inserted for r in results),
+            sum(r.moved for r in results),
+            sum(r.updated for r in results),
+            sum(r.deleted for r in results),
+            sum(r.joined for r in results),
+            skipped,
+        )
+
 
 def apply_mirror(service: Service, plan: MirrorPlan, kinds: Sequence[str]) -> MirrorResult:
     """``kinds``: the name prefixes (``SOURCE:KIND/``) of the kinds the replica watches."""

@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, ClassVar, Protocol
 
+from fleetwatch.common.foreground import paced
 from reactor.statemachine import (
     CLUSTER_OFFLINE,
     AlertState,
@@ -111,7 +112,10 @@ class SQLTransaction:
         return None if found is None else cluster_record(found)
 
     def clusters(self) -> list[ClusterRecord]:
-        return [cluster_record(r) for r in self._db.execute(f"{CLUSTER_SELECT} ORDER BY c.name")]
+        # paced: a background read of 20,000 clusters gives way to requests (a request's
+        # own read is never paced: ``fleetwatch.common.foreground``)
+        rows = self._db.execute(f"{CLUSTER_SELECT} ORDER BY c.name")
+        return [cluster_record(r) for r in paced(rows)]
 
     def insert_cluster(
         self, name: str, endpoint: str | None, ref: str | None, source: str
@@ -300,7 +304,7 @@ class SQLTransaction:
                 None if r[9] is None else bool(r[9]),
                 r[10],
             )
-            for r in self._db.execute(f"{MIRRORED_SELECT} ORDER BY a.name")
+            for r in paced(self._db.execute(f"{MIRRORED_SELECT} ORDER BY a.name"))
         ]
 
     def insert_mirrored(

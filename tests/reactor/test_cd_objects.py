@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from fleetwatch.discovery.secrets import Kind, SecretShape
-from reactor.cd.mirror import MirrorRow, NewMirrored, SeenUpdate, placement, plan
+from reactor.cd.mirror import MirrorPlan, MirrorRow, NewMirrored, SeenUpdate, placement, plan
 from reactor.cd.objects import (
     APPLICATION,
     HELMRELEASE,
@@ -342,6 +342,23 @@ def test_the_mirror_inserts_moves_updates_and_deletes() -> None:
         ).inserts
         == []
     )
+
+
+def test_a_plan_of_many_inserts_is_written_as_several_the_rest_with_the_last() -> None:
+    """A first list's thousands of new apps: several short transactions (``split``)."""
+    news = [NewMirrored(f"flux:Kustomization/ns/o{i}", "flux", "c1", "u", False, None)
+            for i in range(7)]  # fmt: skip
+    whole = MirrorPlan(news, [(2, "c2")], [SeenUpdate(3, "u", True, "4")], [5], {"x": "why"})
+    parts = whole.split(3)
+    assert [len(p.inserts) for p in parts] == [3, 3, 1]
+    assert [i for p in parts for i in p.inserts] == news  # each once, in order
+    assert all((p.moves, p.updates, p.deletes, p.unresolved) == ([], [], [], {})
+               for p in parts[:-1])  # fmt: skip
+    assert (parts[-1].moves, parts[-1].updates, parts[-1].deletes) == (
+        whole.moves, whole.updates, whole.deletes)  # fmt: skip
+    assert parts[-1].unresolved == {"x": "why"}
+    assert [len(p.inserts) for p in MirrorPlan(news[:6]).split(3)] == [3, 3]
+    assert whole.split(10) == [whole] and MirrorPlan().split(3) == [MirrorPlan()]
 
 
 def test_an_app_placed_on_an_offline_cluster_joins_its_outage() -> None:

@@ -24,6 +24,7 @@ from reactor.cd import actuator, ledger, mirrorpass
 from reactor.cd.actuator import CdActuator
 from reactor.cd.metrics import CdMetrics
 from reactor.cd.settings import CdSettings
+from reactor.cd.storeops import mirrored_apps
 from reactor.service import Service
 from reactor.store.sqlite import SQLiteStore
 from tests.helpers.reactor_cd_seams import InlineRunner, listed_kustomization
@@ -78,6 +79,7 @@ def meanwhile(monkeypatch: pytest.MonkeyPatch) -> Iterator[Meanwhile]:
     monkeypatch.setattr(ledger, "read_seen", found.holding("read", ledger.read_seen))
     monkeypatch.setattr(mirrorpass, "plan", found.holding("plan", mirrorpass.plan))
     monkeypatch.setattr(actuator, "decide", found.holding("decide", actuator.decide))
+    monkeypatch.setattr(actuator, "count_states", found.holding("count", actuator.count_states))
     yield found
 
 
@@ -101,8 +103,52 @@ async def test_the_loop_runs_while_a_pass_reads_plans_and_decides(
     finally:
         ticker.cancel()
         await asyncio.gather(ticker, return_exceptions=True)
-    assert meanwhile.ran == {"read": True, "plan": True, "decide": True}
+    assert meanwhile.ran == {"read": True, "plan": True, "decide": True, "count": True}
     mirrored = registry.get_sample_value(
         "fleetwatch_reactor_cd_objects", {"cluster": "c1", "source": "flux", "state": "running"}
     )
     assert mirrored == OBJECTS  # the pass did its work
+
+
+class CountedWrites(InlineRunner):
+    """The seam, counting the write transactions; ``acting`` False after ``stop_after``."""
+
+    def __init__(self, service: Service, stop_after: int | None = None) -> None:
+        super().__init__(service)
+        self.writes = 0
+        self.stop_after = stop_after
+
+    async def run(self, operation: Any) -> Any:
+        self.writes += 1
+        return await super().run(operation)
+
+    def acting(self) -> bool:
+        return self.stop_after is None or self.writes < self.stop_after
+
+
+@pytest.mark.parametrize("stop_after", [None, 1])
+async def test_a_first_lists_new_apps_are_written_a_few_at_a_time_each_while_acting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stop_after: int | None
+) -> None:
+    """Five new apps, two per transaction: three writes, each asked whether the replica
+    still acts; one that stopped acting after the first writes nothing more, and the
+    next acting pass finishes the mirror."""
+    monkeypatch.setattr(mirrorpass, "INSERTS_PER_TRANSACTION", 2)
+    service = Service(SQLiteStore(tmp_path / "fleetwatch.db"))
+    service.add_cluster("c1", "https://c1.test:6443", "secret://flux-system/c1-kubeconfig")
+    runner = CountedWrites(service, stop_after)
+    registry = CollectorRegistry()
+    settings = CdSettings(flux=True, leader_election=None)
+    mirror = mirrorpass.MirrorPass(runner, settings, CdMetrics(registry))
+    objects = {o.app_name: o for o in (ledger.read_seen(Objects().objects()[f"u{i}"])
+                                        for i in range(OBJECTS)) if o is not None}  # fmt: skip
+    done = await mirror.run(objects, ({}, {}), runner.acting)
+    if stop_after is None:
+        assert done is not None and len(done.rows) == OBJECTS
+        assert runner.writes == 3
+        return
+    assert done is None and runner.writes == 1  # stopped acting: no second transaction
+    assert len(mirrored_apps(service)) == 2  # the first transaction's, kept
+    runner.stop_after = None
+    again = await mirror.run(objects, ({}, {}), runner.acting)
+    assert again is not None and len(again.rows) == OBJECTS

@@ -1,0 +1,111 @@
+"""Background work in worker threads gives way while requests are being answered.
+
+Why: CPython runs one thread at a time. A worker thread that reads 20,000 Secrets or
+reads 10,000 CD objects keeps the interpreter for a switch interval (5 ms) at a time; a
+request's store transaction gives the interpreter up at every SQLite call and, with such a
+thread running, waits up to that interval to get it back at each one. A webhook of a dozen
+statements then takes tens of milliseconds instead of one, and the store's one writer
+thread, which answers the requests one after the other, falls behind: measured on the
+reactor through its first list of 20,000 Secrets and 10,000 objects (bench/reactor_lists,
+bench/RESULTS.md), requests waited 100-400 ms for the writer and the slowest answers
+took 0.5-1.5 s, while the event loop itself was never more than 50 ms late. No thread
+priority exists in CPython, so the background work yields by itself.
+
+How: a server counts the requests it is answering in :data:`FOREGROUND` (the reactor's
+``reactor.api.handlers.foreground_middleware``, on the event loop). Background loops in
+worker threads take their items through :func:`paced`, which, after every :data:`SLICE_S`
+of work, calls :func:`give_way`: while a request is being answered it sleeps (a sleep gives
+the interpreter up) in steps of :data:`STEP_S`, for at most :data:`MAX_WAIT_S`, so
+background work still advances under a steady load (at least a sixth of the time) and a
+request does not wait for it. Idle, it costs
+one clock read per item.
+
+Only background work gives way: a function run through :func:`background` (what a caller
+hands to ``asyncio.to_thread``) or a thread that called :func:`mark_background` (the
+reactor's store thread for the CD's reads). The same loop run for a request (a thread of
+the request's own, a store thread answering it) never sleeps, nor does an event loop's
+thread: the request would wait for itself. The count is one process-wide :class:`Foreground` (as
+prometheus_client's default registry is one), read from other threads without a lock (an
+int read is atomic in CPython; a stale read costs one slice).
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import ParamSpec, TypeVar
+
+T = TypeVar("T")
+P = ParamSpec("P")
+
+#: Seconds of background work between two checks of the foreground.
+SLICE_S = 0.002
+#: Seconds of one sleep while a request is being answered.
+STEP_S = 0.0005
+#: At most this long a background loop waits at one check, then works a slice again.
+MAX_WAIT_S = 0.010
+
+
+class Foreground:
+    """The requests a server of this process is answering now."""
+
+    __slots__ = ("inflight", "waited_s")
+
+    def __init__(self) -> None:
+        self.inflight = 0
+        #: seconds background loops have slept for requests (tests and benchmarks read it)
+        self.waited_s = 0.0
+
+    @property
+    def busy(self) -> bool:
+        return self.inflight > 0
+
+
+FOREGROUND = Foreground()
+
+#: ``background``: this thread runs background work now
+_here = threading.local()
+
+
+def background(fn: Callable[P, T]) -> Callable[P, T]:
+    """``fn``, run as background work: its paced loops give way to requests."""
+
+    @functools.wraps(fn)
+    def run(*args: P.args, **kwargs: P.kwargs) -> T:
+        _here.background = True
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _here.background = False
+
+    return run
+
+
+def mark_background() -> None:
+    """This thread runs background work only, from now on."""
+    _here.background = True
+
+
+def give_way(foreground: Foreground = FOREGROUND) -> None:
+    """In background work: sleep while a request is being answered, at most
+    :data:`MAX_WAIT_S`. Anywhere else: nothing."""
+    if not foreground.busy or not getattr(_here, "background", False):
+        return
+    started = time.monotonic()
+    deadline = started + MAX_WAIT_S
+    while foreground.busy and time.monotonic() < deadline:
+        time.sleep(STEP_S)
+    foreground.waited_s += time.monotonic() - started
+
+
+def paced(items: Iterable[T], foreground: Foreground = FOREGROUND) -> Iterator[T]:
+    """``items``, with :func:`give_way` after every :data:`SLICE_S` of the caller's work."""
+    clock = time.monotonic
+    due = clock() + SLICE_S
+    for item in items:
+        yield item
+        if clock() >= due:
+            give_way(foreground)
+            due = clock() + SLICE_S

@@ -1,0 +1,111 @@
+"""Background loops give way while requests are answered (``fleetwatch.common.foreground``).
+
+What is asserted is who sleeps, not how fast anything runs (bench/reactor_lists measures
+that): background work sleeps while a request is in flight and no longer, loses no item,
+and nothing else ever sleeps: a thread answering a request, or an event loop's thread.
+Each wait is polled with a deadline; ``waited_s`` says whether a loop slept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from fleetwatch.common import foreground
+from fleetwatch.common.foreground import Foreground, background, give_way, paced
+from fleetwatch.procs import wait_until
+from reactor.app import create_app
+from reactor.context import ReactorSettings
+
+
+@pytest.fixture
+def every_item(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A check of the foreground after every item, not every 2 ms of work."""
+    monkeypatch.setattr(foreground, "SLICE_S", 0.0)
+    yield
+
+
+def test_nothing_in_flight_never_sleeps() -> None:
+    fg = Foreground()
+    background(lambda: [give_way(fg) for _ in range(100)])()
+    assert fg.waited_s == 0.0
+
+
+def test_outside_background_work_it_never_sleeps_even_with_a_request_in_flight() -> None:
+    """A thread answering a request (or an event loop's) must not wait for itself."""
+    fg = Foreground()
+    fg.inflight = 1
+    give_way(fg)
+    assert fg.waited_s == 0.0
+    background(lambda: None)()  # a background function ran on this thread and ended
+    give_way(fg)
+    assert fg.waited_s == 0.0
+
+
+def test_background_work_sleeps_while_a_request_is_in_flight_then_goes_on(
+    every_item: None,
+) -> None:
+    fg = Foreground()
+    fg.inflight = 1
+    out: list[int] = []
+    worker = threading.Thread(
+        target=background(lambda: out.extend(paced(range(1_000), fg))), daemon=True
+    )
+    worker.start()
+    wait_until(lambda: fg.waited_s > 0, 10, interval=0.001, what="the background loop waiting")
+    fg.inflight = 0  # the request answered: the loop runs to its end
+    worker.join(10)
+    assert not worker.is_alive()
+    assert out == list(range(1_000))  # nothing lost, nothing repeated, in order
+
+
+def test_a_request_that_never_ends_slows_background_work_but_does_not_stop_it(
+    every_item: None,
+) -> None:
+    """At most ``MAX_WAIT_S`` per check: a long request (a slow store) cannot starve it."""
+    fg = Foreground()
+    fg.inflight = 1
+    out = background(lambda: list(paced(range(5), fg)))()
+    assert out == list(range(5))
+    assert fg.waited_s >= 4 * foreground.MAX_WAIT_S * 0.9
+
+
+def test_a_marked_thread_gives_way_for_as_long_as_it_lives(every_item: None) -> None:
+    fg = Foreground()
+    fg.inflight = 1
+    done: list[int] = []
+
+    def store_thread() -> None:
+        foreground.mark_background()
+        done.extend(paced(range(2), fg))
+
+    worker = threading.Thread(target=store_thread, daemon=True)
+    worker.start()
+    worker.join(10)
+    assert done == [0, 1] and fg.waited_s > 0
+
+
+async def test_the_reactor_counts_each_request_while_it_is_answered(
+    aiohttp_client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fg = Foreground()
+    monkeypatch.setattr("reactor.api.handlers.FOREGROUND", fg)
+    seen: list[int] = []
+    app = create_app(ReactorSettings(db_path=tmp_path / "state.db"))
+
+    async def probe(request: web.Request) -> web.Response:
+        seen.append(fg.inflight)
+        return web.Response(text="ok")
+
+    app.router.add_get("/probe", probe)
+    client = await aiohttp_client(app)
+    answers = await asyncio.gather(*(client.get("/probe") for _ in range(3)))
+    assert [a.status for a in answers] == [200, 200, 200]
+    assert len(seen) == 3 and all(n >= 1 for n in seen)
+    assert fg.inflight == 0  # each left the count once answered
