@@ -17,11 +17,12 @@ base64) ends the stream as an error rather than growing a buffer without bound.
 
 A list page over :data:`THREAD_DECODE_MIN` bytes is decoded in a worker thread, one item
 at a time (:func:`decode_list`): a page of 500 Secrets is 10-24 ms of ``json.loads``
-(issue 34, bench/RESULTS.md round 14), and the C decoder never lets another thread have
+(measured in bench/RESULTS.md), and the C decoder never lets another thread have
 the interpreter until it is done, so ``json.loads`` in a thread would still hold the loop
 the whole page. Between two items the worker runs Python code, where the interpreter
-hands the loop its turn every switch interval (5 ms): webhooks and scrapes are answered
-while a relist's pages of six kinds arrive at once.
+hands the loop its turn every switch interval (5 ms), so no page holds it whole. (In the
+reactor at 20,000 Secrets this moved no p99 beyond the noise: other threads hold the
+interpreter there; bench/RESULTS.md.)
 
 I/O (aiohttp, asyncio): exempt from the pure-discovery contract in ``.importlinter``.
 """

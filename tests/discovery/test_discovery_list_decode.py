@@ -47,7 +47,7 @@ def test_decode_list_is_json_loads() -> None:
         b"[1, 2]",
     ):
         assert decode_list(body) == json.loads(body), body
-    for bad in (b"", b"{", b'{"items":[1,]}', b'{"items":[1}', b'{"a":1} x', b'{1:2}', b"\xff"):
+    for bad in (b"", b"{", b'{"items":[1,]}', b'{"items":[1}', b'{"a":1} x', b"{1:2}", b"\xff"):
         with pytest.raises(ValueError):
             decode_list(bad)
 
@@ -75,7 +75,7 @@ async def serve(body: bytes) -> tuple[web.AppRunner, str]:
 @pytest.mark.live
 async def test_a_large_page_is_decoded_while_the_loop_turns() -> None:
     page = {"kind": "SecretList", "metadata": {"resourceVersion": "9"}}
-    page["items"] = [secret(i) for i in range(6000)]
+    page["items"] = [secret(i) for i in range(10_000)]
     body = json.dumps(page).encode()
     decode_s = min(_timed(lambda: json.loads(body)) for _ in range(3))
     runner, server = await serve(body)
@@ -91,19 +91,26 @@ async def test_a_large_page_is_decoded_while_the_loop_turns() -> None:
             longest = max(longest, now - last)
             last = now
 
+    waits: list[float] = []
     try:
         async with KubeApi(ApiCredentials(server=server, origin="test")) as api:
-            ticking = asyncio.create_task(ticker())
-            data = await api.list("/api/v1/secrets", {"limit": "500"})
-            listed.set()
-            await ticking
+            # The best of three lists: a busy machine can stop the process for a while at
+            # any time; the old code waited the whole decode every time.
+            for _ in range(3):
+                listed.clear()
+                longest = 0.0
+                ticking = asyncio.create_task(ticker())
+                data = await api.list("/api/v1/secrets", {"limit": "500"})
+                listed.set()
+                await ticking
+                waits.append(longest)
             with pytest.raises(KubeApiError, match="not JSON"):
                 await api.list("/api/v1/broken", {})
     finally:
         await runner.cleanup()
     assert data == page
     # The ticker waited at most half of one whole decode (the old code: all of it).
-    assert longest < decode_s / 2, (longest, decode_s)
+    assert min(waits) < decode_s / 2, (waits, decode_s)
 
 
 def _timed(work: Any) -> float:
