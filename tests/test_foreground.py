@@ -109,3 +109,39 @@ async def test_the_reactor_counts_each_request_while_it_is_answered(
     assert [a.status for a in answers] == [200, 200, 200]
     assert len(seen) == 3 and all(n >= 1 for n in seen)
     assert fg.inflight == 0  # each left the count once answered
+
+
+def test_a_paced_list_is_a_list_whose_iteration_gives_way(every_item: None) -> None:
+    """For loops that are not ours (prometheus_client formatting a family's samples)."""
+    samples = foreground.Paced([1, 2, 3])
+    assert samples == [1, 2, 3] and len(samples) == 3 and samples[1] == 2
+    fg = foreground.FOREGROUND
+    before = fg.waited_s
+    fg.inflight += 1
+    try:
+        assert background(lambda: list(samples))() == [1, 2, 3]
+    finally:
+        fg.inflight -= 1
+    assert fg.waited_s > before
+
+
+async def test_a_scrape_is_rendered_as_background_work_and_not_counted(
+    aiohttp_client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its rendering gives way to requests; counted as one, it would wait for itself."""
+    from reactor.api import handlers
+
+    fg = Foreground()
+    monkeypatch.setattr(handlers, "FOREGROUND", fg)
+    during: list[tuple[int, bool]] = []
+    real = handlers.generate_latest
+
+    def rendering(registry: Any) -> bytes:
+        during.append((fg.inflight, getattr(foreground._here, "background", False)))
+        return real(registry)
+
+    monkeypatch.setattr(handlers, "generate_latest", rendering)
+    client = await aiohttp_client(create_app(ReactorSettings(db_path=tmp_path / "state.db")))
+    resp = await client.get("/metrics")
+    assert resp.status == 200 and b"fleetwatch_reactor_database_up 1.0" in await resp.read()
+    assert during == [(0, True)]  # not counted; rendered in a background thread

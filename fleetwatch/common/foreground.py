@@ -100,6 +100,14 @@ def give_way(foreground: Foreground = FOREGROUND) -> None:
     foreground.waited_s += time.monotonic() - started
 
 
+class Paced(list[T]):
+    """A list whose iteration is :func:`paced`: for a loop that is not ours, e.g.
+    prometheus_client formatting the samples of a family of thousands."""
+
+    def __iter__(self) -> Iterator[T]:
+        return paced(list.__iter__(self))
+
+
 def paced(items: Iterable[T], foreground: Foreground = FOREGROUND) -> Iterator[T]:
     """``items``, with :func:`give_way` after every :data:`SLICE_S` of the caller's work."""
     clock = time.monotonic

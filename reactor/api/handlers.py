@@ -22,7 +22,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from fleetwatch.common.foreground import FOREGROUND
+from fleetwatch.common.foreground import FOREGROUND, background
 from fleetwatch.discovery import probeable
 from reactor import fields, models
 from reactor.alertmanager.signals import (
@@ -68,9 +68,12 @@ class InvalidInput(ValueError):
 
 @web.middleware
 async def foreground_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Each request counts in :data:`~fleetwatch.common.foreground.FOREGROUND` while it is
-    answered: the background loops in worker threads (discovery's Secrets, the CD pass)
-    give way meanwhile (``fleetwatch.common.foreground`` says why)."""
+    """Each request but a scrape counts in :data:`~fleetwatch.common.foreground.FOREGROUND`
+    while it is answered: the background loops in worker threads (discovery's Secrets, the
+    CD pass, a scrape's rendering) give way meanwhile (``fleetwatch.common.foreground``
+    says why)."""
+    if request.path == "/metrics":  # a scrape is background work (``get_metrics``)
+        return await handler(request)
     FOREGROUND.inflight += 1
     try:
         return await handler(request)
@@ -414,10 +417,11 @@ async def get_metrics(request: web.Request) -> web.Response:
     except (StoreUnavailable, TimeoutError) as exc:
         metrics.status.counts = None
         log.debug("/metrics without the database's counts: %s", exc or "timed out")
-    # Off the event loop: with the CD objects' gauge per cluster (1,000 clusters with Flux
-    # and Argo CD objects: 6,000 series, 0.5 MB) the rendering takes 40-90 ms of CPU, which
-    # every request would wait out (bench/reactor_lists).
-    body = await asyncio.to_thread(generate_latest, metrics.registry)
+    # Off the event loop, as background work: with the CD objects' gauge per cluster (1,000
+    # clusters with Flux and Argo CD objects: 6,000 series, 0.5 MB) the rendering takes
+    # 40-90 ms of CPU, which requests answered meanwhile would wait out (bench/
+    # reactor_lists). A scrape can wait a few milliseconds; a webhook should not.
+    body = await asyncio.to_thread(background(generate_latest), metrics.registry)
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 

@@ -43,6 +43,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from fleetwatch.common import metricnames
+from fleetwatch.common.foreground import Paced
 
 #: What an object is, as the objects gauge counts it.
 STATES = ("running", "paused_by_outage", "paused")
@@ -77,6 +78,10 @@ class ObjectsCollector(Collector):
             for state in STATES:
                 count = counts.get((cluster, source, state), 0)
                 objects.add_metric([cluster, source, state], count)
+        # Three per (cluster, source): 6,000 at 1,000 clusters with Flux and Argo CD,
+        # 40-90 ms to format; a scrape is background work that gives way to requests
+        # between them (``reactor.api.handlers.get_metrics``).
+        objects.samples = Paced(objects.samples)
         yield objects
         if self.secrets is not None:
             secrets = GaugeMetricFamily(
