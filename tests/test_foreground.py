@@ -145,3 +145,19 @@ async def test_a_scrape_is_rendered_as_background_work_and_not_counted(
     resp = await client.get("/metrics")
     assert resp.status == 200 and b"fleetwatch_reactor_database_up 1.0" in await resp.read()
     assert during == [(0, True)]  # not counted; rendered in a background thread
+
+
+def test_background_work_inside_a_marked_thread_leaves_it_marked(every_item: None) -> None:
+    fg = Foreground()
+    fg.inflight = 1
+    marked: list[bool] = []
+
+    def store_thread() -> None:
+        foreground.mark_background()
+        background(lambda: None)()
+        marked.append(foreground._here.background)
+
+    worker = threading.Thread(target=store_thread, daemon=True)
+    worker.start()
+    worker.join(10)
+    assert marked == [True]
