@@ -218,6 +218,10 @@ class FleetClient:
                     resolving = True
                     creds, fresh = await self._resolve(ctx, start)
                     resolving = False
+                    # Its step goes on within the turn's budget of probe work: the
+                    # credential workers end builds in bursts (117 in one turn after a
+                    # rotation of every Secret: a turn of 200 probe steps, 157 ms).
+                    await self.http.turns.turn()
                     api = ApiClient(self.http, cluster.endpoint, creds, proxy)
                     reconnecting = self._reconnects.get(cluster.name)
                     if reconnecting is not None:  # its connection is on the way: wait, slot-free

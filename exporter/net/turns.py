@@ -11,12 +11,12 @@ too: each slot given back wakes a probe in the next turn (64 of them, 0.5-0.9 ms
 and a hundred reconnections start a turn.
 
 How: one :class:`TurnBudget` per loop (the pool's), which all three draw from: each
-handshake step goes through :meth:`TurnBudget.run`, a probe that got its slot and a
-reconnection about to start await :meth:`TurnBudget.turn`. Work starts while this turn
-has run its budgeted work for less than :attr:`TurnBudget.budget` seconds; the rest
-waits (a connection in its handshake stops listening to its socket, so the loop does not
-spin on a readiness nobody reads; a task awaits its turn) and goes first at the next
-turns, in the order it came.
+handshake step goes through :meth:`TurnBudget.run`, a probe that got its slot (or its
+credentials) and a reconnection about to start await :meth:`TurnBudget.turn`. Work
+starts while this turn has run its budgeted work for less than
+:attr:`TurnBudget.budget` seconds; the rest waits (a connection in its handshake stops
+listening to its socket, so the loop does not spin on a readiness nobody reads; a task
+awaits its turn) and goes first at the next turns, in the order it came.
 
 A time budget rather than a count: a step's cost varies with the machine, its load and
 the certificate, and what the bound is for is the length of a turn. The wall clock, not
@@ -78,7 +78,8 @@ class TurnBudget:
     """The probe work one turn of the event loop may start: :attr:`budget` seconds of it.
 
     Three kinds of work draw from it: a handshake step (:meth:`run`), and a step of a
-    task (:meth:`turn`): a probe's once it has its slot, a reconnection's start. Before,
+    task (:meth:`turn`): a probe's once it has its slot or its credentials were built,
+    a reconnection's start. Before,
     only the handshakes had a budget (20 ms), and a turn held besides them every probe
     step the slots given back had woken (up to the concurrency, 64) and a hundred
     reconnection starts: turns of 25-45 ms of CPU, 90-170 ms on a loaded machine

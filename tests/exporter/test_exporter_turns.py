@@ -15,11 +15,13 @@ import itertools
 import ssl
 from pathlib import Path
 
-from exporter.net import FleetClient
+from exporter.model import ProbeResult
+from exporter.net import FleetClient, Slot
 from exporter.net.credentials import Credentials
 from exporter.net.probe import ApiClient
 from exporter.net.proxy import Proxy
 from exporter.net.turns import TurnBudget
+from fleetwatch.discovery.clusters import Cluster, ContextConfig
 from tests.exporter.test_exporter_slices import Ticker
 from tests.helpers.exporter_helpers import MonitorFactory
 from tests.helpers.kubeconfig_docs import kubeconfig
@@ -161,5 +163,54 @@ async def test_reconnections_start_a_few_a_turn_under_a_small_budget_and_all_end
         assert len(started) == 200
         assert max(_per_turn(started).values()) <= 4
         assert client.reconnecting("c0") is None and client.turns.waiting == 0
+    finally:
+        await client.aclose()
+
+
+async def test_probes_whose_credentials_come_together_go_on_a_few_a_turn() -> None:
+    client = FleetClient(timeout=5.0, interval=30.0, environ={})
+    client.turns.budget = 1e-9
+    built = asyncio.Event()  # the credential workers end every build at once
+    asked: list[str] = []
+    all_asked = asyncio.Event()  # every probe waits for its credentials
+    went_on: list[int] = []
+
+    async def resolve(ctx: ContextConfig) -> tuple[Credentials, bool]:
+        asked.append(ctx.context)
+        if len(asked) == 100:
+            all_asked.set()
+        await built.wait()
+        return Credentials(None, {}), True
+
+    client.credentials.resolve = resolve  # type: ignore[method-assign]
+    try:
+        with Ticker() as ticker:
+
+            async def readyz(
+                api: ApiClient,
+                timeout: float,  # noqa: ASYNC109 - as FleetClient._readyz
+                slot: Slot,
+            ) -> ProbeResult:
+                went_on.append(ticker.turns)
+                return ProbeResult(True, None, 0.0, 200, "")
+
+            client._readyz = readyz  # type: ignore[method-assign]
+            probes = [
+                asyncio.create_task(
+                    client.probe(
+                        Cluster(f"c{i}", "http://127.0.0.1:1", "/k/a.yaml", f"c{i}"),
+                        ContextConfig("/k/a.yaml", f"c{i}", (0, 0, 0, 0, 0), None),  # type: ignore[arg-type]
+                        Slot(None),
+                    )
+                )
+                for i in range(100)
+            ]
+            await asyncio.wait_for(all_asked.wait(), 10)
+            built.set()
+            async with asyncio.timeout(10):
+                results = await asyncio.gather(*probes)
+        # before: all 100 went on in the turn after the builds ended
+        assert [r.result.success for r in results] == [True] * 100
+        assert len(went_on) == 100 and max(_per_turn(went_on).values()) <= 4
     finally:
         await client.aclose()
