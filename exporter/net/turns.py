@@ -82,8 +82,10 @@ class TurnBudget:
     a reconnection's start. Before,
     only the handshakes had a budget (20 ms), and a turn held besides them every probe
     step the slots given back had woken (up to the concurrency, 64) and a hundred
-    reconnection starts: turns of 25-45 ms of CPU, 90-170 ms on a loaded machine
-    (bench/RESULTS.md, round 16).
+    reconnection starts: turns of 25-45 ms of CPU, 90-170 ms on a loaded machine. With
+    this one budget no turn over 50 ms was left in a run at 20,000 Secrets with one core
+    kept busy, and the lag's p99 was 47-48 ms against 59-112 ms before, the first cycle
+    no longer (bench/RESULTS.md).
 
     What is counted is the wall time since the turn's first budgeted work began, not a
     sum of each work's own time: a task's step cannot be timed from the inside (it ends
