@@ -389,7 +389,7 @@ class Monitor:
     async def _probe_cluster(
         self, round_: _Round, cluster: Cluster, ctx: ContextConfig | None, suspect: bool = False
     ) -> None:
-        slot = Slot(None if suspect else round_.semaphore)
+        slot = Slot(None if suspect else round_.semaphore, self.client.turns)
         await slot.acquire()  # the probe's timeout starts once it has a slot, not before
         try:
             if ctx is None:

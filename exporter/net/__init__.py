@@ -13,7 +13,8 @@ keeps the modules of this package to the package):
 - ``parse_proxy`` and ``ProxyError``: a ``proxy-url`` read as the probes read it (shown
   without its credentials by ``fleetwatch discover``).
 - ``sliced``: a long pass of the cycle over every cluster, the loop given a turn every
-  few milliseconds (the budget the connections' handshakes have too, ``turns``).
+  few milliseconds (``turns``, where the budget of probe work per turn is too: the
+  handshake steps, the probe steps and the reconnection starts of one turn).
 
 Inside: HTTP/1.1 (``http1``), TLS connections (``connection``, ``tcp``), the pool of
 kept-alive connections and its deadlines (``pool``, ``deadlines``), proxies (``proxy``),

@@ -36,7 +36,7 @@ from exporter.net.http1 import HttpError
 from exporter.net.pool import HttpPool, Route
 from exporter.net.probe import ApiClient, probe
 from exporter.net.proxy import EnvironmentProxies, Proxy, ProxyError, select
-from exporter.net.turns import sliced
+from exporter.net.turns import TurnBudget, sliced
 from fleetwatch.discovery.clusters import Cluster, ContextConfig
 
 #: Seconds an idle kept-alive connection may wait for its next probe (at least two intervals).
@@ -59,23 +59,43 @@ class Slot:
     that is stopped accepts TCP and never answers the TLS handshake), which under a slot
     would keep the others waiting. How many go without is how many timed out, which
     bounds their CPU.
+
+    ``turns``: the loop's budget of probe work per turn (``exporter.net.turns``). A probe
+    that got its share (without one: at its start) goes on when the turn has budget
+    left: every slot given back wakes a probe in the next turn, and the concurrency's
+    worth of probe steps in one turn, besides the handshakes, was one of the probe loop's
+    longest turns (bench/RESULTS.md).
     """
 
-    __slots__ = ("_held", "_semaphore", "waited")
+    __slots__ = ("_held", "_semaphore", "_started", "_turns", "waited")
 
-    def __init__(self, semaphore: asyncio.Semaphore | None) -> None:
+    def __init__(
+        self, semaphore: asyncio.Semaphore | None, turns: TurnBudget | None = None
+    ) -> None:
         self._semaphore = semaphore
+        self._turns = turns
         self._held = False
+        self._started = False  #: without a semaphore: the start has had its turn
         self.waited = False  #: all slots were taken when it asked: concurrency was short
 
     async def acquire(self) -> None:
         if self._semaphore is None:
+            if not self._started:
+                self._started = True
+                if self._turns is not None:
+                    await self._turns.turn()
             return
         if not self._held:
             if self._semaphore.locked():
                 self.waited = True
             await self._semaphore.acquire()
             self._held = True
+            if self._turns is not None:
+                try:
+                    await self._turns.turn()
+                except BaseException:  # cancelled while waiting for its turn: not held
+                    self.release()
+                    raise
 
     def release(self) -> None:
         if self._held:
@@ -139,6 +159,11 @@ class FleetClient:
         """Sockets open now (idle, in use, or being set up)."""
         return self.http.held
 
+    @property
+    def turns(self) -> TurnBudget:
+        """The probe work one turn of the loop may start (the probes' slots draw from it)."""
+        return self.http.turns
+
     # -- a probe ------------------------------------------------------------------------
 
     async def probe(self, cluster: Cluster, ctx: ContextConfig, slot: Slot) -> Probed:
@@ -193,6 +218,10 @@ class FleetClient:
                     resolving = True
                     creds, fresh = await self._resolve(ctx, start)
                     resolving = False
+                    # Its step goes on within the turn's budget of probe work: the
+                    # credential workers end builds in bursts (117 in one turn after a
+                    # rotation of every Secret: a turn of 200 probe steps, 157 ms).
+                    await self.http.turns.turn()
                     api = ApiClient(self.http, cluster.endpoint, creds, proxy)
                     reconnecting = self._reconnects.get(cluster.name)
                     if reconnecting is not None:  # its connection is on the way: wait, slot-free
@@ -308,6 +337,10 @@ class FleetClient:
 
         async def reconnect() -> None:
             try:
+                # Its start (a socket, a connect) draws from the turn's budget of probe
+                # work: a hundred started a turn, with their connects and handshakes,
+                # were turns of 90-170 ms on a loaded machine (bench/RESULTS.md).
+                await self.http.turns.turn()
                 # No slot: a stopped API server (TCP accepted, no TLS) would hold one for
                 # the whole timeout, and the reconnections of clusters that only blinked
                 # would queue behind it until their next probe timed out waiting. Their

@@ -18,7 +18,7 @@ What a connection does, as the pool (``exporter.net.pool``) drives it:
   server closes it, and reads the TLS 1.3 messages that come after the handshake (session
   tickets, a key update, whose answer OpenSSL writes itself).
 - TLS: ``do_handshake`` again whenever the socket is ready, as ``SSLWantReadError`` or
-  ``SSLWantWriteError`` asked, each step within the loop's budget of handshake work per
+  ``SSLWantWriteError`` asked, each step within the loop's budget of probe work per
   turn (``exporter.net.turns``: past it, the connection stops listening to its socket
   until its step's turn comes). Reads go on until ``SSLWantReadError``, or until the
   answer is complete with nothing decrypted left in OpenSSL (``pending()``): nothing is
@@ -49,7 +49,7 @@ import socket
 import ssl
 
 from exporter.net.http1 import MAX_HEADER_BYTES, Failure, HttpError, ResponseParser, short
-from exporter.net.turns import HandshakeTurns
+from exporter.net.turns import TurnBudget
 
 #: Bytes asked of one read: more than a TLS record holds (16 KiB), so one call per record.
 READ_SIZE = 65536
@@ -92,11 +92,11 @@ class Connection:
         context: ssl.SSLContext | None,
         server_hostname: str | None,
         tunnel: bytes | None = None,
-        turns: HandshakeTurns | None = None,
+        turns: TurnBudget | None = None,
     ) -> None:
         """``sock``: connected, non-blocking; ``tunnel``: the ``CONNECT`` request to send
         first, when ``sock`` is connected to a proxy; ``turns``: the loop's budget of
-        handshake work per turn (``exporter.net.turns``; None: none)."""
+        probe work per turn, its handshake steps among it (``exporter.net.turns``; None: none)."""
         self._loop = asyncio.get_running_loop()
         self._sock = sock
         self._fd = sock.fileno()

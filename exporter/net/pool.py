@@ -45,7 +45,7 @@ from exporter.net.deadlines import Deadlines, Request, wait
 from exporter.net.http1 import Endpoint, Failure, HttpError, request_bytes, short
 from exporter.net.proxy import Proxy
 from exporter.net.tcp import open_socket
-from exporter.net.turns import HANDSHAKE_BUDGET_S, HandshakeTurns, sliced
+from exporter.net.turns import TURN_BUDGET_S, TurnBudget, sliced
 
 _PoolKey = tuple[Endpoint, ssl.SSLContext | None, str | None, Proxy | None]
 #: what :meth:`HttpPool.retain` keeps: (endpoint URL, its proxy)
@@ -107,7 +107,7 @@ class HttpPool:
         self,
         max_idle: int | None = None,
         setup_stall: float = SETUP_STALL_SECONDS,
-        handshake_budget: float = HANDSHAKE_BUDGET_S,
+        turn_budget: float = TURN_BUDGET_S,
     ) -> None:
         self.max_idle = max_idle
         self.setup_stall = setup_stall  #: see SETUP_STALL_SECONDS
@@ -117,8 +117,9 @@ class HttpPool:
         self._open: set[Connection] = set()
         self._endpoints: dict[str, Endpoint] = {}
         self.opened = 0  #: connections opened so far (tests check keep-alive)
-        #: the handshake work one turn of the loop may do (``exporter.net.turns``)
-        self.turns = HandshakeTurns(handshake_budget)
+        #: the probe work one turn of the loop may start: its connections' handshake steps,
+        #: and the probe steps and reconnections of the client above (``exporter.net.turns``)
+        self.turns = TurnBudget(turn_budget)
         self._deadlines = Deadlines()
 
     @property

@@ -1,17 +1,22 @@
-"""How much TLS handshake work one turn of the event loop may do: a time budget per turn.
+"""How much probe work one turn of the event loop may start: a time budget per turn.
 
 Why: a turn of the loop runs every callback whose socket became ready, and a step of a
 client's TLS handshake (its key share; then the server's certificates verified, the
 keys derived, its ``Finished``) is up to a few milliseconds of CPU. In a first cycle, or
 after every Secret was rotated, hundreds of first contacts answer within one turn: turns
 of hundreds of milliseconds, 23 % of the probe loop's time in ``do_handshake``, and
-every timer, watch event and probe deadline of the loop late by as much.
+every timer, watch event and probe deadline of the loop late by as much. The probes'
+own steps and the reconnections after a cycle with timed-out clusters come in bursts
+too: each slot given back wakes a probe in the next turn (64 of them, 0.5-0.9 ms each),
+and a hundred reconnections start a turn.
 
-How: each handshake step goes through :meth:`HandshakeTurns.run`. Steps run while the
-steps of this turn have taken less than :attr:`HandshakeTurns.budget` seconds; the next
-ones are parked (their connection stops listening to its socket, so the loop does not
-spin on a readiness nobody reads) and run first at the next turns, in the order they
-came.
+How: one :class:`TurnBudget` per loop (the pool's), which all three draw from: each
+handshake step goes through :meth:`TurnBudget.run`, a probe that got its slot (or its
+credentials) and a reconnection about to start await :meth:`TurnBudget.turn`. Work
+starts while this turn has run its budgeted work for less than
+:attr:`TurnBudget.budget` seconds; the rest waits (a connection in its handshake stops
+listening to its socket, so the loop does not spin on a readiness nobody reads; a task
+awaits its turn) and goes first at the next turns, in the order it came.
 
 A time budget rather than a count: a step's cost varies with the machine, its load and
 the certificate, and what the bound is for is the length of a turn. The wall clock, not
@@ -35,8 +40,11 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
-#: Seconds of handshake steps one turn of the loop may run (one step more at most).
-HANDSHAKE_BUDGET_S = 0.02
+#: Seconds of probe work (probe steps, reconnection starts, handshake steps) one turn of
+#: the loop may start (:class:`TurnBudget`; the work started last may end past it).
+TURN_BUDGET_S = 0.012
+#: What a woken task's step is taken to cost until one was seen (a probe's: 0.5-0.9 ms).
+FIRST_TASK_STEP_S = 0.0007
 #: Seconds one step of a task may spend going through a long collection (:func:`sliced`).
 STEP_BUDGET_S = 0.01
 
@@ -66,60 +74,171 @@ async def sliced(
             since = clock()
 
 
-class HandshakeTurns:
-    """The handshake steps of one event loop, at most :attr:`budget` seconds a turn."""
+class TurnBudget:
+    """The probe work one turn of the event loop may start: :attr:`budget` seconds of it.
 
-    __slots__ = ("_armed", "_clock", "_queue", "_spent", "budget", "deferred")
+    Three kinds of work draw from it: a handshake step (:meth:`run`), and a step of a
+    task (:meth:`turn`): a probe's once it has its slot or its credentials were built,
+    a reconnection's start. Before,
+    only the handshakes had a budget (20 ms), and a turn held besides them every probe
+    step the slots given back had woken (up to the concurrency, 64) and a hundred
+    reconnection starts: turns of 25-45 ms of CPU, 90-170 ms on a loaded machine. With
+    this one budget no turn over 50 ms was left in a run at 20,000 Secrets with one core
+    kept busy, and the lag's p99 was 47-48 ms against 59-112 ms before, the first cycle
+    no longer (bench/RESULTS.md).
+
+    What is counted is the wall time since the turn's first budgeted work began, not a
+    sum of each work's own time: a task's step cannot be timed from the inside (it ends
+    where it next waits), and what the budget bounds is the length of a turn, which the
+    other callbacks between (answers read, deadlines) lengthen too. Whatever comes past
+    the budget, or while some work waits already, waits for a later turn, first come
+    first served across the three kinds; at least one waiting work runs every turn, so
+    none is starved, and nothing is dropped (a waiting task that is cancelled is
+    skipped).
+
+    How a later turn runs them: a callback scheduled with ``call_soon`` (the pump) starts
+    each turn while work waits. It runs the waiting handshake steps while the budget
+    lasts, and wakes the waiting tasks at the head of the queue, as many as fit in the
+    budget at the seconds a woken task's step was last seen to take (two at least). A
+    task woken resumes in the turn after, just behind that turn's pump, which counts
+    the batch against its budget at that estimate. The first of a batch goes on; the
+    others go on while the turn's budget lasts (the estimate may be short), and wait
+    again at the queue's head if not: those may then go one batch later than the tasks
+    that came after them, the only exception to first come first served.
+
+    Why tasks are woken rather than run by the pump: a task resumes only through a
+    callback of the loop's next turn, so the pump can only decide for the turn after its
+    own. Letting every waiting task look at the clock each turn instead (a loop of
+    ``asyncio.sleep(0)``) would cost a step each for the hundreds of reconnections that
+    can wait at once.
+    """
+
+    __slots__ = (
+        "_again",
+        "_armed",
+        "_batch",
+        "_batch_at",
+        "_batch_n",
+        "_clock",
+        "_epoch",
+        "_queue",
+        "_start",
+        "_step",
+        "_woken",
+        "budget",
+        "deferred",
+    )
 
     def __init__(
-        self, budget: float = HANDSHAKE_BUDGET_S, clock: Callable[[], float] = time.perf_counter
+        self, budget: float = TURN_BUDGET_S, clock: Callable[[], float] = time.perf_counter
     ) -> None:
         if budget <= 0:
-            raise ValueError("the handshake budget of a turn must be above 0 s")
+            raise ValueError("the budget of a turn must be above 0 s")
         self.budget = budget
         self._clock = clock
-        self._queue: deque[Callable[[], None]] = deque()
-        self._spent = 0.0  #: seconds of steps in this turn so far
-        self._armed = False  #: the next turn's start is scheduled
-        self.deferred = 0  #: steps that were parked for a later turn (tests, benchmarks)
+        #: what waits, in order: handshake steps to run, and futures of tasks to wake
+        self._queue: deque[Callable[[], None] | asyncio.Future[int]] = deque()
+        self._start: float | None = None  #: when this turn's first budgeted work began
+        self._armed = False  #: the pump is scheduled for the next turn
+        self._woken = 0  #: tasks the last pump woke: they run in this turn, behind its pump
+        self._step = FIRST_TASK_STEP_S  #: seconds a woken task's step was last seen to take
+        self._epoch = 0  #: which pump woke a task (one batch per pump)
+        self._batch = -1  #: the batch whose tasks are resuming now
+        self._batch_at = 0.0  #: when its first task resumed
+        self._batch_n = 0  #: how many of it have gone on
+        self._again = 0  #: tasks of this turn's batch put back at the queue's head
+        self.deferred = 0  #: works that waited for a later turn (tests, benchmarks)
 
     @property
     def waiting(self) -> int:
-        """Steps parked now."""
+        """Works waiting for a later turn now."""
         return len(self._queue)
 
+    def _left(self) -> bool:
+        """Whether this turn's budget has some left; its first work starts the clock."""
+        if self._start is None:
+            self._start = self._clock()
+            self._arm()  # the pump starts the next turn's count afresh
+            return True
+        return self._clock() - self._start < self.budget
+
     def run(self, step: Callable[[], None], park: Callable[[], None]) -> None:
-        """Run ``step`` now if this turn's budget allows it and none waits before it; else
-        ``park()`` now and ``step()`` at a later turn (it must then find out whether it
-        still has something to do: its connection may have been closed meanwhile)."""
-        if self._queue or self._spent >= self.budget:
+        """Run the handshake ``step`` now if this turn's budget allows it and none waits
+        before it; else ``park()`` now and ``step()`` at a later turn (it must then find
+        out whether it still has something to do: its connection may have been closed
+        meanwhile)."""
+        if self._queue or not self._left():
             park()
             self._queue.append(step)
             self.deferred += 1
             self._arm()
             return
-        self._run(step)
+        step()
 
-    def _run(self, step: Callable[[], None]) -> None:
-        started = self._clock()
-        try:
-            step()
-        finally:
-            self._spent += self._clock() - started
+    async def turn(self) -> None:
+        """Return when the calling task's step may go on: at once if this turn's budget
+        allows it and none waits before it, else at a later turn. Cancelled while it
+        waits, it leaves nothing behind (the pump skips its future)."""
+        if not self._queue and self._left():
+            return
+        loop = asyncio.get_running_loop()
+        again = False
+        while True:
+            waiter: asyncio.Future[int] = loop.create_future()
+            if again:  # woken with more than the turn could hold: first at the next pump
+                self._queue.insert(self._again, waiter)
+                self._again += 1
+            else:
+                self._queue.append(waiter)
+                self.deferred += 1
             self._arm()
+            batch = await waiter
+            now = self._clock()  # resumed: learn what one woken task's step takes
+            if batch != self._batch:  # the first of its batch goes on, whatever the clock
+                self._batch, self._batch_at, self._batch_n = batch, now, 1
+                return
+            self._step = (now - self._batch_at) / self._batch_n
+            if self._start is None or now - self._start < self.budget:
+                self._batch_n += 1
+                return
+            again = True
 
     def _arm(self) -> None:
-        """Have the next turn start with :meth:`_next_turn` (the callbacks scheduled now
-        run before the next turn's readiness callbacks)."""
+        """Have the next turn start with the pump (the callbacks scheduled now run before
+        the next turn's readiness callbacks)."""
         if not self._armed:
             self._armed = True
             asyncio.get_running_loop().call_soon(self._next_turn)
 
     def _next_turn(self) -> None:
         self._armed = False
-        self._spent = 0.0
+        self._start = None
+        self._again = 0
         queue = self._queue
-        while queue and self._spent < self.budget:
-            self._run(queue.popleft())
-        if queue:
-            self._arm()
+        promised = self._woken * self._step  # the tasks woken last turn run right after
+        self._woken = 0
+        if not queue and not promised:
+            return
+        self._arm()  # first: the next pump runs before the tasks woken here
+        start = self._start = self._clock()
+        # Two at least: a batch of one would never show what a step takes.
+        wake = max(2, int(self.budget / max(self._step, 1e-6)))
+        self._epoch += 1
+        progressed = False
+        while queue:
+            head = queue[0]
+            if isinstance(head, asyncio.Future):
+                if head.done():  # its task was cancelled meanwhile
+                    queue.popleft()
+                    continue
+                if self._woken >= wake:
+                    break
+                queue.popleft()
+                head.set_result(self._epoch)
+                self._woken += 1
+            elif progressed and self._clock() - start + promised >= self.budget:
+                break
+            else:
+                queue.popleft()
+                head()
+            progressed = True

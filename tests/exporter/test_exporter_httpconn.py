@@ -25,7 +25,7 @@ from exporter.net.connection import Connection
 from exporter.net.http1 import Failure, HttpError
 from exporter.net.pool import HttpPool, Progress
 from exporter.net.proxy import Proxy
-from exporter.net.turns import HandshakeTurns
+from exporter.net.turns import TurnBudget
 from fleetwatch.standin.workload.certs import FleetCerts
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
@@ -628,7 +628,7 @@ async def test_a_cancellation_just_before_the_deadline_stays_the_callers(
 
 async def test_handshakes_past_a_turns_budget_wait_for_the_next_turns_in_order() -> None:
     ticks = iter(range(1000))
-    turns = HandshakeTurns(budget=2.5, clock=lambda: float(next(ticks)))  # a step: 1 s
+    turns = TurnBudget(budget=2.5, clock=lambda: float(next(ticks)))  # a step: 1 s
     ran: list[int] = []
     parked: list[int] = []
     for i in range(6):  # six handshakes ready in one turn
@@ -642,7 +642,7 @@ async def test_handshakes_past_a_turns_budget_wait_for_the_next_turns_in_order()
     await asyncio.sleep(0)
     assert ran[-1] == 6 and turns.waiting == 0
     with pytest.raises(ValueError):
-        HandshakeTurns(budget=0)
+        TurnBudget(budget=0)
 
 
 async def test_handshakes_one_per_turn_all_complete_and_a_close_ends_parked_ones(
@@ -655,7 +655,7 @@ async def test_handshakes_one_per_turn_all_complete_and_a_close_ends_parked_ones
 
     port = await servers.start(ok)
     url = f"https://127.0.0.1:{port}"
-    pool = HttpPool(handshake_budget=1e-9)  # one step a turn
+    pool = HttpPool(turn_budget=1e-9)  # one step a turn
     try:
         got = await asyncio.gather(*(get(pool, url, servers) for _ in range(20)))
         assert got == [(200, b"ok")] * 20
@@ -664,7 +664,7 @@ async def test_handshakes_one_per_turn_all_complete_and_a_close_ends_parked_ones
     finally:
         pool.close()
 
-    pool = HttpPool(handshake_budget=1e-9)
+    pool = HttpPool(turn_budget=1e-9)
     calls = [asyncio.ensure_future(get(pool, url, servers)) for _ in range(20)]
     await until(lambda: pool.turns.waiting > 0, "handshakes parked")
     pool.close()  # the exporter stops: parked handshakes end with their connections
