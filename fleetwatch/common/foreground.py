@@ -24,6 +24,10 @@ CD pass of an outage is background work too: it pauses Flux and Argo CD objects,
 own intervals are minutes, a second or two later at worst; a webhook that a pass holds up
 delays every alert behind it.
 
+:func:`paced` changes when a loop runs, never what it yields: the pure modules' loops over
+a fleet (discovery's merge, the CD mirror's plan, index, rules and books) take their items
+through it, and stay pure in what they answer.
+
 Only background work gives way: a function run through :func:`background` (what a caller
 hands to ``asyncio.to_thread``) or a thread that called :func:`mark_background` (the
 reactor's store thread for the CD's reads). The same loop run for a request (a thread of

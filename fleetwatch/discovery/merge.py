@@ -53,6 +53,7 @@ import dataclasses
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from fleetwatch.common.foreground import paced
 from fleetwatch.discovery.clusterlabels import combined
 from fleetwatch.discovery.clusters import Cluster, ContextConfig, Discovery, DiscoveryProblem
 from fleetwatch.discovery.secrets import SecretClusters, SecretShape
@@ -107,7 +108,7 @@ def merge(
     held: set[str] = set()
     secret_problems: list[DiscoveryProblem] = []
     shapes: dict[str, SecretShape] = {}
-    for read in sorted(secrets, key=lambda s: (s.namespace, s.name)):
+    for read in paced(sorted(secrets, key=lambda s: (s.namespace, s.name))):
         shapes[read.ref] = read.shape
         secret_problems.extend(p for p in read.problems if mine(p.context))
         for found in read.clusters:

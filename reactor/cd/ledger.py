@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from fleetwatch.common.foreground import paced
 from fleetwatch.kube.objects import ReadOnce
 from reactor.cd.clustersecrets import ClusterSecret, read_cluster_secret
 from reactor.cd.objects import ARGOCD, CdObject, Unreadable, read_object
@@ -153,7 +154,7 @@ class Ledger:
         seen = [seen for seen in reads if seen is not None]
         objects = {s.app_name: s for s in seen if not isinstance(s, ClusterSecret)}
         secrets = {s.key: s for s in seen if isinstance(s, ClusterSecret)}
-        shapes = {name: shape_of(s) for name, s in (*objects.items(), *secrets.items())}
+        shapes = {name: shape_of(s) for name, s in paced((*objects.items(), *secrets.items()))}
         changed = shapes != self.shapes
         self.objects, self.secrets, self.shapes = objects, secrets, shapes
         return changed
@@ -182,7 +183,7 @@ class Ledger:
         to do is pending from now on until done; the books forget what is not a step any
         more."""
         todo: list[Step] = []
-        for step in steps:
+        for step in paced(steps):
             if step.decision.verb is Verb.NOTHING:
                 self.pending_since.pop(step.key, None)
                 continue
@@ -260,7 +261,7 @@ def count_states(
             secret_states[found] += 1
             secrets[step.cluster] = max(found, secrets.get(step.cluster, found), key=STATE_RANK)
     counts: Counter[tuple[str, str, str]] = Counter()
-    for row in rows:
+    for row in paced(rows):
         obj = objects.get(row.name)
         if isinstance(obj, CdObject):
             found = state_of(obj)

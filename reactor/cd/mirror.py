@@ -39,6 +39,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from fleetwatch.common.foreground import paced
 from reactor.cd.objects import CdObject, Unreadable
 from reactor.cd.targets import ClusterIndex, KnownCluster, Unresolved
 from reactor.statemachine import CLUSTER_OFFLINE, AppStatus, Status
@@ -121,7 +122,7 @@ def plan(
     """The writes that make the mirrored rows say what ``objects`` (by app name) say."""
     result = MirrorPlan()
     wanted: set[str] = set()
-    for name, obj in objects.items():
+    for name, obj in paced(objects.items()):
         if isinstance(obj, Unreadable):
             result.unresolved[name] = obj.reason
             continue

@@ -31,6 +31,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from fleetwatch.common.foreground import paced
 from fleetwatch.discovery.argocd import IN_CLUSTER_SERVER
 from fleetwatch.discovery.secrets import CAPI_KEY, SecretShape
 from reactor.cd.objects import Destination
@@ -109,7 +110,7 @@ class ClusterIndex:
             if server and name not in by_server[server]:
                 by_server[server].append(name)
 
-        for cluster in clusters:
+        for cluster in paced(clusters):
             ref = cluster.kubeconfig_secret_ref
             if ref is None or not ref.startswith(SECRET_SCHEME):
                 continue
