@@ -418,7 +418,10 @@ def run(plan: Plan, tmp: Path, profile: Path | None = None) -> dict[str, Any]:
         if plan.postgres:
             from tests.helpers.reactor_postgres import PostgresServer
 
-            server = PostgresServer(tmp / "pg", durable=True).init().start()
+            # A folder of its own under /tmp: the server runs as postgres, which cannot
+            # enter the run's folder (0700, root's).
+            pg_root = Path(tempfile.mkdtemp(prefix="fw-bench-pg-"))
+            server = PostgresServer(pg_root, durable=True).init().start()
             db_url = server.create_database("lists")
         seed_store(parse_db_url(db_url) if db_url else sqlite_url(db), plan)
         flags = [
@@ -445,6 +448,7 @@ def run(plan: Plan, tmp: Path, profile: Path | None = None) -> dict[str, Any]:
         mgmt.stop()
         if server is not None:
             server.stop()
+            shutil.rmtree(server.root, ignore_errors=True)
 
 
 def _wait(check: Any, seconds: float) -> None:
