@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from aiohttp import web
@@ -22,6 +22,8 @@ from fleetwatch.common.foreground import Foreground, background, give_way, paced
 from fleetwatch.procs import wait_until
 from reactor.app import create_app
 from reactor.context import ReactorSettings
+
+T = TypeVar("T")
 
 
 @pytest.fixture
@@ -76,19 +78,26 @@ def test_a_request_that_never_ends_slows_background_work_but_does_not_stop_it(
     assert fg.waited_s >= 4 * foreground.MAX_WAIT_S * 0.9
 
 
+def in_marked_thread(work: Callable[[], T]) -> T:
+    """``work``'s answer, run on a thread marked background (as the CD's store thread)."""
+    done: list[T] = []
+
+    def thread() -> None:
+        foreground.mark_background()
+        done.append(work())
+
+    worker = threading.Thread(target=thread, daemon=True)
+    worker.start()
+    worker.join(10)
+    assert not worker.is_alive() and len(done) == 1
+    return done[0]
+
+
 def test_a_marked_thread_gives_way_for_as_long_as_it_lives(every_item: None) -> None:
     fg = Foreground()
     fg.inflight = 1
-    done: list[int] = []
-
-    def store_thread() -> None:
-        foreground.mark_background()
-        done.extend(paced(range(2), fg))
-
-    worker = threading.Thread(target=store_thread, daemon=True)
-    worker.start()
-    worker.join(10)
-    assert done == [0, 1] and fg.waited_s > 0
+    assert in_marked_thread(lambda: list(paced(range(2), fg))) == [0, 1]
+    assert fg.waited_s > 0
 
 
 async def test_the_reactor_counts_each_request_while_it_is_answered(
@@ -148,16 +157,8 @@ async def test_a_scrape_is_rendered_as_background_work_and_not_counted(
 
 
 def test_background_work_inside_a_marked_thread_leaves_it_marked(every_item: None) -> None:
-    fg = Foreground()
-    fg.inflight = 1
-    marked: list[bool] = []
-
-    def store_thread() -> None:
-        foreground.mark_background()
+    def work() -> bool:
         background(lambda: None)()
-        marked.append(foreground._here.background)
+        return bool(foreground._here.background)
 
-    worker = threading.Thread(target=store_thread, daemon=True)
-    worker.start()
-    worker.join(10)
-    assert marked == [True]
+    assert in_marked_thread(work) is True

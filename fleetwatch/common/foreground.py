@@ -119,12 +119,25 @@ class Paced(list[T]):
         return paced(list.__iter__(self))
 
 
+class Slices:
+    """:func:`give_way` after every :data:`SLICE_S` of work, for a loop that calls
+    :meth:`tick` once per item (:func:`paced` is it for an iterable)."""
+
+    __slots__ = ("_due", "foreground")
+
+    def __init__(self, foreground: Foreground = FOREGROUND) -> None:
+        self.foreground = foreground
+        self._due = time.monotonic() + SLICE_S
+
+    def tick(self) -> None:
+        if time.monotonic() >= self._due:
+            give_way(self.foreground)
+            self._due = time.monotonic() + SLICE_S
+
+
 def paced(items: Iterable[T], foreground: Foreground = FOREGROUND) -> Iterator[T]:
     """``items``, with :func:`give_way` after every :data:`SLICE_S` of the caller's work."""
-    clock = time.monotonic
-    due = clock() + SLICE_S
+    slices = Slices(foreground)
     for item in items:
         yield item
-        if clock() >= due:
-            give_way(foreground)
-            due = clock() + SLICE_S
+        slices.tick()

@@ -34,13 +34,12 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import time
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 import aiohttp
 
-from fleetwatch.common.foreground import SLICE_S, background, give_way
+from fleetwatch.common.foreground import Slices, background
 from fleetwatch.kube.kubeauth import ApiCredentials, KubeAuthError
 
 #: The longest watch event line accepted (bytes).
@@ -253,13 +252,11 @@ def _decode_object_by_item(text: str) -> dict[str, Any]:
                 items: list[Any] = []
                 at = skip(at + 1)
                 if text[at] != "]":
-                    due = time.monotonic() + SLICE_S
+                    slices = Slices()
                     while True:
                         item, at = decode(text, at)
                         items.append(item)
-                        if time.monotonic() >= due:  # a request answered meanwhile goes first
-                            give_way()
-                            due = time.monotonic() + SLICE_S
+                        slices.tick()  # a request answered meanwhile goes first
                         at = skip(at)
                         if text[at] != ",":
                             break
