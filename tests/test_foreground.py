@@ -143,13 +143,13 @@ async def test_a_scrape_is_rendered_as_background_work_and_not_counted(
     fg = Foreground()
     monkeypatch.setattr(handlers, "FOREGROUND", fg)
     during: list[tuple[int, bool]] = []
-    real = handlers.generate_latest
+    real = handlers.exposition
 
     def rendering(registry: Any) -> bytes:
         during.append((fg.inflight, getattr(foreground._here, "background", False)))
         return real(registry)
 
-    monkeypatch.setattr(handlers, "generate_latest", rendering)
+    monkeypatch.setattr(handlers, "exposition", rendering)
     client = await aiohttp_client(create_app(ReactorSettings(db_path=tmp_path / "state.db")))
     resp = await client.get("/metrics")
     assert resp.status == 200 and b"fleetwatch_reactor_database_up 1.0" in await resp.read()

@@ -20,9 +20,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from fleetwatch.common.foreground import FOREGROUND, background
+from fleetwatch.common.prerendered import exposition
 from fleetwatch.discovery import probeable
 from reactor import fields, models
 from reactor.alertmanager.signals import (
@@ -418,10 +419,11 @@ async def get_metrics(request: web.Request) -> web.Response:
         metrics.status.counts = None
         log.debug("/metrics without the database's counts: %s", exc or "timed out")
     # Off the event loop, as background work: with the CD objects' gauge per cluster (1,000
-    # clusters with Flux and Argo CD objects: 6,000 series, 0.5 MB) the rendering takes
+    # clusters with Flux and Argo CD objects: 6,000 series, 0.5 MB) a rendering takes
     # 40-90 ms of CPU, which requests answered meanwhile would wait out (bench/
-    # reactor_lists). A scrape can wait a few milliseconds; a webhook should not.
-    body = await asyncio.to_thread(background(generate_latest), metrics.registry)
+    # reactor_lists). A scrape can wait a few milliseconds; a webhook should not. That
+    # gauge is rendered again only when a CD pass changed it (common.prerendered).
+    body = await asyncio.to_thread(background(exposition), metrics.registry)
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
