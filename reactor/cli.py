@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from fleetwatch.common.flags import add_old_spelling
+from fleetwatch.common.foreground import favour_requests
 from fleetwatch.common.logs import add_log_flags, setup_logging
 from fleetwatch.common.web import bind_sockets, display_address, parse_listen_addresses
 from fleetwatch.common.webconfig import WEB_CONFIG_HELP, WebConfigError, load_web_config, server_tls
@@ -402,6 +403,7 @@ def run_reactor(args: argparse.Namespace) -> int:
         return 2
     app.cleanup_ctx.append(collector_policy())  # after the store and discovery: process-wide
     app.on_startup.append(reload_token_on_sighup)  # process-wide, so installed here
+    favour_requests()  # process-wide: the interpreter to a waiting request sooner
     # access_log=None: one line per request would dominate the cost of a deployment call.
     try:
         web.run_app(

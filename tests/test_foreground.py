@@ -9,6 +9,8 @@ Each wait is polled with a deadline; ``waited_s`` says whether a loop slept.
 from __future__ import annotations
 
 import asyncio
+import socket
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,9 +19,10 @@ from typing import Any, TypeVar
 import pytest
 from aiohttp import web
 
+from fleetwatch.cli import build_parser
 from fleetwatch.common import foreground
 from fleetwatch.common.foreground import Foreground, background, give_way, paced
-from fleetwatch.procs import wait_until
+from fleetwatch.procs import free_port, wait_until
 from reactor.app import create_app
 from reactor.context import ReactorSettings
 
@@ -162,3 +165,35 @@ def test_background_work_inside_a_marked_thread_leaves_it_marked(every_item: Non
         return bool(foreground._here.background)
 
     assert in_marked_thread(work) is True
+
+
+def test_the_reactor_command_hands_the_interpreter_over_after_a_millisecond(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``fleetwatch reactor`` serves with the switch interval of
+    ``foreground.SWITCH_INTERVAL_S`` (CPython's is 5 ms): seen when it starts serving."""
+    import reactor.cli
+
+    served: list[float] = []
+
+    def run_app(app: web.Application, sock: list[socket.socket], **_: Any) -> None:
+        for one in sock:
+            one.close()
+        served.append(sys.getswitchinterval())
+
+    monkeypatch.setattr(web, "run_app", run_app)
+    monkeypatch.setattr(reactor.cli, "setup_logging", lambda *_: None)  # keeps pytest's
+    before = sys.getswitchinterval()
+    try:
+        args = build_parser().parse_args(
+            [
+                "reactor",
+                f"--web.listen-address=127.0.0.1:{free_port()}",
+                f"--db.path={tmp_path / 'state.db'}",
+                f"--kubeconfig={tmp_path / 'none'}",
+            ]
+        )
+        assert reactor.cli.run_reactor(args) == 0
+    finally:
+        sys.setswitchinterval(before)
+    assert served == [foreground.SWITCH_INTERVAL_S] != [before]
