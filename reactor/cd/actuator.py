@@ -151,6 +151,8 @@ class CdActuator:
         #: the loop's timers: a full resync at the next pass; the next read of the stamp
         self._resync_now = False
         self._next_poll = 0.0
+        #: the informer's generation the last pass read (-1: none read yet)
+        self._read_generation = -1
         #: the Events of the pauses and resumes (``reactor.cd.eventwriter``); the
         #: ``reportingInstance`` is the replica's Lease identity when there is one
         self.events = EventWriter(
@@ -225,11 +227,18 @@ class CdActuator:
 
     async def run_pass(self, full: bool) -> None:
         ledger = self.ledger
+        generation = self.informer.generation
+        if generation == self._read_generation and not (full or ledger.moved):
+            # Nothing stored or dropped, no outage moved: the pass would read every object
+            # to find nothing changed (26-55 ms of CPU at 10,000 objects, every second
+            # while several replicas poll the store's stamp).
+            return
         # The objects read, the mirror planned and the rules applied to a fleet's objects
         # take a worker thread (a pass over 10,000 objects and 20,000 clusters is a few
         # hundred milliseconds of Python): the event loop keeps answering meanwhile. Each
         # works on what this pass was given; the loop changes none of it meanwhile.
         changed = await asyncio.to_thread(background(ledger.read), self.informer.objects())
+        self._read_generation = generation  # read before the objects: never ahead of them
         if not ledger.begin(changed, full):
             return  # nothing the mirror or the rules look at changed
         mirrored = await self._mirror.run(ledger.objects, self.discovered(), self.acting)

@@ -19,6 +19,8 @@ from reactor.cd.kubewrite import Guard
 class ObjectSource(Protocol):
     @property
     def synced(self) -> bool: ...
+    @property
+    def generation(self) -> int: ...  # grows whenever an object is stored or dropped
     def objects(self) -> dict[str, dict[str, Any]]: ...
 
 

@@ -47,6 +47,7 @@ class Objects:
     """Our seam for the informer: the objects as listed, all at once."""
 
     synced = True
+    generation = 0
 
     def __init__(self) -> None:
         self.items = {f"u{i}": listed_kustomization(i) for i in range(OBJECTS)}

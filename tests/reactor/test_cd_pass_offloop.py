@@ -33,11 +33,14 @@ OBJECTS = 5
 
 
 class Objects:
-    """Our seam for the informer: the objects as listed."""
+    """Our seam for the informer: the objects as listed; ``read`` counts the reads."""
 
     synced = True
+    generation = 0
+    read = 0
 
     def objects(self) -> dict[str, dict[str, Any]]:
+        self.read += 1
         return {f"u{i}": listed_kustomization(i) for i in range(OBJECTS)}
 
 
@@ -152,3 +155,35 @@ async def test_a_first_lists_new_apps_are_written_a_few_at_a_time_each_while_act
     runner.stop_after = None
     again = await mirror.run(objects, ({}, {}), runner.acting)
     assert again is not None and len(again.rows) == OBJECTS
+
+
+async def test_a_pass_reads_the_objects_only_after_a_change_a_move_or_for_a_resync(
+    tmp_path: Path,
+) -> None:
+    """A pass woken with nothing stored, dropped or moved since the last one (several
+    replicas poll the store's stamp every second) does not read every object again."""
+    service = Service(SQLiteStore(tmp_path / "fleetwatch.db"))
+    service.add_cluster("c1", "https://c1.test:6443", "secret://flux-system/c1-kubeconfig")
+    source = Objects()
+    cd = CdActuator(
+        InlineRunner(service),
+        source,
+        NoPatches(),
+        CdSettings(flux=True, leader_election=None),
+        CdMetrics(CollectorRegistry()),
+        asyncio.Event(),
+    )
+    await cd.run_pass(full=False)
+    assert (source.read, cd.ledger.passes) == (1, 1)  # the first pass reads
+    await cd.run_pass(full=False)
+    assert (source.read, cd.ledger.passes) == (1, 1)
+    source.generation += 1  # an object stored or dropped
+    await cd.run_pass(full=False)
+    assert source.read == 2
+    cd.outages_moved()
+    await cd.run_pass(full=False)
+    assert (source.read, cd.ledger.passes, cd.ledger.moved) == (3, 2, False)
+    await cd.run_pass(full=True)
+    assert (source.read, cd.ledger.passes) == (4, 3)
+    await cd.run_pass(full=False)
+    assert source.read == 4
