@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from reactor.cd import actuator, ledger, mirrorpass
+from reactor.cd import actuator, ledger, mirrorpass, unwatched
 from reactor.cd.actuator import CdActuator
 from reactor.cd.metrics import CdMetrics
 from reactor.cd.settings import CdSettings
@@ -187,3 +187,43 @@ async def test_a_pass_reads_the_objects_only_after_a_change_a_move_or_for_a_resy
     assert (source.read, cd.ledger.passes) == (4, 3)
     await cd.run_pass(full=False)
     assert source.read == 4
+
+
+class Reads(InlineRunner):
+    """The seam, saying whether a read is running (where ``Backend`` runs it: a store
+    thread of its own)."""
+
+    reading = False
+
+    async def read(self, operation: Any) -> Any:
+        self.reading = True
+        try:
+            return await super().read(operation)
+        finally:
+            self.reading = False
+
+
+async def test_the_unwatched_rows_are_sorted_out_within_the_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """10,000 rows take 8-10 ms to sort into this replica's and the others': part of the
+    read, off the event loop, both before the mirror is written and after."""
+    service = Service(SQLiteStore(tmp_path / "fleetwatch.db"))
+    service.add_cluster("c1", "https://c1.test:6443", "secret://flux-system/c1-kubeconfig")
+    runner = Reads(service)
+    within: list[bool] = []
+    real = unwatched.split
+
+    def split(*args: Any) -> Any:
+        within.append(runner.reading)
+        return real(*args)
+
+    monkeypatch.setattr(unwatched, "split", split)
+    mirror = mirrorpass.MirrorPass(
+        runner, CdSettings(flux=True, leader_election=None), CdMetrics(CollectorRegistry())
+    )
+    objects = {o.app_name: o for o in (ledger.read_seen(Objects().objects()[f"u{i}"])
+                                        for i in range(OBJECTS)) if o is not None}  # fmt: skip
+    done = await mirror.run(objects, ({}, {}), lambda: True)
+    assert done is not None and len(done.rows) == OBJECTS  # written, then read again
+    assert within == [True, True]
