@@ -17,8 +17,8 @@ store in step with it:
    scan's do: a new cluster is added (``source: discovery``), a known one gets its
    endpoint and reference updated and keeps everything else (status, outage, apps).
    Batches of ``UPSERT_BATCH`` per transaction, so a fleet of thousands never holds the
-   store for long: a request's transaction waits at most one batch (about 10 ms; 500 took
-   30-60 ms while the Secrets were read, in bench/reactor_lists). A store that
+   store for long: a request's transaction waits at most one batch (about 5 ms; 100 took
+   10-12 ms and 500 30-60 ms while the Secrets were read, in bench/reactor_lists). A store that
    cannot answer is retried every ``retry_s``.
 
 **A Secret deleted takes nothing out.** File discovery never deletes either (a kubeconfig
@@ -68,7 +68,7 @@ from reactor.store import StoreUnavailable
 log = logging.getLogger(__name__)
 
 #: Clusters upserted per transaction.
-UPSERT_BATCH = 100
+UPSERT_BATCH = 50
 
 
 class ApiDiscovery:

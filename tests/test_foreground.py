@@ -167,7 +167,7 @@ def test_background_work_inside_a_marked_thread_leaves_it_marked(every_item: Non
     assert in_marked_thread(work) is True
 
 
-def test_the_reactor_command_hands_the_interpreter_over_after_a_millisecond(
+def test_the_reactor_command_serves_with_a_short_switch_interval(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``fleetwatch reactor`` serves with the switch interval of

@@ -43,10 +43,12 @@ read and parsed before that, on the event loop, while background threads run unc
 and each time the loop or a store thread gives the interpreter up (a socket call, a
 statement) it waits for the thread holding it to reach the switch interval. So the
 reactor's process runs with a switch interval of :data:`SWITCH_INTERVAL_S` instead of
-CPython's 5 ms (:func:`favour_requests`): a waiting thread gets the interpreter after 1 ms
-of another's work. Measured through the first list of 20,000 Secrets and 10,000 objects
-at 100 requests a second (bench/reactor_lists, bench/RESULTS.md): p99 12-17 ms instead of
-28-44 ms, the quiet p99 9-13 ms instead of 14-20 ms, the first list's CPU unchanged.
+CPython's 5 ms (:func:`favour_requests`): a waiting thread gets the interpreter after a
+quarter of a millisecond of another's work. Measured through the first list of 20,000
+Secrets and 10,000 objects at 100 requests a second (bench/reactor_lists, bench/RESULTS.md),
+each against the other in the same sitting: p99 28-44 ms at 5 ms, 12-17 ms at 1 ms; later,
+13-21 ms at 1 ms, 7-11 ms at 0.25 ms; the first list's CPU the same at each, and the
+throughput of ``POST /deployments`` too (0.65-0.66x the bare handler at the medians).
 """
 
 from __future__ import annotations
@@ -67,9 +69,9 @@ SLICE_S = 0.002
 STEP_S = 0.0005
 #: At most this long a background loop waits at one check, then works a slice again.
 MAX_WAIT_S = 0.010
-#: The interpreter's switch interval in a process that answers requests beside background
-#: threads (CPython's default: 0.005).
-SWITCH_INTERVAL_S = 0.001
+#: The interpreter's switch interval, in seconds, in a process that answers requests beside
+#: background threads (CPython's default: 0.005).
+SWITCH_INTERVAL_S = 0.00025
 
 
 class Foreground:

@@ -39,9 +39,10 @@ from reactor.store import MirroredApp
 
 log = logging.getLogger(__name__)
 
-#: New apps written per transaction: about 10 ms of the store's one writer (1,000 took
-#: 33-77 ms while discovery read 20,000 Secrets beside).
-INSERTS_PER_TRANSACTION = 250
+#: New apps written per transaction: about 5 ms of the store's one writer while discovery
+#: reads 20,000 Secrets beside (250 took 10-14 ms, 1,000 33-77 ms), the longest a request
+#: queued behind one waits.
+INSERTS_PER_TRANSACTION = 100
 
 
 @dataclass(frozen=True)
