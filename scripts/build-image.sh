@@ -24,6 +24,12 @@ export CONTAINERS_CONF="$work/containers.conf"
 printf '[containers]\ndefault_ulimits = []\n' > "$CONTAINERS_CONF"
 podman=(podman --runtime /usr/sbin/runc --cgroup-manager cgroupfs)
 
+# One build at a time on this machine: podman's image store is the machine's, and the
+# prune below removes every untagged image, a build stage of another checkout's build
+# that runs at the same time included (its build then fails with "image not known").
+exec 9>"${TMPDIR:-/tmp}/fleetwatch-build-image.lock"
+flock 9
+
 if ! "${podman[@]}" image exists "$base"; then
   if [ -n "${BASE_IMAGE:-}" ]; then
     echo "base image $base not found (pull it, or unset BASE_IMAGE to build one)" >&2
