@@ -1,15 +1,15 @@
 """Background work in worker threads gives way while requests are being answered.
 
-Why: CPython runs one thread at a time. A worker thread that reads 20,000 Secrets or
-reads 10,000 CD objects keeps the interpreter for a switch interval (5 ms) at a time; a
-request's store transaction gives the interpreter up at every SQLite call and, with such a
-thread running, waits up to that interval to get it back at each one. A webhook of a dozen
-statements then takes tens of milliseconds instead of one, and the store's one writer
-thread, which answers the requests one after the other, falls behind: measured on the
-reactor through its first list of 20,000 Secrets and 10,000 objects (bench/reactor_lists,
-bench/RESULTS.md), requests waited 100-400 ms for the writer and the slowest answers
-took 0.5-1.5 s, while the event loop itself was never more than 50 ms late. No thread
-priority exists in CPython, so the background work yields by itself.
+Why: CPython runs one thread at a time. A worker thread that reads 20,000 Secrets or reads
+10,000 CD objects keeps the interpreter for a switch interval (CPython's 5 ms) at a time;
+a request's store transaction gives the interpreter up at every SQLite call and, with such
+a thread running, waits up to that interval to get it back at each one. A webhook of a
+dozen statements then takes tens of milliseconds instead of one, and the store's one
+writer thread, which answers the requests one after the other, falls behind: measured on
+the reactor through its first list of 20,000 Secrets and 10,000 objects
+(bench/reactor_lists, bench/RESULTS.md), requests waited 100-400 ms for the writer and the
+slowest answers took 0.5-1.5 s, while the event loop itself was never more than 50 ms
+late. No thread priority exists in CPython, so the background work yields by itself.
 
 How: a server counts the requests it is answering in :data:`FOREGROUND` (the reactor's
 ``reactor.api.handlers.foreground_middleware``, on the event loop). Background loops in

@@ -17,12 +17,12 @@ base64) ends the stream as an error rather than growing a buffer without bound.
 
 A list page over :data:`THREAD_DECODE_MIN` bytes is decoded in a worker thread, one item
 at a time (:func:`decode_list`): a page of 500 Secrets is 10-24 ms of ``json.loads``
-(measured in bench/RESULTS.md), and the C decoder never lets another thread have
-the interpreter until it is done, so ``json.loads`` in a thread would still hold the loop
-the whole page. Between two items the worker runs Python code, where the interpreter
-hands the loop its turn every switch interval (5 ms), so no page holds it whole; and the
-decode is background work: while a request is answered it gives way
-(``fleetwatch.common.foreground``). In the reactor at 20,000 Secrets, once its store
+(measured in bench/RESULTS.md), and the C decoder never lets another thread have the
+interpreter until it is done, so ``json.loads`` in a thread would still hold the loop the
+whole page. Between two items the worker runs Python code, where the interpreter hands the
+loop its turn every switch interval (CPython's 5 ms, the reactor's 0.25 ms), so no page
+holds it whole; and the decode is background work: while a request is answered it gives
+way (``fleetwatch.common.foreground``). In the reactor at 20,000 Secrets, once its store
 writer no longer fell behind, that brought the first list's p99 from 54-83 ms to 45-50 ms
 (bench/RESULTS.md); before, other threads held the interpreter and it moved nothing.
 
