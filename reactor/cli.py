@@ -12,6 +12,7 @@ so a flag and the rule that refuses its bad values are read together.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import sys
@@ -27,6 +28,7 @@ from fleetwatch.common.webconfig import WEB_CONFIG_HELP, WebConfigError, load_we
 from fleetwatch.discovery import main_kubeconfig
 from fleetwatch.discovery.apisource import add_flags as add_kubernetes_flags
 from fleetwatch.discovery.apisource import from_args as kubernetes_from_args
+from fleetwatch.kube.informer import BESIDE_REQUESTS
 from fleetwatch.kube.kubeauth import KubeAuthError
 from reactor.alertmanager.http import add_flags as add_alertmanager_http_flags
 from reactor.alertmanager.http import from_args as alertmanager_http_from
@@ -275,6 +277,8 @@ def settings_from(args: argparse.Namespace, env: dict[str, str]) -> ReactorSetti
     if args.min_uptime < 0:
         raise ValueError("--alertmanager.min-uptime must be 0 or more seconds")
     kubernetes = kubernetes_from_args(args)
+    if kubernetes is not None:  # discovery's Secrets listed beside requests, as the CD's
+        kubernetes = dataclasses.replace(kubernetes, informer=BESIDE_REQUESTS)
     return ReactorSettings(
         db_path=args.db_path or DEFAULT_DB_PATH,
         db_url=db_url,

@@ -235,26 +235,27 @@ class Service:
         (every replica watches the same Secrets) meet on their first common name, and the
         loser's conflict is retried, instead of deadlocking again and again.
         """
-        added = updated = 0
+        updated = 0
         ordered = sorted(clusters, key=lambda c: c.name)
         with self.store.write() as tx:
-            # One read for the batch, not one per cluster: each statement gives the
-            # interpreter up and waits to get it back, which a thread reading Secrets
-            # beside makes milliseconds each.
+            # One read and one insert for the batch, not one per cluster: each statement
+            # gives the interpreter up and waits to get it back, which a thread reading
+            # Secrets beside makes milliseconds each.
             known_now = tx.clusters_named([c.name for c in ordered]) if ordered else {}
+            new: list[tuple[str, str, str]] = []
             for found in ordered:
                 known = known_now.get(found.name)
                 if known is None:
-                    tx.insert_cluster(
-                        found.name, found.endpoint, found.kubeconfig_secret_ref, SOURCE_DISCOVERY
-                    )
-                    added += 1
+                    new.append((found.name, found.endpoint, found.kubeconfig_secret_ref))
                 elif (known.endpoint, known.kubeconfig_secret_ref) != (
                     found.endpoint,
                     found.kubeconfig_secret_ref,
                 ):
                     tx.set_cluster_location(known.id, found.endpoint, found.kubeconfig_secret_ref)
                     updated += 1
+            if new:
+                tx.insert_located_clusters(new, SOURCE_DISCOVERY)
+        added = len(new)
         return added, updated
 
     def add_cluster(self, name: str, endpoint: str, ref: str) -> ClusterRecord:

@@ -31,12 +31,23 @@ from typing import Any, Generic
 from fleetwatch.kube.objects import KubeObject, Stored, slim
 from fleetwatch.kube.reflector import Api, InformerSettings, Reflector, Watched
 
-__all__ = ["Api", "Informer", "InformerSettings", "Reflector", "Watched"]
+__all__ = ["BESIDE_REQUESTS", "Api", "Informer", "InformerSettings", "Reflector", "Watched"]
 
 log = logging.getLogger(__name__)
 
 #: client-go's pace (``fleetwatch.kube.reflector.InformerSettings``)
 DEFAULTS = InformerSettings()
+
+#: The pace of informers in a process that answers requests in the same interpreter (the
+#: reactor): a list's pages read at most a quarter of the time, each followed by a pause
+#: three times as long as it took. A list is background work. An API server answers a
+#: page of 500 Secrets in tens of milliseconds, and read back to back, the pages' TLS
+#: reads, decodes and transforms of every informer came all at once with discovery's and
+#: the CD mirror's work on them: at 20,000 Secrets and 10,000 Flux and Argo CD objects the
+#: reactor's webhooks and deployments waited 30-90 ms at p99 through its first list,
+#: 9-11 ms with the pause (bench/reactor_lists, bench/RESULTS.md). The list takes longer
+#: (40 pages of 30 ms: about 5 s instead of 1.2), and the API server is spared the burst.
+BESIDE_REQUESTS = InformerSettings(list_pause=3.0)
 
 #: ``fleetwatch.kube.objects.slim`` as the default transform of an informer of any stored
 #: type (discovery's Secrets: nothing read from them needs what it drops).

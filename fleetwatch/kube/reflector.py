@@ -90,6 +90,10 @@ class InformerSettings:
     #: is otherwise decoded and stored in one callback, and scrapes wait for all of it;
     #: the items of a list page too
     events_per_slice: int = 100
+    #: between two pages of a list, a pause of this many times what the last page took
+    #: (its request, decode and transforms): 0 reads the pages back to back, as client-go
+    #: does; ``BESIDE_REQUESTS`` (``fleetwatch.kube.informer``) says why a process would not
+    list_pause: float = 0.0
 
     def backoff(self) -> BackoffSettings:
         return BackoffSettings(
@@ -240,6 +244,7 @@ class Reflector(Generic[Stored]):
         token = ""
         restarted = False
         while True:
+            started = self._clock()
             params = {**self._params(), "limit": str(self.settings.page_size)}
             if token:
                 params["continue"] = token
@@ -263,6 +268,8 @@ class Reflector(Generic[Stored]):
             token = str(metadata.get("continue") or "")
             if not token:
                 break
+            if self.settings.list_pause > 0:
+                await self._sleep(self.settings.list_pause * (self._clock() - started))
         self.lists += 1
         self.store = items
         self.resource_version = str(metadata.get("resourceVersion") or "") or None

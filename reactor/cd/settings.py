@@ -45,7 +45,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleetwatch.kube.informer import InformerSettings
+from fleetwatch.kube.informer import BESIDE_REQUESTS, InformerSettings
 from reactor.cd.lease import DEFAULT_LEASE_DURATION_S, DEFAULT_LEASE_NAME, LeaderElection
 from reactor.cd.objects import APPLICATION, HELMRELEASE, KUSTOMIZATION, CdKind
 
@@ -85,8 +85,8 @@ class CdSettings:
     which must not wait for each other nor open 1,000 connections."""
     request_timeout_s: float = 10.0
     """Longest wait for one patch (or list page)."""
-    informer: InformerSettings = field(default_factory=InformerSettings)
-    """How the list+watch of the objects paces itself."""
+    informer: InformerSettings = BESIDE_REQUESTS
+    """How the list+watch of the objects paces itself: as a process answering requests."""
     leader_election: LeaderElection | None = field(default_factory=LeaderElection)
     """The Lease that makes replicas act one at a time; None: this replica acts alone."""
 

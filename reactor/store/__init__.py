@@ -185,6 +185,10 @@ class Transaction(Protocol):
         """New clusters without endpoint (named by alerts), by name."""
         ...
 
+    def insert_located_clusters(self, rows: Sequence[tuple[str, str, str]], source: str) -> None:
+        """New clusters, each (name, endpoint, kubeconfig reference), in a few statements."""
+        ...
+
     def set_cluster_location(self, cluster_id: int, endpoint: str, ref: str) -> None: ...
     def set_notes(self, rows: Sequence[tuple[int, str | None, str | None, str | None]]) -> None:
         """(cluster id, reason, reason class, offline held) of each cluster that changed."""

@@ -84,6 +84,8 @@ OUTAGE_SELECT = (
     "SELECT id, started_at, opened_at, closed_at, apps_degraded, apps_restored FROM outages"
 )
 INSERT_CLUSTER = "INSERT INTO clusters (name, endpoint, kubeconfig_secret_ref, source) VALUES "
+#: Rows of one multi-row ``INSERT`` of clusters: 4 parameters each, far below SQLite's 999.
+INSERT_ROWS = 200
 
 
 class SQLTransaction:
@@ -124,6 +126,17 @@ class SQLTransaction:
         params = (name, endpoint, ref, source)
         cluster_id = self._insert(f"{INSERT_CLUSTER}({p}, {p}, {p}, {p})", params)
         return ClusterRecord(cluster_id, name, endpoint, ref, source, ClusterAlertState(), None)
+
+    def insert_located_clusters(self, rows: Sequence[tuple[str, str, str]], source: str) -> None:
+        # One statement per INSERT_ROWS rows, not one per cluster: each statement gives the
+        # interpreter up and waits to get it back (a round trip too on PostgreSQL), and
+        # requests queue on the store's writer behind a batch of discovery's.
+        p = self.MARK
+        for start in range(0, len(rows), INSERT_ROWS):
+            chunk = rows[start : start + INSERT_ROWS]
+            values = ", ".join([f"({p}, {p}, {p}, {p})"] * len(chunk))
+            params = [v for name, endpoint, ref in chunk for v in (name, endpoint, ref, source)]
+            self._db.execute(f"{INSERT_CLUSTER}{values}", params)
 
     def set_cluster_location(self, cluster_id: int, endpoint: str, ref: str) -> None:
         p = self.MARK

@@ -9,6 +9,8 @@ import pytest
 from fleetwatch.cli import build_parser
 from fleetwatch.cli.status import render_status
 from fleetwatch.common.web import parse_listen_address
+from fleetwatch.kube.informer import BESIDE_REQUESTS
+from reactor.cd.settings import CdSettings
 from reactor.cli import settings_from
 from reactor.context import ReactorSettings
 
@@ -186,5 +188,8 @@ def test_the_discovery_kubernetes_flags_are_the_exporters() -> None:
     assert s.kubernetes.namespaces == ("argocd", "fleet")
     assert str(s.kubernetes.label_selector) == "team in (a,b)"
     assert s.kubernetes.exec_plugins is False
+    # Listed beside the requests it answers: its pages paced, as the CD objects' are.
+    assert s.kubernetes.informer == BESIDE_REQUESTS == CdSettings().informer
+    assert BESIDE_REQUESTS.list_pause > 0
     with pytest.raises(ValueError, match=r"--discovery\.kubernetes\.label-selector: "):
         settings(["--discovery.kubernetes", "--discovery.kubernetes.label-selector=a in"], {})

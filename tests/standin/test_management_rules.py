@@ -207,6 +207,51 @@ def test_pages_follow_etcd_key_order_and_hold_every_object_once() -> None:
     assert seen == ["a-b/y", "a/x", "a/z", "b/w"]
 
 
+def test_a_namespace_page_holds_that_namespace_only_and_the_order_follows_new_keys() -> None:
+    """The kind's key order is kept between pages: a Secret created or deleted since must
+    still show or vanish, and ``a-b`` (whose keys sort between ``a``'s) stays out of
+    ``a``'s pages."""
+    store = ObjectStore()
+    for namespace in ("a", "a-b"):
+        store.apply(NAMESPACES, "", namespace, {"metadata": {"name": namespace}}, "test", True)
+    for namespace, name in (("a", "x"), ("a-b", "y"), ("a", "z")):
+        store.create(SECRETS, namespace, secret(name, namespace), "test")
+
+    def names(namespace: str) -> list[str]:
+        return [o["metadata"]["name"] for o in store.page(SECRETS, namespace, lambda o: True)[0]]
+
+    assert names("a") == ["x", "z"]
+    store.create(SECRETS, "a", secret("m", "a"), "test")
+    store.delete(SECRETS, "a", "x")
+    assert names("a") == ["m", "z"]
+    assert names("a-b") == ["y"]
+    assert names("") == ["y", "m", "z"]
+
+
+def test_a_selected_page_only_says_whether_more_match() -> None:
+    """With a selector the API server gives no ``remainingItemCount``: the page stops at
+    the first match past the limit instead of matching the rest of the kind."""
+    store = ObjectStore()
+    for name in ("a", "b", "c", "d"):
+        store.create(SECRETS, "default", secret(name, "default"), "test")
+    matched: list[str] = []
+
+    def predicate(obj: dict[str, Any]) -> bool:
+        matched.append(obj["metadata"]["name"])
+        return True
+
+    page, more = store.page(SECRETS, "default", predicate, limit=1, count_more=False)
+    assert ([o["metadata"]["name"] for o in page], more, matched) == (["a"], 1, ["a", "b"])
+    assert store.page(SECRETS, "default", lambda o: True, limit=1)[1] == 3
+
+
+def test_a_page_is_a_copy() -> None:
+    store = ObjectStore()
+    store.create(SECRETS, "default", secret("a", "default"), "test")
+    store.page(SECRETS, "default", lambda o: True)[0][0]["metadata"]["name"] = "changed"
+    assert store.get(SECRETS, "default", "a")["metadata"]["name"] == "a"
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [

@@ -102,12 +102,15 @@ async def list_objects(store: ObjectStore, target: Target, query: dict[str, str]
             at = wanted
     # "0" is served from the watch cache, which ignores limit (the documented behaviour).
     page = limit if limit > 0 and rv != "0" else 0
-    items, rest = store.page(kind, target.namespace, predicate, at, after, page)
+    selected = bool(query.get("labelSelector") or query.get("fieldSelector"))
+    items, rest = store.page(
+        kind, target.namespace, predicate, at, after, page, count_more=not selected
+    )
     revision = at or store.revision
     meta: dict[str, Any] = {"resourceVersion": str(revision)}
     if rest:
         meta["continue"] = _encode_continue(revision, _name_key(items[-1]))
-        if not query.get("labelSelector") and not query.get("fieldSelector"):
+        if not selected:
             meta["remainingItemCount"] = rest
     if not kind.custom:
         for item in items:
