@@ -45,8 +45,9 @@ DEFAULTS = InformerSettings()
 #: reads, decodes and transforms of every informer came all at once with discovery's and
 #: the CD mirror's work on them: at 20,000 Secrets and 10,000 Flux and Argo CD objects the
 #: reactor's webhooks and deployments waited 30-90 ms at p99 through its first list,
-#: 9-11 ms with the pause (bench/reactor_lists, bench/RESULTS.md). The list takes longer
-#: (40 pages of 30 ms: about 5 s instead of 1.2), and the API server is spared the burst.
+#: 9-11 ms with the pause (bench/reactor_lists, bench/RESULTS.md round 22). The list takes
+#: longer (that fleet ready in 13-19 s instead of 9), and the API server is spared the
+#: burst.
 BESIDE_REQUESTS = InformerSettings(list_pause=3.0)
 
 #: ``fleetwatch.kube.objects.slim`` as the default transform of an informer of any stored
