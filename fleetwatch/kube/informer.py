@@ -39,16 +39,17 @@ log = logging.getLogger(__name__)
 DEFAULTS = InformerSettings()
 
 #: The pace of informers in a process that answers requests in the same interpreter (the
-#: reactor): a list's pages read at most a quarter of the time, each followed by a pause
-#: three times as long as it took. A list is background work. An API server answers a
-#: page of 500 Secrets in tens of milliseconds, and read back to back, the pages' TLS
-#: reads, decodes and transforms of every informer came all at once with discovery's and
-#: the CD mirror's work on them: at 20,000 Secrets and 10,000 Flux and Argo CD objects the
-#: reactor's webhooks and deployments waited 30-90 ms at p99 through its first list,
-#: 9-11 ms with the pause (bench/reactor_lists, bench/RESULTS.md round 22). The list takes
-#: longer (that fleet ready in 13-19 s instead of 9), and the API server is spared the
-#: burst.
-BESIDE_REQUESTS = InformerSettings(list_pause=3.0)
+#: reactor). A list is background work: its pages are read at most a quarter of the time,
+#: each followed by a pause three times as long as it took, and their transforms run in a
+#: worker thread that gives way to requests, not on the loop in slices. An API server
+#: answers a page of 500 Secrets in tens of milliseconds; read back to back, every
+#: informer's pages (TLS reads, decodes, transforms) came at once with discovery's and the
+#: CD mirror's work on them, and at 20,000 Secrets and 10,000 Flux and Argo CD objects the
+#: reactor's webhooks and deployments waited 30-90 ms at p99 through its first list: 9-11
+#: ms with the pause; the transforms off the loop took a relist's p99 from 8.7-11.1 to
+#: 6.6-9.6 ms (bench/reactor_lists, bench/RESULTS.md). The first list takes longer (that
+#: fleet ready in 13-19 s instead of 9), and the API server is spared the burst.
+BESIDE_REQUESTS = InformerSettings(list_pause=3.0, transform_off_loop=True)
 
 #: ``fleetwatch.kube.objects.slim`` as the default transform of an informer of any stored
 #: type (discovery's Secrets: nothing read from them needs what it drops).

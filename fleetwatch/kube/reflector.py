@@ -30,7 +30,8 @@ A reflector's loop (client-go's ``ListAndWatch`` in ``tools/cache/reflector.go``
 Events already received come out of the stream without a suspension, so a burst (every
 Secret rewritten at once) would be decoded and stored in one callback of the event loop:
 the watch gives the loop a turn every :attr:`InformerSettings.events_per_slice` events, and
-a list every as many items of a page (a relist lists every kind at once).
+a list every as many items of a page (a relist lists every kind at once), or transforms the
+page in a worker thread (:attr:`InformerSettings.transform_off_loop`).
 
 I/O (asyncio): exempt from the pure-discovery contract in ``.importlinter``.
 """
@@ -47,6 +48,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol
 
+from fleetwatch.common.foreground import background, paced
 from fleetwatch.kube.backoff import Backoff, BackoffSettings
 from fleetwatch.kube.kubeapi import KubeApiError, status_reason
 from fleetwatch.kube.objects import KubeObject, Stored, as_sent
@@ -94,6 +96,9 @@ class InformerSettings:
     #: (its request, decode and transforms): 0 reads the pages back to back, as client-go
     #: does; ``BESIDE_REQUESTS`` (``fleetwatch.kube.informer``) says why a process would not
     list_pause: float = 0.0
+    #: a list page's transforms run in a worker thread, as background work
+    #: (``fleetwatch.common.foreground``), instead of on the loop in slices
+    transform_off_loop: bool = False
 
     def backoff(self) -> BackoffSettings:
         return BackoffSettings(
@@ -255,15 +260,19 @@ class Reflector(Generic[Stored]):
                     items, token, restarted = {}, "", True
                     continue
                 raise
-            per_slice = max(1, self.settings.events_per_slice)
-            for count, item in enumerate(page["items"], 1):
-                uid = _uid(item)
-                if uid:
-                    items[uid] = self.transform(item)
-                if count % per_slice == 0:
-                    # A page of 500 is several milliseconds of transforms, and every
-                    # reflector lists at once after a 410: the loop serves between slices.
-                    await asyncio.sleep(0)
+            if self.settings.transform_off_loop:
+                items.update(await asyncio.to_thread(background(self._kept), page["items"]))
+            else:
+                per_slice = max(1, self.settings.events_per_slice)
+                for count, item in enumerate(page["items"], 1):
+                    uid = _uid(item)
+                    if uid:
+                        items[uid] = self.transform(item)
+                    if count % per_slice == 0:
+                        # A page of 500 is several milliseconds of transforms, and every
+                        # reflector lists at once after a 410: the loop serves between
+                        # slices.
+                        await asyncio.sleep(0)
             metadata = page.get("metadata") or {}
             token = str(metadata.get("continue") or "")
             if not token:
@@ -276,6 +285,16 @@ class Reflector(Generic[Stored]):
         self.synced = True
         self._ok()
         self.on_change()
+
+    def _kept(self, page: list[KubeObject]) -> dict[str, Stored]:
+        """A page's objects by uid, transformed (in a worker thread: the transforms are
+        pure)."""
+        kept: dict[str, Stored] = {}
+        for item in paced(page):
+            uid = _uid(item)
+            if uid:
+                kept[uid] = self.transform(item)
+        return kept
 
     async def _watch(self) -> bool:
         """One watch to its end: True if it ended normally, False if the server closed it

@@ -1,10 +1,12 @@
 """A list's pages paced: after each page but the last, a pause of ``list_pause`` times what
-that page took (the reactor's informers: ``fleetwatch.kube.informer.BESIDE_REQUESTS``).
-The clock and the sleep are the reflector's injected ones: no time passes."""
+that page took, and (``transform_off_loop``) the page's transforms in a worker thread (the
+reactor's informers: ``fleetwatch.kube.informer.BESIDE_REQUESTS``). The clock and the sleep
+are the reflector's injected ones: no time passes."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
@@ -70,3 +72,22 @@ async def test_each_page_but_the_last_is_followed_by_a_pause_in_proportion(pause
     assert slept == pytest.approx([pause * PAGE_S] * (PAGES - 1) if pause else [])
     gaps = [b - a for a, b in zip(api.requests, api.requests[1:], strict=False)]
     assert gaps == pytest.approx([PAGE_S * (1 + pause)] * (PAGES - 1))
+
+
+@pytest.mark.parametrize("off_loop", [False, True])
+async def test_a_page_is_transformed_alike_on_the_loop_or_off_it(off_loop: bool) -> None:
+    api = PagedApi()
+    threads: set[str] = set()
+
+    def transform(obj: dict[str, Any]) -> str:
+        threads.add(threading.current_thread().name)
+        return str(obj["metadata"]["name"]).upper()
+
+    async def sleep(seconds: float) -> None:
+        pass
+
+    settings = InformerSettings(transform_off_loop=off_loop)
+    reflector = Reflector(api, SPEC, settings, transform=transform, clock=api.clock, sleep=sleep)
+    await reflector._list()
+    assert reflector.store == {f"u{p}-{i}": f"U{p}-{i}" for p in range(PAGES) for i in range(2)}
+    assert (threading.main_thread().name in threads) is not off_loop
