@@ -44,7 +44,7 @@ import logging
 import random
 import time
 from collections import Counter
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol
 
@@ -260,15 +260,16 @@ class Reflector(Generic[Stored]):
                     items, token, restarted = {}, "", True
                     continue
                 raise
+            found: list[KubeObject] = page["items"]
             if self.settings.transform_off_loop:
-                items.update(await asyncio.to_thread(background(self._kept), page["items"]))
+                kept = await asyncio.to_thread(background(self._kept), paced(found))
+                items.update(kept)
             else:
                 per_slice = max(1, self.settings.events_per_slice)
-                for count, item in enumerate(page["items"], 1):
-                    uid = _uid(item)
-                    if uid:
-                        items[uid] = self.transform(item)
-                    if count % per_slice == 0:
+                for start in range(0, len(found), per_slice):
+                    chunk = found[start : start + per_slice]
+                    items.update(self._kept(chunk))
+                    if len(chunk) == per_slice:
                         # A page of 500 is several milliseconds of transforms, and every
                         # reflector lists at once after a 410: the loop serves between
                         # slices.
@@ -286,11 +287,10 @@ class Reflector(Generic[Stored]):
         self._ok()
         self.on_change()
 
-    def _kept(self, page: list[KubeObject]) -> dict[str, Stored]:
-        """A page's objects by uid, transformed (in a worker thread: the transforms are
-        pure)."""
+    def _kept(self, found: Iterable[KubeObject]) -> dict[str, Stored]:
+        """Listed objects by uid, transformed (pure: on the loop or in a worker thread)."""
         kept: dict[str, Stored] = {}
-        for item in paced(page):
+        for item in found:
             uid = _uid(item)
             if uid:
                 kept[uid] = self.transform(item)

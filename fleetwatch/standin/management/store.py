@@ -215,10 +215,10 @@ class ObjectStore:
         key order is kept between pages, and only the page is copied.
         """
         table, order = self._objects[kind.key], self._key_order(kind)
-        later = [e for e in self._history if e.revision > at and e.kind is kind] if at else []
+        later = [e for e in self._events_after(at) if e.kind is kind] if at else []
         if later:
             table = dict(table)
-            for event in reversed(later):
+            for event in later:  # newest first: each key ends as it was at ``at``
                 if event.old is None:
                     table.pop(_key(event.obj), None)
                 else:
@@ -242,6 +242,13 @@ class ObjectStore:
             else:
                 chosen.append(table[key])
         return _copy_json(chosen), more
+
+    def _events_after(self, revision: int) -> Iterator[Event]:
+        """The history's events after ``revision``, newest first (only those are read)."""
+        for event in reversed(self._history):
+            if event.revision <= revision:
+                return
+            yield event
 
     def _key_order(self, kind: Kind) -> list[tuple[str, Key]]:
         """The kind's (etcd key, key) in order; kept until a key comes or goes."""
