@@ -52,9 +52,10 @@ is counted by status (0: no answer within 60 s).
 Per phase and kind: requests, p50, p99, max, non-2xx, and the phase's p99 over the quiet
 p99 (the goal: at most 2); the load average and the reactor's CPU per phase; the slowest
 answer due in each second of the run (``worst_ms_by_second``: when the slow ones came).
-``--profile DIR``: py-spy records the reactor (one raw file per phase, by thread: summarise
-with ``bench.profile_summary``) and its log (at info) is kept there. ``--change-every 0``:
-no webhook changes anything.
+``--busy N``: N processes spin beside the measured reactor throughout its measured
+phases (a busy neighbour). ``--profile DIR``: py-spy records the reactor (one raw file
+per phase, by thread: summarise with ``bench.profile_summary``) and its log (at info) is
+kept there. ``--change-every 0``: no webhook changes anything.
 
 Run: ``.venv/bin/python -m bench.reactor_lists`` (20,000 Secrets, 10,000 objects over
 1,000 clusters, 50 req/s each: about a minute) or ``--quick`` (400 Secrets, 400 objects,
@@ -89,7 +90,7 @@ from typing import Any
 import aiohttp
 
 from bench import cd
-from bench.common import cpu_seconds, machine_load, write_result
+from bench.common import busy_processes, cpu_seconds, machine_load, write_result
 from bench.reactor import TOKEN, start_reactor
 from fleetwatch.cli.demo_cd import argocd_cluster_secret, cluster_secret
 from fleetwatch.common import metricnames
@@ -120,6 +121,8 @@ class Plan:
     change_every: int = 25
     #: seconds between two scrapes of ``/metrics``, in every phase (:class:`Scraper`)
     scrape_every: float = 2.0
+    #: processes kept spinning beside the measured reactor (a busy neighbour)
+    busy: int = 0
 
 
 # --- what the management cluster and the store hold ---------------------------------------
@@ -438,7 +441,8 @@ def run(plan: Plan, tmp: Path, profile: Path | None = None) -> dict[str, Any]:
                 proc.stop()
         proc, base = start_reactor(tmp, db, db_url=db_url, name="measured", extra=flags)
         try:
-            result = measure(plan, mgmt, proc, base, profile)
+            with busy_processes(plan.busy):
+                result = measure(plan, mgmt, proc, base, profile)
         finally:
             proc.stop()
             if profile is not None:
@@ -664,6 +668,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--scrape-every", type=float, default=2.0, help="s between two scrapes of /metrics"
     )
+    parser.add_argument("--busy", type=int, default=0, help="processes spinning beside it")
     parser.add_argument("--profile", type=Path, default=None, help="py-spy files here")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
@@ -675,6 +680,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     plan = Plan(
         args.secrets, args.objects, args.clusters, args.rate, args.quiet, args.after,
         args.postgres, args.restart, args.change_every, args.scrape_every,
+        args.busy,
     )  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="fw-bench-lists-") as tmpdir, machine_load() as load:
         result = run(plan, Path(tmpdir), args.profile)

@@ -47,7 +47,8 @@ from typing import Any
 
 from aiohttp import web
 
-from fleetwatch.common.foreground import background, paced
+from fleetwatch.common.backgroundpool import in_background
+from fleetwatch.common.foreground import paced
 from fleetwatch.discovery import (
     Cluster,
     Discovery,
@@ -123,7 +124,7 @@ class ApiDiscovery:
             seen = self.informer.generation
             synced = self.informer.synced
             try:
-                found = await asyncio.to_thread(background(self.read), self.informer.objects())
+                found = await in_background(self.read, self.informer.objects())
                 self.publish(found, synced)
                 await self.upsert(backend, found)
             except StoreUnavailable as exc:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from fleetwatch.common import backgroundpool
 from fleetwatch.common.flags import add_old_spelling
 from fleetwatch.common.foreground import favour_requests
 from fleetwatch.common.logs import add_log_flags, setup_logging
@@ -408,6 +409,8 @@ def run_reactor(args: argparse.Namespace) -> int:
     app.cleanup_ctx.append(collector_policy())  # after the store and discovery: process-wide
     app.on_startup.append(reload_token_on_sighup)  # process-wide, so installed here
     favour_requests()  # process-wide: the interpreter to a waiting request sooner
+    pool = backgroundpool.BackgroundPool()
+    backgroundpool.install(pool)  # process-wide: background work off asyncio's executor
     # access_log=None: one line per request would dominate the cost of a deployment call.
     try:
         web.run_app(
@@ -427,5 +430,8 @@ def run_reactor(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"fleetwatch reactor: cannot listen on {where}: {exc}", file=sys.stderr)
         return 1
+    finally:
+        backgroundpool.install(None)
+        pool.shutdown()
     log.info("stopped (database closed)")  # as the exporter says it: a clean stop is visible
     return 0

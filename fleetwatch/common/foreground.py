@@ -28,10 +28,11 @@ delays every alert behind it.
 a fleet (discovery's merge, the CD mirror's plan, index, rules and books) take their items
 through it, and stay pure in what they answer.
 
-Only background work gives way: a function run through :func:`background` (what a caller
-hands to ``asyncio.to_thread``: the reactor's discovery and CD pass, a list page's decode,
-a scrape's rendering, which is why a scrape is not counted as a request) or a thread that
-called :func:`mark_background` (the reactor's store thread for the CD's reads). The same
+Only background work gives way: a function run through :func:`background` (what
+``fleetwatch.common.backgroundpool.in_background`` runs in a worker thread: the reactor's
+discovery and CD pass, a list page's decode, a scrape's rendering, which is why a scrape
+is not counted as a request) or a thread that called :func:`mark_background` (the
+reactor's store thread for the CD's reads). The same
 loop run for a request (a thread of the request's own, a store thread answering it) never
 sleeps, nor does an event loop's thread: the request would wait for itself. The count is
 one process-wide :class:`Foreground` (as prometheus_client's default registry is one), read
@@ -113,6 +114,11 @@ def background(fn: Callable[P, T]) -> Callable[P, T]:
 def mark_background() -> None:
     """This thread runs background work only, from now on."""
     _here.background = True
+
+
+def background_here() -> bool:
+    """This thread runs background work now."""
+    return bool(getattr(_here, "background", False))
 
 
 def give_way(foreground: Foreground = FOREGROUND) -> None:

@@ -31,7 +31,6 @@ I/O (aiohttp, asyncio): exempt from the pure-discovery contract in ``.importlint
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from collections.abc import AsyncGenerator, Mapping
@@ -39,7 +38,8 @@ from typing import Any
 
 import aiohttp
 
-from fleetwatch.common.foreground import Slices, background
+from fleetwatch.common.backgroundpool import in_background
+from fleetwatch.common.foreground import Slices
 from fleetwatch.kube.kubeauth import ApiCredentials, KubeAuthError
 
 #: The longest watch event line accepted (bytes).
@@ -168,7 +168,7 @@ class KubeApi:
             raise KubeApiError(0, "timeout", f"no answer in {self.request_timeout:g} s") from None
         try:
             if len(body) >= THREAD_DECODE_MIN:
-                data = await asyncio.to_thread(background(decode_list), body)
+                data = await in_background(decode_list, body)
             else:
                 data = json.loads(body)
         except ValueError:

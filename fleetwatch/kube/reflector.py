@@ -48,7 +48,8 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mappi
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol
 
-from fleetwatch.common.foreground import background, paced
+from fleetwatch.common.backgroundpool import in_background
+from fleetwatch.common.foreground import paced
 from fleetwatch.kube.backoff import Backoff, BackoffSettings
 from fleetwatch.kube.kubeapi import KubeApiError, status_reason
 from fleetwatch.kube.objects import KubeObject, Stored, as_sent
@@ -262,7 +263,7 @@ class Reflector(Generic[Stored]):
                 raise
             found: list[KubeObject] = page["items"]
             if self.settings.transform_off_loop:
-                kept = await asyncio.to_thread(background(self._kept), paced(found))
+                kept = await in_background(self._kept, paced(found))
                 items.update(kept)
             else:
                 per_slice = max(1, self.settings.events_per_slice)

@@ -4,9 +4,8 @@ Handlers parse and check their input at the edge (precise 400 messages), then ru
 :class:`reactor.service.Service` operation on the store thread. The middleware turns the
 service's errors into statuses: NotFound 404, Conflict/Gated 409, StoreUnavailable 503
 (with ``Retry-After``: the only 5xx, because a retry can help); every error body is
-``{"error": "..."}``, and every answer is written by ``reactor.api.responses``. Nothing that
-is refused has changed anything: validation happens before the transaction, and a refused
-transaction rolls back.
+``{"error": "..."}``, and every answer is written by ``reactor.api.responses``. Nothing
+refused has changed anything: validation precedes the transaction; a refused one rolls back.
 """
 
 from __future__ import annotations
@@ -22,7 +21,8 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from fleetwatch.common.foreground import FOREGROUND, background
+from fleetwatch.common.backgroundpool import in_background
+from fleetwatch.common.foreground import FOREGROUND
 from fleetwatch.common.prerendered import exposition
 from fleetwatch.discovery import probeable
 from reactor import fields, models
@@ -419,11 +419,11 @@ async def get_metrics(request: web.Request) -> web.Response:
         metrics.status.counts = None
         log.debug("/metrics without the database's counts: %s", exc or "timed out")
     # Off the event loop, as background work: with the CD objects' gauge per cluster (1,000
-    # clusters with Flux and Argo CD objects: 6,000 series, 0.5 MB) a rendering takes
-    # 40-90 ms of CPU, which requests answered meanwhile would wait out (bench/
-    # reactor_lists). A scrape can wait a few milliseconds; a webhook should not. That
-    # gauge is rendered again only when a CD pass changed it (common.prerendered).
-    body = await asyncio.to_thread(background(exposition), metrics.registry)
+    # clusters with Flux and Argo CD objects: 6,000 series, 0.5 MB) a rendering takes 40-90
+    # ms of CPU, which requests answered meanwhile would wait out (bench/reactor_lists). A
+    # scrape can wait a few milliseconds; a webhook should not. That gauge is rendered
+    # again only when a CD pass changed it (common.prerendered).
+    body = await in_background(exposition, metrics.registry)
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 

@@ -76,7 +76,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from fleetwatch.common.foreground import background, paced
+from fleetwatch.common.backgroundpool import in_background
+from fleetwatch.common.foreground import paced
 from fleetwatch.common.waits import wait_event
 from fleetwatch.kube.kubeapi import KubeApiError
 from reactor.cd.clustersecrets import decide_secrets
@@ -237,7 +238,7 @@ class CdActuator:
         # take a worker thread (a pass over 10,000 objects and 20,000 clusters is a few
         # hundred milliseconds of Python): the event loop keeps answering meanwhile. Each
         # works on what this pass was given; the loop changes none of it meanwhile.
-        changed = await asyncio.to_thread(background(ledger.read), self.informer.objects())
+        changed = await in_background(ledger.read, self.informer.objects())
         self._read_generation = generation  # read before the objects: never ahead of them
         if not ledger.begin(changed, full):
             return  # nothing the mirror or the rules look at changed
@@ -245,7 +246,7 @@ class CdActuator:
         if mirrored is None:
             return  # the replica stopped acting
         now = self.clock()
-        decided = await asyncio.to_thread(background(self._decide_pass), mirrored, now)
+        decided = await in_background(self._decide_pass, mirrored, now)
         await self._act(decided.todo, now)
         if decided.orphans:
             await self._resume_orphans(decided.orphans)

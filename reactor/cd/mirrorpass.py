@@ -20,12 +20,11 @@ I/O (the store's threads).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from fleetwatch.common.foreground import background
+from fleetwatch.common.backgroundpool import in_background
 from reactor.cd.ledger import Seen
 from reactor.cd.metrics import CdMetrics
 from reactor.cd.mirror import MirrorPlan, mirror_row, plan, preview
@@ -88,7 +87,7 @@ class MirrorPass:
         clusters, rows = await self.backend.read(self._read)
         # Off the event loop: the index of a fleet's clusters and the plan of its objects
         # are hundreds of milliseconds of Python at 20,000 clusters and 10,000 objects.
-        mirror = await asyncio.to_thread(background(_plan), objects, clusters, discovered, rows)
+        mirror = await in_background(_plan, objects, clusters, discovered, rows)
         if self.dry_run:
             self._log_preview(mirror)
             return Mirrored(clusters, preview(mirror, rows, clusters), mirror.unresolved)
