@@ -32,12 +32,11 @@ Only background work gives way: a function run through :func:`background` (what
 ``fleetwatch.common.backgroundpool.in_background`` runs in a worker thread: the reactor's
 discovery and CD pass, a list page's decode, a scrape's rendering, which is why a scrape
 is not counted as a request) or a thread that called :func:`mark_background` (the
-reactor's store thread for the CD's reads). The same
-loop run for a request (a thread of the request's own, a store thread answering it) never
-sleeps, nor does an event loop's thread: the request would wait for itself. The count is
-one process-wide :class:`Foreground` (as prometheus_client's default registry is one), read
-from other threads without a lock (an int read is atomic in CPython; a stale read costs
-one slice).
+reactor's store thread for the CD's reads). The same loop run for a request (a thread of
+the request's own, a store thread answering it) never sleeps, nor does an event loop's
+thread: the request would wait for itself. The count is one process-wide
+:class:`Foreground` (as prometheus_client's default registry is one), read from other
+threads without a lock (an int read is atomic in CPython; a stale read costs one slice).
 
 The count starts when a request reaches the handlers: its connection accepted, its bytes
 read and parsed before that, on the event loop, while background threads run unchecked;
