@@ -123,7 +123,7 @@ def background_here() -> bool:
 def give_way(foreground: Foreground = FOREGROUND) -> None:
     """In background work: sleep while a request is being answered, at most
     :data:`MAX_WAIT_S`. Anywhere else: nothing."""
-    if not foreground.busy or not getattr(_here, "background", False):
+    if not foreground.busy or not background_here():
         return
     started = time.monotonic()
     deadline = started + MAX_WAIT_S
