@@ -44,6 +44,23 @@ def cpu_seconds(pid: int) -> float:
     return (utime + stime) / _CLK_TCK
 
 
+def children_cpu_seconds(pid: int) -> float:
+    """:func:`cpu_seconds` of ``pid``'s live child processes (the reactor's discovery
+    process), from ``/proc/PID/task/*/children``."""
+    total = 0.0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            children = (task / "children").read_text().split()
+        except OSError:
+            continue  # the thread ended meanwhile
+        for child in children:
+            try:
+                total += cpu_seconds(int(child))
+            except (OSError, ValueError):
+                continue  # the child ended meanwhile
+    return total
+
+
 def cpu_seconds_fine(pid: int) -> float:
     """CPU seconds of ``pid``'s live threads, to the nanosecond (``/proc/PID/task/*/schedstat``).
 

@@ -1,16 +1,20 @@
 """The reactor's clusters from the management cluster's Secrets, upserted as they change.
 
 With ``--discovery.kubernetes`` the reactor runs the same list+watch as the exporter
-(``fleetwatch.discovery.apisource``) for as long as it serves, and :class:`ApiDiscovery` keeps its
-store in step with it:
+(``fleetwatch.discovery.apisource``) for as long as it serves, by default in a discovery
+process of its own (``reactor.secretlink``), and :class:`ApiDiscovery` keeps its store in
+step with it:
 
-1. **When.** The informer says when its objects changed (``Informer.changed``); a burst of
+1. **When.** The source sends a difference whenever the Secrets changed; a burst of
    events (every Secret rotated at once, the first list) is gathered for ``debounce_s``
-   before anything is read, so a burst costs one merge and one round of upserts.
-2. **What.** Off the event loop (a worker thread): each Secret read once per ``uid`` and
-   ``resourceVersion`` (``fleetwatch.discovery.apisource.SecretReads``), merged with the clusters of
-   the start-up file scan by discovery's rules (``fleetwatch.discovery.merge``: files first, then
-   Secrets by namespace and name; a later name is a problem, logged once).
+   first, so a burst costs one merge and one round of upserts.
+2. **What.** Where the Secrets are listed: each Secret read once per ``uid`` and
+   ``resourceVersion`` (``fleetwatch.discovery.apisource.SecretReads``), merged with the
+   clusters of the start-up file scan by discovery's rules (``fleetwatch.discovery.merge``:
+   files first, then Secrets by namespace and name; a later name is a problem, logged
+   once here), and kept slim: name, endpoint, reference, why not probeable
+   (``reactor.secretfleet``). Here, off the event loop: the difference applied, and
+   compared with what this process upserted last.
 3. **Upsert.** The Secret clusters whose endpoint or ``kubeconfig_secret_ref``
    (``secret://NAMESPACE/NAME`` and ``#KEY`` for a labelled Secret's key) differ from
    what this process last upserted go to ``Service.upsert_discovered``, as the start-up
@@ -20,6 +24,11 @@ store in step with it:
    store for long: a request's transaction waits at most one batch (about 5 ms; 100 took
    10-12 ms and 500 30-60 ms while the Secrets were read, in bench/reactor_lists). A store that
    cannot answer is retried every ``retry_s``.
+
+**A restarted source** (a discovery process started again) sends its fleet whole: it is
+held back until it is synced, then replaces what was published, so what ``POST
+/clusters`` and the CD mirror resolve against never shrinks to a half list; a cluster is
+gone only from a synced fleet.
 
 **A Secret deleted takes nothing out.** File discovery never deletes either (a kubeconfig
 removed leaves its clusters in the store): a cluster is the reactor's record of outages and
@@ -43,26 +52,17 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from aiohttp import web
 
 from fleetwatch.common.backgroundpool import in_background
 from fleetwatch.common.foreground import paced
-from fleetwatch.discovery import (
-    Cluster,
-    Discovery,
-    DiscoveryProblem,
-    Merged,
-    merge,
-    parse_secret_ref,
-)
-from fleetwatch.discovery.apisource import KubernetesDiscovery, SecretReads
+from fleetwatch.discovery import Discovery, parse_secret_ref
 from fleetwatch.discovery.clusters import SECRET_SCHEME
 from fleetwatch.discovery.secrets import SecretShape
-from fleetwatch.kube.informer import Informer
-from fleetwatch.kube.objects import KubeObject
 from reactor.context import Backend
+from reactor.secretfleet import FleetDiff, SecretFleet, SlimCluster
+from reactor.secretlink import FleetSource
 from reactor.service import DiscoveredCluster, Service
 from reactor.store import StoreUnavailable
 
@@ -73,24 +73,14 @@ UPSERT_BATCH = 50
 
 
 class ApiDiscovery:
-    """The informer's Secrets -> the reactor's clusters (module docstring)."""
+    """A source's Secret clusters -> the reactor's clusters (module docstring)."""
 
-    def __init__(
-        self,
-        informer: Informer[KubeObject],
-        settings: KubernetesDiscovery,
-        *,
-        debounce_s: float = 1.0,
-        retry_s: float = 5.0,
-    ) -> None:
-        self.informer = informer
-        self.settings = settings
-        #: seconds a change waits for the rest of its burst before it is read
-        self.debounce_s = debounce_s
+    def __init__(self, source: FleetSource, *, retry_s: float = 5.0) -> None:
+        self.source = source
         #: seconds before an upsert the store refused is tried again
         self.retry_s = retry_s
-        #: the start-up scan's clusters: they come first, by the merge's rule
-        self.files = Discovery((), ())
+        #: the Secret clusters published (:meth:`publish`)
+        self.fleet = SecretFleet()
         #: the ``secret://`` refs of the Secret clusters that can be probed
         self.held: frozenset[str] = frozenset()
         #: ref -> why its cluster cannot be probed (``Cluster.not_probeable``)
@@ -100,14 +90,23 @@ class ApiDiscovery:
         #: every Secret read: its kind and key names (``Merged.secrets``; the CD mirror's)
         self.secret_shapes: Mapping[str, SecretShape] = {}
         self._aliases_changed = False
-        self._reads = SecretReads(settings)
-        self._problems: tuple[DiscoveryProblem, ...] = ()
+        #: a restarted source's fleet, held back until it is synced
+        self._pending: SecretFleet | None = None
         #: name -> (endpoint, ref) as last upserted by this process
         self._upserted: dict[str, tuple[str, str]] = {}
         self._listed = False
 
     def __repr__(self) -> str:
-        return f"ApiDiscovery({len(self._upserted)} clusters, {self.informer!r})"
+        return f"ApiDiscovery({len(self._upserted)} clusters, {self.source!r})"
+
+    @property
+    def files(self) -> Discovery:
+        """The start-up scan's clusters: they come first, by the merge's rule."""
+        return self.source.files
+
+    @files.setter
+    def files(self, files: Discovery) -> None:
+        self.source.files = files
 
     @property
     def listed(self) -> bool:
@@ -117,74 +116,88 @@ class ApiDiscovery:
 
     async def run(self, backend: Backend) -> None:
         """Upsert the Secrets' clusters whenever they change, until cancelled."""
-        seen = 0  # before the first list: wait for it
         while True:
-            seen = await self.informer.changed(seen)
-            await asyncio.sleep(self.debounce_s)
-            seen = self.informer.generation
-            synced = self.informer.synced
+            diff = await self.source.next()
             try:
-                found = await in_background(self.read, self.informer.objects())
-                self.publish(found, synced)
+                fleet = await in_background(self.take, diff)
+            except Exception:  # a bug: said, and the next change tried; never fatal
+                log.exception("clusters from Secrets: unexpected error")
+                continue
+            if fleet is not None:
+                await self.settle(backend, fleet, diff)
+
+    def take(self, diff: FleetDiff) -> SecretFleet | None:
+        """The fleet to publish after ``diff``, or None while a restarted source lists
+        (in a worker thread; one call at a time). A source's first diff is whole: after a
+        fleet was listed once, its replacement waits until it is synced in turn, so what
+        ``POST /clusters`` and the CD mirror resolve against never shrinks to a half list."""
+        if diff.full and self._listed:
+            self._pending = SecretFleet().apply(diff)
+        elif self._pending is not None:
+            self._pending = self._pending.apply(diff)
+        else:
+            return self.fleet.apply(diff)
+        if not diff.synced:
+            return None
+        fleet, self._pending = self._pending, None
+        return fleet
+
+    async def settle(self, backend: Backend, fleet: SecretFleet, diff: FleetDiff) -> None:
+        """Publish ``fleet`` and upsert what differs, retrying while the store is out."""
+        while True:
+            try:
+                found = await in_background(self.read, fleet, diff)
+                self.publish(found)
                 await self.upsert(backend, found)
+                return
             except StoreUnavailable as exc:
                 log.warning(
                     "clusters from Secrets: the database is unavailable (%s); retrying in %gs",
                     exc,
                     self.retry_s,
                 )
-                seen = -1  # whatever the informer holds then is read again
                 await asyncio.sleep(self.retry_s)
             except Exception:  # a bug: said, and the next change tried; never fatal
                 log.exception("clusters from Secrets: unexpected error")
-                seen = -1
                 await asyncio.sleep(self.retry_s)
+                return
 
-    def merge(self, objects: Mapping[str, Mapping[str, Any]]) -> Merged:
-        """Files and Secrets as one fleet (in a worker thread; one call at a time)."""
-        merged = merge(self.files, self._reads.read(objects), previous=self._problems)
-        self._problems = merged.discovery.problems
-        return merged
-
-    def read(self, objects: Mapping[str, Mapping[str, Any]]) -> SecretsRead:
-        """:meth:`merge`, and what differs from what this process published and upserted
-        last. In a worker thread, with :meth:`merge`: at 20,000 Secrets each comparison
-        is milliseconds of Python that every request would wait out on the event loop,
-        which then only assigns and writes. Safe: :meth:`publish` and :meth:`upsert`, the
-        only writers of what it compares with, run after it, never beside it."""
-        merged = self.merge(objects)
-        secrets = {c.name: c for c in paced(secret_clusters(merged.discovery))}
+    def read(self, fleet: SecretFleet, diff: FleetDiff) -> SecretsRead:
+        """What differs from what this process published and upserted last. In a worker
+        thread: at 20,000 Secrets each comparison is milliseconds of Python that every
+        request would wait out on the event loop, which then only assigns and writes.
+        Safe: :meth:`publish` and :meth:`upsert`, the only writers of what it compares
+        with, run after it, never beside it. A cluster is gone only from a synced fleet
+        (one still listing has not named them all yet)."""
+        clusters = fleet.clusters
         return SecretsRead(
-            merged,
+            fleet,
             changed=[
                 c
-                for c in paced(secrets.values())
-                if self._upserted.get(c.name) != (c.endpoint, c.kubeconfig_secret_ref)
+                for c in paced(clusters.values())
+                if self._upserted.get(c.name) != (c.endpoint, c.ref)
             ],
-            gone=sorted(set(self._upserted) - set(secrets)),
-            refused={
-                c.kubeconfig_secret_ref: c.not_probeable
-                for c in secrets.values()
-                if c.not_probeable is not None
-            },
-            clusters=len(secrets),
-            mirror_changed=merged.aliases != self.aliases or merged.secrets != self.secret_shapes,
+            gone=sorted(set(self._upserted) - set(clusters)) if diff.synced else [],
+            refused=fleet.refused(),
+            mirror_changed=_differ(fleet.aliases, self.aliases)
+            or _differ(fleet.shapes, self.secret_shapes),
+            new_problems=diff.new_problems,
+            synced=diff.synced,
         )
 
-    def publish(self, found: SecretsRead, synced: bool) -> None:
+    def publish(self, found: SecretsRead) -> None:
         """What ``POST /clusters`` reads: the refs held and refused; and the CD mirror:
-        the aliases and the Secrets' shapes. ``synced``: the objects merged were taken once
-        every watch had listed."""
-        merged = found.merged
-        self.held = merged.held
+        the aliases and the Secrets' shapes."""
+        fleet = found.fleet
+        self.fleet = fleet
+        self.held = fleet.held
         self._aliases_changed = self._aliases_changed or found.mirror_changed
-        self.aliases = merged.aliases
-        self.secret_shapes = merged.secrets
+        self.aliases = fleet.aliases
+        self.secret_shapes = fleet.shapes
         self.refused = found.refused
-        self._listed = self._listed or synced
-        for problem in merged.discovery.new_problems:
-            if problem.source.startswith(SECRET_SCHEME):  # the files' were said at start-up
-                log.warning("discovery: %s", problem)
+        self._listed = self._listed or found.synced
+        for problem in found.new_problems:
+            log.warning("discovery: %s", problem)
 
     def for_mirror(self) -> tuple[Mapping[str, str], Mapping[str, SecretShape]]:
         """The aliases and the Secrets read, for the CD mirror (``reactor.cd.targets``)."""
@@ -199,12 +212,12 @@ class ApiDiscovery:
             a, u = await backend.run(_upsert(batch))
             added, updated = added + a, updated + u
             for c in batch:
-                self._upserted[c.name] = (c.endpoint, c.kubeconfig_secret_ref)
+                self._upserted[c.name] = (c.endpoint, c.ref)
                 if c.not_probeable is not None:
                     log.warning(
                         "cluster %s (%s) cannot be probed: %s; it stays UNKNOWN",
                         c.name,
-                        c.kubeconfig_secret_ref,
+                        c.ref,
                         c.not_probeable,
                     )
         if added or updated or self._aliases_changed:
@@ -230,28 +243,32 @@ class ApiDiscovery:
                 added,
                 updated,
                 len(found.gone),
-                sum(
-                    1 for p in found.merged.discovery.problems if p.source.startswith(SECRET_SCHEME)
-                ),
+                found.fleet.problems,
             )
 
 
 @dataclass(frozen=True)
 class SecretsRead:
-    """The Secrets merged, and what differs from what was last published and upserted
+    """A fleet, and what differs from what was last published and upserted
     (:meth:`ApiDiscovery.read`)."""
 
-    merged: Merged
+    fleet: SecretFleet
     #: the Secret clusters whose endpoint or reference differ from the last upsert
-    changed: list[Cluster]
+    changed: list[SlimCluster]
     #: names upserted from a Secret that no Secret names any more
     gone: list[str]
     #: ref -> why its cluster cannot be probed (``Cluster.not_probeable``)
     refused: dict[str, str]
-    #: the Secret clusters merged
-    clusters: int
-    #: the aliases or the Secrets' shapes differ from those published
+    #: the aliases or the Secrets' shapes may differ from those published
     mirror_changed: bool
+    #: the Secrets' problems that appeared, as log lines
+    new_problems: tuple[str, ...] = ()
+    #: taken once every watch had listed
+    synced: bool = False
+
+    @property
+    def clusters(self) -> int:
+        return len(self.fleet.clusters)
 
 
 def unprobeable_reason(ref: str, source: ApiDiscovery | None) -> str:
@@ -273,14 +290,13 @@ def unprobeable_reason(ref: str, source: ApiDiscovery | None) -> str:
     )
 
 
-def _upsert(clusters: list[Cluster]) -> Callable[[Service], tuple[int, int]]:
-    found = [DiscoveredCluster(c.name, c.endpoint, c.kubeconfig_secret_ref) for c in clusters]
+def _upsert(clusters: list[SlimCluster]) -> Callable[[Service], tuple[int, int]]:
+    found = [DiscoveredCluster(c.name, c.endpoint, c.ref) for c in clusters]
     return lambda service: service.upsert_discovered(found)
 
 
-def secret_clusters(found: Discovery) -> list[Cluster]:
-    """The clusters of ``found`` that come from Secrets."""
-    return [c for c in found.clusters if c.kubeconfig_secret_ref.startswith(SECRET_SCHEME)]
+def _differ(a: Mapping[str, object], b: Mapping[str, object]) -> bool:
+    return a is not b and a != b
 
 
 #: The Secrets' clusters of a reactor run with ``--discovery.kubernetes``; None without.

@@ -25,7 +25,7 @@ from fleetwatch.common.waits import wait_event
 from fleetwatch.common.webconfig import WebConfig
 from fleetwatch.common.webguard import add_headers, guard_middlewares
 from fleetwatch.discovery import Discoverer, Discovery
-from fleetwatch.discovery.apimetrics import InformerCollector
+from fleetwatch.discovery.apimetrics import CountedHealth, InformerCollector, InformerHealth
 from fleetwatch.discovery.apisource import build_informer
 from fleetwatch.kube.kubeapi import KubeApi
 from reactor.api.auth import TOKEN, TokenSource
@@ -44,6 +44,7 @@ from reactor.cd.setup import setup_cd
 from reactor.context import BACKEND, METRICS, SETTINGS, Backend, ReactorSettings, StoreThread
 from reactor.metrics import ReactorMetrics
 from reactor.reconcile import setup_reconciliation
+from reactor.secretlink import FleetSource, InlineSecrets, SecretsProcess
 from reactor.service import DiscoveredCluster, Service
 from reactor.store import Store, StoreUnavailable, database
 from reactor.store.database import parse_db_url, sqlite_url
@@ -113,11 +114,18 @@ def create_app(
     kubeapi: KubeApi | None = None
     secrets: ApiDiscovery | None = None
     if settings.kubernetes is not None:
+        # The credentials are read here in either case: a bad kubeconfig fails the start.
         kubeapi, informer = build_informer(settings.kubernetes)
-        secrets = ApiDiscovery(
-            informer, settings.kubernetes, debounce_s=settings.discovery_debounce_s
-        )
-        registry.register(InformerCollector(informer, settings.kubernetes.label_selector))
+        source: FleetSource
+        if settings.discovery_process:
+            kubeapi = None  # the discovery process opens its own
+            source = SecretsProcess(settings.kubernetes, settings.discovery_debounce_s)
+            health: InformerHealth | CountedHealth = source.health
+        else:
+            source = InlineSecrets(informer, settings.kubernetes, settings.discovery_debounce_s)
+            health = informer
+        secrets = ApiDiscovery(source)
+        registry.register(InformerCollector(health, settings.kubernetes.label_selector))
     app[API_DISCOVERY] = secrets
 
     def open_store() -> Store:
@@ -211,10 +219,13 @@ def create_app(
     async def watch_secrets(app: web.Application) -> AsyncIterator[None]:
         """The informer and the upserts of its clusters, for as long as the app serves:
         started once the store is open and the files discovered, stopped before it closes."""
-        if secrets is None or kubeapi is None:
+        if secrets is None:
             yield
             return
-        async with kubeapi, secrets.informer:
+        async with contextlib.AsyncExitStack() as stack:
+            if kubeapi is not None:
+                await stack.enter_async_context(kubeapi)
+            await stack.enter_async_context(secrets.source)
             task = asyncio.create_task(
                 secrets.run(app[BACKEND]), name="fleetwatch-secret-discovery"
             )

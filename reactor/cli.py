@@ -218,6 +218,14 @@ def add_parsers(subparsers: Any) -> None:
     )
     add_alertmanager_http_flags(p)
     add_kubernetes_flags(p)
+    p.add_argument(
+        "--discovery.kubernetes.process",
+        dest="discovery_process",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="list and read those Secrets in a process of the reactor's own, so that its "
+        "requests never share the interpreter with them (default: on)",
+    )
     add_cd_flags(p)
     add_log_flags(p)
     add_old_spelling(p, "--kubeconfig-dir", "--kubeconfig.dir")  # hidden: older releases'
@@ -299,6 +307,7 @@ def settings_from(args: argparse.Namespace, env: dict[str, str]) -> ReactorSetti
         reconcile_interval_s=args.reconcile_interval,
         min_uptime_s=args.min_uptime,
         kubernetes=kubernetes,
+        discovery_process=bool(args.discovery_process),
     )
 
 

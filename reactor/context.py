@@ -92,6 +92,10 @@ class ReactorSettings:
     discovery_debounce_s: float = 1.0
     """Seconds a change of those Secrets waits for the rest of its burst before they are
     read and upserted: a rotation of every Secret at once is one round of upserts."""
+    discovery_process: bool = False
+    """Those Secrets listed and read in a process of their own (``reactor.secretlink``;
+    ``--discovery.kubernetes.process``, on by default in ``fleetwatch reactor``); False:
+    an informer in this process (tests that read its log lines)."""
 
 
 class StoreThread:

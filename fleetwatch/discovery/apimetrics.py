@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
@@ -30,8 +30,8 @@ from fleetwatch.discovery.labels import LabelSelector
 from fleetwatch.discovery.secrets import DEFAULT_SELECTOR, kind_of
 
 
-class InformerHealth(Protocol):
-    """What the collector reads of an informer."""
+class ReportedHealth(Protocol):
+    """What the collector reads of any list+watch."""
 
     @property
     def up(self) -> bool: ...
@@ -39,11 +39,23 @@ class InformerHealth(Protocol):
     @property
     def last_sync(self) -> float: ...
 
-    def objects(self) -> Mapping[str, Mapping[str, Any]]: ...
-
     def restarts(self) -> Counter[str]: ...
 
     def errors(self) -> Counter[str]: ...
+
+
+class InformerHealth(ReportedHealth, Protocol):
+    """An informer of this process: its objects are counted here."""
+
+    def objects(self) -> Mapping[str, Mapping[str, Any]]: ...
+
+
+@runtime_checkable
+class CountedHealth(ReportedHealth, Protocol):
+    """A list+watch of another process (the reactor's discovery process), which counts
+    its objects by kind itself."""
+
+    def kinds(self) -> Mapping[str, int]: ...
 
 
 class InformerCollector(Collector):
@@ -57,7 +69,9 @@ class InformerCollector(Collector):
     """
 
     def __init__(
-        self, informer: InformerHealth, selector: LabelSelector = DEFAULT_SELECTOR
+        self,
+        informer: InformerHealth | CountedHealth,
+        selector: LabelSelector = DEFAULT_SELECTOR,
     ) -> None:
         self.informer = informer
         self.selector = selector
@@ -78,7 +92,7 @@ class InformerCollector(Collector):
             "Secrets of the management cluster held, by kind.",
             labels=["kind"],
         )
-        for kind, count in sorted(self._kinds(informer.objects()).items()):
+        for kind, count in sorted(self._kinds().items()):
             objects.add_metric([kind], count)
         yield objects
         yield GaugeMetricFamily(
@@ -100,14 +114,18 @@ class InformerCollector(Collector):
             (),
         )
 
-    def _kinds(self, objects: Mapping[str, Mapping[str, Any]]) -> dict[str, int]:
+    def _kinds(self) -> Mapping[str, int]:
         """The objects by kind, counted again only for another mapping than the last."""
+        if isinstance(self.informer, CountedHealth):
+            return self.informer.kinds()
+        objects = self.informer.objects()
         if self._counted is None or self._counted[0] is not objects:
-            self._counted = (objects, _kinds(objects.values(), self.selector))
+            self._counted = (objects, count_kinds(objects.values(), self.selector))
         return self._counted[1]
 
 
-def _kinds(objects: Iterable[Mapping[str, Any]], selector: LabelSelector) -> dict[str, int]:
+def count_kinds(objects: Iterable[Mapping[str, Any]], selector: LabelSelector) -> dict[str, int]:
+    """Secrets by discovery's kind (argocd, cluster-api, labelled), every kind counted."""
     counts = {"argocd": 0, "cluster-api": 0, "labelled": 0}
     for obj in objects:
         kind = kind_of(obj, selector)

@@ -191,5 +191,9 @@ def test_the_discovery_kubernetes_flags_are_the_exporters() -> None:
     # Listed beside the requests it answers: its pages paced, as the CD objects' are.
     assert s.kubernetes.informer == BESIDE_REQUESTS == CdSettings().informer
     assert BESIDE_REQUESTS.list_pause > 0
+    # In a discovery process of its own unless told otherwise (reactor.secretlink).
+    assert s.discovery_process is True
+    inline = settings(["--discovery.kubernetes", "--no-discovery.kubernetes.process"], {})
+    assert inline.discovery_process is False
     with pytest.raises(ValueError, match=r"--discovery\.kubernetes\.label-selector: "):
         settings(["--discovery.kubernetes", "--discovery.kubernetes.label-selector=a in"], {})

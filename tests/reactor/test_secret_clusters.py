@@ -1,11 +1,12 @@
 """The reactor with ``--discovery.kubernetes``: clusters from a management cluster's Secrets.
 
 In process: the management stand-in holding Secrets of every kind, and the reactor's app
-with the informer. The clusters are upserted (files first, then Secrets by namespace and
-name), a rotated Secret moves the endpoint, a deleted one leaves its cluster in the store,
-``POST /clusters`` warns only for a reference it cannot probe, and an API that fails
-leaves the API and the gate answering. Every credential in the Secrets is a sentinel that
-no log line may hold.
+with the informer in its own process or in its discovery process (each test runs both).
+The clusters are upserted (files first, then Secrets by namespace and name), a rotated
+Secret moves the endpoint, a deleted one leaves its cluster in the store, ``POST
+/clusters`` warns only for a reference it cannot probe, and an API that fails leaves the
+API and the gate answering. Every credential in the Secrets is a sentinel that no log line
+may hold.
 """
 
 from __future__ import annotations
@@ -111,13 +112,23 @@ def warnings_about(caplog: pytest.LogCaptureFixture, cluster: str) -> list[str]:
     ]
 
 
+@pytest.fixture(params=[False, True], ids=["inline", "process"])
+def discovery_process(request: pytest.FixtureRequest) -> bool:
+    """The Secrets read by an informer of the reactor's own process, or by its discovery
+    process (``reactor.secretlink``): the same clusters, logs and metrics either way."""
+    return bool(request.param)
+
+
 @pytest.fixture
-def start(aiohttp_client: Any, tmp_path: Path) -> Callable[..., Awaitable[Client]]:
+def start(
+    aiohttp_client: Any, tmp_path: Path, discovery_process: bool
+) -> Callable[..., Awaitable[Client]]:
     """A reactor app on a SQLite file of the test's own; keywords go to ReactorSettings."""
 
     async def make(**settings: Any) -> Client:
         settings.setdefault("db_path", tmp_path / "fleetwatch.db")
         settings.setdefault("discovery_debounce_s", 0.05)
+        settings.setdefault("discovery_process", discovery_process)
         client: Client = await aiohttp_client(create_app(ReactorSettings(**settings)))
         return client
 
@@ -129,6 +140,7 @@ async def test_the_clusters_of_every_kind_of_secret_are_upserted_after_the_files
     mgmt: ManagementCluster,
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
+    discovery_process: bool,
 ) -> None:
     caplog.set_level(logging.DEBUG)
     main = kubeconfig(tmp_path / "config", {"taken": "https://127.0.0.1:6443"})
@@ -148,6 +160,7 @@ async def test_the_clusters_of_every_kind_of_secret_are_upserted_after_the_files
         kubeconfig_path=main,
         kubernetes=kubernetes(mgmt),
         discovery_debounce_s=0.05,
+        discovery_process=discovery_process,
     )
     await until(lambda: ready(client), what="/-/ready after the first list")
 

@@ -1,0 +1,138 @@
+"""The reactor's discovery process (``reactor.secretlink``, ``reactor.secretchild``).
+
+The process is real (``python -m reactor.secretchild``, as ``fleetwatch reactor`` starts
+it) and lists the management stand-in's Secrets. Killed, it is started again, and the
+reactor keeps what it held meanwhile (its clusters, the refs it can probe, ``/-/ready``)
+and never counts backwards on ``/metrics``. It ends with the reactor, whether the reactor
+stops or is killed: nothing is left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from fleetwatch.discovery.apisource import KubernetesDiscovery
+from fleetwatch.kube.informer import InformerSettings
+from fleetwatch.procs import ManagedProcess, free_port, wait_until
+from fleetwatch.standin.management import ManagementCluster, ThreadedManagementCluster
+from reactor.apidiscovery import API_DISCOVERY
+from reactor.secretlink import SecretsProcess
+from tests.helpers.discovery_informer import SENTINEL, argocd_secret
+from tests.helpers.reactor_helpers import MakeClient, db_flag, until
+
+pytestmark = pytest.mark.live
+
+FAST = InformerSettings(watch_seconds=(30.0, 30.0), backoff_initial=0.05, backoff_max=0.2)
+
+
+def alive(pid: int) -> bool:
+    """``pid`` runs (a zombie, ended and not reaped yet, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def metric(text: str, name: str) -> float:
+    return next(
+        s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == name and not s.labels
+    )
+
+
+async def test_a_killed_discovery_process_is_started_again_and_nothing_held_is_lost(
+    make_client: MakeClient, mgmt: ManagementCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    mgmt.seed([argocd_secret(name, f"https://127.0.0.{11 + i}:6443") for i, name in
+               enumerate(("a", "b", "c"))])  # fmt: skip
+    client = await make_client(
+        kubernetes=KubernetesDiscovery(kubeconfig=str(mgmt.kubeconfig), informer=FAST),
+        discovery_process=True,
+        discovery_debounce_s=0.05,
+    )
+    secrets = client.app[API_DISCOVERY]
+    assert secrets is not None and isinstance(secrets.source, SecretsProcess)
+    source = secrets.source
+
+    async def listed() -> bool:
+        got = await (await client.get("/clusters")).json()
+        return (await client.get("/-/ready")).status == 200 and len(got) == 3
+
+    await until(listed, what="the three Secrets' clusters, ready")
+    held = secrets.held
+    assert "secret://argocd/cluster-a" in held
+    (first,) = source.pids
+    os.kill(first, signal.SIGKILL)
+
+    async def started_again() -> bool:
+        return len(source.pids) == 2 and source.health.up
+
+    await until(started_again, what="a new discovery process, up")
+    assert not alive(first)
+    assert any("the discovery process ended (exit status -9)" in r.getMessage()
+               for r in caplog.records)  # fmt: skip
+    # What it held never went away: same clusters, same refs, still ready.
+    assert secrets.held == held
+    assert (await client.get("/-/ready")).status == 200
+    mgmt.seed([argocd_secret("d", "https://127.0.0.14:6443")])
+
+    async def four() -> bool:
+        return len(await (await client.get("/clusters")).json()) == 4
+
+    await until(four, what="a new Secret read by the new process")
+    text = await (await client.get("/metrics")).text()
+    assert metric(text, "fleetwatch_discovery_kubernetes_up") == 1
+    assert SENTINEL not in caplog.text
+
+    second = source.pids[-1]
+    await client.close()  # the reactor stops: its discovery process ends with it
+    assert not alive(second)
+
+
+def test_a_killed_reactor_leaves_no_discovery_process_behind(tmp_path: Path) -> None:
+    with ThreadedManagementCluster(tmp_path / "mgmt") as mgmt:
+        mgmt.seed([argocd_secret("argo-a")])
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        argv = [sys.executable, "-m", "fleetwatch.cli", "reactor",
+                f"--web.listen-address=127.0.0.1:{port}", db_flag(tmp_path / "fleetwatch.db"),
+                "--kubeconfig=", "--discovery.kubernetes",
+                f"--discovery.kubernetes.kubeconfig={mgmt.kubeconfig}"]  # fmt: skip
+        with ManagedProcess(argv, tmp_path / "reactor.log", ready_url=f"{url}/-/ready") as proc:
+            with urllib.request.urlopen(f"{url}/clusters", timeout=5) as resp:
+                assert [c["name"] for c in json.load(resp)] == ["argo-a"]
+            children = [
+                int(pid)
+                for task in Path(f"/proc/{proc.pid}/task").iterdir()
+                for pid in (task / "children").read_text().split()
+            ]
+            assert len(children) == 1, children
+            os.kill(proc.pid, signal.SIGKILL)
+            wait_until(lambda: not alive(children[0]) or None, 15, what="its process ended")
+        text = (tmp_path / "reactor.log").read_text()
+        assert SENTINEL not in text and mgmt.token not in text
+
+
+def test_started_by_hand_it_says_what_it_is_for() -> None:
+    """Not a command: run alone, it refuses in a sentence and reads nothing."""
+    done = subprocess.run(
+        [sys.executable, "-m", "reactor.secretchild"],
+        input=b"\x00\x00\x00\x04junk",
+        capture_output=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert b"started by the reactor only" in done.stderr
+    assert done.stdout == b""
