@@ -14,7 +14,8 @@ nothing but the machine's cores.
 - **stdout**: frames only (anything else written to it goes to stderr): a diff in pieces
   (``("entries", [...])``, then ``("end", DiffEnd)``: ``reactor.secretfleet``) whenever the
   Secrets changed (a burst gathered for ``debounce_s``), and ``("health", Health)`` when
-  the list+watch's health changed (its metrics are the reactor's).
+  the list+watch's health changed (its metrics are the reactor's), and at least every
+  :data:`HEARTBEAT_S` (a heartbeat: the reactor kills a process silent for a minute).
 - **stderr**: its log lines, in the reactor's format. Nothing read from a Secret is
   logged, as in the reactor.
 
@@ -31,6 +32,7 @@ import pickle
 import struct
 import sys
 import threading
+import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -51,6 +53,10 @@ ENTRIES_PER_FRAME = 200
 #: Seconds between two looks at the list+watch's health.
 HEALTH_EVERY_S = 0.5
 
+#: The health is sent at least this often, changed or not: the reactor takes a process
+#: that sends nothing for much longer as hung (``reactor.secretlink.SILENT_S``).
+HEARTBEAT_S = 5.0
+
 _LENGTH = struct.Struct(">I")
 
 #: Exit status when the management cluster's credentials cannot be read: starting again
@@ -67,6 +73,8 @@ class ChildStart:
     debounce_s: float
     log_level: str = "info"
     log_format: str = "logfmt"
+    #: seconds between two heartbeats at most (:data:`HEARTBEAT_S`)
+    heartbeat_s: float = HEARTBEAT_S
 
 
 @dataclass(frozen=True)
@@ -133,20 +141,21 @@ async def serve(start: ChildStart, out: IO[bytes]) -> int:
     stdin_closed = asyncio.ensure_future(_stdin_closed())
 
     sent: Health | None = None
+    sent_at = 0.0
     counted: tuple[int, dict[str, int]] = (-1, {})
 
     def report() -> None:
-        """The health as it is now, sent when it changed."""
-        nonlocal sent, counted
+        """The health as it is now, sent when it changed or a heartbeat is due."""
+        nonlocal sent, sent_at, counted
         if counted[0] != informer.generation:  # 20,000 Secrets: 20 ms to count
             counted = (informer.generation, count_kinds(informer.objects().values(), selector))
         now = Health(
             informer.up, informer.last_sync, informer.restarts(), informer.errors(), counted[1]
         )
-        if now != sent:
+        if now != sent or time.monotonic() - sent_at > start.heartbeat_s:
             write_frame(out, ("health", now))
             out.flush()
-            sent = now
+            sent, sent_at = now, time.monotonic()
 
     async def health() -> None:
         while True:

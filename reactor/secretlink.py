@@ -7,9 +7,10 @@ differences (``reactor.secretfleet``); this side decodes them in small pieces on
 loop and hands each whole diff to ``reactor.apidiscovery``. A process that ends (a bug,
 the kernel's OOM killer) is started again, after 1 s and up to 30 s when it keeps ending;
 its first diff is whole, and the reactor publishes it only once it is synced
-(``ApiDiscovery``), so what it holds never shrinks to a half-listed fleet. The list+watch's
-health (``fleetwatch.discovery.apimetrics``) is the process's last report, ``up`` 0 while
-no process runs; its counters go on across restarts.
+(``ApiDiscovery``), so what it holds never shrinks to a half-listed fleet. One that sends
+nothing, not even its heartbeat, for :data:`SILENT_S` is hung: killed, and started again.
+The list+watch's health (``fleetwatch.discovery.apimetrics``) is the process's last
+report, ``up`` 0 while no process runs; its counters go on across restarts.
 
 :class:`InlineSecrets`: the informer in the reactor's own process, its reads in a worker
 thread (``--no-discovery.kubernetes.process``, and tests that read its log lines).
@@ -38,6 +39,7 @@ from fleetwatch.kube.informer import Informer
 from fleetwatch.kube.objects import KubeObject
 from reactor.secretchild import (
     EXIT_CREDENTIALS,
+    HEARTBEAT_S,
     ChildStart,
     Health,
     read_frame_async,
@@ -55,6 +57,11 @@ STABLE_S = 60.0
 
 #: Seconds a discovery process is given to end once its stdin is closed, then killed.
 STOP_S = 5.0
+
+#: A discovery process that sends nothing for this long (it sends its health every few
+#: seconds, ``reactor.secretchild.HEARTBEAT_S``) is hung: killed and started again. Long
+#: enough for a read of 20,000 Secrets on a starved machine (1-3 s on a quiet one).
+SILENT_S = 60.0
 
 
 class FleetSource(Protocol):
@@ -148,6 +155,10 @@ class SecretsProcess:
         self.debounce_s = debounce_s
         self.files = Discovery((), ())
         self.health = ProcessHealth()
+        #: seconds of silence after which the process is taken as hung (:data:`SILENT_S`),
+        #: and between two of its heartbeats at most
+        self.silent_s = SILENT_S
+        self.heartbeat_s = HEARTBEAT_S
         #: process ids of the discovery processes started (tests, and the log)
         self.pids: list[int] = []
         self._diffs: asyncio.Queue[FleetDiff] = asyncio.Queue()
@@ -211,8 +222,14 @@ class SecretsProcess:
         self.pids.append(proc.pid)
         assert proc.stdin is not None and proc.stdout is not None
         try:
+            level, fmt = _log_settings()
             start = ChildStart(
-                self.settings, files_for_reader(self.files), self.debounce_s, *_log_settings()
+                self.settings,
+                files_for_reader(self.files),
+                self.debounce_s,
+                level,
+                fmt,
+                self.heartbeat_s,
             )
             write_frame(proc.stdin, start)
             await proc.stdin.drain()
@@ -220,8 +237,18 @@ class SecretsProcess:
             builder = DiffBuilder()
             while True:
                 try:
-                    what, body = await read_frame_async(proc.stdout)
+                    async with asyncio.timeout(self.silent_s):
+                        what, body = await read_frame_async(proc.stdout)
                 except asyncio.IncompleteReadError:
+                    break
+                except TimeoutError:
+                    log.warning(
+                        "clusters from Secrets: the discovery process (pid %d) sent nothing "
+                        "for %gs; killing it",
+                        proc.pid,
+                        self.silent_s,
+                    )
+                    proc.kill()
                     break
                 if what == "entries":
                     builder.add(body)

@@ -1,7 +1,7 @@
 """The reactor's discovery process (``reactor.secretlink``, ``reactor.secretchild``).
 
 The process is real (``python -m reactor.secretchild``, as ``fleetwatch reactor`` starts
-it) and lists the management stand-in's Secrets. Killed, it is started again, and the
+it) and lists the management stand-in's Secrets. Killed or hung, it is started again, and the
 reactor keeps what it held meanwhile (its clusters, the refs it can probe, ``/-/ready``)
 and never counts backwards on ``/metrics``. It ends with the reactor, whether the reactor
 stops or is killed: nothing is left behind.
@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import urllib.request
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,8 @@ from fleetwatch.kube.informer import InformerSettings
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
 from fleetwatch.standin.management import ManagementCluster, ThreadedManagementCluster
 from reactor.apidiscovery import API_DISCOVERY
-from reactor.secretlink import SecretsProcess
+from reactor.secretchild import Health
+from reactor.secretlink import ProcessHealth, SecretsProcess
 from tests.helpers.discovery_informer import SENTINEL, argocd_secret
 from tests.helpers.reactor_helpers import MakeClient, db_flag, until
 
@@ -101,6 +103,44 @@ async def test_a_killed_discovery_process_is_started_again_and_nothing_held_is_l
     assert not alive(second)
 
 
+async def test_a_hung_discovery_process_is_killed_and_started_again(
+    make_client: MakeClient, mgmt: ManagementCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A process that stops sending (SIGSTOP: as a deadlock would look) is taken as hung
+    once its heartbeats stop, killed, and its successor reads on."""
+    mgmt.seed([argocd_secret("a")])
+    client = await make_client(
+        kubernetes=KubernetesDiscovery(kubeconfig=str(mgmt.kubeconfig), informer=FAST),
+        discovery_process=True,
+        discovery_debounce_s=0.05,
+    )
+    secrets = client.app[API_DISCOVERY]
+    assert secrets is not None and isinstance(secrets.source, SecretsProcess)
+    source = secrets.source
+    source.silent_s, source.heartbeat_s = 1.5, 0.2  # before the first process starts
+
+    async def ready() -> bool:
+        return (await client.get("/-/ready")).status == 200
+
+    await until(ready, what="the first list")
+    (hung,) = source.pids
+    os.kill(hung, signal.SIGSTOP)
+
+    async def replaced() -> bool:
+        return len(source.pids) == 2 and source.health.up
+
+    await until(replaced, what="a new discovery process, up")
+    assert not alive(hung)
+    assert any(f"the discovery process (pid {hung}) sent nothing for 1.5s; killing it"
+               in r.getMessage() for r in caplog.records)  # fmt: skip
+    mgmt.seed([argocd_secret("b", "https://127.0.0.12:6443")])
+
+    async def two() -> bool:
+        return len(await (await client.get("/clusters")).json()) == 2
+
+    await until(two, what="a new Secret read by the new process")
+
+
 def test_a_killed_reactor_leaves_no_discovery_process_behind(tmp_path: Path) -> None:
     with ThreadedManagementCluster(tmp_path / "mgmt") as mgmt:
         mgmt.seed([argocd_secret("argo-a")])
@@ -123,6 +163,20 @@ def test_a_killed_reactor_leaves_no_discovery_process_behind(tmp_path: Path) -> 
             wait_until(lambda: not alive(children[0]) or None, 15, what="its process ended")
         text = (tmp_path / "reactor.log").read_text()
         assert SENTINEL not in text and mgmt.token not in text
+
+
+def test_the_counters_go_on_across_restarts() -> None:
+    """Each process counts from zero; what the reactor exports never goes back."""
+    health = ProcessHealth()
+    health.running = True
+    health.report = Health(True, 5.0, Counter(closed=2), Counter(server_error=3), {"argocd": 1})
+    health.ended()
+    assert not health.up and health.kinds() == {"argocd": 1} and health.last_sync == 5.0
+    health.running = True
+    health.report = Health(True, 9.0, Counter(closed=1), Counter(), {"argocd": 2})
+    assert health.up
+    assert health.restarts() == Counter(closed=3)
+    assert health.errors() == Counter(server_error=3)
 
 
 def test_started_by_hand_it_says_what_it_is_for() -> None:
