@@ -17,15 +17,18 @@ import sys
 import urllib.request
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
+from aiohttp.test_utils import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from fleetwatch.discovery.apisource import KubernetesDiscovery
 from fleetwatch.kube.informer import InformerSettings
 from fleetwatch.procs import ManagedProcess, free_port, wait_until
 from fleetwatch.standin.management import ManagementCluster, ThreadedManagementCluster
-from reactor.apidiscovery import API_DISCOVERY
+from reactor import secretlink
+from reactor.apidiscovery import API_DISCOVERY, ApiDiscovery
 from reactor.secretchild import Health
 from reactor.secretlink import ProcessHealth, SecretsProcess
 from tests.helpers.discovery_informer import SENTINEL, argocd_secret
@@ -54,11 +57,10 @@ def metric(text: str, name: str) -> float:
     )
 
 
-async def test_a_killed_discovery_process_is_started_again_and_nothing_held_is_lost(
-    make_client: MakeClient, mgmt: ManagementCluster, caplog: pytest.LogCaptureFixture
-) -> None:
-    mgmt.seed([argocd_secret(name, f"https://127.0.0.{11 + i}:6443") for i, name in
-               enumerate(("a", "b", "c"))])  # fmt: skip
+async def reactor_with_process(
+    make_client: MakeClient, mgmt: ManagementCluster
+) -> tuple[TestClient[Any, Any], ApiDiscovery, SecretsProcess]:
+    """A reactor app reading ``mgmt``'s Secrets through its discovery process."""
     client = await make_client(
         kubernetes=KubernetesDiscovery(kubeconfig=str(mgmt.kubeconfig), informer=FAST),
         discovery_process=True,
@@ -66,7 +68,15 @@ async def test_a_killed_discovery_process_is_started_again_and_nothing_held_is_l
     )
     secrets = client.app[API_DISCOVERY]
     assert secrets is not None and isinstance(secrets.source, SecretsProcess)
-    source = secrets.source
+    return client, secrets, secrets.source
+
+
+async def test_a_killed_discovery_process_is_started_again_and_nothing_held_is_lost(
+    make_client: MakeClient, mgmt: ManagementCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    mgmt.seed([argocd_secret(name, f"https://127.0.0.{11 + i}:6443") for i, name in
+               enumerate(("a", "b", "c"))])  # fmt: skip
+    client, secrets, source = await reactor_with_process(make_client, mgmt)
 
     async def listed() -> bool:
         got = await (await client.get("/clusters")).json()
@@ -104,20 +114,17 @@ async def test_a_killed_discovery_process_is_started_again_and_nothing_held_is_l
 
 
 async def test_a_hung_discovery_process_is_killed_and_started_again(
-    make_client: MakeClient, mgmt: ManagementCluster, caplog: pytest.LogCaptureFixture
+    make_client: MakeClient,
+    mgmt: ManagementCluster,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A process that stops sending (SIGSTOP: as a deadlock would look) is taken as hung
     once its heartbeats stop, killed, and its successor reads on."""
+    monkeypatch.setattr(secretlink, "SILENT_S", 1.5)
+    monkeypatch.setattr(secretlink, "HEARTBEAT_S", 0.2)
     mgmt.seed([argocd_secret("a")])
-    client = await make_client(
-        kubernetes=KubernetesDiscovery(kubeconfig=str(mgmt.kubeconfig), informer=FAST),
-        discovery_process=True,
-        discovery_debounce_s=0.05,
-    )
-    secrets = client.app[API_DISCOVERY]
-    assert secrets is not None and isinstance(secrets.source, SecretsProcess)
-    source = secrets.source
-    source.silent_s, source.heartbeat_s = 1.5, 0.2  # before the first process starts
+    client, _, source = await reactor_with_process(make_client, mgmt)
 
     async def ready() -> bool:
         return (await client.get("/-/ready")).status == 200
