@@ -210,6 +210,8 @@ def main() -> int:
     os.dup2(2, 1)  # a stray print must not break a frame
     try:
         start = read_frame(sys.stdin.buffer)
+    except EOFError:  # the reactor stopped before it sent anything
+        return 0
     except Exception:  # anything but the reactor's frame is refused alike
         start = None
     if not isinstance(start, ChildStart):

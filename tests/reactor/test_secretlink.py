@@ -197,3 +197,8 @@ def test_started_by_hand_it_says_what_it_is_for() -> None:
     assert done.returncode == 2
     assert b"started by the reactor only" in done.stderr
     assert done.stdout == b""
+    # A reactor that stops before it sent its start: ended quietly.
+    done = subprocess.run(
+        [sys.executable, "-m", "reactor.secretchild"], input=b"", capture_output=True, timeout=60
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
