@@ -43,6 +43,7 @@ from reactor.cd.settings import CdSettings
 from reactor.cd.setup import setup_cd
 from reactor.context import BACKEND, METRICS, SETTINGS, Backend, ReactorSettings, StoreThread
 from reactor.metrics import ReactorMetrics
+from reactor.models import build_adapters
 from reactor.reconcile import setup_reconciliation
 from reactor.secretlink import FleetSource, InlineSecrets, SecretsProcess
 from reactor.service import DiscoveredCluster, Service
@@ -91,6 +92,7 @@ def create_app(
     ``cd``: ``--cd.*``, the Flux and Argo CD objects mirrored and paused (``reactor.cd``);
     apart from ``settings`` because ``reactor.cd`` builds on ``reactor.context``.
     """
+    build_adapters()  # once per process: no first answer of a kind pays for its schema
     # A valid bearer token passes basic auth too: Alertmanager sends one Authorization header.
     guard = guard_middlewares(web_config, has_bearer_token)
     app = web.Application(
