@@ -48,6 +48,11 @@ def alive(pid: int) -> bool:
         return False
 
 
+def niceness(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[16])
+
+
 def metric(text: str, name: str) -> float:
     return next(
         s.value
@@ -86,6 +91,8 @@ async def test_a_killed_discovery_process_is_started_again_and_nothing_held_is_l
     held = secrets.held
     assert "secret://argocd/cluster-a" in held
     (first,) = source.pids
+    # Background work: the kernel gives the reactor's threads a core first.
+    assert niceness(first) == min(19, os.nice(0) + 10)
     os.kill(first, signal.SIGKILL)
 
     async def started_again() -> bool:
