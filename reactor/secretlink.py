@@ -248,7 +248,7 @@ class SecretsProcess:
                         proc.pid,
                         self.silent_s,
                     )
-                    proc.kill()
+                    _kill(proc)
                     break
                 if what == "entries":
                     builder.add(body)
@@ -272,12 +272,18 @@ async def _stop(proc: asyncio.subprocess.Process) -> None:
         async with asyncio.timeout(STOP_S):
             await proc.wait()
     except TimeoutError:
-        proc.kill()
+        _kill(proc)
         await proc.wait()
     except asyncio.CancelledError:
-        proc.kill()
+        _kill(proc)
         await proc.wait()
         raise
+
+
+def _kill(proc: asyncio.subprocess.Process) -> None:
+    """SIGKILL, unless it has ended meanwhile."""
+    with contextlib.suppress(ProcessLookupError):
+        proc.kill()
 
 
 def _child_env() -> dict[str, str]:
