@@ -30,7 +30,15 @@ from pathlib import Path
 from typing import Any
 
 from bench.aiohttp_baseline import start_bare
-from bench.common import ProcWatch, cpu_seconds, machine_load, run_wrk, summary, write_result
+from bench.common import (
+    ProcWatch,
+    children_cpu_seconds,
+    cpu_seconds,
+    machine_load,
+    run_wrk,
+    summary,
+    write_result,
+)
 from bench.reactor import deployments_script, seed, seed_postgres, start_reactor
 from fleetwatch.procs import ManagedProcess
 from tests.helpers.reactor_postgres import PostgresServer
@@ -39,17 +47,7 @@ from tests.helpers.reactor_postgres import PostgresServer
 def server_cpu_s(postmaster: int) -> float:
     """CPU seconds of a PostgreSQL server: the postmaster and its children (the backends,
     the WAL writer), so other servers on the machine do not count."""
-    total = cpu_seconds(postmaster)
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            if int(stat[1]) == postmaster:
-                total += cpu_seconds(int(entry))
-        except (OSError, ValueError, IndexError):
-            continue  # ended meanwhile
-    return total
+    return cpu_seconds(postmaster) + children_cpu_seconds(postmaster)
 
 
 def one_run(base: str, pid: int, postmaster: int, duration: float, script: Path) -> dict[str, Any]:

@@ -81,14 +81,8 @@ class ApiDiscovery:
         self.retry_s = retry_s
         #: the Secret clusters published (:meth:`publish`)
         self.fleet = SecretFleet()
-        #: the ``secret://`` refs of the Secret clusters that can be probed
-        self.held: frozenset[str] = frozenset()
         #: ref -> why its cluster cannot be probed (``Cluster.not_probeable``)
         self.refused: Mapping[str, str] = {}
-        #: ref of a duplicate Secret -> its cluster (``Merged.aliases``; the CD mirror's)
-        self.aliases: Mapping[str, str] = {}
-        #: every Secret read: its kind and key names (``Merged.secrets``; the CD mirror's)
-        self.secret_shapes: Mapping[str, SecretShape] = {}
         self._aliases_changed = False
         #: a restarted source's fleet, held back until it is synced
         self._pending: SecretFleet | None = None
@@ -107,6 +101,21 @@ class ApiDiscovery:
     @files.setter
     def files(self, files: Discovery) -> None:
         self.source.files = files
+
+    @property
+    def held(self) -> frozenset[str]:
+        """The ``secret://`` refs of the Secret clusters that can be probed."""
+        return self.fleet.held
+
+    @property
+    def aliases(self) -> Mapping[str, str]:
+        """ref of a duplicate Secret -> its cluster (``Merged.aliases``; the CD mirror's)."""
+        return self.fleet.aliases
+
+    @property
+    def secret_shapes(self) -> Mapping[str, SecretShape]:
+        """Every Secret read: its kind and key names (``Merged.secrets``; the CD mirror's)."""
+        return self.fleet.shapes
 
     @property
     def listed(self) -> bool:
@@ -188,12 +197,8 @@ class ApiDiscovery:
     def publish(self, found: SecretsRead) -> None:
         """What ``POST /clusters`` reads: the refs held and refused; and the CD mirror:
         the aliases and the Secrets' shapes."""
-        fleet = found.fleet
-        self.fleet = fleet
-        self.held = fleet.held
         self._aliases_changed = self._aliases_changed or found.mirror_changed
-        self.aliases = fleet.aliases
-        self.secret_shapes = fleet.shapes
+        self.fleet = found.fleet
         self.refused = found.refused
         self._listed = self._listed or found.synced
         for problem in found.new_problems:

@@ -26,7 +26,7 @@ from fleetwatch.common.webconfig import WebConfig
 from fleetwatch.common.webguard import add_headers, guard_middlewares
 from fleetwatch.discovery import Discoverer, Discovery
 from fleetwatch.discovery.apimetrics import CountedHealth, InformerCollector, InformerHealth
-from fleetwatch.discovery.apisource import build_informer
+from fleetwatch.discovery.apisource import build_informer, read_credentials
 from fleetwatch.kube.kubeapi import KubeApi
 from reactor.api.auth import TOKEN, TokenSource
 from reactor.api.handlers import (
@@ -117,13 +117,14 @@ def create_app(
     secrets: ApiDiscovery | None = None
     if settings.kubernetes is not None:
         # The credentials are read here in either case: a bad kubeconfig fails the start.
-        kubeapi, informer = build_informer(settings.kubernetes)
         source: FleetSource
-        if settings.discovery_process:
-            kubeapi = None  # the discovery process opens its own
+        health: InformerHealth | CountedHealth
+        if settings.discovery_process:  # which opens its own client
+            read_credentials(settings.kubernetes)
             source = SecretsProcess(settings.kubernetes, settings.discovery_debounce_s)
-            health: InformerHealth | CountedHealth = source.health
+            health = source.health
         else:
+            kubeapi, informer = build_informer(settings.kubernetes)
             source = InlineSecrets(informer, settings.kubernetes, settings.discovery_debounce_s)
             health = informer
         secrets = ApiDiscovery(source)

@@ -47,7 +47,7 @@ from fleetwatch.discovery.secrets import (
 from fleetwatch.discovery.secretwatch import watch_specs
 from fleetwatch.kube.informer import Informer, InformerSettings
 from fleetwatch.kube.kubeapi import KubeApi
-from fleetwatch.kube.kubeauth import InClusterPaths
+from fleetwatch.kube.kubeauth import ApiCredentials, InClusterPaths
 from fleetwatch.kube.objects import KubeObject, ReadOnce
 
 
@@ -133,11 +133,21 @@ def build_informer(
     """The informer over the management cluster, and its client (to enter before the
     informer); the credentials are read now, so their errors (``KubeAuthError``) show at
     start."""
-    env = os.environ if env is None else env
-    credentials = load_credentials(settings.kubeconfig, env, paths or InClusterPaths())
+    credentials = read_credentials(settings, env, paths)
     specs = watch_specs(str(settings.label_selector), settings.namespaces)
     api = KubeApi(credentials)
     return api, Informer(api, specs, settings.informer)
+
+
+def read_credentials(
+    settings: KubernetesDiscovery,
+    env: Mapping[str, str] | None = None,
+    paths: InClusterPaths | None = None,
+) -> ApiCredentials:
+    """The management cluster's credentials (``KubeAuthError`` when they cannot be read):
+    :func:`build_informer`'s, and the reactor's check at start when another process lists."""
+    env = os.environ if env is None else env
+    return load_credentials(settings.kubeconfig, env, paths or InClusterPaths())
 
 
 #: What a released Secret's ``data`` becomes (:class:`SecretReads`): no key, one shared
