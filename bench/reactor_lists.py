@@ -354,12 +354,16 @@ def listed(base: str, plan: Plan, scraper: Scraper | None = None) -> bool:
 class Phases:
     """The phase marks, the load average and the reactor's CPU seconds at each."""
 
-    def __init__(self, load: Load, pid: int, started: float, profile: Path | None) -> None:
-        self.load, self.pid, self.started = load, pid, started
+    def __init__(
+        self, load: Load, pid: int, standin: int, started: float, profile: Path | None
+    ) -> None:
+        self.load, self.pid, self.standin, self.started = load, pid, standin, started
         self.marks: list[tuple[str, float]] = [("first list", started)]
         self.cpu: list[float] = [cpu_seconds(pid)]
         #: the reactor's child processes' (its discovery process)
         self.children_cpu: list[float] = [children_cpu_seconds(pid)]
+        #: the stand-in's and this process's (the load and the scrapes): on the same cores
+        self.others_cpu: list[tuple[float, float]] = [self._others()]
         self.loads: dict[str, list[float]] = {"first list": [os.getloadavg()[0]]}
         self.profile = profile
         self._spy: subprocess.Popen[bytes] | None = None
@@ -384,8 +388,12 @@ class Phases:
         self.marks.append((phase, time.monotonic()))
         self.cpu.append(cpu_seconds(self.pid))
         self.children_cpu.append(children_cpu_seconds(self.pid))
+        self.others_cpu.append(self._others())
         self.loads.setdefault(phase, []).append(os.getloadavg()[0])
         print(f"{time.monotonic() - self.started:7.1f} s: {phase}", file=sys.stderr, flush=True)
+
+    def _others(self) -> tuple[float, float]:
+        return cpu_seconds(self.standin), cpu_seconds(os.getpid())
 
     def sample(self) -> None:
         self.loads[self.marks[-1][0]].append(os.getloadavg()[0])
@@ -490,7 +498,7 @@ def measure(
     started = time.monotonic()  # the reactor answers /healthz: it serves
     load.start()
     scraper.start()
-    phases = Phases(load, proc.pid, started, profile)
+    phases = Phases(load, proc.pid, mgmt.process.pid, started, profile)
     budget = 600 + plan.secrets / 20
     try:
         phases.until("first list", budget, lambda: listed(base, plan, scraper))
@@ -561,11 +569,14 @@ def summarise(shots: list[Shot], phases: Phases) -> dict[str, Any]:
         mine = [s for s in shots if phases.phase_of(s.due) == phase]
         cpu = phases.cpu[index + 1] - phases.cpu[index]
         children = phases.children_cpu[index + 1] - phases.children_cpu[index]
+        before, after = phases.others_cpu[index], phases.others_cpu[index + 1]
         out: dict[str, Any] = {
             "seconds": round(marks[index + 1] - marks[index], 1),
             "load1": [round(min(phases.loads[phase]), 2), round(max(phases.loads[phase]), 2)],
             "reactor_cpu_s": round(cpu, 1),
             "discovery_process_cpu_s": round(max(children, 0.0), 1),
+            "standin_cpu_s": round(after[0] - before[0], 1),
+            "load_cpu_s": round(after[1] - before[1], 1),
         }
         for kind in KINDS:
             of_kind = [s for s in mine if s.kind == kind]
