@@ -83,7 +83,9 @@ class ApiDiscovery:
         self.fleet = SecretFleet()
         #: ref -> why its cluster cannot be probed (``Cluster.not_probeable``)
         self.refused: Mapping[str, str] = {}
-        self._aliases_changed = False
+        #: the CD mirror is to hear of a change (aliases, shapes, the first list) at the next
+        #: upsert, even one with nothing to write
+        self._tell_mirror = False
         #: a restarted source's fleet, held back until it is synced
         self._pending: SecretFleet | None = None
         #: name -> (endpoint, ref) as last upserted by this process
@@ -197,7 +199,10 @@ class ApiDiscovery:
     def publish(self, found: SecretsRead) -> None:
         """What ``POST /clusters`` reads: the refs held and refused; and the CD mirror:
         the aliases and the Secrets' shapes."""
-        self._aliases_changed = self._aliases_changed or found.mirror_changed
+        # The first list done is news to the CD mirror, which waits for it
+        # (``reactor.cd.actuator``), whether or not anything is then upserted.
+        first_list = found.synced and not self._listed
+        self._tell_mirror = self._tell_mirror or found.mirror_changed or first_list
         self.fleet = found.fleet
         self.refused = found.refused
         self._listed = self._listed or found.synced
@@ -225,11 +230,11 @@ class ApiDiscovery:
                         c.ref,
                         c.not_probeable,
                     )
-        if added or updated or self._aliases_changed:
+        if added or updated or self._tell_mirror:
             # The CD mirror resolves its objects against the clusters (and the aliases):
             # one listed before its cluster was upserted is mirrored now, not at the next
             # resync.
-            self._aliases_changed = False
+            self._tell_mirror = False
             backend.changed()
         for name in found.gone:
             _, ref = self._upserted.pop(name)

@@ -190,8 +190,8 @@ class ClusterIndex:
 
         "An Argo CD cluster": discovered from an Argo CD cluster Secret, kept or an alias, or
         from a Secret discovery did not read (the store alone: the reactor does not read
-        Secrets through the API, or its first list is not done). A problem never carries a
-        value of a Secret.
+        Secrets through the API; the mirror never resolves against a half-listed fleet,
+        ``reactor.cd.actuator``). A problem never carries a value of a Secret.
         """
         name = destination.argocd_name
         if name is not None:
@@ -282,9 +282,10 @@ def resolve_secret(
     ===============  ==========  ===========================================================
 
     A problem names the Secret and the key, never a value. "Not read": the reactor does
-    not read Secrets through the API (its clusters came from ``POST /clusters``), its first
-    list is not done, or the Secret is none discovery reads (then the store has no
-    cluster of it either: "no cluster discovered").
+    not read Secrets through the API (its clusters came from ``POST /clusters``), or the
+    Secret is none discovery reads (then the store has no cluster of it either: "no
+    cluster discovered"); the mirror waits for discovery's first list
+    (``reactor.cd.actuator``).
     """
     if secret is None:
         if key is None:
