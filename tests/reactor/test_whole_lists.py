@@ -1,13 +1,14 @@
-"""The CD actuator's first pass waits until discovery has listed the Secrets once.
+"""The reactor writes from whole lists of the management cluster's Secrets only.
 
-The case the benchmark's reactor showed at every start (bench/RESULTS.md round 25): the
-Cluster API Secret of ``c1`` is listed before its Argo CD cluster Secret (three watches,
-each listing at its own pace), and an Application naming ``c1`` resolved against that
-half fleet is "not mirrored: Argo CD knows no cluster Secret named c1". On a restart its
-row, mirrored by the run before, would be deleted. Here the half fleet is held up to the
-actuator until discovery says its first list is done; the row stays, with its id, and
-no warning is logged. Not live: the store is SQLite in a temporary file, the management
-API a seam that is never called (nothing is to be patched).
+The case the benchmark's reactor showed at every start (bench/RESULTS.md): the Cluster
+API Secret of ``c1`` is listed before its Argo CD cluster Secret (three watches, each
+listing at its own pace). Discovery upserting that half list wrote ``c1``'s reference to
+the Cluster API Secret, then back to Argo CD's; the CD mirror resolving against it made an
+Application naming ``c1`` "not mirrored: Argo CD knows no cluster Secret named c1" and, on
+a restart, deleted its row. Here discovery holds its first list back until it is whole,
+and the CD actuator waits for it: the row stays, with its id, and no warning is logged.
+Not live: the store is SQLite in a temporary file, the management API a seam that is
+never called (nothing is to be patched).
 """
 
 from __future__ import annotations
@@ -143,7 +144,8 @@ def test_without_secrets_read_through_the_api_nothing_is_waited_for(tmp_path: Pa
 
 
 class Store:
-    """Our seam for ``reactor.context.Backend``: upserts counted, listeners told."""
+    """Our seam for ``reactor.context.Backend``: upserts counted, listeners told; every
+    cluster found as it is (a restart: nothing to add or update)."""
 
     def __init__(self) -> None:
         self.upserts = 0
@@ -151,29 +153,33 @@ class Store:
 
     async def run(self, operation: Any) -> tuple[int, int]:
         self.upserts += 1
-        return 1, 0
+        return 0, 0
 
     def changed(self) -> None:
         self.told += 1
 
 
-async def test_discovery_tells_the_mirror_when_its_first_list_is_done() -> None:
-    """The actuator waits on its wake-up event: the first list done must ring it even
-    when its last piece upserts nothing (a restart finds every cluster as it left them)."""
-    discovery = ApiDiscovery(source=None)  # type: ignore[arg-type]  # only settle() runs
+async def test_discovery_writes_its_first_list_whole_and_then_tells_the_mirror() -> None:
+    """Half a list is held back (nothing upserted, nothing published); the whole list is
+    upserted, and rings the mirror's wake-up event even when the store had every cluster
+    as found (a restart), so the actuator waiting for it runs its first pass."""
+    discovery = ApiDiscovery(source=None)  # type: ignore[arg-type]  # only take/settle run
     store = Store()
     c1 = SlimCluster("c1", "https://c1.test:6443", CAPI_REF, None)
-    first = FleetDiff(full=True, clusters={"c1": c1}, shapes={CAPI_REF: CAPI})
-    fleet = discovery.take(first)
-    assert fleet is not None
-    await discovery.settle(store, fleet, first)  # type: ignore[arg-type]
-    assert (discovery.listed, store.upserts) == (False, 1)
-    told = store.told
+    half = FleetDiff(full=True, clusters={"c1": c1}, shapes={CAPI_REF: CAPI})
+    assert discovery.take(half) is None  # the Cluster API Secret listed, not Argo CD's
+    assert (discovery.listed, discovery.fleet.clusters) == (False, {})
 
-    last = FleetDiff(synced=True)  # the other watches listed: nothing new
-    fleet = discovery.take(last)
+    c1_argocd = SlimCluster("c1", "https://c1.test:6443", ARGOCD_REF, None)
+    rest = FleetDiff(
+        synced=True,
+        clusters={"c1": c1_argocd},
+        aliases={CAPI_REF: "c1"},
+        shapes={ARGOCD_REF: ARGOCD},
+    )
+    fleet = discovery.take(rest)
     assert fleet is not None
-    await discovery.settle(store, fleet, last)  # type: ignore[arg-type]
+    await discovery.settle(store, fleet, rest)  # type: ignore[arg-type]
     assert discovery.listed
-    assert store.upserts == 1  # nothing to write
-    assert store.told == told + 1  # and the mirror woken all the same
+    assert discovery.fleet.clusters["c1"].ref == ARGOCD_REF  # the whole list's winner
+    assert (store.upserts, store.told) == (1, 1)
