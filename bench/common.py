@@ -173,12 +173,15 @@ def machine_load() -> Iterator[dict[str, Any]]:
 
 
 @contextmanager
-def busy_processes(count: int) -> Iterator[list[int]]:
+def busy_processes(count: int, nice: int = 0) -> Iterator[list[int]]:
     """``count`` processes spinning on the CPU meanwhile (a loaded machine), then stopped.
 
-    Each is a Python busy loop of its own, stopped by its pid at exit; with 0, nothing.
+    Each is a Python busy loop of its own, at ``nice`` (19: it gets a core only when
+    nothing else wants one, so what it still costs the measured server is the machine's,
+    not the scheduler's), stopped by its pid at exit; with 0, nothing.
     """
-    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    spin = f"import os\nos.nice({nice})\nwhile True: pass"
+    procs = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(count)]
     try:
         yield [p.pid for p in procs]
     finally:

@@ -53,7 +53,9 @@ Per phase and kind: requests, p50, p99, max, non-2xx, and the phase's p99 over t
 p99 (the goal: at most 2); the load average and the reactor's CPU per phase; the slowest
 answer due in each second of the run (``worst_ms_by_second``: when the slow ones came).
 ``--busy N``: N processes spin beside the measured reactor throughout its measured
-phases (a busy neighbour). ``--profile DIR``: py-spy records the reactor (one raw file
+phases (a busy neighbour; ``--busy-nice 19``: one that gets a core only when nothing else
+wants one, so what it still costs is the machine's, shared caches and a hypervisor's
+cores, not the scheduler's). ``--profile DIR``: py-spy records the reactor (one raw file
 per phase, by thread: summarise with ``bench.profile_summary``) and its log (at info) is
 kept there. ``--change-every 0``: no webhook changes anything.
 
@@ -131,6 +133,8 @@ class Plan:
     busy: int = 0
     #: the Secrets listed in the reactor's own process (``--no-discovery.kubernetes.process``)
     inline_discovery: bool = False
+    #: the busy processes' niceness (19: they get a core only when nothing else wants one)
+    busy_nice: int = 0
 
 
 # --- what the management cluster and the store hold ---------------------------------------
@@ -462,7 +466,7 @@ def run(plan: Plan, tmp: Path, profile: Path | None = None) -> dict[str, Any]:
                 proc.stop()
         proc, base = start_reactor(tmp, db, db_url=db_url, name="measured", extra=flags)
         try:
-            with busy_processes(plan.busy):
+            with busy_processes(plan.busy, plan.busy_nice):
                 result = measure(plan, mgmt, proc, base, profile)
         finally:
             proc.stop()
@@ -702,6 +706,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "--scrape-every", type=float, default=2.0, help="s between two scrapes of /metrics"
     )
     parser.add_argument("--busy", type=int, default=0, help="processes spinning beside it")
+    parser.add_argument("--busy-nice", type=int, default=0, help="their niceness (0-19)")
     parser.add_argument(
         "--inline-discovery",
         action="store_true",
@@ -718,7 +723,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     plan = Plan(
         args.secrets, args.objects, args.clusters, args.rate, args.quiet, args.after,
         args.postgres, args.restart, args.change_every, args.scrape_every,
-        args.busy, args.inline_discovery,
+        args.busy, args.inline_discovery, args.busy_nice,
     )  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="fw-bench-lists-") as tmpdir, machine_load() as load:
         result = run(plan, Path(tmpdir), args.profile)
