@@ -105,8 +105,8 @@ from reactor.cd.ports import Leadership, ObjectSource, Patcher
 from reactor.cd.rules import Observed, StoreView, decide, decide_without_pausing
 from reactor.cd.settings import CdSettings
 from reactor.cd.storeops import StoreRunner, cluster_stamp, leave_outages, open_outages
-from reactor.cd.targets import Discovered, KnownCluster
-from reactor.store import MirroredApp, StoreUnavailable
+from reactor.cd.targets import Discovered
+from reactor.store import KnownCluster, MirroredApp, StoreUnavailable
 
 log = logging.getLogger(__name__)
 

@@ -48,9 +48,9 @@ from fleetwatch.kube.objects import owners_of, slim
 from reactor.cd.objects import ARGOCD, MARK, OWNER_MANAGERS, SKIP_RECONCILE, CdKind
 from reactor.cd.objects import parse_bool as _parse_bool
 from reactor.cd.rules import Decision, Observed, decide, secret_view
-from reactor.cd.targets import ClusterIndex, KnownCluster
+from reactor.cd.targets import ClusterIndex
 from reactor.statemachine import Status
-from reactor.store import MirroredApp
+from reactor.store import KnownCluster, MirroredApp
 
 SELECTOR = f"{SECRET_TYPE_LABEL}={SECRET_TYPE_CLUSTER}"
 _METADATA = ("name", "namespace", "uid", "resourceVersion", "labels", "annotations")

@@ -41,9 +41,9 @@ from dataclasses import dataclass, field, replace
 
 from fleetwatch.common.foreground import paced
 from reactor.cd.objects import CdObject, Unreadable
-from reactor.cd.targets import ClusterIndex, KnownCluster, Unresolved
+from reactor.cd.targets import ClusterIndex, Unresolved
 from reactor.statemachine import CLUSTER_OFFLINE, AppStatus, Status
-from reactor.store import MirroredApp
+from reactor.store import KnownCluster, MirroredApp
 
 
 @dataclass(frozen=True, slots=True)

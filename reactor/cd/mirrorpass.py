@@ -31,10 +31,10 @@ from reactor.cd.mirror import MirrorPlan, mirror_row, plan, preview
 from reactor.cd.scope import prefix_of
 from reactor.cd.settings import CdSettings
 from reactor.cd.storeops import MirrorResult, StoreRunner, apply_mirror, read_mirror
-from reactor.cd.targets import ClusterIndex, Discovered, KnownCluster
+from reactor.cd.targets import ClusterIndex, Discovered
 from reactor.cd.unwatched import UnwatchedRows
 from reactor.service import Service
-from reactor.store import MirroredApp
+from reactor.store import KnownCluster, MirroredApp
 
 log = logging.getLogger(__name__)
 

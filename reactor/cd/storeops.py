@@ -28,9 +28,8 @@ from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 from reactor.cd.mirror import MirrorPlan, placement
-from reactor.cd.targets import KnownCluster
 from reactor.service import Service
-from reactor.store import MirroredApp
+from reactor.store import KnownCluster, MirroredApp
 
 T = TypeVar("T")
 
@@ -45,11 +44,7 @@ class StoreRunner(Protocol):
 
 def read_mirror(service: Service) -> tuple[list[KnownCluster], list[MirroredApp]]:
     with service.store.read() as tx:
-        clusters = [
-            KnownCluster(c.name, c.endpoint, c.kubeconfig_secret_ref, c.state.status, c.outage_id)
-            for c in tx.clusters()
-        ]
-        return clusters, tx.mirrored_apps()
+        return tx.known_clusters(), tx.mirrored_apps()
 
 
 def mirrored_apps(service: Service) -> list[MirroredApp]:

@@ -35,7 +35,7 @@ from fleetwatch.common.foreground import paced
 from fleetwatch.discovery.argocd import IN_CLUSTER_SERVER
 from fleetwatch.discovery.secrets import CAPI_KEY, SecretShape
 from reactor.cd.objects import Destination
-from reactor.statemachine import Status
+from reactor.store import KnownCluster
 
 SECRET_SCHEME = "secret://"
 #: The keys Flux reads, in this order, when ``secretRef`` names none (fluxcd/pkg
@@ -53,18 +53,6 @@ _NOT_ARGOCD = {
 #: What discovery from the API hands the mirror: the aliases (duplicate Secret ref -> its
 #: cluster) and every Secret read, by ref (``fleetwatch.discovery.merge.Merged``).
 Discovered = tuple[Mapping[str, str], Mapping[str, SecretShape]]
-
-
-@dataclass(frozen=True, slots=True)
-class KnownCluster:
-    """What the store holds of a cluster that matters here."""
-
-    name: str
-    endpoint: str | None
-    kubeconfig_secret_ref: str | None
-    #: its status and open outage (a cluster Secret is decided on them)
-    status: Status | None = None
-    outage_id: int | None = None
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ from reactor.statemachine import (
 from reactor.store import (
     AppRecord,
     ClusterRecord,
+    KnownCluster,
     MirroredApp,
     OutageRecord,
     Placement,
@@ -301,6 +302,15 @@ class SQLTransaction:
         self._db.execute(f"DELETE FROM clusters WHERE id = {p}", (cluster_id,))
 
     # -- apps mirrored from Flux and Argo CD objects (reactor.cd) --------------------------
+
+    def known_clusters(self) -> list[KnownCluster]:
+        # paced, as :meth:`clusters`; the stored status, not the alert state it is kept
+        # from, and no record of the rest
+        rows = self._db.execute(
+            "SELECT name, endpoint, kubeconfig_secret_ref, status, outage_id FROM clusters "
+            "ORDER BY name"
+        )
+        return [KnownCluster(r[0], r[1], r[2], Status(r[3]), r[4]) for r in paced(rows)]
 
     def mirrored_apps(self) -> list[MirroredApp]:
         return [

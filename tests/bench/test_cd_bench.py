@@ -18,7 +18,8 @@ from fleetwatch.discovery import DEFAULT_SELECTOR, read_secret
 from fleetwatch.discovery.clusters import Discovery
 from fleetwatch.discovery.merge import merge
 from reactor.cd.objects import CdObject, read_object
-from reactor.cd.targets import ClusterIndex, KnownCluster
+from reactor.cd.targets import ClusterIndex
+from reactor.store import KnownCluster
 
 PLAN = cd.Plan(objects=400, clusters=20, big=100, resync=2.0, rest=4.0)
 

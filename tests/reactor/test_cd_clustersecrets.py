@@ -30,10 +30,10 @@ from reactor.cd.rules import (
     decide_without_pausing,
     secret_view,
 )
-from reactor.cd.targets import ClusterIndex, KnownCluster
+from reactor.cd.targets import ClusterIndex
 from reactor.cd.watch import stored
 from reactor.statemachine import AppStatus, Status
-from reactor.store import MirroredApp
+from reactor.store import KnownCluster, MirroredApp
 
 ON, OFF, UNK = Status.ONLINE, Status.OFFLINE, Status.UNKNOWN
 DEP, DEG, PEN = AppStatus.DEPLOYED, AppStatus.DEGRADED, AppStatus.PENDING

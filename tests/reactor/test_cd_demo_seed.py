@@ -18,7 +18,8 @@ from fleetwatch.discovery.clusters import Discovery
 from fleetwatch.discovery.merge import merge
 from fleetwatch.discovery.secrets import SecretClusters, read_secret
 from reactor.cd.objects import CdObject, read_object
-from reactor.cd.targets import ClusterIndex, KnownCluster, Unresolved
+from reactor.cd.targets import ClusterIndex, Unresolved
+from reactor.store import KnownCluster
 
 CLUSTERS = ["demo-001", "demo-002", "demo-003"]
 

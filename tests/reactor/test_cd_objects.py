@@ -20,9 +20,10 @@ from reactor.cd.objects import (
     parse_bool,
     read_object,
 )
-from reactor.cd.targets import ClusterIndex, KnownCluster, Unresolved
+from reactor.cd.targets import ClusterIndex, Unresolved
 from reactor.cd.watch import stored
 from reactor.statemachine import CLUSTER_OFFLINE, AppStatus, Status
+from reactor.store import KnownCluster
 
 
 def flux(kind: str = "Kustomization", **spec: Any) -> dict[str, Any]:

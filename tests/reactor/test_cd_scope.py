@@ -16,11 +16,11 @@ from reactor.cd.metrics import CdMetrics
 from reactor.cd.mirror import mirror_row, plan, preview
 from reactor.cd.objects import APPLICATION, HELMRELEASE, KUSTOMIZATION, CdObject, read_object
 from reactor.cd.scope import OTHER_KIND, Scope, kind_of, prefix_of, scope_of
-from reactor.cd.targets import ClusterIndex, KnownCluster
+from reactor.cd.targets import ClusterIndex
 from reactor.cd.unwatched import UnwatchedRows, count, split
 from reactor.service import Service
 from reactor.statemachine import CLUSTER_OFFLINE, AppStatus, Status
-from reactor.store import MirroredApp
+from reactor.store import KnownCluster, MirroredApp
 from tests.helpers.reactor_helpers import open_store
 
 FLUX_KINDS = (KUSTOMIZATION, HELMRELEASE)

@@ -70,7 +70,8 @@ from fleetwatch.discovery.merge import Merged, merge
 from fleetwatch.discovery.secrets import SecretClusters, read_secret
 from reactor.cd.mirror import plan
 from reactor.cd.objects import CdObject, Destination, Unreadable, read_object
-from reactor.cd.targets import ClusterIndex, KnownCluster, Unresolved, resolve_secret
+from reactor.cd.targets import ClusterIndex, Unresolved, resolve_secret
+from reactor.store import KnownCluster
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "cd_secretref.yaml"
 

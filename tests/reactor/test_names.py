@@ -19,7 +19,8 @@ import yaml
 from fleetwatch.common import names
 from reactor import fields, models
 from reactor.cd.objects import Destination, Unreadable, read_object
-from reactor.cd.targets import ClusterIndex, KnownCluster, Unresolved
+from reactor.cd.targets import ClusterIndex, Unresolved
+from reactor.store import KnownCluster
 from tests.helpers.discovery_names import (
     BAD,
     BAD_CHARS,

@@ -30,6 +30,7 @@ from reactor.statemachine import (
     StatusAlert,
     apply,
 )
+from reactor.store import KnownCluster
 from tests.helpers.reactor_helpers import open_store
 from tests.helpers.reactor_payloads import OFFLINE, ONLINE, alert, webhook
 
@@ -406,6 +407,22 @@ def test_transitions(service: Service, case: Case) -> None:
     assert (opened, closed) == case.outages
     # c2 never had a signal: it stays UNKNOWN, its app untouched by c1's story.
     assert service.cluster("c2").state.status is Status.UNKNOWN
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_the_cd_mirrors_read_of_the_clusters_says_what_their_alert_states_say(
+    service: Service, case: Case
+) -> None:
+    """The CD mirror reads each cluster's stored status (``Transaction.known_clusters``),
+    not the alert state it is kept from: after every case, both say the same."""
+    for step in case.steps:
+        run(service, step)
+    with service.store.read() as tx:
+        derived = [
+            KnownCluster(c.name, c.endpoint, c.kubeconfig_secret_ref, c.state.status, c.outage_id)
+            for c in tx.clusters()
+        ]
+        assert tx.known_clusters() == derived
 
 
 def test_counts_of_one_cascade_and_restore(service: Service) -> None:
