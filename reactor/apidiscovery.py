@@ -92,7 +92,8 @@ class ApiDiscovery:
         #: the CD mirror is to hear of a change (aliases, shapes, the first list) at the next
         #: upsert, even one with nothing to write
         self._tell_mirror = False
-        #: a restarted source's fleet, held back until it is synced
+        #: a source's first fleet (at the start, or from a restarted source), held back until
+        #: it is synced
         self._pending: SecretFleet | None = None
         #: name -> (endpoint, ref) as last upserted by this process
         self._upserted: dict[str, tuple[str, str]] = {}

@@ -234,14 +234,16 @@ async def discovering_c3(
 async def test_an_object_listed_before_discovery_found_its_cluster_is_mirrored_at_the_upsert(
     mgmt: ManagementCluster, aiohttp_client: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A fresh store: the CD list is done before discovery's first upsert (held back by its
-    debounce), so the object is unresolved at first; the upsert wakes the actuator, which
-    mirrors it then, not at the resync a minute later."""
+    """A fresh store: the CD list is done before discovery's first list (held back by its
+    debounce); the actuator waits for the Secrets instead of resolving against half a
+    fleet (the object is never reported unresolved), and discovery's first upsert wakes
+    it: the object is mirrored then, not at the resync a minute later."""
     caplog.set_level(logging.INFO)
     client = await discovering_c3(mgmt, aiohttp_client, tmp_path, debounce_s=1.0)
     name = "flux:Kustomization/c3/apps"
-    unresolved = f"cd: {name} is not mirrored: no cluster discovered from Secret"
-    assert any(r.getMessage().startswith(unresolved) for r in caplog.records)
+    said = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("cd: waiting for the management cluster's Secrets") for m in said)
+    assert not any("is not mirrored" in m for m in said)
     assert (await (await client.get(f"/apps/{name}")).json())["cluster"] == "c3"
 
 
