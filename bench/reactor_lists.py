@@ -602,16 +602,12 @@ def summarise(shots: list[Shot], phases: Phases) -> dict[str, Any]:
         by_phase[phase] = out
     for phase in PHASES:
         for kind in KINDS:
-            quiet = by_phase["quiet"][kind].get("p99_ms")
-            mine = by_phase[phase][kind].get("p99_ms")
-            by_phase[phase][kind]["p99_of_quiet"] = (
-                round(mine / quiet, 2) if quiet and mine is not None else None
-            )
-            quiet = by_phase["quiet"][kind].get("answer_p99_ms")
-            mine = by_phase[phase][kind].get("answer_p99_ms")
-            by_phase[phase][kind]["answer_p99_of_quiet"] = (
-                round(mine / quiet, 2) if quiet and mine is not None else None
-            )
+            for p99 in ("p99", "answer_p99"):
+                quiet = by_phase["quiet"][kind].get(f"{p99}_ms")
+                mine = by_phase[phase][kind].get(f"{p99}_ms")
+                by_phase[phase][kind][f"{p99}_of_quiet"] = (
+                    round(mine / quiet, 2) if quiet and mine is not None else None
+                )
     return by_phase
 
 

@@ -215,9 +215,10 @@ class ApiDiscovery:
         for problem in found.new_problems:
             log.warning("discovery: %s", problem)
 
-    def for_mirror(self) -> tuple[Mapping[str, str], Mapping[str, SecretShape]]:
-        """The aliases and the Secrets read, for the CD mirror (``reactor.cd.targets``)."""
-        return self.aliases, self.secret_shapes
+    def for_mirror(self) -> tuple[Mapping[str, str], Mapping[str, SecretShape]] | None:
+        """The aliases and the Secrets read, for the CD mirror (``reactor.cd.targets``);
+        None until the first list is whole, which the mirror waits for."""
+        return (self.aliases, self.secret_shapes) if self._listed else None
 
     async def upsert(self, backend: Backend, found: SecretsRead) -> None:
         """Upsert what changed since the last upsert; log what is new."""

@@ -44,7 +44,9 @@ from fleetwatch.common.logs import setup_logging
 from fleetwatch.discovery import Discovery
 from fleetwatch.discovery.apimetrics import count_kinds
 from fleetwatch.discovery.apisource import KubernetesDiscovery, build_informer
+from fleetwatch.kube.informer import Informer
 from fleetwatch.kube.kubeauth import KubeAuthError
+from fleetwatch.kube.objects import KubeObject
 from reactor.secretfleet import FleetDiff, FleetReader
 
 log = logging.getLogger(__name__)
@@ -142,6 +144,15 @@ def send_diff(out: IO[bytes], found: FleetDiff) -> None:
     out.flush()
 
 
+async def after_burst(informer: Informer[KubeObject], seen: int, debounce_s: float) -> int:
+    """Wait for the Secrets to change after generation ``seen``, then ``debounce_s`` more
+    for the rest of the burst; the generation to read (here, and in the reactor's own
+    process with ``reactor.secretlink.InlineSecrets``)."""
+    await informer.changed(seen)
+    await asyncio.sleep(debounce_s)
+    return informer.generation
+
+
 async def serve(start: ChildStart, out: IO[bytes]) -> int:
     """List and watch until stdin ends; the exit status."""
     try:
@@ -178,9 +189,7 @@ async def serve(start: ChildStart, out: IO[bytes]) -> int:
     async def diffs() -> None:
         seen = 0
         while True:
-            seen = await informer.changed(seen)
-            await asyncio.sleep(start.debounce_s)
-            seen = informer.generation
+            seen = await after_burst(informer, seen, start.debounce_s)
             found = reader.read(informer.objects(), informer.synced)
             report()  # the metrics are current when the reactor takes the diff
             send_diff(out, found)

@@ -42,6 +42,7 @@ from reactor.secretchild import (
     HEARTBEAT_S,
     ChildStart,
     Health,
+    after_burst,
     read_frame_async,
     write_frame,
 )
@@ -103,9 +104,7 @@ class InlineSecrets:
         await self.informer.__aexit__(*exc)
 
     async def next(self) -> FleetDiff:
-        self._seen = await self.informer.changed(self._seen)
-        await asyncio.sleep(self.debounce_s)
-        self._seen = self.informer.generation
+        self._seen = await after_burst(self.informer, self._seen, self.debounce_s)
         synced = self.informer.synced
         if self._reader is None:
             self._reader = FleetReader(self.settings, self.files)

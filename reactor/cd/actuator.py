@@ -143,15 +143,13 @@ class CdActuator:
         wake: asyncio.Event,
         clock: Callable[[], float] = time.time,
         leader: Leadership | None = None,
-        discovered: Callable[[], Discovered] = lambda: ({}, {}),
+        discovered: Callable[[], Discovered | None] = lambda: ({}, {}),
         instance: str | None = None,
-        secrets_listed: Callable[[], bool] = lambda: True,
     ) -> None:
         self.backend = backend
-        #: discovery's aliases and Secrets, as ``reactor.cd.targets`` resolves against them
+        #: discovery's aliases and Secrets, as ``reactor.cd.targets`` resolves against them;
+        #: None until its first list is whole (no pass before: module docstring)
         self.discovered = discovered
-        #: has discovery listed the management cluster's Secrets once (True: it reads none)?
-        self.secrets_listed = secrets_listed
         self.informer = informer
         self.api = api
         self.settings = settings
@@ -206,18 +204,14 @@ class CdActuator:
         """Until cancelled: wait for the first complete list of the objects and of the
         Secrets (module docstring), then a pass per wake-up and per resync interval. A
         store that cannot answer is retried at the next one."""
-        while not self.informer.synced:
-            await self.wake.wait()
-            self.wake.clear()
+        await self._woken_until(lambda: self.informer.synced)
         log.info("cd: first list complete, %d object(s)", len(self.informer.objects()))
-        if not self.secrets_listed():
+        if self.discovered() is None:
             log.info(
                 "cd: waiting for the management cluster's Secrets to be listed once: the "
                 "objects are mirrored against the whole fleet, never half of it"
             )
-            while not self.secrets_listed():
-                await self.wake.wait()
-                self.wake.clear()
+            await self._woken_until(lambda: self.discovered() is not None)
             log.info("cd: the Secrets are listed: the first pass")
         next_resync = 0.0
         while True:
@@ -240,6 +234,12 @@ class CdActuator:
                 await asyncio.sleep(GATHER_S)  # product pacing: one pass for a burst
             self.wake.clear()
 
+    async def _woken_until(self, ready: Callable[[], bool]) -> None:
+        """Wait on the wake-up event until ``ready()``."""
+        while not ready():
+            await self.wake.wait()
+            self.wake.clear()
+
     async def _poll_outages(self) -> None:
         """With several replicas: has another replica added or deleted a cluster, or moved
         apps in or out of an outage? Read at most every :data:`POLL_S`."""
@@ -251,6 +251,9 @@ class CdActuator:
     # -- one pass ------------------------------------------------------------------------
 
     async def run_pass(self, full: bool) -> None:
+        discovered = self.discovered()
+        if discovered is None:
+            return  # never against half a list of Secrets (module docstring)
         ledger = self.ledger
         generation = self.informer.generation
         if generation == self._read_generation and not (full or ledger.moved):
@@ -266,7 +269,7 @@ class CdActuator:
         self._read_generation = generation  # read before the objects: never ahead of them
         if not ledger.begin(changed, full):
             return  # nothing the mirror or the rules look at changed
-        mirrored = await self._mirror.run(ledger.objects, self.discovered(), self.acting)
+        mirrored = await self._mirror.run(ledger.objects, discovered, self.acting)
         if mirrored is None:
             return  # the replica stopped acting
         now = self.clock()

@@ -87,7 +87,6 @@ def setup_cd(app: web.Application, settings: CdSettings | None) -> None:
                 leader=elector,
                 discovered=secrets.for_mirror if secrets is not None else lambda: ({}, {}),
                 instance=elector.identity if elector is not None else None,
-                secrets_listed=(lambda: secrets.listed) if secrets is not None else lambda: True,
             )
             if elector is not None:
                 elector.listeners.append(actuator.leadership_changed)

@@ -1,5 +1,6 @@
 """Seams for driving the CD actuator without a reactor: the objects as an informer lists
-them, and a backend that runs each store operation at once, on the test's thread."""
+them, a backend that runs each store operation at once, on the test's thread, and a
+management API that must not be written to."""
 
 from __future__ import annotations
 
@@ -31,3 +32,13 @@ class InlineRunner:
 
     async def read(self, operation: Any) -> Any:
         return operation(self.service)
+
+
+class NoPatches:
+    """Our seam for the management API: nothing is to be written in these passes."""
+
+    async def merge_patch(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        raise AssertionError("no patch expected")
+
+    async def create(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        raise AssertionError("no Event expected")

@@ -27,7 +27,7 @@ from reactor.cd.settings import CdSettings
 from reactor.cd.storeops import mirrored_apps
 from reactor.service import Service
 from reactor.store.sqlite import SQLiteStore
-from tests.helpers.reactor_cd_seams import InlineRunner, listed_kustomization
+from tests.helpers.reactor_cd_seams import InlineRunner, NoPatches, listed_kustomization
 
 OBJECTS = 5
 
@@ -42,16 +42,6 @@ class Objects:
     def objects(self) -> dict[str, dict[str, Any]]:
         self.read += 1
         return {f"u{i}": listed_kustomization(i) for i in range(OBJECTS)}
-
-
-class NoPatches:
-    """Our seam for the management API: nothing is to be written in these passes."""
-
-    async def merge_patch(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        raise AssertionError("no patch expected")
-
-    async def create(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        raise AssertionError("no Event expected")
 
 
 class Meanwhile:

@@ -33,9 +33,9 @@ from reactor.cd.targets import ClusterIndex
 from reactor.secretfleet import FleetDiff, SlimCluster
 from reactor.service import Service
 from reactor.store.sqlite import SQLiteStore
-from tests.helpers.reactor_cd_seams import InlineRunner
+from tests.helpers.reactor_cd_seams import InlineRunner, NoPatches
+from tests.helpers.reactor_helpers import until
 from tests.helpers.standin_management import application
-from tests.reactor.test_cd_pass_offloop import NoPatches
 
 CAPI_REF = "secret://default/c1-kubeconfig"
 ARGOCD_REF = "secret://argocd/cluster-c1"
@@ -76,17 +76,8 @@ def actuator(service: Service, discovery: Discovery, wake: asyncio.Event) -> CdA
         CdSettings(argocd=True, leader_election=None),
         CdMetrics(CollectorRegistry()),
         wake,
-        discovered=lambda: discovery.found,
-        secrets_listed=lambda: discovery.listed,
+        discovered=lambda: discovery.found if discovery.listed else None,
     )
-
-
-async def poll(check: Any, what: str, seconds: float = 5.0) -> None:
-    deadline = asyncio.get_running_loop().time() + seconds
-    while not check():
-        if asyncio.get_running_loop().time() > deadline:
-            raise TimeoutError(what)
-        await asyncio.sleep(0.01)
 
 
 async def test_a_restart_mirrors_against_the_whole_fleet_not_half_of_it(
@@ -112,7 +103,7 @@ async def test_a_restart_mirrors_against_the_whole_fleet_not_half_of_it(
     cd = actuator(service, discovery, wake)
     task = asyncio.create_task(cd.run())
     try:
-        await poll(lambda: "waiting for the management cluster's Secrets" in caplog.text, "wait")
+        await until(lambda: "waiting for the management cluster's Secrets" in caplog.text, 5.0)
         wake.set()  # a wake-up (an outage moved) while the Secrets are still listing
         await asyncio.sleep(0.05)
         assert cd.ledger.passes == 0
@@ -120,7 +111,7 @@ async def test_a_restart_mirrors_against_the_whole_fleet_not_half_of_it(
 
         discovery.found, discovery.listed = WHOLE, True
         wake.set()  # what ApiDiscovery's first upsert round does (Backend.changed)
-        await poll(lambda: cd.ledger.passes >= 1, "the first pass")
+        await until(lambda: cd.ledger.passes >= 1, 5.0, "the first pass")
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
@@ -140,7 +131,7 @@ def test_without_secrets_read_through_the_api_nothing_is_waited_for(tmp_path: Pa
         CdMetrics(CollectorRegistry()),
         asyncio.Event(),
     )
-    assert cd.secrets_listed()
+    assert cd.discovered() is not None
 
 
 class Store:
