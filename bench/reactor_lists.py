@@ -137,6 +137,8 @@ class Plan:
     inline_discovery: bool = False
     #: the busy processes' niceness (19: they get a core only when nothing else wants one)
     busy_nice: int = 0
+    #: the CD objects listed in the reactor's own process (``--no-cd.process``)
+    inline_cd: bool = False
 
 
 # --- what the management cluster and the store hold ---------------------------------------
@@ -370,7 +372,7 @@ class Phases:
         self.load, self.pid, self.standin, self.started = load, pid, standin, started
         self.marks: list[tuple[str, float]] = [("first list", started)]
         self.cpu: list[float] = [cpu_seconds(pid)]
-        #: the reactor's child processes' (its discovery process)
+        #: the reactor's child processes' (its discovery and CD objects processes)
         self.children_cpu: list[float] = [children_cpu_seconds(pid)]
         #: the stand-in's and this process's (the load and the scrapes): on the same cores
         self.others_cpu: list[tuple[float, float]] = [self._others()]
@@ -464,6 +466,8 @@ def run(plan: Plan, tmp: Path, profile: Path | None = None) -> dict[str, Any]:
         ]  # fmt: skip
         if plan.inline_discovery:
             flags.append("--no-discovery.kubernetes.process")
+        if plan.inline_cd:
+            flags.append("--no-cd.process")
         if plan.restart:
             proc, base = start_reactor(tmp, db, db_url=db_url, name="first", extra=flags)
             try:
@@ -643,7 +647,7 @@ def markdown(result: dict[str, Any]) -> str:
         f"{result['relisted_s']} s after the watches broke ({result['watches_broken']}).",
         "",
         "| phase (s) | kind | requests | p50 ms | p99 ms | max ms | non-2xx | p99 / quiet "
-        "| changing: p99 ms | load1 | reactor CPU s (+ its discovery process) |",
+        "| changing: p99 ms | load1 | reactor CPU s (+ its processes) |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for phase, p in result["phases"].items():
@@ -663,7 +667,7 @@ def markdown(result: dict[str, Any]) -> str:
 
 
 def _cpu(phase: dict[str, Any]) -> str:
-    """The reactor's CPU seconds in a phase, and its discovery process's when it ran one."""
+    """The reactor's CPU seconds in a phase, and its child processes' when it ran any."""
     children = phase.get("discovery_process_cpu_s", 0.0)
     return f"{phase['reactor_cpu_s']}" + (f" + {children}" if children else "")
 
@@ -673,7 +677,7 @@ def compare(docs: dict[str, dict[str, Any]]) -> str:
     the quiet p99; the load and the reactor's CPU seconds by phase."""
     rows = [
         "| run | first list: webhook / deployment p99 ms (x quiet) | quiet p99 ms | relist p99 "
-        "ms (x quiet) | non-2xx | reactor CPU s, + its discovery process (first list, quiet, "
+        "ms (x quiet) | non-2xx | reactor CPU s, + its processes (first list, quiet, "
         "relist) | load1 |",
         "|---|---|---|---|---|---|---|",
     ]
@@ -723,6 +727,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         action="store_true",
         help="the Secrets listed in the reactor's process, not a discovery process of its own",
     )
+    parser.add_argument(
+        "--inline-cd",
+        action="store_true",
+        help="the CD objects listed in the reactor's process, not a process of their own",
+    )
     parser.add_argument("--profile", type=Path, default=None, help="py-spy files here")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
@@ -734,7 +743,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     plan = Plan(
         args.secrets, args.objects, args.clusters, args.rate, args.quiet, args.after,
         args.postgres, args.restart, args.change_every, args.scrape_every,
-        args.busy, args.inline_discovery, args.busy_nice,
+        args.busy, args.inline_discovery, args.busy_nice, args.inline_cd,
     )  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="fw-bench-lists-") as tmpdir, machine_load() as load:
         result = run(plan, Path(tmpdir), args.profile)

@@ -3,9 +3,9 @@ reactor's side that starts one, reads it, and starts it again.
 
 Why processes: at 20,000 Secrets and 10,000 Flux and Argo CD objects, a list read over TLS,
 decoded and transformed is seconds of Python, and in the reactor's process every second
-of it is a second its requests share the interpreter with (bench/RESULTS.md, rounds 24
-and 26). A child shares nothing with them but the machine's cores, and runs at
-:data:`NICE` above the reactor: background work. Two use this module:
+of it is a second its requests share the interpreter with (bench/RESULTS.md). A child
+shares nothing with them but the machine's cores, and runs at :data:`NICE` above the
+reactor: background work. Two use this module:
 ``reactor.secretchild`` (the Secrets, read into a slim fleet) and
 ``reactor.cd.objectchild`` (the CD objects).
 
@@ -35,8 +35,9 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Protocol, TypeVar
+from typing import IO, Any, Protocol, Self, TypeVar
 
 from fleetwatch.common.logs import JsonFormatter, setup_logging
 
@@ -103,15 +104,16 @@ async def read_frame_async(stream: asyncio.StreamReader) -> Any:
 # -- the child's side --------------------------------------------------------------------
 
 
-class Start(Protocol):
-    """What every child's start frame carries."""
+@dataclass(frozen=True, kw_only=True)
+class Start:
+    """What every child's start frame carries, beside what it is to do."""
 
-    @property
-    def log_level(self) -> str: ...
-    @property
-    def log_format(self) -> str: ...
-    @property
-    def nice(self) -> int: ...
+    log_level: str = "info"
+    log_format: str = "logfmt"
+    #: seconds between two frames at most (:data:`HEARTBEAT_S`)
+    heartbeat_s: float = HEARTBEAT_S
+    #: niceness added to the reactor's (:data:`NICE`)
+    nice: int = NICE
 
 
 S = TypeVar("S", bound=Start)
@@ -129,6 +131,22 @@ async def stdin_closed() -> None:
 
     threading.Thread(target=read, name="fleetwatch-stdin", daemon=True).start()
     await closed.wait()
+
+
+async def serve_until_closed(work: dict[str, Coroutine[Any, Any, None]]) -> None:
+    """Run ``work`` (task name -> coroutine) until stdin ends (the reactor is gone) or a
+    task raises (a bug: raised here, logged by :func:`child_main`); then cancel it all."""
+    closed = asyncio.ensure_future(stdin_closed())
+    tasks = [asyncio.create_task(coro, name=name) for name, coro in work.items()]
+    try:
+        done, _ = await asyncio.wait([closed, *tasks], return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            if task is not closed:
+                task.result()
+    finally:
+        for task in (closed, *tasks):
+            task.cancel()
+        await asyncio.gather(closed, *tasks, return_exceptions=True)
 
 
 def child_main(
@@ -203,7 +221,7 @@ class Supervised:
         """The child ended (its successor starts from nothing)."""
         self.running = False
 
-    async def __aenter__(self) -> Supervised:
+    async def __aenter__(self) -> Self:
         name = f"fleetwatch-{self.module.rsplit('.', 1)[-1]}"
         self._task = asyncio.create_task(self._supervise(), name=name)
         return self

@@ -33,14 +33,7 @@ from fleetwatch.discovery.apisource import KubernetesDiscovery, build_informer
 from fleetwatch.kube.informer import Informer
 from fleetwatch.kube.kubeauth import KubeAuthError
 from fleetwatch.kube.objects import KubeObject
-from reactor.childproc import (
-    EXIT_CREDENTIALS,
-    HEARTBEAT_S,
-    NICE,
-    child_main,
-    stdin_closed,
-    write_frame,
-)
+from reactor.childproc import EXIT_CREDENTIALS, Start, child_main, serve_until_closed, write_frame
 from reactor.secretfleet import FleetDiff, FleetReader
 
 log = logging.getLogger(__name__)
@@ -53,18 +46,12 @@ HEALTH_EVERY_S = 0.5
 
 
 @dataclass(frozen=True)
-class ChildStart:
+class ChildStart(Start):
     """What the discovery process needs, sent on its stdin."""
 
     settings: KubernetesDiscovery
     files: Discovery
     debounce_s: float
-    log_level: str = "info"
-    log_format: str = "logfmt"
-    #: seconds between two heartbeats at most (``reactor.childproc.HEARTBEAT_S``)
-    heartbeat_s: float = HEARTBEAT_S
-    #: niceness added to the reactor's (``reactor.childproc.NICE``)
-    nice: int = NICE
 
 
 @dataclass(frozen=True)
@@ -111,7 +98,6 @@ async def serve(start: ChildStart, out: IO[bytes]) -> int:
         return EXIT_CREDENTIALS
     reader = FleetReader(start.settings, start.files, release=True)
     selector = start.settings.label_selector
-    stdin_closed_ = asyncio.ensure_future(stdin_closed())
 
     sent: Health | None = None
     sent_at = 0.0
@@ -144,21 +130,9 @@ async def serve(start: ChildStart, out: IO[bytes]) -> int:
             send_diff(out, found)
 
     async with api, informer:
-        tasks = [
-            asyncio.create_task(health(), name="fleetwatch-discovery-health"),
-            asyncio.create_task(diffs(), name="fleetwatch-discovery-diffs"),
-        ]
-        try:
-            done, _ = await asyncio.wait(
-                [stdin_closed_, *tasks], return_when=asyncio.FIRST_COMPLETED
-            )
-            for task in done:
-                if task is not stdin_closed_:
-                    task.result()  # a bug: raised, logged by main
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+        await serve_until_closed(
+            {"fleetwatch-discovery-health": health(), "fleetwatch-discovery-diffs": diffs()}
+        )
     return 0
 
 

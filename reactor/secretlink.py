@@ -144,7 +144,14 @@ class SecretsProcess(Supervised):
         self.health.running = True
         level, fmt = log_settings()
         files = files_for_reader(self.files)
-        return ChildStart(self.settings, files, self.debounce_s, level, fmt, self.heartbeat_s)
+        return ChildStart(
+            settings=self.settings,
+            files=files,
+            debounce_s=self.debounce_s,
+            log_level=level,
+            log_format=fmt,
+            heartbeat_s=self.heartbeat_s,
+        )
 
     def received(self, what: str, body: Any) -> None:
         if what == "entries":

@@ -34,6 +34,8 @@ I/O (the edges):
   ``fleetwatch.kube.kubeapi``): the patches, the Lease's requests;
 - ``election``: the Lease taken, renewed and released, and its metrics;
 - ``watch``: the list+watch of the three kinds (``fleetwatch.kube.informer``);
+  ``objectchild``, ``objectlink``: that list+watch in a process of the reactor's own,
+  and the objects the actuator reads from it (``reactor.childproc``);
 - ``actuator``: the loop that runs the mirror and the rules on every change and every
   resync interval, and counts what it did; ``settings``, ``metrics``, ``setup`` (flags,
   metrics, the app's lifecycle).

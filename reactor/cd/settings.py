@@ -87,6 +87,9 @@ class CdSettings:
     """Longest wait for one patch (or list page)."""
     informer: InformerSettings = BESIDE_REQUESTS
     """How the list+watch of the objects paces itself: as a process answering requests."""
+    process: bool = True
+    """List and watch the objects in a process of their own (``reactor.cd.objectchild``);
+    False (``--no-cd.process``): an informer in this process."""
     leader_election: LeaderElection | None = field(default_factory=LeaderElection)
     """The Lease that makes replicas act one at a time; None: this replica acts alone."""
 
@@ -154,6 +157,14 @@ def add_cd_flags(parser: argparse.ArgumentParser) -> None:
         help="kubeconfig of the management cluster holding the Flux and Argo CD objects "
         "(default: the pod's service account, else $KUBECONFIG)",
     )
+    parser.add_argument(
+        "--cd.process",
+        dest="cd_process",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="list and watch the Flux and Argo CD objects in a process of the reactor's own, "
+        "so that its requests never share the interpreter with them (default: on)",
+    )
     add_leader_election_flags(parser)
 
 
@@ -184,6 +195,7 @@ def cd_settings_from(args: Any) -> CdSettings | None:
         resync_interval_s=float(args.cd_resync_interval),
         dry_run=bool(args.cd_dry_run),
         kubeconfig=args.cd_kubeconfig or None,
+        process=bool(args.cd_process),
         leader_election=leader_election_from(args),
     )
 

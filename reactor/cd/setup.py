@@ -5,9 +5,11 @@ reconciliation's ``cleanup_ctx``: the actuator starts once the store is open and
 cancelled (and awaited) before it closes. Inside, in order: the management cluster's
 credentials (``--cd.kubeconfig``, else in-cluster, else ``KUBECONFIG``: an error here
 stops the start with its reason), one client (:class:`~reactor.cd.kubewrite.KubeWriter`)
-for the list+watch, the Lease and the patches, the informer of the kinds turned on, the
-leader elector (``--cd.leader-election``, not in a dry run) and the actuator as named
-tasks, the actuator woken by the informer's changes (a second task forwards them), by
+for the Lease and the patches, the objects of the kinds turned on (listed and watched by
+the CD objects process, ``reactor.cd.objectlink``; with ``--no-cd.process`` by an
+informer here, on that client), the leader elector (``--cd.leader-election``, not in a
+dry run) and the actuator as named tasks, the actuator woken by the objects' changes (a
+second task forwards them), by
 the backend's writes that move apps in or out of an outage, and by a change of
 leadership. On a clean stop the actuator stops first, then the Lease is released, so the
 next replica takes over at its next try.
@@ -17,23 +19,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 from aiohttp import web
 
-from fleetwatch.discovery.kubecreds import from_kubeconfig, load_credentials
 from fleetwatch.kube.informer import Informer
-from fleetwatch.kube.kubeauth import ApiCredentials
 from fleetwatch.kube.objects import KubeObject
 from reactor.apidiscovery import API_DISCOVERY
 from reactor.cd.actuator import CdActuator
 from reactor.cd.election import LeaderElector, LeaderMetrics, lease_namespace
 from reactor.cd.kubewrite import KubeWriter
 from reactor.cd.metrics import CdMetrics
+from reactor.cd.objectlink import ObjectsProcess
 from reactor.cd.settings import CdSettings
-from reactor.cd.watch import cd_watches, stored
+from reactor.cd.watch import cd_watches, credentials_of, stored
 from reactor.context import BACKEND, METRICS
 
 log = logging.getLogger(__name__)
@@ -41,19 +40,12 @@ log = logging.getLogger(__name__)
 CD_ACTUATOR = web.AppKey("cd_actuator", CdActuator)
 
 
-async def forward(informer: Informer[KubeObject], wake: asyncio.Event) -> None:
+async def forward(informer: ObjectsProcess | Informer[KubeObject], wake: asyncio.Event) -> None:
     """Wake the actuator whenever the informer stores or drops an object."""
     generation = informer.generation
     while True:
         generation = await informer.changed(generation)
         wake.set()
-
-
-def credentials_of(settings: CdSettings) -> ApiCredentials:
-    """The management cluster's credentials (raises ``KubeAuthError`` with the reason)."""
-    if settings.kubeconfig:
-        return from_kubeconfig([Path(settings.kubeconfig).absolute()], "--cd.kubeconfig")
-    return load_credentials(None, dict(os.environ))
 
 
 def setup_cd(app: web.Application, settings: CdSettings | None) -> None:
@@ -71,7 +63,11 @@ def setup_cd(app: web.Application, settings: CdSettings | None) -> None:
         wake = asyncio.Event()
         api = KubeWriter(credentials, request_timeout=settings.request_timeout_s)
         async with api:
-            informer = Informer(api, cd_watches(settings), settings.informer, transform=stored)
+            informer: ObjectsProcess | Informer[KubeObject]
+            if settings.process:
+                informer = ObjectsProcess(settings)
+            else:
+                informer = Informer(api, cd_watches(settings), settings.informer, transform=stored)
             elector = None
             if election is not None and leader_metrics is not None:
                 namespace = lease_namespace(election)

@@ -21,9 +21,13 @@ in discovery's namespaces), of which the informer keeps no credential
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from fleetwatch.discovery.kubecreds import from_kubeconfig, load_credentials
+from fleetwatch.kube.kubeauth import ApiCredentials
 from fleetwatch.kube.objects import slim
 from reactor.cd import clustersecrets
 from reactor.cd.clustersecrets import CLUSTER_SECRET, SELECTOR, is_cluster_secret
@@ -72,3 +76,11 @@ def stored(obj: dict[str, Any]) -> dict[str, Any]:
         return clustersecrets.kept(typed)
     kind = kind_of(obj)
     return slim(obj, owners_of_field=kind.pause_field if kind is not None else None)
+
+
+def credentials_of(settings: CdSettings) -> ApiCredentials:
+    """The management cluster's credentials (raises ``KubeAuthError`` with the reason):
+    ``--cd.kubeconfig``, else in-cluster, else ``KUBECONFIG``."""
+    if settings.kubeconfig:
+        return from_kubeconfig([Path(settings.kubeconfig).absolute()], "--cd.kubeconfig")
+    return load_credentials(None, dict(os.environ))

@@ -136,3 +136,10 @@ def test_leader_election_is_on_by_default_and_its_lease_can_be_named() -> None:
         20.0,
         4.0,
     )
+
+
+def test_the_objects_are_listed_in_a_process_of_their_own_unless_asked_not_to() -> None:
+    settings = cd(["--cd.flux"])
+    assert settings is not None and settings.process is True
+    inline = cd(["--cd.flux", "--no-cd.process"])
+    assert inline is not None and inline.process is False

@@ -32,6 +32,7 @@ from reactor.apidiscovery import API_DISCOVERY, ApiDiscovery
 from reactor.secretchild import Health
 from reactor.secretlink import ProcessHealth, SecretsProcess
 from tests.helpers.discovery_informer import SENTINEL, argocd_secret
+from tests.helpers.reactor_cd import FLEET
 from tests.helpers.reactor_helpers import MakeClient, db_flag, until
 
 pytestmark = pytest.mark.live
@@ -155,15 +156,19 @@ async def test_a_hung_discovery_process_is_killed_and_started_again(
     await until(two, what="a new Secret read by the new process")
 
 
-def test_a_killed_reactor_leaves_no_discovery_process_behind(tmp_path: Path) -> None:
+def test_a_killed_reactor_leaves_no_process_behind(tmp_path: Path) -> None:
+    """``fleetwatch reactor`` with discovery and the CD integration runs two processes of
+    its own; SIGKILLed, both end (their stdin closes)."""
     with ThreadedManagementCluster(tmp_path / "mgmt") as mgmt:
-        mgmt.seed([argocd_secret("argo-a")])
+        mgmt.seed([argocd_secret("argo-a"), *FLEET])
         port = free_port()
         url = f"http://127.0.0.1:{port}"
         argv = [sys.executable, "-m", "fleetwatch.cli", "reactor",
                 f"--web.listen-address=127.0.0.1:{port}", db_flag(tmp_path / "fleetwatch.db"),
                 "--kubeconfig=", "--discovery.kubernetes",
-                f"--discovery.kubernetes.kubeconfig={mgmt.kubeconfig}"]  # fmt: skip
+                f"--discovery.kubernetes.kubeconfig={mgmt.kubeconfig}",
+                "--cd.flux", "--cd.argocd", f"--cd.kubeconfig={mgmt.kubeconfig}",
+                "--no-cd.leader-election"]  # fmt: skip
         with ManagedProcess(argv, tmp_path / "reactor.log", ready_url=f"{url}/-/ready") as proc:
             with urllib.request.urlopen(f"{url}/clusters", timeout=5) as resp:
                 assert [c["name"] for c in json.load(resp)] == ["argo-a"]
@@ -172,9 +177,13 @@ def test_a_killed_reactor_leaves_no_discovery_process_behind(tmp_path: Path) -> 
                 for task in Path(f"/proc/{proc.pid}/task").iterdir()
                 for pid in (task / "children").read_text().split()
             ]
-            assert len(children) == 1, children
+            assert len(children) == 2, children
+            commands = {Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[2]
+                        for pid in children}  # fmt: skip
+            assert commands == {b"reactor.secretchild", b"reactor.cd.objectchild"}
             os.kill(proc.pid, signal.SIGKILL)
-            wait_until(lambda: not alive(children[0]) or None, 15, what="its process ended")
+            for child in children:
+                wait_until(lambda c=child: not alive(c) or None, 15, what="its processes ended")
         text = (tmp_path / "reactor.log").read_text()
         assert SENTINEL not in text and mgmt.token not in text
 
@@ -193,10 +202,12 @@ def test_the_counters_go_on_across_restarts() -> None:
     assert health.errors() == Counter(server_error=3)
 
 
-def test_started_by_hand_it_says_what_it_is_for() -> None:
-    """Not a command: run alone, it refuses in a sentence and reads nothing."""
+@pytest.mark.parametrize("module", ["reactor.secretchild", "reactor.cd.objectchild"])
+def test_started_by_hand_it_says_what_it_is_for(module: str) -> None:
+    """Not a command (either child of the reactor's): run alone, it refuses in a sentence
+    and reads nothing."""
     done = subprocess.run(
-        [sys.executable, "-m", "reactor.secretchild"],
+        [sys.executable, "-m", module],
         input=b"\x00\x00\x00\x04junk",
         capture_output=True,
         timeout=60,
@@ -206,6 +217,6 @@ def test_started_by_hand_it_says_what_it_is_for() -> None:
     assert done.stdout == b""
     # A reactor that stops before it sent its start: ended quietly.
     done = subprocess.run(
-        [sys.executable, "-m", "reactor.secretchild"], input=b"", capture_output=True, timeout=60
+        [sys.executable, "-m", module], input=b"", capture_output=True, timeout=60
     )
     assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
