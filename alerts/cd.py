@@ -24,6 +24,12 @@ pause for an outage. Nothing will resume them, not even the outage's end
 (``reactor.cd.scope``), so a person must. A dry run counts what it does not watch too, but
 it acts on nothing, and beside an acting replica that watches the kind its count would
 page for objects that are looked after: it is left out, as for the pending actions.
+
+``FleetwatchCDWatchDown``: a reactor's list+watch of the objects has failed for 10
+minutes (or, with ``--cd.process``, its objects process keeps ending). Its passes go on
+against the objects last seen, so nothing else says it: a pause undone by a person, a new
+object, a deleted one go unseen. Every replica, acting or not, and a dry run too: each
+watches for itself, and the one that takes the Lease next acts on what it saw.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from fleetwatch.common.metricnames import (
     REACTOR_CD_PENDING_AGE,
     REACTOR_CD_RESYNC_INTERVAL,
     REACTOR_CD_UNWATCHED,
+    REACTOR_CD_WATCH_UP,
     REACTOR_DATABASE_UP,
     total,
 )
@@ -48,6 +55,9 @@ CD_PENDING_ALERT = "FleetwatchCDActionsPending"
 CD_NO_ACTOR_ALERT = "FleetwatchCDNoActingReplica"
 CD_STALLED_ALERT = "FleetwatchCDResyncStalled"
 CD_UNWATCHED_ALERT = "FleetwatchCDUnwatchedObjectsPaused"
+CD_WATCH_DOWN_ALERT = "FleetwatchCDWatchDown"
+#: How long the objects' list+watch may fail: as for the Secrets' (``alerts.discovery``).
+CD_WATCH_DOWN_FOR = "10m"
 #: Long enough for a rolling update that turns a kind back on: the old acting replica
 #: counts its rows until the new one takes the Lease.
 CD_UNWATCHED_FOR = "5m"
@@ -188,6 +198,42 @@ def cd_group() -> Group:
                             'cluster API: ..."; forbidden: its service account lacks list or '
                             "watch on the kind, which deploy/'s cd-* components grant); "
                             '"cd: the store cannot answer": its database.'
+                        ),
+                    },
+                },
+            ),
+            Rule(
+                why=(
+                    "The list+watch of the Flux and Argo CD objects has failed for "
+                    f"{CD_WATCH_DOWN_FOR} (or, with\n"
+                    "--cd.process, the objects process keeps ending). Passes go on against "
+                    "the objects last\n"
+                    "seen, so no other alert says it. 10 minutes: the backoff (0.8 s to "
+                    "30 s) rides out an\n"
+                    "API server restart, as for the Secrets' list+watch. Every replica: "
+                    "each watches for itself."
+                ),
+                body={
+                    "alert": CD_WATCH_DOWN_ALERT,
+                    "expr": f"{REACTOR_CD_WATCH_UP} == 0\n",
+                    "for": CD_WATCH_DOWN_FOR,
+                    "labels": {"severity": "warning"},
+                    "annotations": {
+                        "summary": (
+                            "{{ $labels.job }} {{ $labels.instance }} cannot watch the Flux "
+                            "and Argo CD objects"
+                        ),
+                        "description": (
+                            "The list+watch of the Flux and Argo CD objects by "
+                            "{{ $labels.job }} at {{ $labels.instance }} has failed for "
+                            f"{CD_WATCH_DOWN_FOR} or more. It acts on the objects it saw "
+                            "last: a new object is not mirrored, a deleted one stays, a "
+                            "pause undone by hand or by its owner is not seen. Its log says "
+                            'why: "management cluster API: ..." (forbidden: its service '
+                            "account lacks list or watch on a kind, which deploy/'s cd-* "
+                            "components grant; unauthorized: its token or --cd.kubeconfig "
+                            'is refused), or "cd: the objects process ended (...)" again '
+                            "and again (its memory limit, the kernel's OOM killer)."
                         ),
                     },
                 },

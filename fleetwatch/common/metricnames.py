@@ -143,6 +143,9 @@ REACTOR_CD_FAILURES: Final = "fleetwatch_reactor_cd_failures"
 REACTOR_CD_PENDING: Final = "fleetwatch_reactor_cd_pending_actions"
 REACTOR_CD_PENDING_AGE: Final = "fleetwatch_reactor_cd_oldest_pending_action_age_seconds"
 REACTOR_CD_LAST_RESYNC: Final = "fleetwatch_reactor_cd_last_resync_timestamp_seconds"
+#: gauge: 1 while the list+watch of the CD objects answers (every kind's last request
+#: succeeded) and, with ``--cd.process``, its process runs; 0 otherwise
+REACTOR_CD_WATCH_UP: Final = "fleetwatch_reactor_cd_watch_up"
 #: gauge: ``--cd.resync-interval``; and 1 with labels ``argocd_pause``, ``dry_run``
 REACTOR_CD_RESYNC_INTERVAL: Final = "fleetwatch_reactor_cd_resync_interval_seconds"
 REACTOR_CD_INFO: Final = "fleetwatch_reactor_cd_info"

@@ -157,6 +157,11 @@ class CdMetrics:
             "Seconds the oldest pending action has waited; 0 when none.",
             registry=registry,
         )
+        self.watch_up = Gauge(
+            metricnames.REACTOR_CD_WATCH_UP,
+            "1 while the list+watch of the objects answers (and its process runs), else 0.",
+            registry=registry,
+        )
         self.last_resync = Gauge(
             metricnames.REACTOR_CD_LAST_RESYNC,
             "When the last full check of every object against the store ended (Unix time).",

@@ -16,8 +16,9 @@ settings, the log settings). On stdout:
 - after each burst of changes (gathered for :data:`DEBOUNCE_S`), what changed since: the
   objects whose ``resourceVersion`` moved (a relist that finds the same versions sends
   nothing), then ``("end", Sent(whole=False, removed=(uid, ...)))``;
-- ``("heartbeat", None)`` every ``HEARTBEAT_S`` (the reactor kills a child silent for a
-  minute).
+- ``("health", up)`` when the list+watch's health changed (``Informer.up``: every kind's
+  last request succeeded; ``fleetwatch_reactor_cd_watch_up``), and at least every
+  ``HEARTBEAT_S`` (the reactor kills a child silent for a minute).
 
 An object is what ``reactor.cd.watch.stored`` keeps, in the reactor's own process too
 (``--no-cd.process``): no ``managedFields`` but the pause field's owners, no credential
@@ -30,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+import time
 from dataclasses import dataclass, replace
 from typing import IO
 
@@ -45,6 +47,9 @@ log = logging.getLogger(__name__)
 
 #: Objects per frame: about a millisecond of the reactor's interpreter to unpickle.
 OBJECTS_PER_FRAME = 100
+
+#: Seconds between two looks at the list+watch's health.
+HEALTH_EVERY_S = 0.5
 
 #: Seconds a burst of changes is gathered for before it is sent: a relist's pages, a
 #: parent Kustomization's children applied at once.
@@ -121,11 +126,22 @@ async def serve(start: ObjectsStart, out: IO[bytes]) -> int:
     informer: Informer[KubeObject] = Informer(api, cd_watches(settings), pace, transform=stored)
     differ = Differ()
 
-    async def heartbeat() -> None:
-        while True:
-            write_frame(out, ("heartbeat", None))
+    sent: bool | None = None
+    sent_at = 0.0
+
+    def report() -> None:
+        """The health as it is now, sent when it changed or a heartbeat is due."""
+        nonlocal sent, sent_at
+        up = informer.up
+        if up != sent or time.monotonic() - sent_at >= start.heartbeat_s:
+            write_frame(out, ("health", up))
             out.flush()
-            await asyncio.sleep(start.heartbeat_s)
+            sent, sent_at = up, time.monotonic()
+
+    async def health() -> None:
+        while True:
+            report()
+            await asyncio.sleep(min(HEALTH_EVERY_S, start.heartbeat_s))
 
     async def diffs() -> None:
         seen = -1
@@ -136,12 +152,11 @@ async def serve(start: ObjectsStart, out: IO[bytes]) -> int:
             if informer.synced:
                 changed, end = differ.diff(informer.objects())
                 if changed or end.removed or end.whole:
+                    report()  # the health is current when the reactor takes the objects
                     send(out, changed, end)
 
     async with api, informer:
-        await serve_until_closed(
-            {"fleetwatch-cd-heartbeat": heartbeat(), "fleetwatch-cd-diffs": diffs()}
-        )
+        await serve_until_closed({"fleetwatch-cd-health": health(), "fleetwatch-cd-diffs": diffs()})
     return 0
 
 

@@ -39,6 +39,8 @@ class ObjectsProcess(Supervised):
         #: the objects of the difference being received, applied at its end
         self._staged: dict[str, KubeObject] = {}
         self._synced = False
+        #: the list+watch answered, as the running process last said
+        self._watch_up = False
         self._generation = 0
         self._change = asyncio.Event()
 
@@ -46,6 +48,11 @@ class ObjectsProcess(Supervised):
     def synced(self) -> bool:
         """A whole set was received once (every kind listed)."""
         return self._synced
+
+    @property
+    def up(self) -> bool:
+        """A process runs and its list+watch answers (``fleetwatch_reactor_cd_watch_up``)."""
+        return self.running and self._watch_up
 
     @property
     def generation(self) -> int:
@@ -75,10 +82,13 @@ class ObjectsProcess(Supervised):
             self._staged.update(body)
         elif what == "end":
             self._apply(body)
+        elif what == "health":
+            self._watch_up = bool(body)
 
     def ended(self) -> None:
         super().ended()
         self._staged = {}  # half a difference is never applied
+        self._watch_up = False
 
     def _apply(self, end: Sent) -> None:
         staged, self._staged = self._staged, {}

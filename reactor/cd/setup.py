@@ -68,6 +68,7 @@ def setup_cd(app: web.Application, settings: CdSettings | None) -> None:
                 informer = ObjectsProcess(settings)
             else:
                 informer = Informer(api, cd_watches(settings), settings.informer, transform=stored)
+            metrics.watch_up.set_function(lambda: 1.0 if informer.up else 0.0)
             elector = None
             if election is not None and leader_metrics is not None:
                 namespace = lease_namespace(election)

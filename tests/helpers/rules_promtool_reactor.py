@@ -1,6 +1,6 @@
 """The cases of ``alerts/tests/fleetwatch.test.yml`` for the reactor's and the CD
 integration's alerts: replicas down, the database, reconciliation, notifications, and CD
-actions pending, unacted, stalled or unwatched.
+actions pending, unacted, stalled or unwatched, and the objects' list+watch down.
 
 ``rules_promtool`` puts them in the shipped file after the cluster-status cases; the
 timeline is the same (one sample a minute, position i of a series is minute i).
@@ -15,6 +15,7 @@ from alerts.cd import (
     CD_PENDING_ALERT,
     CD_STALLED_ALERT,
     CD_UNWATCHED_ALERT,
+    CD_WATCH_DOWN_ALERT,
 )
 from alerts.reactor import (
     DATABASE_ALERT,
@@ -31,6 +32,7 @@ from fleetwatch.common.metricnames import (
     REACTOR_CD_PENDING_AGE,
     REACTOR_CD_RESYNC_INTERVAL,
     REACTOR_CD_UNWATCHED,
+    REACTOR_CD_WATCH_UP,
     REACTOR_DATABASE_UP,
     REACTOR_NOTIFICATIONS,
     REACTOR_RECONCILE_INTERVAL,
@@ -227,6 +229,37 @@ def cd_unwatched_case(s: RuleSettings) -> dict[str, Any]:
             alerts(s, 7, alert, firing),
             alerts(s, 11, alert, firing),
             alerts(s, 12, alert, []),  # resumed
+        ],
+    )
+
+
+def cd_watch_down_case(s: RuleSettings) -> dict[str, Any]:
+    """The CD objects' list+watch failing for 10 minutes, and only then.
+
+    ``down`` fails from minute 2 to 16 (a kind forbidden, an objects process that keeps
+    ending): pending for 10 minutes, firing from minute 12, resolved at 16. ``blip`` fails
+    for 4 minutes (an API server restarted, the backoff heals): never. ``ok``: never.
+    """
+    minutes = 18
+
+    def up(start: int, end: int) -> str:
+        return timeline([0 if start <= m < end else 1 for m in range(minutes)])
+
+    series = [
+        _reactor_series(s, REACTOR_CD_WATCH_UP, "down:9714", up(2, 16)),
+        _reactor_series(s, REACTOR_CD_WATCH_UP, "blip:9714", up(3, 7)),
+        _reactor_series(s, REACTOR_CD_WATCH_UP, "ok:9714", f"1x{minutes}"),
+    ]
+    alert = CD_WATCH_DOWN_ALERT
+    return case(
+        name="CD objects' list+watch down",
+        input_series=series,
+        alert_rule_test=[
+            alerts(s, 6, alert, []),  # blip: pending, then healed
+            alerts(s, 11, alert, []),  # down: pending since minute 2
+            alerts(s, 12, alert, [_reactor(s, "down:9714")]),
+            alerts(s, 15, alert, [_reactor(s, "down:9714")]),
+            alerts(s, 16, alert, []),  # answering again
         ],
     )
 

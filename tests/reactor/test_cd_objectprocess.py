@@ -5,16 +5,19 @@ cluster's Flux and Argo CD objects, as ``fleetwatch reactor`` starts it.
 Killed or hung, it is started again; what the reactor holds meanwhile stays (its apps
 mirrored, ``/-/ready``), an object deleted while none watched is gone at the new
 process's whole list, and an outage still pauses exactly its objects. It runs at nice 10
-and ends with the reactor, even one that was killed.
+and ends with the reactor (``test_secretlink``: even one killed).
+``fleetwatch_reactor_cd_watch_up`` says whether the list+watch answers, from either mode.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Awaitable, Callable
 
 import pytest
 
+from fleetwatch.common.metricnames import REACTOR_CD_WATCH_UP
 from fleetwatch.standin.management import ManagementCluster
 from fleetwatch.standin.management.kinds import BY_API_KIND
 from reactor import childproc
@@ -23,7 +26,7 @@ from reactor.cd.setup import CD_ACTUATOR
 from tests.helpers.reactor_cd import FLEET, KS, Start, c1_paused
 from tests.helpers.reactor_helpers import mirrored, notify, until
 from tests.helpers.reactor_payloads import OFFLINE, alert
-from tests.reactor.test_secretlink import alive, niceness
+from tests.reactor.test_secretlink import alive, metric, niceness
 
 pytestmark = pytest.mark.live
 
@@ -102,3 +105,26 @@ async def test_a_hung_objects_process_is_killed_and_started_again(
         )
 
     await until(seen, what="a new object sent by the new process")
+
+
+@pytest.mark.parametrize("process", [True, False], ids=["process", "in-reactor"])
+async def test_the_watch_s_health_is_a_metric(
+    start: Start, mgmt: ManagementCluster, process: bool
+) -> None:
+    """0 while the API refuses the objects' lists and watches (a grant removed), 1 once it
+    answers again; from the objects process as from an informer in the reactor."""
+    client = await start(process=process)
+
+    async def up() -> float:
+        return metric(await (await client.get("/metrics")).text(), REACTOR_CD_WATCH_UP)
+
+    assert await up() == 1
+    mgmt.arm_fault(kind="error", status=403, reason="Forbidden", message="a grant removed")
+    mgmt.close_watches()  # each watch opens again, and is refused
+    await until(lambda: _is(up, 0), what="the watch's health at 0")
+    mgmt.clear_faults()
+    await until(lambda: _is(up, 1), what="the watch's health back at 1")
+
+
+async def _is(read: Callable[[], Awaitable[float]], value: float) -> bool:
+    return await read() == value
