@@ -40,6 +40,8 @@ from pathlib import Path
 from typing import IO, Any, Protocol, Self, TypeVar
 
 from fleetwatch.common.logs import JsonFormatter, setup_logging
+from fleetwatch.kube.informer import Informer
+from fleetwatch.kube.objects import KubeObject
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +119,42 @@ class Start:
 
 
 S = TypeVar("S", bound=Start)
+
+
+#: Seconds between two looks at a child's health (:class:`HealthReports`).
+HEALTH_EVERY_S = 0.5
+
+
+class HealthReports:
+    """A child's ``("health", ...)`` frames: sent when the health changed, and at least
+    every ``heartbeat_s`` (the reactor takes a child silent for :data:`SILENT_S` as hung)."""
+
+    def __init__(self, out: IO[bytes], heartbeat_s: float) -> None:
+        self.out = out
+        self.heartbeat_s = heartbeat_s
+        self._sent: object = None
+        self._sent_at = float("-inf")
+
+    def report(self, health: object) -> None:
+        if health != self._sent or time.monotonic() - self._sent_at >= self.heartbeat_s:
+            write_frame(self.out, ("health", health))
+            self.out.flush()
+            self._sent, self._sent_at = health, time.monotonic()
+
+    async def every(self, look: Callable[[], object]) -> None:
+        """Report ``look()`` every :data:`HEALTH_EVERY_S` (or heartbeat, if shorter)."""
+        while True:
+            self.report(look())
+            await asyncio.sleep(min(HEALTH_EVERY_S, self.heartbeat_s))
+
+
+async def after_burst(informer: Informer[KubeObject], seen: int, debounce_s: float) -> int:
+    """Wait for the informer to change after generation ``seen``, then ``debounce_s`` more
+    for the rest of the burst; the generation to read (in a child, and in the reactor's
+    own process with ``reactor.secretlink.InlineSecrets``)."""
+    await informer.changed(seen)
+    await asyncio.sleep(debounce_s)
+    return informer.generation
 
 
 async def stdin_closed() -> None:

@@ -18,10 +18,8 @@ Secret is logged, as in the reactor.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import sys
-import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -30,19 +28,22 @@ from typing import IO, Any
 from fleetwatch.discovery import Discovery
 from fleetwatch.discovery.apimetrics import count_kinds
 from fleetwatch.discovery.apisource import KubernetesDiscovery, build_informer
-from fleetwatch.kube.informer import Informer
 from fleetwatch.kube.kubeauth import KubeAuthError
-from fleetwatch.kube.objects import KubeObject
-from reactor.childproc import EXIT_CREDENTIALS, Start, child_main, serve_until_closed, write_frame
+from reactor.childproc import (
+    EXIT_CREDENTIALS,
+    HealthReports,
+    Start,
+    after_burst,
+    child_main,
+    serve_until_closed,
+    write_frame,
+)
 from reactor.secretfleet import FleetDiff, FleetReader
 
 log = logging.getLogger(__name__)
 
 #: Entries per frame: about a millisecond of the reactor's interpreter to decode.
 ENTRIES_PER_FRAME = 200
-
-#: Seconds between two looks at the list+watch's health.
-HEALTH_EVERY_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -80,15 +81,6 @@ def send_diff(out: IO[bytes], found: FleetDiff) -> None:
     out.flush()
 
 
-async def after_burst(informer: Informer[KubeObject], seen: int, debounce_s: float) -> int:
-    """Wait for the Secrets to change after generation ``seen``, then ``debounce_s`` more
-    for the rest of the burst; the generation to read (here, and in the reactor's own
-    process with ``reactor.secretlink.InlineSecrets``)."""
-    await informer.changed(seen)
-    await asyncio.sleep(debounce_s)
-    return informer.generation
-
-
 async def serve(start: ChildStart, out: IO[bytes]) -> int:
     """List and watch until stdin ends; the exit status."""
     try:
@@ -99,39 +91,32 @@ async def serve(start: ChildStart, out: IO[bytes]) -> int:
     reader = FleetReader(start.settings, start.files, release=True)
     selector = start.settings.label_selector
 
-    sent: Health | None = None
-    sent_at = 0.0
+    reports = HealthReports(out, start.heartbeat_s)
     counted: tuple[int, dict[str, int]] = (-1, {})
 
-    def report() -> None:
-        """The health as it is now, sent when it changed or a heartbeat is due."""
-        nonlocal sent, sent_at, counted
+    def health() -> Health:
+        """The list+watch's health as it is now."""
+        nonlocal counted
         if counted[0] != informer.generation:  # 20,000 Secrets: 20 ms to count
             counted = (informer.generation, count_kinds(informer.objects().values(), selector))
-        now = Health(
+        return Health(
             informer.up, informer.last_sync, informer.restarts(), informer.errors(), counted[1]
         )
-        if now != sent or time.monotonic() - sent_at > start.heartbeat_s:
-            write_frame(out, ("health", now))
-            out.flush()
-            sent, sent_at = now, time.monotonic()
-
-    async def health() -> None:
-        while True:
-            report()
-            await asyncio.sleep(HEALTH_EVERY_S)
 
     async def diffs() -> None:
         seen = 0
         while True:
             seen = await after_burst(informer, seen, start.debounce_s)
             found = reader.read(informer.objects(), informer.synced)
-            report()  # the metrics are current when the reactor takes the diff
+            reports.report(health())  # the metrics are current when it takes the diff
             send_diff(out, found)
 
     async with api, informer:
         await serve_until_closed(
-            {"fleetwatch-discovery-health": health(), "fleetwatch-discovery-diffs": diffs()}
+            {
+                "fleetwatch-discovery-health": reports.every(health),
+                "fleetwatch-discovery-diffs": diffs(),
+            }
         )
     return 0
 

@@ -29,8 +29,8 @@ from fleetwatch.discovery import Discovery
 from fleetwatch.discovery.apisource import KubernetesDiscovery
 from fleetwatch.kube.informer import Informer
 from fleetwatch.kube.objects import KubeObject
-from reactor.childproc import HEARTBEAT_S, SILENT_S, Supervised, log_settings
-from reactor.secretchild import ChildStart, Health, after_burst
+from reactor.childproc import HEARTBEAT_S, SILENT_S, Supervised, after_burst, log_settings
+from reactor.secretchild import ChildStart, Health
 from reactor.secretfleet import DiffBuilder, FleetDiff, FleetReader, files_for_reader
 
 log = logging.getLogger(__name__)

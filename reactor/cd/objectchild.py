@@ -28,10 +28,8 @@ stderr in the reactor's format.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import sys
-import time
 from dataclasses import dataclass, replace
 from typing import IO
 
@@ -41,15 +39,20 @@ from fleetwatch.kube.kubeauth import KubeAuthError
 from fleetwatch.kube.objects import KubeObject
 from reactor.cd.settings import CdSettings
 from reactor.cd.watch import cd_watches, credentials_of, stored
-from reactor.childproc import EXIT_CREDENTIALS, Start, child_main, serve_until_closed, write_frame
+from reactor.childproc import (
+    EXIT_CREDENTIALS,
+    HealthReports,
+    Start,
+    after_burst,
+    child_main,
+    serve_until_closed,
+    write_frame,
+)
 
 log = logging.getLogger(__name__)
 
 #: Objects per frame: about a millisecond of the reactor's interpreter to unpickle.
 OBJECTS_PER_FRAME = 100
-
-#: Seconds between two looks at the list+watch's health.
-HEALTH_EVERY_S = 0.5
 
 #: Seconds a burst of changes is gathered for before it is sent: a relist's pages, a
 #: parent Kustomization's children applied at once.
@@ -126,37 +129,26 @@ async def serve(start: ObjectsStart, out: IO[bytes]) -> int:
     informer: Informer[KubeObject] = Informer(api, cd_watches(settings), pace, transform=stored)
     differ = Differ()
 
-    sent: bool | None = None
-    sent_at = 0.0
-
-    def report() -> None:
-        """The health as it is now, sent when it changed or a heartbeat is due."""
-        nonlocal sent, sent_at
-        up = informer.up
-        if up != sent or time.monotonic() - sent_at >= start.heartbeat_s:
-            write_frame(out, ("health", up))
-            out.flush()
-            sent, sent_at = up, time.monotonic()
-
-    async def health() -> None:
-        while True:
-            report()
-            await asyncio.sleep(min(HEALTH_EVERY_S, start.heartbeat_s))
+    reports = HealthReports(out, start.heartbeat_s)
 
     async def diffs() -> None:
-        seen = -1
+        seen = 0
         while True:
-            seen = await informer.changed(seen)
-            await asyncio.sleep(DEBOUNCE_S)
-            seen = informer.generation
+            seen = await after_burst(informer, seen, DEBOUNCE_S)
             if informer.synced:
                 changed, end = differ.diff(informer.objects())
                 if changed or end.removed or end.whole:
-                    report()  # the health is current when the reactor takes the objects
+                    # the health is current when the reactor takes the objects
+                    reports.report(informer.up)
                     send(out, changed, end)
 
     async with api, informer:
-        await serve_until_closed({"fleetwatch-cd-health": health(), "fleetwatch-cd-diffs": diffs()})
+        await serve_until_closed(
+            {
+                "fleetwatch-cd-health": reports.every(lambda: informer.up),
+                "fleetwatch-cd-diffs": diffs(),
+            }
+        )
     return 0
 
 
