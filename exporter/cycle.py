@@ -33,7 +33,7 @@ from exporter.checks import ClosingCheck, ClusterCheck, RetainingCheck
 from exporter.expose.encodings import Encoder
 from exporter.expose.snapshot import CycleStats, Snapshot, build_snapshot, declared_families
 from exporter.model import CheckResult, CycleSettings, ProbeResult, Reason, Unchanged
-from exporter.net import ApiClient, FleetClient, Probed, Slot, sliced
+from exporter.net import ApiClient, FleetClient, Probed, Slot, next_turn, sliced
 from exporter.state import ClusterState, ClusterTable, Note
 from fleetwatch.common.waits import wait_event
 from fleetwatch.discovery.clusters import Cluster, ContextConfig, Discovery
@@ -226,7 +226,7 @@ class Monitor:
                 group,
                 round_,
                 [
-                    s
+                    s.cluster
                     async for s in sliced(self.table.probeable())
                     if s.last is not None and s.last.reason is Reason.TIMEOUT
                 ],
@@ -237,9 +237,12 @@ class Monitor:
                 assert discovery.rescan_in is not None
                 await asyncio.sleep(discovery.rescan_in + RESCAN_MARGIN_S)
                 await self._discover()
-            probed = {s.cluster.name: s.cluster for s, _ in early}
+            probed = {c.name: c for c, _ in early}
+            # Clusters, not their states: a list that held the states every probe replaces
+            # freed them all in one step at its end, 60 ms at 20,000 clusters on a loaded
+            # machine (bench/RESULTS.md); each state now goes as its probe records.
             others = [
-                s
+                s.cluster
                 async for s in sliced(self.table.probeable())
                 if probed.get(s.cluster.name) != s.cluster  # a changed one: probed anew
             ]
@@ -260,11 +263,9 @@ class Monitor:
         cycle_duration = time.monotonic() - started
         states = self.table.states
         targets = [
-            t
-            async for t in sliced((*early, *rest))
-            if _current(states.get(t[0].cluster.name), t[0].cluster)
+            t async for t in sliced((*early, *rest)) if _current(states.get(t[0].name), t[0])
         ]
-        after = [states[s.cluster.name] async for s, _ in sliced(targets)]
+        after = [states[c.name] async for c, _ in sliced(targets)]
         stats = self.stats
         stats.cycles_total += 1
         stats.cycle_duration = cycle_duration
@@ -285,7 +286,7 @@ class Monitor:
         await self._forget_what_left(targets, self._probes_started_at)
         for i, (name, api) in enumerate(round_.timed_out):
             if i and i % START_SLICE == 0:
-                await asyncio.sleep(0)  # each starts a connection: a slice a turn
+                await next_turn()  # each starts a connection: a slice a turn
             state = states.get(name)
             if state is not None and state.cluster.endpoint.rstrip("/") == api.endpoint:
                 self.client.reconnect_later(name, api)
@@ -304,32 +305,32 @@ class Monitor:
         self,
         group: asyncio.TaskGroup,
         round_: _Round,
-        states: Sequence[ClusterState],
+        clusters: Sequence[Cluster],
         *,
         suspect: bool = False,
-    ) -> list[tuple[ClusterState, ContextConfig | None]]:
-        """A probe task per state, with its context; the states and contexts, in order.
+    ) -> list[tuple[Cluster, ContextConfig | None]]:
+        """A probe task per cluster, with its context; the clusters and contexts, in order.
 
         ``suspect``: they timed out last cycle, and take no slot (:class:`Slot`). Started
         :data:`START_SLICE` at a time, the loop turning in between (their first steps run
         then): the first steps of 5,000 tasks in one turn held the loop 130-150 ms, those
         of 250 early ones 60-100 ms.
         """
-        targets: list[tuple[ClusterState, ContextConfig | None]] = []
-        for i, state in enumerate(states):
+        targets: list[tuple[Cluster, ContextConfig | None]] = []
+        for i, cluster in enumerate(clusters):
             if i and i % START_SLICE == 0:
-                await asyncio.sleep(0)
-            ctx = self.discovery.context_config(state.cluster)
-            targets.append((state, ctx))
+                await next_turn()
+            ctx = self.discovery.context_config(cluster)
+            targets.append((cluster, ctx))
             group.create_task(
-                self._probe_cluster(round_, state.cluster, ctx, suspect),
-                name=f"probe {state.cluster.name}",
+                self._probe_cluster(round_, cluster, ctx, suspect),
+                name=f"probe {cluster.name}",
             )
         return targets
 
     async def _forget_what_left(
         self,
-        targets: Sequence[tuple[ClusterState, ContextConfig | None]],
+        targets: Sequence[tuple[Cluster, ContextConfig | None]],
         used_since: float | None,
     ) -> None:
         """Close and forget what clusters gone from discovery held, after a cycle.

@@ -13,7 +13,8 @@ keeps the modules of this package to the package):
 - ``parse_proxy`` and ``ProxyError``: a ``proxy-url`` read as the probes read it (shown
   without its credentials by ``fleetwatch discover``).
 - ``sliced``: a long pass of the cycle over every cluster, the loop given a turn every
-  few milliseconds (``turns``, where the budget of probe work per turn is too: the
+  few milliseconds of the task's step; ``next_turn``: a turn given by hand, from which the
+  next pass counts (``turns``, where the budget of probe work per turn is too: the
   handshake steps, the probe steps and the reconnection starts of one turn).
 
 Inside: HTTP/1.1 (``http1``), TLS connections (``connection``, ``tcp``), the pool of
@@ -26,7 +27,7 @@ from exporter.net.client import FleetClient, Probed, Slot
 from exporter.net.kubeclient import install_patches, remove_temp_files
 from exporter.net.probe import ApiClient
 from exporter.net.proxy import ProxyError, parse_proxy
-from exporter.net.turns import sliced
+from exporter.net.turns import next_turn, sliced
 
 __all__ = [
     "ApiClient",
@@ -35,6 +36,7 @@ __all__ = [
     "ProxyError",
     "Slot",
     "install_patches",
+    "next_turn",
     "parse_proxy",
     "remove_temp_files",
     "sliced",

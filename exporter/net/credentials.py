@@ -125,10 +125,12 @@ class _SslContexts:
     def clear(self) -> None:
         self._cache.clear()
 
-    def retain(self, used: set[int]) -> None:
+    async def retain(self, used: set[int]) -> None:
         """Forget the contexts (by ``id``) no cached credentials use: clusters gone, files
-        renewed (a new mtime makes a new key). Each holds its CA's certificates."""
-        for key, ctx in list(self._cache.items()):  # list(): a timed-out build may add
+        renewed (a new mtime makes a new key). Each holds its CA's certificates. A slice
+        a turn, as the rest of :meth:`Credentials.prune`; a context built meanwhile (a
+        timed-out probe's build ending) may be dropped, and is built again when needed."""
+        async for key, ctx in sliced(list(self._cache.items())):
             if id(ctx) not in used:
                 self._cache.pop(key, None)
 
@@ -366,19 +368,26 @@ class CredentialCache:
     async def prune(self, live: set[_Key]) -> None:
         """Forget the credentials of contexts that are gone or whose file changed.
 
-        The contexts are read a slice a turn (``exporter.net.turns.sliced``): at 20,000
-        clusters the whole prune in one turn was 0.33 s under cProfile, most of it the
-        shared keys' hashes, now computed once (``ContextAuth``); what is left after the
-        sliced pass goes through the entries in one step (bench/RESULTS.md).
+        Every pass a slice a turn (``exporter.net.turns.sliced``): at 20,000 clusters the
+        passes after the contexts' in one step were 40-75 ms under cProfile after every
+        Secret was rotated, the probe loop's longest turns on a loaded machine
+        (bench/RESULTS.md); the shared keys' hashes are computed once
+        (``ContextAuth``). Between cycles nothing looks credentials up; a build that
+        ends meanwhile (a probe that timed out left it running) may have its entry
+        dropped, and is built again when a probe needs it.
         """
         gone = [k async for k in sliced(list(self._shared)) if k not in live]
-        for key in gone:
+        async for key in sliced(gone):
             self._shared.pop(key, None)
-        used = set(self._shared.values())
-        for shared in [s for s in self._entries if s not in used]:
-            del self._entries[shared]
-        self._failed = {s: f for s, f in self._failed.items() if s in used}
-        self._ssl.retain({id(c.ssl_context) for c in self._entries.values() if c.ssl_context})
+        used = {s async for s in sliced(list(self._shared.values()))}
+        async for shared in sliced(list(self._entries)):
+            if shared not in used:
+                self._entries.pop(shared, None)
+        self._failed = {s: f async for s, f in sliced(list(self._failed.items())) if s in used}
+        contexts = {
+            id(c.ssl_context) async for c in sliced(list(self._entries.values())) if c.ssl_context
+        }
+        await self._ssl.retain(contexts)
 
 
 def _retrieve(future: asyncio.Future[Credentials]) -> None:

@@ -296,25 +296,16 @@ class HttpPool:
         self._idle.setdefault(key, []).append(conn)
         self._idle_count += 1
 
-    def prune_idle(self, max_age: float) -> int:
+    async def prune_idle(self, max_age: float) -> int:
         """Close connections idle for more than ``max_age`` seconds; return how many.
 
         What bounds how long a connection nothing uses any more is kept, whatever left it.
+        The endpoints a slice a turn, as :meth:`retain`'s.
         """
         deadline = asyncio.get_running_loop().time() - max_age
         closed = 0
-        for key in list(self._idle):
-            conns = self._idle[key]
-            keep = [c for c in conns if c.last_used >= deadline and not c.closed]
-            for conn in conns:
-                if conn.last_used < deadline or conn.closed:
-                    self._discard(conn)
-                    closed += 1
-            self._idle_count -= len(conns) - len(keep)
-            if keep:
-                self._idle[key] = keep
-            else:
-                del self._idle[key]
+        async for key in sliced(list(self._idle)):
+            closed += self._close_idle(key, lambda c: c.last_used < deadline or c.closed)
         return closed
 
     async def retain(self, routes: Collection[Route], used_since: float | None = None) -> int:
@@ -331,9 +322,12 @@ class HttpPool:
         with superseded credentials (a kubeconfig rewritten, a CA renewed: a new TLS
         context is a new pool key), and nothing will use them again.
 
-        The routes are read a slice a turn (``exporter.net.turns.sliced``): 20,000 of
-        them are tens of milliseconds. What follows, over the idle connections (one
-        per endpoint), runs in one step: no connection comes or goes in the middle.
+        Every pass (the routes, then the idle connections: one key per endpoint and
+        credentials) a slice a turn (``exporter.net.turns.sliced``): at 20,000 clusters
+        the passes over the idle connections in one step were 25-60 ms, the probe loop's
+        longest turns on a loaded machine (bench/RESULTS.md). Each key is decided on
+        what it holds when its turn comes (:meth:`_close_idle`): a connection that comes
+        back idle meanwhile was just used, and stays or goes at the next call.
         """
         live: set[tuple[Endpoint, Proxy | None]] = set()
         async for url, proxy in sliced(list(routes)):
@@ -342,39 +336,48 @@ class HttpPool:
             except HttpError:
                 continue  # not a URL: it never had a connection
         closed = 0
-        for key in [k for k in self._idle if (k[0], k[3]) not in live]:
-            conns = self._idle.pop(key)
-            self._idle_count -= len(conns)
-            for conn in conns:
-                self._discard(conn)
-            closed += len(conns)
+        async for key in sliced(list(self._idle)):
+            if (key[0], key[3]) not in live:
+                closed += self._close_idle(key, lambda c: True)
         if used_since is not None:
-            closed += self._close_superseded(used_since)
+            closed += await self._close_superseded(used_since)
         if len(self._endpoints) > 2 * len(live) + 1024:  # parsed URLs of gone clusters
-            urls = {url for url, _ in routes}
-            self._endpoints = {u: ep for u, ep in self._endpoints.items() if u in urls}
+            urls = {url async for url, _ in sliced(list(routes))}
+            kept = {u: ep async for u, ep in sliced(list(self._endpoints.items())) if u in urls}
+            self._endpoints = kept  # a URL parsed meanwhile is parsed again: a cache
         return closed
 
-    def _close_superseded(self, since: float) -> int:
-        used = {
-            (k[0], k[3])
-            for k, conns in self._idle.items()
-            if any(c.last_used >= since for c in conns)
-        }
+    async def _close_superseded(self, since: float) -> int:
+        """On each endpoint used since ``since``, close its connections idle since before."""
+        used: set[tuple[Endpoint, Proxy | None]] = set()
+        async for key in sliced(list(self._idle)):
+            if any(c.last_used >= since for c in self._idle.get(key, ())):
+                used.add((key[0], key[3]))
         closed = 0
-        for key in [k for k in self._idle if (k[0], k[3]) in used]:
-            conns = self._idle[key]
-            keep = [c for c in conns if c.last_used >= since]
-            for conn in conns:
-                if conn.last_used < since:
-                    self._discard(conn)
-                    closed += 1
-            self._idle_count -= len(conns) - len(keep)
-            if keep:
-                self._idle[key] = keep
-            else:
-                del self._idle[key]
+        async for key in sliced(list(self._idle)):
+            if (key[0], key[3]) in used:
+                closed += self._close_idle(key, lambda c: c.last_used < since)
         return closed
+
+    def _close_idle(self, key: _PoolKey, stale: Callable[[Connection], bool]) -> int:
+        """Close the idle connections of ``key`` that are ``stale`` now; return how many.
+
+        One step: what ``key`` holds is read and written without a turn of the loop
+        between, so a pass that gave the loop turns before reaching it still decides on
+        what it holds now (it may even be gone)."""
+        conns = self._idle.get(key)
+        if not conns:
+            return 0
+        keep = [c for c in conns if not stale(c)]
+        for conn in conns:
+            if stale(conn):
+                self._discard(conn)
+        self._idle_count -= len(conns) - len(keep)
+        if keep:
+            self._idle[key] = keep
+        else:
+            del self._idle[key]
+        return len(conns) - len(keep)
 
     @property
     def held(self) -> int:

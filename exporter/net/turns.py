@@ -34,9 +34,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+import weakref
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -47,6 +48,22 @@ TURN_BUDGET_S = 0.012
 FIRST_TASK_STEP_S = 0.0007
 #: Seconds one step of a task may spend going through a long collection (:func:`sliced`).
 STEP_BUDGET_S = 0.01
+
+
+#: When each task last got the loop back from a slice (:func:`sliced`,
+#: :func:`next_turn`), and by which clock: where its current step began, as far as a
+#: slice can know.
+_step_began: weakref.WeakKeyDictionary[asyncio.Task[Any], tuple[Callable[[], float], float]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+async def next_turn(clock: Callable[[], float] = time.perf_counter) -> None:
+    """Give the loop a turn, and have the next :func:`sliced` pass count from here."""
+    await asyncio.sleep(0)
+    task = asyncio.current_task()
+    if task is not None:
+        _step_began[task] = (clock, clock())
 
 
 async def sliced(
@@ -64,14 +81,31 @@ async def sliced(
     the consumer's loop counts (its time is between two reads of the clock). Whatever
     ``items`` iterates must not change meanwhile: pass a copy of a dict the loop's other
     tasks write (``list(d)``).
+
+    The budget is the step's, not the pass's: a pass counts from when a slice last gave
+    this task the loop back (:func:`next_turn` too), or from the first pass's start if
+    none has yet; so passes one after another, and the work between them, share one
+    budget. Counted from each pass's own start, the credentials' prune's five passes,
+    each within its budget, and a check's bookkeeping ran 48 ms in one step under
+    cProfile (bench/RESULTS.md). When the task has waited for something else since, its
+    step began later than that, and the pass gives the loop a turn after its first item:
+    one turn early, never late.
     """
     limit = STEP_BUDGET_S if budget is None else budget
+    task = asyncio.current_task()
     since = clock()
+    if task is not None:
+        began = _step_began.get(task)
+        if began is not None and began[0] is clock:
+            since = min(since, began[1])
+        _step_began[task] = (clock, since)  # the passes that follow in this step
     for item in items:
         yield item
         if clock() - since >= limit:
             await asyncio.sleep(0)
             since = clock()
+            if task is not None:
+                _step_began[task] = (clock, since)
 
 
 class TurnBudget:

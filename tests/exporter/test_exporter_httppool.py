@@ -64,8 +64,8 @@ async def test_content_length_answers_reuse_one_connection(serve: Starter) -> No
         assert await _get(pool, url) == (200, b"ok 0")
         assert await _get(pool, url) == (200, b"ok 1")
         assert (pool.opened, pool.idle) == (1, 1)
-        assert pool.prune_idle(3600) == 0
-        assert (pool.prune_idle(-1), pool.idle) == (1, 0)  # idle "too long": closed
+        assert await pool.prune_idle(3600) == 0
+        assert (await pool.prune_idle(-1), pool.idle) == (1, 0)  # idle "too long": closed
     finally:
         pool.close()
 
