@@ -3,8 +3,9 @@
 Only a reactor started with ``--cd.flux`` or ``--cd.argocd`` exports these series; without
 them the row says "CD integration off". The questions it answers, in order: how many
 objects are paused now, by whom (an outage, or someone else); is anything waiting (the
-alert ``FleetwatchCDActionsPending`` fires on the same numbers); what was done and what
-failed, and why; which clusters' objects are paused.
+alert ``FleetwatchCDActionsPending`` fires on the same numbers); does one replica act, and
+does what it acts on come in (its list+watch: ``FleetwatchCDWatchDown``); what was done
+and what failed, and why; which clusters' objects are paused.
 """
 
 from __future__ import annotations
@@ -12,17 +13,28 @@ from __future__ import annotations
 from typing import Any
 
 from dashboards.frame import ANY_CLUSTER
-from dashboards.panels import Board, Json, color_override, stat, target, thresholds, timeseries
+from dashboards.panels import (
+    Board,
+    Json,
+    bool_mappings,
+    color_override,
+    stat,
+    target,
+    thresholds,
+    timeseries,
+)
 from dashboards.status import COLOR_FAILING, COLOR_OFFLINE, COLOR_ONLINE
 from fleetwatch.common.metricnames import (
     REACTOR_CD_ACTIONS,
     REACTOR_CD_FAILURES,
     REACTOR_CD_LAST_RESYNC,
+    REACTOR_CD_LEADER,
     REACTOR_CD_OBJECTS,
     REACTOR_CD_PENDING,
     REACTOR_CD_PENDING_AGE,
     REACTOR_CD_RESYNC_INTERVAL,
     REACTOR_CD_UNRESOLVED,
+    REACTOR_CD_WATCH_UP,
     total,
 )
 
@@ -104,9 +116,29 @@ def cd(b: Board, y: int) -> int:
             steps=thresholds((None, "text"), (1, COLOR_FAILING)),
             color_mode="value",
         ),
+        stat(
+            "Acting replicas",
+            "Replicas holding the Lease, the one that pauses and resumes: 1. Zero for "
+            "longer than a lease duration: nobody acts (the Lease's failures are in the "
+            "log); never more than one. No Lease without --cd.leader-election or with "
+            "--cd.dry-run.",
+            [target(f"sum({REACTOR_CD_LEADER})", "acting", instant=True)],
+            steps=thresholds((None, COLOR_OFFLINE), (1, COLOR_ONLINE), (2, COLOR_OFFLINE)),
+            decimals=0,
+            no_value="no Lease",
+        ),
+        stat(
+            "Objects' list+watch",
+            "Whether every replica's list+watch of the Flux and Argo CD objects answers (and, "
+            "with --cd.process, its objects process runs): DOWN, the passes act on the "
+            "objects last seen; FleetwatchCDWatchDown fires after 10 minutes.",
+            [target(f"min({REACTOR_CD_WATCH_UP})", "watch", instant=True)],
+            mappings=bool_mappings("up", "DOWN", COLOR_ONLINE, COLOR_OFFLINE),
+            no_value=OFF,
+        ),
     ]
     for i, panel in enumerate(numbers):
-        b.add(panel, at=(4 * i, y, 4, 4))
+        b.add(panel, at=(3 * i, y, 3, 4))
     y += 4
     b.add(
         timeseries(

@@ -14,6 +14,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from fleetwatch.procs import wait_until
+from reactor.cd.election import LeaderMetrics
 from reactor.cd.metrics import CdMetrics
 from tests.helpers.dashboards_grafana import (
     Json,
@@ -128,6 +129,8 @@ def test_the_cd_row_shows_what_the_reactor_exports(scratch: Scratch) -> None:
     metrics.pending_age.set(150)
     metrics.unresolved.set(1)
     metrics.last_resync.set(time.time() - 5)
+    metrics.watch_up.set(0)
+    LeaderMetrics(registry).leader.set(1)
     scratch.serve(generate_latest(registry).decode())
     wait_until(lambda: cd_stat(prom, "Paused by outages") == 3, 15, what="the CD scrape")
     assert cd_stat(prom, "Paused by outages", "c2") == 0
@@ -138,5 +141,7 @@ def test_the_cd_row_shows_what_the_reactor_exports(scratch: Scratch) -> None:
     assert cd_stat(prom, "Objects naming no cluster") == 1
     since = cd_stat(prom, "Since last resync")
     assert since is not None and 4 < since < 60
+    assert cd_stat(prom, "Acting replicas") == 1
+    assert cd_stat(prom, "Objects' list+watch") == 0  # mapped to DOWN
     scratch.serve("")  # the CD integration off: the stats say so instead of a number
     wait_until(lambda: cd_stat(prom, "Actions pending") is None, 15, what="series gone")
