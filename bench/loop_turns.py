@@ -69,7 +69,10 @@ class TurnTimer:
         #: callbacks whose name matches this run under one ``cProfile`` (their costs by
         #: function, summed: what a long step of the cycle's own task does)
         self.profile = re.compile(profile) if profile else None
-        self.profiler = cProfile.Profile() if profile else None
+        self.profiled_stats: pstats.Stats | None = None
+        #: each profiled step that ran ``long`` seconds or more: its own functions (what
+        #: one long step did, which the summed profile cannot tell apart)
+        self.long_steps: list[dict[str, Any]] = []
         self.t0 = time.perf_counter()
         self.busy: list[float] = []
         self.worst_per_second: dict[int, float] = {}
@@ -118,8 +121,9 @@ class TurnTimer:
             started = time.perf_counter()
             try:
                 if profiled:
-                    assert timer.profiler is not None
-                    timer.profiler.runcall(handle_run, handle)
+                    step = cProfile.Profile()
+                    step.runcall(handle_run, handle)
+                    timer.keep_step(step, time.perf_counter() - started)
                 else:
                     handle_run(handle)
             finally:
@@ -182,13 +186,43 @@ class TurnTimer:
         self.longest.sort(key=lambda e: -e["busy_ms"])
         del self.longest[40:]
 
+    def keep_step(self, step: cProfile.Profile, spent: float) -> None:
+        """Add a profiled step to the sum; one that ran ``long`` or more, on its own too."""
+        stats = pstats.Stats(step)
+        if self.profiled_stats is None:
+            self.profiled_stats = stats
+        else:
+            self.profiled_stats.add(stats)
+        if spent < self.long:
+            return
+        own = [  # this project's functions, by cumulative time
+            (cum, f"{Path(file).name}:{line}({func})")
+            for (file, line, func), (_, _, _, cum, _) in stats.stats.items()  # type: ignore[attr-defined]
+            if "/fleetwatch/" in file or "/exporter/" in file or "/reactor/" in file
+        ]
+        own.sort(reverse=True)
+        heavy = sorted(  # any function, by its own time: what the project's called
+            (
+                (own_t, f"{Path(file).name}:{line}({func})")
+                for (file, line, func), (_, _, own_t, _, _) in stats.stats.items()
+            ),  # type: ignore[attr-defined]
+            reverse=True,
+        )
+        entry = {
+            "at_s": round(time.perf_counter() - self.t0, 2),
+            "ms": round(spent * 1000, 1),
+            "top": [[round(c * 1000, 1), n] for c, n in own[:12]],
+            "own_time": [[round(c * 1000, 1), n] for c, n in heavy[:8]],
+        }
+        self.long_steps.append(entry)
+
     def profiled(self, top: int = 45) -> list[str]:
         """The profiled callbacks' functions by cumulative time, the longest first."""
-        if self.profiler is None:
+        if self.profiled_stats is None:
             return []
         out = io.StringIO()
-        stats = pstats.Stats(self.profiler, stream=out)
-        stats.sort_stats("cumulative").print_stats(top)
+        self.profiled_stats.stream = out  # type: ignore[attr-defined]
+        self.profiled_stats.sort_stats("cumulative").print_stats(top)
         return out.getvalue().splitlines()
 
     def summary(self) -> dict[str, Any]:
@@ -224,6 +258,7 @@ class TurnTimer:
             },
             "longest": self.longest,
             "profile": self.profiled(),
+            "long_steps": self.long_steps,
         }
 
 
