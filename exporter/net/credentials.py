@@ -128,7 +128,7 @@ class _SslContexts:
     async def retain(self, used: set[int]) -> None:
         """Forget the contexts (by ``id``) no cached credentials use: clusters gone, files
         renewed (a new mtime makes a new key). Each holds its CA's certificates. A slice
-        a turn, as the rest of :meth:`Credentials.prune`; a context built meanwhile (a
+        a turn, as the rest of :meth:`CredentialCache.prune`; a context built meanwhile (a
         timed-out probe's build ending) may be dropped, and is built again when needed."""
         async for key, ctx in sliced(list(self._cache.items())):
             if id(ctx) not in used:
