@@ -58,12 +58,12 @@ _step_began: weakref.WeakKeyDictionary[asyncio.Task[Any], tuple[Callable[[], flo
 )
 
 
-async def next_turn(clock: Callable[[], float] = time.perf_counter) -> None:
+async def next_turn() -> None:
     """Give the loop a turn, and have the next :func:`sliced` pass count from here."""
     await asyncio.sleep(0)
     task = asyncio.current_task()
     if task is not None:
-        _step_began[task] = (clock, clock())
+        _step_began[task] = (time.perf_counter, time.perf_counter())
 
 
 async def sliced(

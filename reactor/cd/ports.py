@@ -1,7 +1,10 @@
 """What the CD actuator needs of the parts around it, as protocols (tests stand in for them;
 the store's, ``StoreRunner``, is ``reactor.cd.storeops``'):
 
-- :class:`ObjectSource`: the informer's objects (``fleetwatch.kube.informer``);
+- :class:`ObjectSource`: the objects, from the CD objects process
+  (``reactor.cd.objectlink``) or an informer (``fleetwatch.kube.informer``);
+  :class:`WatchedObjects` adds what the setup around the actuator reads of either (the
+  wait for a change, the list+watch's health);
 - :class:`Patcher`: ``reactor.cd.kubewrite.KubeWriter``'s writes (a patch, an Event), each
   behind a guard;
 - :class:`Leadership`: ``reactor.cd.election.LeaderElector``, asked whether this replica
@@ -22,6 +25,12 @@ class ObjectSource(Protocol):
     @property
     def generation(self) -> int: ...  # grows whenever an object is stored or dropped
     def objects(self) -> dict[str, dict[str, Any]]: ...
+
+
+class WatchedObjects(ObjectSource, Protocol):
+    @property
+    def up(self) -> bool: ...  # the list+watch answers (fleetwatch_reactor_cd_watch_up)
+    async def changed(self, generation: int) -> int: ...  # the generation once it moved
 
 
 class Patcher(Protocol):

@@ -24,13 +24,13 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from fleetwatch.kube.informer import Informer
-from fleetwatch.kube.objects import KubeObject
 from reactor.apidiscovery import API_DISCOVERY
 from reactor.cd.actuator import CdActuator
 from reactor.cd.election import LeaderElector, LeaderMetrics, lease_namespace
 from reactor.cd.kubewrite import KubeWriter
 from reactor.cd.metrics import CdMetrics
 from reactor.cd.objectlink import ObjectsProcess
+from reactor.cd.ports import WatchedObjects
 from reactor.cd.settings import CdSettings
 from reactor.cd.watch import cd_watches, credentials_of, stored
 from reactor.context import BACKEND, METRICS
@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 CD_ACTUATOR = web.AppKey("cd_actuator", CdActuator)
 
 
-async def forward(informer: ObjectsProcess | Informer[KubeObject], wake: asyncio.Event) -> None:
+async def forward(informer: WatchedObjects, wake: asyncio.Event) -> None:
     """Wake the actuator whenever the informer stores or drops an object."""
     generation = informer.generation
     while True:
@@ -63,7 +63,7 @@ def setup_cd(app: web.Application, settings: CdSettings | None) -> None:
         wake = asyncio.Event()
         api = KubeWriter(credentials, request_timeout=settings.request_timeout_s)
         async with api:
-            informer: ObjectsProcess | Informer[KubeObject]
+            informer: WatchedObjects
             if settings.process:
                 informer = ObjectsProcess(settings)
             else:
